@@ -1,0 +1,28 @@
+"""Options shared by several commands, defined once so every command spells them the same way
+(the habit of huggingface_hub's cli/_cli_utils.py)."""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+SourceArg = Annotated[str, typer.Argument(help="Draft checkpoint: a local folder or a Hub id org/name[@revision].",
+                                          show_default=False)]
+TargetOpt = Annotated[Optional[str], typer.Option(
+    "--target", "-t",
+    help="The target model: a built-in profile (kimi-k2.5, kimi-k2, deepseek-v3, llama-3.1-8b), a local folder, or "
+         "a Hub id. Only its config.json is read.")]
+EngineOpt = Annotated[str, typer.Option("--engine", "-e", help="Engine the draft is meant for: vllm or sglang.")]
+EngineVersionOpt = Annotated[Optional[str], typer.Option(
+    "--engine-version",
+    help="Engine version whose loading rules apply (vLLM: e.g. 0.32; SGLang: pre-25454 or post-25454). "
+         "Default: the installed engine, else the newest known.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document (schemas/report.schema.json) instead "
+                                                      "of the terminal report.")]
+AuxIdsOpt = Annotated[Optional[str], typer.Option(
+    "--aux-ids", help="Layers the draft was trained on, in vLLM's input-of-layer numbering (e.g. 2,30,58), or "
+                      "'default' for the engine defaults (2, L//2, L-3).")]
+AuxConvOpt = Annotated[Optional[str], typer.Option(
+    "--aux-convention", help="Convention the recorded aux ids follow: input (vLLM, speculators) or output "
+                             "(SGLang, SpecForge).")]
+D2tOpt = Annotated[Optional[str], typer.Option("--d2t", help="How d2t values were written: offsets or absolute.")]

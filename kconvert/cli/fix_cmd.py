@@ -1,0 +1,128 @@
+"""`kconvert fix`."""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+from rich.syntax import Syntax
+
+from kconvert.cli import app
+from kconvert.cli._common import AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, JsonOpt, SourceArg, TargetOpt
+from kconvert.cli._output import console, emit_json, err_console
+from kconvert.cli.inspect_cmd import build_options
+from kconvert.errors import UsageError
+
+EXAMPLES = """
+Examples:
+
+  kconvert fix AQ-MedAI/Kimi-K25-eagle3 -o ./kimi-draft-vllm --target kimi-k2.5
+
+  kconvert fix ./draft -o ./draft-sglang --engine sglang --dry-run
+
+  kconvert fix ./draft -o ./fixed --target ./target --aux-ids 2,30,58
+
+  kconvert fix ./pruned -o ./fixed --lm-head-from ./full-vocab-draft
+"""
+
+CAST = {"bf16": "BF16", "bfloat16": "BF16", "fp16": "F16", "float16": "F16", "fp32": "F32", "float32": "F32"}
+
+
+@app.command("fix", epilog=EXAMPLES)
+def fix_command(
+    source: SourceArg,
+    output: Annotated[Optional[str], typer.Option("--output", "-o", help="Destination folder (must not exist "
+                                                                           "unless --force).")] = None,
+    target: TargetOpt = None,
+    engine: EngineOpt = "vllm",
+    engine_version: EngineVersionOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (config diff and tensor ops); "
+                                                            "write nothing.")] = False,
+    only: Annotated[Optional[str], typer.Option("--only", help="Apply only the fixes of these rule ids "
+                                                               "(comma-separated, e.g. K404,K502).")] = None,
+    aux_ids: AuxIdsOpt = None,
+    aux_convention: AuxConvOpt = None,
+    d2t: D2tOpt = None,
+    lm_head_from: Annotated[Optional[str], typer.Option(
+        "--lm-head-from", help="Full-vocabulary draft whose lm_head rows are re-selected as full[d2t + arange] "
+                               "(repairs a prune that indexed with d2t alone).")] = None,
+    cast: Annotated[Optional[str], typer.Option("--cast", help="Cast floating-point weights: bf16, fp16 or "
+                                                               "fp32 (lossy; never done unasked).")] = None,
+    to_format: Annotated[Optional[str], typer.Option(
+        "--to-format", help="Write the speculators format or the flat SpecForge/vLLM layout (default: keep, "
+                            "except speculators → flat for SGLang).")] = None,
+    partial: Annotated[bool, typer.Option("--partial", help="Write what can be fixed even when error-level "
+                                                            "findings remain; list them.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing destination (atomically).")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a corrected copy of a draft that the chosen engine loads with the intended meaning.
+
+    Streams the tensors (unchanged ones are copied by byte range), keeps sharding, writes into a temporary folder
+    beside the destination and renames it into place, and records every op in kconvert.json. Never modifies the
+    input. Stops, naming the flag to pass, where the files cannot settle a decision.
+    """
+    from kconvert.fix import fix, fix_summary
+    from kconvert.plan.ops import describe
+
+    cast_dtype = None
+    if cast is not None:
+        cast_dtype = CAST.get(cast.lower())
+        if cast_dtype is None:
+            raise UsageError(f"--cast {cast!r}: choose bf16, fp16 or fp32")
+    opts = build_options(aux_ids, aux_convention, d2t, lm_head_source=lm_head_from, cast_dtype=cast_dtype)
+    only_set = {x.strip().upper() for x in only.split(",") if x.strip()} if only else None
+    if not dry_run and output is None:
+        raise UsageError("fix needs -o/--output DIR (or --dry-run to only print the plan)")
+
+    quiet = as_json or not err_console.is_terminal
+    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), DownloadColumn(),
+                  TransferSpeedColumn(), TimeRemainingColumn(), console=err_console, disable=quiet,
+                  transient=True) as prog:
+        task = prog.add_task("writing", total=None)
+
+        def progress(done: int, total: int, message: str) -> None:
+            prog.update(task, completed=done, total=total, description=message[:40])
+
+        result = fix(source, output, target=target, engine=engine, engine_version=engine_version, options=opts,
+                     only=only_set, dry_run=dry_run, partial=partial, force=force, to_format=to_format,
+                     progress=progress)
+    summary = fix_summary(result)
+    if as_json:
+        from kconvert.report.document import build_report
+
+        doc = build_report(result.inspect, command="fix", extra={"fix": summary},
+                           exit_code=1 if result.plan.unfixable else 0)
+        emit_json(doc)
+    else:
+        plan = result.plan
+        if result.noop:
+            console.print("[green]0 ops: the checkpoint already loads as intended on "
+                          f"{result.inspect.engine.engine}; nothing to change.[/]")
+        else:
+            diff = plan.config_diff()
+            if diff:
+                console.print(Syntax(diff, "diff", theme="ansi_dark", word_wrap=True))
+            tops = plan.tensor_ops
+            if tops:
+                console.print(f"[bold]{len(tops)} tensor op(s):[/]")
+                for line in [describe(o) for o in tops][:40]:
+                    console.print(f"  {line}", highlight=False)
+                if len(tops) > 40:
+                    console.print(f"  ... and {len(tops) - 40} more")
+            fixed = ", ".join(f.id for f in plan.applied_findings)
+            console.print(f"[bold]{len(plan.ops)} op(s)[/] from findings {fixed}")
+        for f in plan.unfixable:
+            console.print(f"[red]left (not fixable):[/] {f.id} {f.message}")
+        for f in plan.left:
+            console.print(f"[yellow]left as is:[/] {f.id} {f.message}"
+                          + (f" (decide with {f.needs_decision})" if f.needs_decision else ""))
+        if dry_run:
+            console.print("[dim]dry run: nothing written[/]")
+        elif result.written:
+            console.print(f"[green]wrote[/] {result.written} (provenance in kconvert.json)")
+            rem = result.remaining_fixable()
+            if rem:
+                console.print(f"[red]self-check: fixable errors remain in the output: {', '.join(f.id for f in rem)}"
+                              " (a kconvert bug, please report)[/]")
+    raise typer.Exit(1 if (result.plan.unfixable or result.remaining_fixable()) else 0)

@@ -1,0 +1,82 @@
+"""`kconvert inspect`."""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from kconvert.cli import app
+from kconvert.cli._common import AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, JsonOpt, SourceArg, TargetOpt
+from kconvert.cli._output import console, emit_json
+from kconvert.errors import UsageError
+
+EXAMPLES = """
+Examples:
+
+  kconvert inspect AQ-MedAI/Kimi-K25-eagle3 --target kimi-k2.5
+
+  kconvert inspect ./my-draft --target ./tiny-target --engine sglang --json
+
+  kconvert inspect lightseekorg/kimi-k2.5-eagle3@main --target moonshotai/Kimi-K2.5
+"""
+
+
+def parse_aux_ids(value: str | None) -> tuple[list[int] | None, bool]:
+    if value is None:
+        return None, False
+    if value.strip().lower() == "default":
+        return None, True
+    try:
+        ids = [int(x) for x in value.replace(" ", "").split(",") if x != ""]
+    except ValueError:
+        raise UsageError(f"--aux-ids {value!r}: give comma-separated layer numbers, e.g. 2,30,58, or 'default'") from None
+    if not ids or any(i < 0 for i in ids):
+        raise UsageError(f"--aux-ids {value!r}: give non-negative layer numbers")
+    return ids, False
+
+
+def build_options(aux_ids: str | None, aux_convention: str | None, d2t: str | None, **kw):
+    from kconvert.rules import Options
+
+    ids, default = parse_aux_ids(aux_ids)
+    if aux_convention not in (None, "input", "output"):
+        raise UsageError(f"--aux-convention {aux_convention!r}: choose input or output")
+    if d2t not in (None, "offsets", "absolute"):
+        raise UsageError(f"--d2t {d2t!r}: choose offsets or absolute")
+    return Options(aux_ids=ids, aux_ids_default=default, aux_convention=aux_convention, d2t_kind=d2t, **kw)
+
+
+@app.command("inspect", epilog=EXAMPLES)
+def inspect_command(
+    source: SourceArg,
+    target: TargetOpt = None,
+    engine: EngineOpt = "vllm",
+    engine_version: EngineVersionOpt = None,
+    aux_ids: AuxIdsOpt = None,
+    aux_convention: AuxConvOpt = None,
+    d2t: D2tOpt = None,
+    as_json: JsonOpt = False,
+    hashes: Annotated[bool, typer.Option("--hash", help="Also compute the sha256 of every local file "
+                                                         "(reads all bytes; off by default).")] = False,
+    report: Annotated[Optional[str], typer.Option("--report", help="Also write the JSON report to this file.")] = None,
+) -> None:
+    """Describe a draft, name its producer and list every incompatibility with the target and engine.
+
+    Reads config.json, the index and the safetensors headers, plus a few small tensors (d2t, t2d, a handful of
+    embedding rows); never loads the weights, never runs code from the checkpoint.
+    """
+    from kconvert.inspect import inspect
+    from kconvert.report.document import build_report
+    from kconvert.report.terminal import render_report
+    from kconvert.writer_util import write_json_atomic
+
+    opts = build_options(aux_ids, aux_convention, d2t)
+    result = inspect(source, target=target, engine=engine, engine_version=engine_version, options=opts)
+    doc = build_report(result, command="inspect", hashes=hashes)
+    if report:
+        write_json_atomic(report, doc)
+    if as_json:
+        emit_json(doc)
+    else:
+        render_report(console, doc)
+    raise typer.Exit(result.exit_code)

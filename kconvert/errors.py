@@ -1,0 +1,71 @@
+"""The errors kconvert raises on purpose.
+
+Every failure the user can cause or meet (bad arguments, unreadable or hostile checkpoints, an engine that
+cannot run) is one of these; the CLI turns them into one line and a stable exit code, never a traceback.
+"""
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1  # error-level findings, or a failed gate
+EXIT_USAGE = 2  # bad usage or unreadable input
+EXIT_ENGINE = 3  # the engine could not run the live test
+
+
+class KConvertError(Exception):
+    """Base class: a problem kconvert explains in one line."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str, *, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:  # pragma: no cover - trivial
+        return self.message
+
+
+class UsageError(KConvertError):
+    """The command line or an argument value is wrong."""
+
+
+class InputError(KConvertError):
+    """A checkpoint, config, index or report cannot be read or is not what it claims to be."""
+
+
+class HeaderError(InputError):
+    """A safetensors header or index violates the format (lengths, offsets, dtypes, paths)."""
+
+    def __init__(self, file: str, message: str, *, tensor: str | None = None):
+        where = f"{file}" + (f" [{tensor}]" if tensor else "")
+        super().__init__(f"{where}: {message}")
+        self.file = file
+        self.tensor = tensor
+
+
+class AmbiguityError(KConvertError):
+    """The files cannot settle a decision; a flag must decide it."""
+
+    exit_code = EXIT_FINDINGS
+
+
+class UnfixableError(KConvertError):
+    """Error-level findings remain that no op can repair."""
+
+    exit_code = EXIT_FINDINGS
+
+
+class GateError(KConvertError):
+    """A gate (thresholds, push binding) refused."""
+
+    exit_code = EXIT_FINDINGS
+
+
+class EngineError(KConvertError):
+    """The engine could not run the live test: crash, timeout, out of memory."""
+
+    exit_code = EXIT_ENGINE
+
+    def __init__(self, message: str, *, last_lines: list[str] | None = None, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.last_lines = list(last_lines or [])

@@ -1,0 +1,173 @@
+"""`kconvert fix`: inspect, plan the repairs, stop on what the files cannot settle, stream a corrected copy."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from kconvert.engines.expectations import engine_rules
+from kconvert.errors import AmbiguityError, UnfixableError, UsageError
+from kconvert.formats import speculators
+from kconvert.formats.layouts import renames
+from kconvert.formats.model import KeyLayout
+from kconvert.inspect import InspectResult, analyse
+from kconvert.plan import Plan, apply_config_ops, build_plan, diff_ops
+from kconvert.plan.ops import DeleteConfig, Op, RenameTensor, op_to_dict
+from kconvert.rules import Finding, Options
+from kconvert.source.checkpoint import open_checkpoint
+from kconvert.target import TargetModel, load_target
+
+
+@dataclass
+class FixResult:
+    inspect: InspectResult
+    plan: Plan
+    written: Path | None = None
+    write_result: Any = None
+    after: InspectResult | None = None  # inspect of the output
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ops(self) -> list[Op]:
+        return self.plan.ops
+
+    @property
+    def noop(self) -> bool:
+        return not self.plan.ops
+
+    def remaining_fixable(self) -> list[Finding]:
+        if self.after is None:
+            return []
+        return [f for f in self.after.findings if f.severity == "error" and f.ops]
+
+
+def _format_ops(res: InspectResult, plan: Plan, to_format: str | None) -> list[Op]:
+    """Whole-format conversions (speculators <-> flat) and the engine's tensor layout, after the rule ops."""
+    d = res.draft
+    eng = res.engine
+    want = to_format
+    if want is None and d.is_speculators and eng.engine == "sglang":
+        want = "flat"  # SGLang does not read the speculators format
+    ops: list[Op] = []
+    cfg = plan.config_after
+    layout: KeyLayout | None = None
+    if want == "flat" and d.is_speculators:
+        arch = eng.preferred_arch.get(d.layer_family, "LlamaForCausalLMEagle3")
+        new = speculators.to_flat(cfg, architecture=arch)
+        ops += diff_ops(cfg, new, "speculators -> flat layout")
+        cfg = new
+        layout = eng.layout
+    elif want == "speculators" and not d.is_speculators:
+        if d.layer_family != "llama":
+            raise UsageError("--to-format speculators: the speculators format holds Llama-layer drafts only")
+        verifier = res.target.name if res.target else None
+        new = speculators.to_speculators(cfg, verifier=verifier,
+                                         verifier_architectures=res.target.architectures if res.target else None)
+        ops += diff_ops(cfg, new, "flat -> speculators layout")
+        cfg = new
+        layout = KeyLayout(prefix="", layer="layers.0.")
+    elif want not in (None, "flat", "speculators"):
+        raise UsageError(f"--to-format {want!r}: choose flat or speculators")
+    if eng.engine == "sglang" and "eagle_aux_hidden_state_layer_ids" in cfg:
+        # vLLM-only key in vLLM's convention; SGLang reads eagle_config, where fix wrote its own convention.
+        ops.append(DeleteConfig(("eagle_aux_hidden_state_layer_ids",), "vLLM-only key; SGLang reads eagle_config"))
+    if layout is not None:
+        already = {o.old for o in plan.ops if isinstance(o, RenameTensor)}
+        ops += [RenameTensor(old, new, f"{layout.name}.* layout") for old, new in renames(d.raw_names, layout)
+                if old not in already]
+    return ops
+
+
+def plan_fix(res: InspectResult, *, only: set[str] | None = None, to_format: str | None = None) -> Plan:
+    plan = build_plan(res.findings, res.checkpoint.config, only=only)
+    extra = _format_ops(res, plan, to_format)
+    if extra:
+        plan.ops = plan.ops + extra
+        plan.config_after = apply_config_ops(res.checkpoint.config, plan.ops)
+    return plan
+
+
+def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | None = None, engine: str = "vllm",
+        engine_version: str | None = None, options: Options | None = None, only: set[str] | None = None,
+        dry_run: bool = False, partial: bool = False, force: bool = False, to_format: str | None = None,
+        progress: Callable[[int, int, str], None] | None = None) -> FixResult:
+    ckpt = open_checkpoint(source)
+    tgt = load_target(target) if isinstance(target, str) else target
+    rules = engine_rules(engine, engine_version)
+    opts = options or Options()
+    if opts.lm_head_source and "d2t" not in ckpt.tensors:
+        raise UsageError("--lm-head-from needs a draft with d2t (the rows to re-select)")
+    res = analyse(ckpt, tgt, rules, opts)
+    plan = plan_fix(res, only=only, to_format=to_format)
+    if opts.lm_head_source:
+        from kconvert.plan.ops import ReselectLmHead
+
+        d = res.draft
+        plan.ops.append(ReselectLmHead(d.raw_names.get("lm_head.weight", "lm_head.weight"), opts.lm_head_source,
+                                       "lm_head.weight", d.raw_names.get("d2t", "d2t"),
+                                       "re-select rows full[d2t + arange] from the full-vocabulary head"))
+    result = FixResult(inspect=res, plan=plan)
+    if plan.blocking:
+        lines = "; ".join(f"{f.id} {f.message} → decide with {f.needs_decision}" for f in plan.blocking)
+        raise AmbiguityError(f"fix does not guess: {lines}",
+                             hint="rerun with the flag(s) named above; `kconvert rules ID` explains each")
+    if plan.unfixable and not partial:
+        lines = "; ".join(f"{f.id} {f.message}" for f in plan.unfixable)
+        raise UnfixableError(f"error-level findings that no op can repair: {lines}",
+                             hint="--partial writes what can be fixed and lists what is left")
+    if dry_run:
+        return result
+    if out_dir is None:
+        raise UsageError("fix needs -o/--output DIR (or --dry-run)")
+    out = Path(out_dir)
+    if ckpt.root is not None and out.resolve() == ckpt.root.resolve():
+        raise UsageError("the output folder is the input folder; fix never touches its input")
+    from kconvert.writer import write_checkpoint
+
+    provenance = {
+        "input": {"source": ckpt.ref, "revision": ckpt.revision, "commit": ckpt.commit,
+                  "producer": res.draft.format.producer},
+        "target": tgt.name if tgt else None,
+        "engine": {"name": rules.engine, "rules_version": rules.version},
+        "decisions": {k: v for k, v in vars(opts).items() if v not in (None, False)},
+        "findings_fixed": [f.id for f in plan.applied_findings],
+        "findings_left": [f.id for f in plan.unfixable + plan.left],
+    }
+    aux_record = _aux_record(res, plan, opts)
+    if aux_record:
+        provenance["aux_ids"] = aux_record
+    result.write_result = write_checkpoint(ckpt, plan.ops, out, force=force, provenance=provenance,
+                                           progress=progress)
+    result.written = out
+    # Self-check: the output must not carry a fixable error any more.
+    result.after = analyse(open_checkpoint(str(out)), tgt, rules, Options())
+    return result
+
+
+def _aux_record(res: InspectResult, plan: Plan, opts: Options) -> dict[str, Any] | None:
+    from kconvert.formats import get_path
+    from kconvert.rules.aux_layers import physical_ids
+    from kconvert.rules.base import Context
+
+    phys = physical_ids(Context(res.draft, res.target, res.engine, opts))
+    if phys is None:
+        return None
+    for path in res.engine.aux_read_paths:
+        written = get_path(plan.config_after, path)
+        if isinstance(written, list):
+            return {"written": written, "physical": phys, "engine": res.engine.engine,
+                    "engine_rules_version": res.engine.version, "read_from": ".".join(path)}
+    return None
+
+
+def fix_summary(result: FixResult) -> dict[str, Any]:
+    p = result.plan
+    return {
+        "ops": [op_to_dict(o) for o in p.ops],
+        "applied_findings": [f.id for f in p.applied_findings],
+        "unfixable": [f.to_dict() for f in p.unfixable],
+        "left": [f.to_dict() for f in p.left],
+        "output": str(result.written) if result.written else None,
+        "noop": result.noop,
+        "remaining_fixable_after": [f.id for f in result.remaining_fixable()],
+    }

@@ -1,0 +1,155 @@
+"""Producers → one DraftModel. Adding a producer means adding one module here and listing it below."""
+from __future__ import annotations
+
+from typing import Any
+
+from kconvert.formats import eagle, modelopt, specforge, speculators, torchspec
+from kconvert.formats.layouts import detect_layout, known_canonical, to_canonical
+from kconvert.formats.model import AuxIds, DraftModel, FormatGuess, KeyLayout
+from kconvert.source.checkpoint import Checkpoint
+
+# Most specific first: stamps and nested configs beat architecture guesses.
+PRODUCERS = (speculators, torchspec, modelopt, specforge, eagle)
+BY_NAME = {m.NAME: m for m in PRODUCERS}
+
+AUX_KEY = "eagle_aux_hidden_state_layer_ids"
+# Every place a config may hold aux ids, in the order vLLM 0.32's V1 runner consults them.
+AUX_PATHS: tuple[tuple[str, ...], ...] = (
+    (AUX_KEY,),
+    ("eagle_config", AUX_KEY),
+    ("eagle_config", "layer_ids"),
+)
+
+MLA_KEYS = ("kv_lora_rank", "qk_rope_head_dim")
+
+
+def get_path(cfg: dict[str, Any], path: tuple[str, ...]) -> Any:
+    cur: Any = cfg
+    for k in path:
+        if not isinstance(cur, dict) or k not in cur:
+            return None
+        cur = cur[k]
+    return cur
+
+
+def detect_format(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess:
+    guesses = [g for m in PRODUCERS if (g := m.detect(ckpt, layout)) is not None]
+    if not guesses:
+        return FormatGuess("unknown", 0.0, ["no producer's keys, stamps or architecture matched"])
+    return max(guesses, key=lambda g: g.confidence)
+
+
+def _int_or_none(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _recorded_convention(ckpt: Checkpoint, ids: list[int] | None) -> tuple[str, str] | None:
+    """A checkpoint written by `kconvert fix` records which streams its ids name (kconvert.json)."""
+    if ids is None or "kconvert.json" not in ckpt.files or ckpt.root is None:
+        return None
+    from kconvert.errors import KConvertError
+    from kconvert.source.checkpoint import read_json_file
+
+    try:
+        prov = read_json_file(ckpt.root / "kconvert.json", "kconvert.json")
+    except KConvertError:
+        return None
+    rec = prov.get("aux_ids") if isinstance(prov, dict) else None
+    if not isinstance(rec, dict) or rec.get("written") != ids or not isinstance(rec.get("physical"), list):
+        return None
+    phys = rec["physical"]
+    if phys == ids:
+        return "input", "kconvert.json records these ids as vLLM's input-of-layer ids"
+    if phys == [i + 1 for i in ids]:
+        return "output", "kconvert.json records these ids in the output-of-layer convention"
+    return None
+
+
+def read_draft(ckpt: Checkpoint) -> DraftModel:
+    """Describe the draft canonically; never raises on odd content (rules judge it), only on unreadable input."""
+    raw = sorted(ckpt.tensors)
+    layout = detect_layout(raw)
+    fmt = detect_format(ckpt, layout)
+    spec = speculators.is_speculators(ckpt.config)
+    cfg = speculators.flatten(ckpt.config) if spec else dict(ckpt.config)
+
+    tensors = {}
+    raw_names: dict[str, str] = {}
+    unmapped: list[str] = []
+    for name in raw:
+        c = to_canonical(name, layout)
+        if c in tensors or not known_canonical(c):
+            unmapped.append(name)
+            continue
+        tensors[c] = ckpt.tensors[name]
+        raw_names[c] = name
+
+    archs = [a for a in (cfg.get("architectures") or []) if isinstance(a, str)]
+    has_mla_tensors = any("kv_a_proj_with_mqa" in n for n in tensors)
+    family = "mla" if (has_mla_tensors or any("Deepseek" in a or "DeepSeek" in a for a in archs)
+                       or all(k in cfg for k in MLA_KEYS)) else "llama"
+
+    locations = {".".join(p): v for p in AUX_PATHS if (v := get_path(cfg, p)) is not None}
+    ids = None
+    source = None
+    for p in AUX_PATHS:
+        v = get_path(cfg, p)
+        if v is not None:
+            ids, source = v, ".".join(p)
+            break
+    if ids is not None and not (isinstance(ids, list) and all(_int_or_none(i) is not None for i in ids)):
+        ids_list = None
+    else:
+        ids_list = ids
+    module = BY_NAME.get(fmt.producer)
+    if module is not None:
+        conv, conv_ev = module.aux_convention(cfg, layout)
+    elif AUX_KEY in cfg:
+        conv, conv_ev = "input", "ids at the top-level key that only vLLM reads"
+    else:
+        conv, conv_ev = None, "unknown producer: the convention of its ids is not recorded"
+    recorded = _recorded_convention(ckpt, ids_list)
+    if recorded is not None:
+        conv, conv_ev = recorded
+    aux = AuxIds(ids=ids_list, source=source, locations=locations, convention=conv, convention_evidence=conv_ev)
+    if ids is not None and ids_list is None:
+        aux.locations["_invalid"] = ids
+
+    ec = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+    norm_flags = {}
+    for k in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"):
+        if k in cfg:
+            norm_flags[k] = cfg[k]
+        if k in ec:
+            norm_flags[f"eagle_config.{k}"] = ec[k]
+    extra = {k: ec[k] for k in modelopt.FLAGS if k in ec}
+    rope = {k: cfg[k] for k in ("rope_theta", "rope_scaling", "rope_parameters") if k in cfg}
+    return DraftModel(
+        checkpoint=ckpt,
+        format=fmt,
+        config=cfg,
+        layer_family=family,
+        architectures=archs,
+        model_type=cfg.get("model_type") if isinstance(cfg.get("model_type"), str) else None,
+        is_speculators=spec,
+        key_layout=layout,
+        tensors=tensors,
+        raw_names=raw_names,
+        unmapped=unmapped,
+        aux=aux,
+        hidden_size=_int_or_none(cfg.get("hidden_size")),
+        target_hidden_size=_int_or_none(cfg.get("target_hidden_size")),
+        num_attention_heads=_int_or_none(cfg.get("num_attention_heads")),
+        num_key_value_heads=_int_or_none(cfg.get("num_key_value_heads")),
+        head_dim=_int_or_none(cfg.get("head_dim")),
+        intermediate_size=_int_or_none(cfg.get("intermediate_size")),
+        num_hidden_layers=_int_or_none(cfg.get("num_hidden_layers")),
+        vocab_size=_int_or_none(cfg.get("vocab_size")),
+        draft_vocab_size=_int_or_none(cfg.get("draft_vocab_size")),
+        max_position_embeddings=_int_or_none(cfg.get("max_position_embeddings")),
+        torch_dtype=cfg.get("torch_dtype") if isinstance(cfg.get("torch_dtype"), str) else None,
+        dtype=cfg.get("dtype") if isinstance(cfg.get("dtype"), str) else None,
+        norm_flags=norm_flags,
+        rope=rope,
+        extra_flags=extra,
+    )

@@ -1,0 +1,90 @@
+"""Tensor-name layouts, declared as data (in the manner of vLLM's WeightsMapper).
+
+Canonical names are vLLM's, without prefix. A layout says how a producer or an engine writes them; the
+rename between two layouts is derived from the two tables, never hand-written per pair.
+"""
+from __future__ import annotations
+
+from kconvert.formats.model import KeyLayout
+
+# Tensors of the single decoder layer (relative to the layer prefix).
+LLAMA_LAYER = (
+    "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+    "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+    "input_layernorm.weight", "hidden_norm.weight", "post_attention_layernorm.weight",
+)
+MLA_ATTN_LORA_Q = ("self_attn.q_a_proj.weight", "self_attn.q_a_layernorm.weight", "self_attn.q_b_proj.weight")
+MLA_ATTN_PLAIN_Q = ("self_attn.q_proj.weight",)
+MLA_ATTN = ("self_attn.kv_a_proj_with_mqa.weight", "self_attn.kv_a_layernorm.weight",
+            "self_attn.kv_b_proj.weight", "self_attn.o_proj.weight")
+LAYER_COMMON = ("mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+                "input_layernorm.weight", "hidden_norm.weight", "post_attention_layernorm.weight")
+TOP_REQUIRED = ("fc.weight", "norm.weight")
+TOP_OPTIONAL = ("lm_head.weight", "embed_tokens.weight", "d2t", "t2d", "input_norm.weight")
+NORMS = ("layers.0.input_layernorm.weight", "layers.0.hidden_norm.weight",
+         "layers.0.post_attention_layernorm.weight", "norm.weight")
+
+LAYER_PREFIXES = ("midlayer.", "layers.0.")
+
+# Layouts the engines load as intended (vLLM maps `midlayer.` itself, SGLang reads `midlayer.`).
+ENGINE_LAYOUTS = {
+    "vllm": KeyLayout(prefix="", layer="layers.0."),
+    "sglang": KeyLayout(prefix="", layer="midlayer."),
+}
+
+
+def required_layer_tensors(family: str, q_lora: bool) -> tuple[str, ...]:
+    if family == "mla":
+        q = MLA_ATTN_LORA_Q if q_lora else MLA_ATTN_PLAIN_Q
+        return tuple(f"layers.0.{n}" for n in q + MLA_ATTN + LAYER_COMMON)
+    return tuple(f"layers.0.{n}" for n in LLAMA_LAYER)
+
+
+def known_canonical(name: str) -> bool:
+    if name in TOP_REQUIRED or name in TOP_OPTIONAL:
+        return True
+    if name.startswith("layers.0."):
+        rest = name[len("layers.0."):]
+        return rest in LLAMA_LAYER or rest in MLA_ATTN_LORA_Q + MLA_ATTN_PLAIN_Q + MLA_ATTN + LAYER_COMMON
+    if name.startswith("fc_norm.") and name.endswith(".weight"):
+        return True
+    return False
+
+
+def detect_layout(raw_names: list[str]) -> KeyLayout:
+    """Which prefix and layer name the files use (majority of names decide)."""
+    prefixed = sum(1 for n in raw_names if n.startswith("model.") and n != "model.lm_head.weight")
+    prefix = "model." if raw_names and prefixed >= max(1, (len(raw_names) - 2) // 2) else ""
+    body = [n[len(prefix):] if n.startswith(prefix) else n for n in raw_names]
+    mid = sum(1 for n in body if n.startswith("midlayer."))
+    lay = sum(1 for n in body if n.startswith("layers."))
+    layer = "midlayer." if mid > lay else "layers.0."
+    return KeyLayout(prefix=prefix, layer=layer, lm_head_prefixed="model.lm_head.weight" in raw_names)
+
+
+def to_canonical(raw: str, layout: KeyLayout) -> str:
+    n = raw
+    if layout.prefix and n.startswith(layout.prefix):
+        n = n[len(layout.prefix):]
+    if n.startswith("midlayer."):
+        n = "layers.0." + n[len("midlayer."):]
+    return n
+
+
+def to_layout(canonical: str, layout: KeyLayout) -> str:
+    n = canonical
+    if n.startswith("layers.0.") and layout.layer == "midlayer.":
+        n = "midlayer." + n[len("layers.0."):]
+    if layout.prefix and (n != "lm_head.weight" or layout.lm_head_prefixed):
+        n = layout.prefix + n
+    return n
+
+
+def renames(raw_names: dict[str, str], dst: KeyLayout) -> list[tuple[str, str]]:
+    """(old, new) pairs turning the files' names into layout `dst`; `raw_names` is canonical -> raw."""
+    out = []
+    for canonical, raw in sorted(raw_names.items()):
+        new = to_layout(canonical, dst)
+        if new != raw:
+            out.append((raw, new))
+    return out

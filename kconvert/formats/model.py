@@ -1,0 +1,149 @@
+"""DraftModel: the one canonical description of an EAGLE-3 draft, whatever wrote it.
+
+Every producer module under `kconvert.formats` reads a checkpoint into this; rules look only at it (and at
+the target and engine), never at raw files. Tensor names are canonical: the vLLM layout without prefix
+(`layers.0.self_attn.q_proj.weight`, `fc.weight`, `norm.weight`, `lm_head.weight`, `d2t`, `t2d`,
+`embed_tokens.weight`); `raw_names` maps them back to the names in the files.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kconvert.source.checkpoint import Checkpoint
+from kconvert.source.safetensors_header import TensorInfo
+
+PRODUCERS = ("specforge", "torchspec", "eagle", "speculators", "modelopt", "unknown")
+
+
+@dataclass
+class FormatGuess:
+    producer: str
+    confidence: float
+    evidence: list[str] = field(default_factory=list)
+
+
+@dataclass
+class KeyLayout:
+    """How the tensor names are written: an optional outer prefix and the name of the decoder layer."""
+
+    prefix: str = ""  # "" or "model."
+    layer: str = "layers.0."  # "midlayer." or "layers.0."
+    lm_head_prefixed: bool = False  # `model.lm_head.weight`
+
+    @property
+    def name(self) -> str:
+        return f"{self.prefix}{self.layer.rstrip('.')}"
+
+
+@dataclass
+class AuxIds:
+    ids: list[int] | None  # as written
+    source: str | None  # config path that held them, e.g. "eagle_config.eagle_aux_hidden_state_layer_ids"
+    locations: dict[str, Any] = field(default_factory=dict)  # every path that holds ids -> value
+    convention: str | None = None  # convention the producer writes: "input" (vLLM) | "output" (SGLang) | None
+    convention_evidence: str = ""
+
+
+@dataclass
+class DraftModel:
+    checkpoint: Checkpoint
+    format: FormatGuess
+    config: dict[str, Any]  # effective flat config (speculators: transformer_layer_config merged in)
+    layer_family: str  # "llama" | "mla"
+    architectures: list[str]
+    model_type: str | None
+    is_speculators: bool
+    key_layout: KeyLayout
+    tensors: dict[str, TensorInfo]  # canonical name -> info
+    raw_names: dict[str, str]  # canonical name -> name in the files
+    unmapped: list[str]  # raw names that do not belong to an EAGLE-3 draft
+    aux: AuxIds
+    hidden_size: int | None
+    target_hidden_size: int | None  # declared in config
+    num_attention_heads: int | None
+    num_key_value_heads: int | None
+    head_dim: int | None  # declared
+    intermediate_size: int | None
+    num_hidden_layers: int | None
+    vocab_size: int | None
+    draft_vocab_size: int | None  # declared
+    max_position_embeddings: int | None
+    torch_dtype: str | None
+    dtype: str | None
+    norm_flags: dict[str, Any]
+    rope: dict[str, Any]
+    extra_flags: dict[str, Any] = field(default_factory=dict)
+
+    # --- facts derived from tensor shapes -------------------------------------------------------------
+    def shape(self, name: str) -> tuple[int, ...] | None:
+        t = self.tensors.get(name)
+        return t.shape if t else None
+
+    @property
+    def fc_in(self) -> int | None:
+        s = self.shape("fc.weight")
+        return s[1] if s and len(s) == 2 else None
+
+    @property
+    def fc_out(self) -> int | None:
+        s = self.shape("fc.weight")
+        return s[0] if s and len(s) == 2 else None
+
+    @property
+    def lm_head_rows(self) -> int | None:
+        s = self.shape("lm_head.weight")
+        return s[0] if s else None
+
+    @property
+    def has_lm_head(self) -> bool:
+        return "lm_head.weight" in self.tensors
+
+    @property
+    def has_embeddings(self) -> bool:
+        return "embed_tokens.weight" in self.tensors
+
+    @property
+    def effective_hidden(self) -> int | None:
+        return self.hidden_size or self.fc_out
+
+    @property
+    def tensor_dtypes(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in self.tensors.values():
+            if t.name.endswith(("d2t", "t2d")) or t.name in ("d2t", "t2d"):
+                continue
+            out[t.dtype] = out.get(t.dtype, 0) + 1
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "layer_family": self.layer_family,
+            "architectures": self.architectures,
+            "model_type": self.model_type,
+            "key_layout": self.key_layout.name,
+            "hidden_size": self.hidden_size,
+            "target_hidden_size": self.target_hidden_size,
+            "fc_shape": list(self.shape("fc.weight") or []) or None,
+            "num_aux_hidden_states": (len(self.aux.ids) if self.aux.ids else None),
+            "aux_layer_ids": self.aux.ids,
+            "aux_layer_ids_source": self.aux.source,
+            "aux_convention": self.aux.convention,
+            "num_attention_heads": self.num_attention_heads,
+            "num_key_value_heads": self.num_key_value_heads,
+            "head_dim": self.head_dim,
+            "num_hidden_layers": self.num_hidden_layers,
+            "vocab_size": self.vocab_size,
+            "draft_vocab_size": self.draft_vocab_size,
+            "lm_head_rows": self.lm_head_rows,
+            "has_embeddings": self.has_embeddings,
+            "has_d2t": "d2t" in self.tensors,
+            "has_t2d": "t2d" in self.tensors,
+            "max_position_embeddings": self.max_position_embeddings,
+            "torch_dtype": self.torch_dtype,
+            "dtype": self.dtype,
+            "tensor_dtypes": self.tensor_dtypes,
+            "norm_flags": self.norm_flags,
+            "rope": self.rope,
+            "num_tensors": len(self.tensors),
+        }

@@ -1,0 +1,97 @@
+"""vLLM's `speculators` format: `Eagle3Speculator`, nested `transformer_layer_config`, `layers.0.*` keys,
+top-level `eagle_aux_hidden_state_layer_ids` in vLLM's input-of-layer convention.
+Source: vllm-project/speculators; vLLM vllm/transformers_utils/configs/speculators/algos.py."""
+from __future__ import annotations
+
+from typing import Any
+
+from kconvert.formats.model import FormatGuess, KeyLayout
+from kconvert.source.checkpoint import Checkpoint
+
+NAME = "speculators"
+LAYOUT = KeyLayout(prefix="", layer="layers.0.")
+ARCHITECTURES = ("Eagle3Speculator",)
+
+
+def is_speculators(config: dict[str, Any]) -> bool:
+    return "speculators_model_type" in config or "speculators_config" in config
+
+
+def detect(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess | None:
+    cfg = ckpt.config
+    ev = [f"config key '{k}'" for k in ("speculators_model_type", "speculators_config", "speculators_version",
+                                        "transformer_layer_config") if k in cfg]
+    if any(a in ARCHITECTURES for a in cfg.get("architectures") or []):
+        ev.append("architectures contains Eagle3Speculator")
+    if not ev:
+        return None
+    return FormatGuess(NAME, 0.99 if len(ev) >= 2 else 0.8, ev)
+
+
+def flatten(config: dict[str, Any]) -> dict[str, Any]:
+    """The draft's effective config: the nested layer config, overridden by top-level eagle fields."""
+    inner = config.get("transformer_layer_config")
+    out: dict[str, Any] = dict(inner) if isinstance(inner, dict) else {}
+    for k, v in config.items():
+        if k != "transformer_layer_config":
+            out[k] = v
+    return out
+
+
+def aux_convention(cfg: dict[str, Any], layout: KeyLayout) -> tuple[str | None, str]:
+    return "input", "speculators writes vLLM's input-of-layer ids"
+
+
+# Keys the speculators format keeps at top level (everything else of the layer belongs in
+# transformer_layer_config). Mirrors speculators' Eagle3SpeculatorConfig fields.
+TOP_LEVEL = ("draft_vocab_size", "norm_before_residual", "target_hidden_size", "eagle_aux_hidden_state_layer_ids",
+             "torch_dtype", "dtype")
+SPECULATORS_ONLY = ("speculators_model_type", "speculators_config", "speculators_version",
+                    "transformer_layer_config")
+
+
+def to_flat(config: dict[str, Any], *, architecture: str = "LlamaForCausalLMEagle3") -> dict[str, Any]:
+    """speculators → the flat SpecForge/vLLM layout: the nested layer config becomes the top level, the EAGLE-3
+    fields stay, ids are also written into eagle_config (where vLLM sizes fc and SGLang reads them)."""
+    out = dict(config.get("transformer_layer_config") or {})
+    for k, v in config.items():
+        if k not in SPECULATORS_ONLY and k != "architectures":
+            out[k] = v
+    out["architectures"] = [architecture]
+    out.setdefault("model_type", "llama")
+    out["num_hidden_layers"] = 1
+    # The speculators format's default (Eagle3SpeculatorConfig) is false; say it where flat readers look.
+    out.setdefault("norm_before_residual", False)
+    ids = out.get("eagle_aux_hidden_state_layer_ids")
+    if ids is not None:
+        ec = dict(out.get("eagle_config") or {})
+        ec["eagle_aux_hidden_state_layer_ids"] = ids
+        out["eagle_config"] = ec
+    return out
+
+
+def to_speculators(config: dict[str, Any], *, verifier: str | None = None,
+                   verifier_architectures: list[str] | None = None, version: str = "0.3.0") -> dict[str, Any]:
+    """flat SpecForge/vLLM layout → speculators (ids expected in vLLM's input convention already)."""
+    layer = {k: v for k, v in config.items() if k not in TOP_LEVEL and k not in ("architectures", "eagle_config")
+             and not k.startswith("_")}
+    layer["architectures"] = ["LlamaForCausalLM"]
+    layer["model_type"] = "llama"
+    layer["num_hidden_layers"] = 1
+    ec = config.get("eagle_config") if isinstance(config.get("eagle_config"), dict) else {}
+    out: dict[str, Any] = {"architectures": list(ARCHITECTURES), "speculators_model_type": "eagle3"}
+    for k in TOP_LEVEL:
+        if k in config:
+            out[k] = config[k]
+    if "eagle_aux_hidden_state_layer_ids" not in out and "eagle_aux_hidden_state_layer_ids" in ec:
+        out["eagle_aux_hidden_state_layer_ids"] = ec["eagle_aux_hidden_state_layer_ids"]
+    out.setdefault("norm_before_residual", bool(config.get("norm_before_residual", False)))
+    out["transformer_layer_config"] = layer
+    out["speculators_config"] = {
+        "algorithm": "eagle3",
+        "default_proposal_method": "greedy",
+        "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 3}],
+        "verifier": {"name_or_path": verifier, "architectures": verifier_architectures or []},
+    }
+    out["speculators_version"] = version
+    return out

@@ -1,0 +1,52 @@
+"""The one JSON report shape shared by inspect, fix and verify (schemas/report.schema.json)."""
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+from kconvert import __version__
+from kconvert.inspect import InspectResult, engine_info
+
+SCHEMA_VERSION = 1
+
+
+def subject(result: InspectResult, *, hashes: bool = False) -> dict[str, Any]:
+    ck = result.checkpoint
+    files = []
+    for name, entry in sorted(ck.files.items()):
+        sha = entry.sha256
+        if hashes and sha is None and ck.local_path(name) is not None:
+            sha = ck.sha256(name)
+        files.append({"name": name, "size": entry.size, "sha256": sha})
+    return {"source": ck.ref, "kind": ck.kind, "repo_id": ck.repo_id, "revision": ck.revision, "commit": ck.commit,
+            "files": files}
+
+
+def build_report(result: InspectResult, *, command: str, hashes: bool = False,
+                 live: dict[str, Any] | None = None, thresholds: dict[str, Any] | None = None,
+                 verdict: str | None = None, exit_code: int | None = None,
+                 extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    counts = result.counts()
+    code = result.exit_code if exit_code is None else exit_code
+    doc: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "kconvert", "version": __version__},
+        "command": command,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "subject": subject(result, hashes=hashes),
+        "format": {"producer": result.draft.format.producer, "confidence": result.draft.format.confidence,
+                   "evidence": result.draft.format.evidence},
+        "draft": result.draft.summary(),
+        "target": result.target.summary() if result.target else None,
+        "engine": engine_info(result.engine),
+        "findings": [f.to_dict() for f in result.findings],
+        "summary": {"errors": counts["error"], "warnings": counts["warning"], "info": counts["info"],
+                    "fixable": counts["fixable"]},
+        "live": live,
+        "thresholds": thresholds,
+        "verdict": verdict or ("fail" if code else "pass"),
+        "exit_code": code,
+    }
+    if extra:
+        doc.update(extra)
+    return doc

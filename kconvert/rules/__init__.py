@@ -1,0 +1,5 @@
+"""One rule per defect class. Importing this package registers them all (see base.REGISTRY)."""
+from kconvert.rules import architecture, aux_layers, config, integrity, norms, tensors, vocab  # noqa: F401
+from kconvert.rules.base import CATEGORIES, REGISTRY, Context, Evidence, Finding, Options, Rule, run_rules
+
+__all__ = ["CATEGORIES", "REGISTRY", "Context", "Evidence", "Finding", "Options", "Rule", "run_rules"]

@@ -1,0 +1,102 @@
+"""Architecture, model_type and layer-count rules."""
+from __future__ import annotations
+
+from typing import Iterator
+
+from kconvert.plan.ops import DeleteConfig, SetConfig
+from kconvert.rules.base import Context, Evidence, Finding, rule
+
+
+def _mapped_family(ctx: Context) -> str | None:
+    archs = ctx.draft.architectures
+    if ctx.draft.is_speculators and ctx.engine.engine == "vllm":
+        return "llama"
+    for a in archs:
+        if ctx.engine.engine == "vllm":
+            # vLLM prefixes `Eagle3` to names that neither start nor end with it (configs/eagle.py).
+            name = a if (a.startswith("Eagle3") or a.endswith("Eagle3")) else f"Eagle3{a}"
+            if name in ctx.engine.architectures:
+                return ctx.engine.architectures[name]
+            if a in ctx.engine.architectures and not (a.startswith("Eagle3") or a.endswith("Eagle3")):
+                return ctx.engine.architectures[a]
+        elif a in ctx.engine.architectures:
+            return ctx.engine.architectures[a]
+    return None
+
+
+@rule("K101", "architecture-unmapped", "architecture", "error",
+      summary="The engine does not map the draft's `architectures` to an EAGLE-3 draft of the right family.",
+      why="vLLM prefixes `Eagle3` to names that neither start nor end with it and looks the result up in its "
+          "registry (LlamaForCausalLMEagle3, Eagle3LlamaForCausalLM, LlamaForCausalLM → Llama draft; "
+          "DeepseekV2/V3ForCausalLM → MLA draft); `DeepSeekForCausalLMEagle3` is not mapped and fails to load. "
+          "An MLA draft under a Llama architecture loads the wrong layer class. Source: vLLM 0.32 "
+          "transformers_utils/configs/eagle.py and model_executor/models/registry.py.",
+      fix="fix writes the engine's preferred architecture for the layer family seen in the tensors (safe).")
+def architecture_unmapped(ctx: Context) -> Iterator[Finding]:
+    d = ctx.draft
+    fam = _mapped_family(ctx)
+    want = ctx.engine.preferred_arch[d.layer_family]
+    if fam is None:
+        yield architecture_unmapped.finding(
+            f"{ctx.engine.engine} does not map architectures {d.architectures} to an EAGLE-3 draft",
+            evidence=[Evidence("architectures", d.architectures, [want])],
+            ops=[] if d.is_speculators else [SetConfig(("architectures",), [want], "engine maps this architecture")])
+    elif fam != d.layer_family:
+        yield architecture_unmapped.finding(
+            f"architectures {d.architectures} load a {fam} draft but the tensors are those of a {d.layer_family} layer",
+            evidence=[Evidence("architectures", d.architectures, [want])],
+            ops=[SetConfig(("architectures",), [want], f"tensors are those of a {d.layer_family} layer")])
+
+
+@rule("K102", "mla-model-type-mtp", "architecture", "error",
+      summary="An MLA draft declares `model_type` deepseek_v3, which vLLM turns into an MTP model.",
+      why="vLLM rewrites a draft config with model_type deepseek_v3 to `Eagle3DeepSeekMTPModel` and refuses it "
+          "(shared/docs/vllm-cpu-notes.md; vLLM 0.32 speculative config). `kimi_k2` or `deepseek_v2` load as "
+          "EAGLE-3 MLA drafts.",
+      fix="fix sets model_type to kimi_k2 for Kimi targets, else deepseek_v2 (safe: the layer is the same).")
+def mla_model_type(ctx: Context) -> Iterator[Finding]:
+    d = ctx.draft
+    if d.layer_family == "mla" and d.model_type in ctx.engine.mla_model_type_refused:
+        tt = (ctx.target.text_model_type or ctx.target.model_type or "") if ctx.target else ""
+        want = "kimi_k2" if "kimi" in tt else "deepseek_v2"
+        yield mla_model_type.finding(
+            f"model_type {d.model_type!r} makes vLLM build an MTP model and refuse this EAGLE-3 draft",
+            evidence=[Evidence("model_type", d.model_type, want)],
+            ops=[SetConfig(("model_type",), want, "vLLM turns deepseek_v3 drafts into MTP models")])
+
+
+@rule("K103", "num-hidden-layers", "config-hygiene", "error",
+      summary="`num_hidden_layers` is not 1 (often copied from the target).",
+      why="vLLM builds `num_hidden_layers` draft decoder layers (llama_eagle3.py: `for layer_idx in "
+          "range(config.num_hidden_layers)`); only layer 0 has weights, the others stay uninitialised memory and "
+          "run on every draft step: garbage proposals and wasted time, without a word.",
+      fix="fix sets num_hidden_layers to the number of decoder layers present in the tensors (1); safe.")
+def num_hidden_layers(ctx: Context) -> Iterator[Finding]:
+    d = ctx.draft
+    n = d.num_hidden_layers
+    if n is not None and n != 1:
+        same = ctx.target is not None and n == ctx.target.num_hidden_layers
+        yield num_hidden_layers.finding(
+            f"num_hidden_layers is {n}{' (the target’s layer count)' if same else ''} but the draft has 1 layer",
+            evidence=[Evidence("num_hidden_layers", n, 1)],
+            ops=[SetConfig(ctx.key_path("num_hidden_layers"), 1, "the draft has one decoder layer")])
+
+
+# MoE fields are left alone: vLLM's DeepSeek layer reads them even for the dense draft layer.
+TARGET_ONLY = ("quantization_config", "index_topk", "index_head_dim", "index_n_heads")
+
+
+@rule("K104", "target-only-fields", "config-hygiene", "warning",
+      summary="Fields that describe the target, not the draft, were copied into the draft config.",
+      why="`quantization_config` makes the engine load the bf16 draft as quantised (crash or garbage); "
+          "`index_topk` switches DeepSeek-V3.2 sparse attention on. Seen in published drafts (eagle3-facts.md section 7).",
+      fix="fix removes them (safe: the draft's single dense layer uses none of them).")
+def target_only_fields(ctx: Context) -> Iterator[Finding]:
+    cfg = ctx.draft.checkpoint.config
+    present = [k for k in TARGET_ONLY if k in cfg]
+    sev = "error" if "quantization_config" in present else None
+    if present:
+        yield target_only_fields.finding(
+            f"target-only fields in the draft config: {', '.join(present)}", severity=sev,
+            evidence=[Evidence(k, "present", "absent") for k in present],
+            ops=[DeleteConfig((k,), "describes the target, not the draft") for k in present])

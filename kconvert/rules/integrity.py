@@ -1,0 +1,71 @@
+"""Integrity and security: what is in the folder before anything is interpreted."""
+from __future__ import annotations
+
+from typing import Iterator
+
+from kconvert.rules.base import Context, Evidence, Finding, rule
+
+
+@rule("K000", "target-checks-skipped", "config-hygiene", "info",
+      summary="Checks that compare the draft with its target were skipped because no --target was given.",
+      why="Aux-id range, fc width, vocabulary, embeddings, positions and rope can only be judged against the "
+          "target's config; without it kconvert says what it did not check rather than pass silently.",
+      fix="Nothing to fix: pass --target (a profile such as kimi-k2.5, a folder, or a Hub id).")
+def target_skipped(ctx: Context) -> Iterator[Finding]:
+    return iter(())
+
+
+@rule("K001", "pickle-weights", "security", "warning",
+      summary="Pickle-based weight files (.bin/.pt/.pth/.ckpt/.pkl) are present.",
+      why="Unpickling executes code chosen by whoever wrote the file. kconvert never opens them; engines may load "
+          "them when no safetensors file is present (vLLM falls back to *.bin/*.pt).",
+      fix="fix does not copy them into its output; safe. Keep only the safetensors files.")
+def pickle_weights(ctx: Context) -> Iterator[Finding]:
+    files = ctx.draft.checkpoint.pickle_files
+    if files:
+        yield pickle_weights.finding(
+            f"{len(files)} pickle file(s) present, never unpickled by kconvert: {', '.join(files[:5])}",
+            evidence=[Evidence(f, "pickle", "safetensors") for f in files[:10]], fixable=True)
+
+
+@rule("K002", "remote-code", "security", "warning",
+      summary="The config asks for remote code (auto_map / trust_remote_code).",
+      why="Remote code runs Python from the repository inside the engine when --trust-remote-code is given. "
+          "EAGLE-3 drafts need none: vLLM and SGLang implement them natively.",
+      fix="fix removes auto_map from the draft config (safe: both engines map EAGLE-3 drafts natively).")
+def remote_code(ctx: Context) -> Iterator[Finding]:
+    from kconvert.plan.ops import DeleteConfig
+
+    cfg = ctx.draft.checkpoint.config
+    keys = [k for k in ("auto_map", "trust_remote_code") if k in cfg]
+    py = [f for f in ctx.draft.checkpoint.files if f.endswith(".py")]
+    if keys or py:
+        yield remote_code.finding(
+            "remote code is referenced (never imported by kconvert): "
+            + ", ".join([f"config '{k}'" for k in keys] + py[:5]),
+            evidence=[Evidence(k, cfg[k], None) for k in keys] + [Evidence(f, "python file", None) for f in py[:5]],
+            ops=[DeleteConfig((k,), "EAGLE-3 drafts need no remote code") for k in keys])
+
+
+@rule("K003", "no-tensors", "integrity", "error",
+      summary="No safetensors tensor was found.",
+      why="Without safetensors weights an engine either fails or falls back to pickle files.",
+      fix="Not fixable: convert the weights to safetensors with a trusted tool first.")
+def no_tensors(ctx: Context) -> Iterator[Finding]:
+    if not ctx.draft.checkpoint.tensors and not any(
+            "not in the cache" in n or "tensor checks are skipped" in n for n in ctx.draft.checkpoint.notes):
+        yield no_tensors.finding("the checkpoint holds no safetensors tensor",
+                                 evidence=[Evidence("*.safetensors", 0, ">= 1 file")])
+    for note in ctx.draft.checkpoint.notes:
+        yield no_tensors.finding(note, severity="info")
+
+
+@rule("K004", "producer-unknown", "architecture", "info",
+      summary="No known producer (SpecForge, TorchSpec, EAGLE, speculators, ModelOpt) was recognised.",
+      why="The producer decides conventions the files do not state (which convention aux ids follow). "
+          "With an unknown producer kconvert asks instead of guessing.",
+      fix="Nothing to fix; decisions the files cannot settle need flags (--aux-convention, --aux-ids).")
+def producer_unknown(ctx: Context) -> Iterator[Finding]:
+    if ctx.draft.format.producer == "unknown":
+        yield producer_unknown.finding("producer not recognised; conventions will not be assumed",
+                                       evidence=[Evidence("architectures", ctx.draft.architectures, None)])

@@ -1,0 +1,117 @@
+"""Norm tensors and the flags that say where they apply."""
+from __future__ import annotations
+
+from typing import Iterator
+
+from kconvert.formats.layouts import NORMS
+from kconvert.plan.ops import SetConfig
+from kconvert.rules.base import Context, Evidence, Finding, rule
+
+
+@rule("K601", "norms-missing", "norms", "error",
+      summary="A norm tensor (input_layernorm, hidden_norm, post_attention_layernorm or the final norm) is missing.",
+      why="vLLM does not report missing weights: a missing RMSNorm keeps its initial weight of 1, so the draft "
+          "loads and runs with an unscaled norm (eagle3-facts.md section 5). Acceptance drops by however much the "
+          "trained norm differed from 1.",
+      fix="Not fixable: the trained norm weights cannot be recovered.")
+def norms_missing(ctx: Context) -> Iterator[Finding]:
+    d = ctx.draft
+    if not d.tensors:
+        return
+    missing = [n for n in NORMS if n not in d.tensors]
+    if missing:
+        yield norms_missing.finding(f"norm tensor(s) missing, the engine will use weight 1: {', '.join(missing)}",
+                                    evidence=[Evidence(n, "absent", "present") for n in missing])
+
+
+@rule("K602", "norm-before-residual", "norms", "error",
+      summary="`norm_before_residual` will be read differently from how the draft was trained.",
+      why="With norm_before_residual the residual is the normalised fc output instead of the raw one. vLLM "
+          "defaults it to true for the speculators format (configs/speculators/algos.py: "
+          "config_dict.get('norm_before_residual', True)) while speculators' Eagle3SpeculatorConfig defaults it to "
+          "false; SpecForge/EAGLE drafts are trained without it. A wrong reading loads silently.",
+      fix="fix writes the flag explicitly with the value the producer's format implies (safe: it states the "
+          "format's own default).")
+def norm_before_residual(ctx: Context) -> Iterator[Finding]:
+    d = ctx.draft
+    cfg = d.checkpoint.config
+    if d.is_speculators and "norm_before_residual" not in cfg:
+        dflt = ctx.engine.speculators_norm_before_residual_default
+        if dflt is True:
+            yield norm_before_residual.finding(
+                "speculators config without norm_before_residual: vLLM reads true, the speculators format's "
+                "default is false", evidence=[Evidence("norm_before_residual", None, False)],
+                ops=[SetConfig(("norm_before_residual",), False, "speculators Eagle3SpeculatorConfig default")])
+    elif d.format.producer in ("specforge", "eagle") and d.config.get("norm_before_residual") is True:
+        yield norm_before_residual.finding(
+            f"norm_before_residual is true but {d.format.producer} trains with the raw fc output as residual",
+            severity="warning", evidence=[Evidence("norm_before_residual", True, False)],
+            needs_decision="--set norm_before_residual=false if the draft was trained without it")
+
+
+@rule("K603", "norm-before-fc", "norms", "error",
+      summary="`norm_before_fc` and the `input_norm` tensor disagree.",
+      why="vLLM builds input_norm (an RMSNorm over the concatenated aux states) only when norm_before_fc is set "
+          "(eagle_config first, then top level) and drops an `input_norm.weight` otherwise (llama_eagle3.py "
+          "load_weights); vLLM PR #38111 and sglang PR #32334 were needed because the flag was not honoured.",
+      fix="fix sets norm_before_fc when the tensor is present (safe: the trained norm is then applied); a flag "
+          "without its tensor is not fixable.")
+def norm_before_fc(ctx: Context) -> Iterator[Finding]:
+    d = ctx.draft
+    ec = d.config.get("eagle_config") if isinstance(d.config.get("eagle_config"), dict) else {}
+    flag = bool(ec.get("norm_before_fc", d.config.get("norm_before_fc", False)))
+    has = "input_norm.weight" in d.tensors
+    if has and not flag:
+        yield norm_before_fc.finding("input_norm.weight is present but norm_before_fc is not set: the engine drops it",
+                                     evidence=[Evidence("norm_before_fc", flag, True)],
+                                     ops=[SetConfig(("norm_before_fc",), True, "input_norm.weight is present")])
+    elif flag and not has:
+        yield norm_before_fc.finding("norm_before_fc is set but input_norm.weight is missing: it stays 1",
+                                     evidence=[Evidence("input_norm.weight", "absent", "present")])
+
+
+@rule("K604", "fc-norm", "norms", "error",
+      summary="`fc_norm` and the per-aux-state `fc_norm.*` tensors disagree.",
+      why="vLLM builds one RMSNorm per aux state when fc_norm is set; the tensors are otherwise unknown names, "
+          "and a flag without tensors leaves the norms at 1.",
+      fix="fix sets fc_norm when the tensors are present (safe); a flag without tensors is not fixable.")
+def fc_norm(ctx: Context) -> Iterator[Finding]:
+    d = ctx.draft
+    flag = bool(d.config.get("fc_norm", False))
+    has = [n for n in d.tensors if n.startswith("fc_norm.")]
+    if has and not flag:
+        yield fc_norm.finding(f"{len(has)} fc_norm tensors but fc_norm is not set",
+                              evidence=[Evidence("fc_norm", flag, True)],
+                              ops=[SetConfig(("fc_norm",), True, "fc_norm tensors are present")])
+    elif flag and not has:
+        yield fc_norm.finding("fc_norm is set but no fc_norm.* tensor exists", evidence=[Evidence("fc_norm.0.weight",
+                                                                                                 "absent", "present")])
+
+
+@rule("K605", "norm-output", "norms", "warning",
+      summary="`norm_output` is set; SpecForge and vLLM/speculators give it opposite meanings.",
+      why="In vLLM/speculators norm_output applies the final norm to the hidden state handed to the next draft "
+          "step; SpecForge's flag of the same name says the opposite (eagle3-facts.md section 7). The same file "
+          "means different things to different engines.",
+      fix="Not decided by the files: check how the producer meant it and set it for the engine yourself.")
+def norm_output(ctx: Context) -> Iterator[Finding]:
+    d = ctx.draft
+    if "norm_output" in d.config:
+        yield norm_output.finding(
+            f"norm_output={d.config['norm_output']!r} written by {d.format.producer}; its meaning differs between "
+            "SpecForge and vLLM/speculators", evidence=[Evidence("norm_output", d.config["norm_output"], None)],
+            severity="warning" if d.format.producer in ("specforge", "unknown") else "info")
+
+
+@rule("K606", "modelopt-norm-flags", "norms", "warning",
+      summary="ModelOpt's extra layernorm flags are set; vLLM and SGLang ignore them.",
+      why="use_input_layernorm_in_first_layer, use_last_layernorm and use_mtp_layernorm change the draft's math in "
+          "ModelOpt/TensorRT-LLM; vLLM's and SGLang's EAGLE-3 layers never read them.",
+      fix="Not fixable by a config edit: check that the flags' defaults match the engine's fixed layout.")
+def modelopt_flags(ctx: Context) -> Iterator[Finding]:
+    d = ctx.draft
+    odd = {k: v for k, v in d.extra_flags.items()
+           if (k == "use_input_layernorm_in_first_layer" and v is not True) or (k != "use_input_layernorm_in_first_layer" and v)}
+    if odd:
+        yield modelopt_flags.finding(f"flags the engine ignores: {odd}",
+                                     evidence=[Evidence(f"eagle_config.{k}", v, None) for k, v in odd.items()])

@@ -1,0 +1,292 @@
+"""Tensor names, required and unexpected tensors, shapes, embeddings and lm_head."""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+from kconvert.formats.layouts import NORMS, TOP_REQUIRED, renames, required_layer_tensors
+from kconvert.plan.ops import DropTensor, RenameTensor, SetConfig
+from kconvert.rules.base import Context, Evidence, Finding, rule
+
+
+def _engine_aux_count(ctx: Context) -> int:
+    cfg = ctx.draft.config
+    n = cfg.get("num_aux_hidden_states")
+    if isinstance(n, int) and ctx.engine.engine == "vllm":
+        return n
+    ec = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+    ids = ec.get("eagle_aux_hidden_state_layer_ids")
+    if isinstance(ids, list) and ids:
+        return len(ids)
+    if ctx.draft.is_speculators and isinstance(cfg.get("eagle_aux_hidden_state_layer_ids"), list):
+        # vLLM's speculators adapter copies the top-level ids where the runner reads them.
+        return len(cfg["eagle_aux_hidden_state_layer_ids"])
+    return 3
+
+
+@rule("K201", "key-layout", "tensor-names", "error",
+      summary="Tensor names are written in a layout the engine does not load as intended.",
+      why="vLLM maps `midlayer.` to `layers.0.` and prefixes `model.` to every name but lm_head "
+          "(llama_eagle3.py load_weights), so `model.`-prefixed names become `model.model.*` and do not match; "
+          "SGLang's draft holds `midlayer` and reads `midlayer.*` names.",
+      fix="fix renames every tensor into the engine's layout (headers only, bytes untouched; always safe).")
+def key_layout(ctx: Context) -> Iterator[Finding]:
+    d = ctx.draft
+    want = ctx.engine.layout
+    bad_prefix = bool(d.key_layout.prefix)
+    bad_layer = ctx.engine.engine == "sglang" and d.key_layout.layer != want.layer
+    if not (bad_prefix or bad_layer):
+        return
+    ops = [RenameTensor(old, new, f"{ctx.engine.engine} layout") for old, new in renames(d.raw_names, want)]
+    example = next(iter(d.raw_names.values()), "")
+    yield key_layout.finding(
+        f"tensor names use the {d.key_layout.name}.* layout; {ctx.engine.engine} loads {want.name}.*",
+        evidence=[Evidence(example, d.key_layout.name, want.name)], ops=ops)
+
+
+@rule("K202", "missing-tensors", "tensor-names", "error",
+      summary="Tensors the draft layer needs are missing.",
+      why="vLLM does not detect missing weights: a missing Linear stays uninitialised memory and a missing norm "
+          "stays 1 (eagle3-facts.md section 5), so the draft loads and proposes garbage without a word.",
+      fix="Not fixable: a missing weight cannot be invented. Re-export the draft from its training checkpoint.")
+def missing_tensors(ctx: Context) -> Iterator[Finding]:
+    d = ctx.draft
+    if not d.checkpoint.tensors:
+        return
+    q_lora = "layers.0.self_attn.q_a_proj.weight" in d.tensors or isinstance(d.config.get("q_lora_rank"), int)
+    need = list(required_layer_tensors(d.layer_family, q_lora)) + list(TOP_REQUIRED)
+    missing = [n for n in need if n not in d.tensors and n not in NORMS]
+    if missing:
+        yield missing_tensors.finding(
+            f"{len(missing)} required tensor(s) missing: {', '.join(missing[:6])}",
+            evidence=[Evidence(n, "absent", "present") for n in missing])
+
+
+@rule("K203", "unexpected-tensors", "tensor-names", "error",
+      summary="Tensors that are not part of an EAGLE-3 draft are present.",
+      why="vLLM raises on names it cannot place (AutoWeightsLoader) and silently ignores `*.bias`; extra "
+          "decoder layers (`layers.1.*`) mean the checkpoint is not a one-layer EAGLE-3 draft.",
+      fix="fix drops biases and stray tensors the engine would reject (safe for biases, which vLLM ignores "
+          "anyway; other tensors are listed so that you can check they are not needed).")
+def unexpected_tensors(ctx: Context) -> Iterator[Finding]:
+    d = ctx.draft
+    if not d.unmapped:
+        return
+    biases = [n for n in d.unmapped if n.endswith(".bias")]
+    others = [n for n in d.unmapped if not n.endswith(".bias")]
+    if biases:
+        yield unexpected_tensors.finding(
+            f"{len(biases)} bias tensor(s) that the engine ignores: {', '.join(biases[:4])}", severity="warning",
+            evidence=[Evidence(n, "present", "absent") for n in biases[:10]],
+            ops=[DropTensor(n, "vLLM ignores *.bias silently") for n in biases])
+    if others:
+        yield unexpected_tensors.finding(
+            f"{len(others)} tensor(s) the engine cannot place: {', '.join(others[:4])}",
+            evidence=[Evidence(n, "present", "absent") for n in others[:10]],
+            ops=[DropTensor(n, "not part of an EAGLE-3 draft") for n in others])
+
+
+@rule("K301", "fc-width", "shapes", "error",
+      summary="`fc` does not take (number of aux states) x (target hidden size) inputs as the config implies.",
+      why="The engine sizes fc as target_hidden_size (default: hidden_size) x the number of aux ids it reads "
+          "(vLLM: num_aux_hidden_states, else len(eagle_config ids), else 3); a different width fails at load, "
+          "and a width that matches another target's hidden size means the draft belongs to another target.",
+      fix="fix sets target_hidden_size when the fc width and the target agree on it (safe); a draft trained for "
+          "another target cannot be fixed.")
+def fc_width(ctx: Context) -> Iterator[Finding]:
+    d = ctx.draft
+    fc = d.shape("fc.weight")
+    if not fc or len(fc) != 2:
+        return
+    n_aux = _engine_aux_count(ctx)
+    declared_t = d.target_hidden_size or d.hidden_size
+    if ctx.target is not None:
+        th = ctx.target.hidden_size
+        if fc[1] % th != 0:
+            yield fc_width.finding(
+                f"fc takes {fc[1]} inputs, not a multiple of the target hidden size {th}: trained for another target",
+                evidence=[Evidence("fc.weight", list(fc), [d.effective_hidden, n_aux * th])])
+            return
+        if fc[1] != n_aux * th:
+            yield fc_width.finding(
+                f"fc takes {fc[1]} = {fc[1] // th} x {th} inputs but {ctx.engine.engine} will feed {n_aux} aux states",
+                evidence=[Evidence("fc.weight", list(fc), [fc[0], n_aux * th])],
+                needs_decision="--aux-ids (one id per aux state the draft was trained on)")
+            return
+        if declared_t != th:
+            yield fc_width.finding(
+                f"config implies target hidden size {declared_t} but the target's is {th} (fc is {list(fc)})",
+                evidence=[Evidence("target_hidden_size", d.target_hidden_size, th)],
+                ops=[SetConfig(("target_hidden_size",), th, "fc width = n_aux x target hidden")])
+    elif declared_t and fc[1] != n_aux * declared_t:
+        yield fc_width.finding(
+            f"fc takes {fc[1]} inputs but the config implies {n_aux} x {declared_t} = {n_aux * declared_t}",
+            evidence=[Evidence("fc.weight", list(fc), [fc[0], n_aux * declared_t])])
+    if d.hidden_size and fc[0] != d.hidden_size:
+        yield fc_width.finding(f"fc has {fc[0]} outputs but hidden_size is {d.hidden_size}",
+                               evidence=[Evidence("fc.weight", list(fc), [d.hidden_size, fc[1]])])
+
+
+@rule("K302", "attention-shapes", "attention", "error",
+      summary="q/k/v/o projections do not match heads x head_dim (Llama layer) or the MLA ranks (MLA layer).",
+      why="vLLM builds attention from the config: head_dim defaults to hidden/heads (7168/64 = 112), while Kimi "
+          "drafts use 128, so a missing `head_dim` makes every projection the wrong shape and loading fails; "
+          "MLA drafts need q_lora_rank, kv_lora_rank, qk_nope/rope_head_dim and v_head_dim that match the tensors.",
+      fix="fix sets head_dim when the tensors determine it (q_proj rows / heads); other mismatches are not fixable.")
+def attention_shapes(ctx: Context) -> Iterator[Finding]:
+    d = ctx.draft
+    H = d.effective_hidden
+    if d.layer_family == "llama":
+        q = d.shape("layers.0.self_attn.q_proj.weight")
+        k = d.shape("layers.0.self_attn.k_proj.weight")
+        o = d.shape("layers.0.self_attn.o_proj.weight")
+        heads = d.num_attention_heads
+        if not q or not heads or not H:
+            return
+        hd_cfg = d.head_dim or H // heads
+        if q[0] % heads:
+            yield attention_shapes.finding(f"q_proj has {q[0]} rows, not a multiple of {heads} heads",
+                                           evidence=[Evidence("layers.0.self_attn.q_proj.weight", list(q), None)])
+            return
+        hd = q[0] // heads
+        if hd != hd_cfg:
+            yield attention_shapes.finding(
+                f"q_proj implies head_dim {hd} but the config gives {hd_cfg}"
+                + ("" if d.head_dim else f" (hidden {H} / {heads} heads: head_dim is not set)"),
+                evidence=[Evidence("head_dim", d.head_dim, hd)],
+                ops=[SetConfig(ctx.key_path("head_dim"), hd, "q_proj rows / num_attention_heads")])
+        if q[1] != 2 * H:
+            yield attention_shapes.finding(
+                f"q_proj takes {q[1]} inputs; an EAGLE-3 layer takes 2 x hidden = {2 * H}",
+                evidence=[Evidence("layers.0.self_attn.q_proj.weight", list(q), [q[0], 2 * H])])
+        kvh = d.num_key_value_heads or heads
+        if k and k[0] != kvh * hd:
+            yield attention_shapes.finding(
+                f"k_proj has {k[0]} rows; {kvh} kv heads x head_dim {hd} = {kvh * hd}",
+                evidence=[Evidence("num_key_value_heads", d.num_key_value_heads, k[0] // hd if hd else None)])
+        if o and o != (H, heads * hd):
+            yield attention_shapes.finding(f"o_proj is {list(o)}, expected {[H, heads * hd]}",
+                                           evidence=[Evidence("layers.0.self_attn.o_proj.weight", list(o), [H, heads * hd])])
+        return
+    # MLA layer
+    cfg = d.config
+    need = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "num_attention_heads")
+    miss = [k for k in need if not isinstance(cfg.get(k), int)]
+    if miss:
+        yield attention_shapes.finding(f"MLA draft config lacks {', '.join(miss)}",
+                                       evidence=[Evidence(k, None, "an integer") for k in miss])
+        return
+    heads, kv, rope, nope, v = (cfg["num_attention_heads"], cfg["kv_lora_rank"], cfg["qk_rope_head_dim"],
+                                cfg["qk_nope_head_dim"], cfg["v_head_dim"])
+    ql = cfg.get("q_lora_rank")
+    exp = {
+        "layers.0.self_attn.kv_a_proj_with_mqa.weight": (kv + rope, 2 * H),
+        "layers.0.self_attn.kv_b_proj.weight": (heads * (nope + v), kv),
+        "layers.0.self_attn.o_proj.weight": (H, heads * v),
+    }
+    if isinstance(ql, int):
+        exp["layers.0.self_attn.q_a_proj.weight"] = (ql, 2 * H)
+        exp["layers.0.self_attn.q_b_proj.weight"] = (heads * (nope + rope), ql)
+    else:
+        exp["layers.0.self_attn.q_proj.weight"] = (heads * (nope + rope), 2 * H)
+    bad = [(n, d.shape(n), e) for n, e in exp.items() if d.shape(n) is not None and tuple(d.shape(n)) != e]
+    for n, got, e in bad:
+        yield attention_shapes.finding(f"{n} is {list(got)}; the MLA config implies {list(e)}",
+                                       evidence=[Evidence(n, list(got), list(e))])
+    if ctx.target is not None and ctx.target.mla:
+        tm = ctx.target.mla
+        diff = [k for k in ("kv_lora_rank", "qk_rope_head_dim") if tm.get(k) is not None and cfg.get(k) != tm.get(k)]
+        if diff:
+            yield attention_shapes.finding(
+                f"MLA cache dims differ from the target's ({', '.join(diff)}): the engine shares one MLA cache "
+                "layout between target and draft", severity="warning",
+                evidence=[Evidence(k, cfg.get(k), tm.get(k)) for k in diff])
+
+
+@rule("K303", "hidden-size", "shapes", "error",
+      summary="Tensors disagree with `hidden_size` (norms, MLP, lm_head columns).",
+      why="The engine allocates every module from the config; a tensor of another width fails at load "
+          "(weight_loader shape assertion) or, for norms, is broadcast wrongly.",
+      fix="Not fixable: the config or the tensors belong to another model.")
+def hidden_size(ctx: Context) -> Iterator[Finding]:
+    d = ctx.draft
+    H = d.hidden_size
+    if not H:
+        if d.tensors:
+            yield hidden_size.finding("config has no hidden_size", evidence=[Evidence("hidden_size", None, d.fc_out)],
+                                      ops=[SetConfig(ctx.key_path("hidden_size"), d.fc_out, "fc rows")] if d.fc_out else [])
+        return
+    checks = {n: (lambda s: s[-1] == H) for n in ("norm.weight", "layers.0.input_layernorm.weight",
+                                                   "layers.0.hidden_norm.weight",
+                                                   "layers.0.post_attention_layernorm.weight")}
+    for n in checks:
+        s = d.shape(n)
+        if s is not None and s != (H,):
+            yield hidden_size.finding(f"{n} is {list(s)}, hidden_size is {H}", evidence=[Evidence(n, list(s), [H])])
+    lm = d.shape("lm_head.weight")
+    if lm is not None and (len(lm) != 2 or lm[1] != H):
+        yield hidden_size.finding(f"lm_head.weight is {list(lm)}; expected [rows, {H}]",
+                                  evidence=[Evidence("lm_head.weight", list(lm), ["draft_vocab", H])])
+    up = d.shape("layers.0.mlp.up_proj.weight")
+    if up is not None and d.intermediate_size and up != (d.intermediate_size, H):
+        yield hidden_size.finding(f"mlp.up_proj is {list(up)}; config implies {[d.intermediate_size, H]}",
+                                  evidence=[Evidence("intermediate_size", d.intermediate_size, up[0])])
+
+
+@rule("K701", "embeddings", "embeddings", "error",
+      summary="`embed_tokens` is present but not shaped like the target's embedding, or looks untrained.",
+      why="vLLM uses the draft's own embed_tokens when present and shares the target's otherwise; a wrongly "
+          "shaped one fails at load, and a randomly initialised one (TorchSpec issue #38: a converter saved a "
+          "fresh nn.Embedding) loads silently and collapses acceptance. kconvert samples a few rows by byte range: "
+          "nn.Embedding's N(0, 1) init has row std about 1, trained embeddings are far smaller.",
+      fix="fix drops embed_tokens so that the engine shares the target's (safe when the draft's hidden size equals "
+          "the target's, which EAGLE-3 drafts of Kimi/DeepSeek/Llama targets have).")
+def embeddings(ctx: Context) -> Iterator[Finding]:
+    d = ctx.draft
+    info = d.tensors.get("embed_tokens.weight")
+    if info is None:
+        return
+    H = d.effective_hidden
+    can_share = ctx.target is None or ctx.target.hidden_size == H
+    drop = [DropTensor(d.raw_names["embed_tokens.weight"], "engine shares the target's embedding")] if can_share else []
+    if ctx.target is not None and tuple(info.shape) != (ctx.target.vocab_size, H):
+        yield embeddings.finding(
+            f"embed_tokens is {list(info.shape)}; the target's vocabulary needs {[ctx.target.vocab_size, H]}",
+            evidence=[Evidence("embed_tokens.weight", list(info.shape), [ctx.target.vocab_size, H])], ops=drop)
+        return
+    if len(info.shape) == 2 and info.shape[0] > 0 and info.dtype in ("BF16", "F16", "F32"):
+        from kconvert.errors import KConvertError
+        from kconvert.source.checkpoint import read_rows
+
+        rng = np.random.default_rng(0)
+        rows = sorted(set(rng.integers(0, info.shape[0], size=min(16, info.shape[0])).tolist()))
+        try:
+            sample = read_rows(d.checkpoint, info, rows)
+        except KConvertError:
+            return
+        std = float(np.std(sample.astype(np.float64)))
+        if 0.8 <= std <= 1.2:
+            yield embeddings.finding(
+                f"embed_tokens rows have std {std:.2f}, like a fresh nn.Embedding (N(0,1)); trained embeddings "
+                "are far smaller: it was probably never trained (TorchSpec issue #38)",
+                severity="warning", evidence=[Evidence("embed_tokens.weight", f"row std {std:.3f}", "<< 1")],
+                ops=drop)
+
+
+@rule("K801", "lm-head-missing", "lm-head", "error",
+      summary="`lm_head` is missing.",
+      why="Without lm_head the engine shares the target's; with a reduced draft vocabulary the shapes no longer "
+          "agree and acceptance drops to 0 (sglang issue #27829).",
+      fix="Not fixable: the draft's trained head cannot be invented.")
+def lm_head_missing(ctx: Context) -> Iterator[Finding]:
+    d = ctx.draft
+    if d.has_lm_head or not d.tensors:
+        return
+    vocab = ctx.target.vocab_size if ctx.target else d.vocab_size
+    reduced = d.draft_vocab_size is not None and vocab is not None and d.draft_vocab_size != vocab
+    yield lm_head_missing.finding(
+        "lm_head is missing" + (f" while draft_vocab_size is {d.draft_vocab_size}: acceptance will be 0"
+                                if reduced else ": the engine will use the target's head, not the trained one"),
+        severity="error" if reduced else "warning",
+        evidence=[Evidence("lm_head.weight", "absent", "present")])

@@ -1,0 +1,272 @@
+"""A checkpoint as kconvert sees it: its files, its config and its tensor headers, no weights.
+
+`open_checkpoint(ref)` accepts a local folder or a Hub id `org/name[@revision]`; the Hub path lives in
+`kconvert.source.hub` and ends in the same object.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kconvert.errors import HeaderError, InputError
+from kconvert.source.safetensors_header import (
+    INDEX_NAME,
+    TensorInfo,
+    check_relative_path,
+    loads_strict_json,
+    parse_index,
+    read_header,
+)
+
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+# Small tensors inspect may read (d2t, t2d, norms); anything larger is only described by its header.
+MAX_SMALL_TENSOR_BYTES = 64 * 1024 * 1024
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+
+
+@dataclass
+class FileEntry:
+    name: str  # relative, '/'-separated
+    size: int | None
+    sha256: str | None = None
+
+
+@dataclass
+class Checkpoint:
+    ref: str  # as the user gave it
+    kind: str  # "local" | "hub"
+    root: Path | None  # local folder, or the Hub cache snapshot folder; None when nothing is local
+    repo_id: str | None = None
+    revision: str | None = None
+    commit: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, FileEntry] = field(default_factory=dict)
+    tensors: dict[str, TensorInfo] = field(default_factory=dict)
+    shard_metadata: dict[str, dict[str, str]] = field(default_factory=dict)
+    index: dict[str, str] | None = None  # tensor -> shard, when sharded
+    pickle_files: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    # For Hub checkpoints whose weights are not cached: how to read a byte range remotely.
+    remote_reader: Any = None
+    # Hub cache snapshots link into the repo's blobs: paths may resolve anywhere inside this folder.
+    allowed_root: Path | None = None
+
+    @property
+    def safetensors_files(self) -> list[str]:
+        return sorted({t.file for t in self.tensors.values()} | {f for f in self.files if f.endswith(".safetensors")})
+
+    def local_path(self, rel: str) -> Path | None:
+        if self.root is None:
+            return None
+        p = self.root / rel
+        return p if p.exists() else None
+
+    def read_bytes(self, info: TensorInfo) -> bytes:
+        if info.nbytes > MAX_SMALL_TENSOR_BYTES:
+            raise InputError(f"{info.file} [{info.name}]: {info.nbytes} bytes is more than inspect reads")
+        p = self.local_path(info.file)
+        if p is not None:
+            with open(p, "rb") as f:
+                f.seek(info.start)
+                data = f.read(info.nbytes)
+        elif self.remote_reader is not None:
+            data = self.remote_reader(info.file, info.start, info.end)
+        else:
+            raise InputError(f"{info.file}: not available locally")
+        if len(data) != info.nbytes:
+            raise HeaderError(info.file, f"only {len(data)} of {info.nbytes} bytes could be read (truncated)",
+                              tensor=info.name)
+        return data
+
+    def read_array(self, name: str) -> np.ndarray:
+        """Decode one small tensor into numpy (bf16 widened to float32, bool kept)."""
+        info = self.tensors[name]
+        return decode(self.read_bytes(info), info.dtype, info.shape)
+
+    def sha256(self, rel: str) -> str:
+        entry = self.files.get(rel)
+        if entry is not None and entry.sha256:
+            return entry.sha256
+        p = self.local_path(rel)
+        if p is None:
+            raise InputError(f"{rel}: not available locally, cannot hash it")
+        digest = sha256_file(p)
+        if entry is not None:
+            entry.sha256 = digest
+        return digest
+
+
+_NP_DTYPES = {
+    "BOOL": np.bool_, "U8": np.uint8, "I8": np.int8, "I16": np.int16, "U16": np.uint16, "F16": np.float16,
+    "I32": np.int32, "U32": np.uint32, "F32": np.float32, "I64": np.int64, "U64": np.uint64, "F64": np.float64,
+}
+
+
+def decode(data: bytes, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    # numpy has no bfloat16: widen by placing the 16 bits in the high half of a float32.
+    if dtype == "BF16":
+        raw = np.frombuffer(data, dtype="<u2").astype(np.uint32) << 16
+        return raw.view(np.float32).reshape(shape)
+    if dtype not in _NP_DTYPES:
+        raise InputError(f"cannot decode dtype {dtype} for inspection")
+    return np.frombuffer(data, dtype=np.dtype(_NP_DTYPES[dtype]).newbyteorder("<")).reshape(shape)
+
+
+def sha256_file(path: Path, chunk: int = 8 * 1024 * 1024) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(chunk)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
+
+
+def read_json_file(path: Path, rel: str) -> Any:
+    try:
+        st = path.stat()
+        if st.st_size > MAX_CONFIG_BYTES:
+            raise InputError(f"{rel}: {st.st_size} bytes is too large for a config file")
+        raw = path.read_bytes()
+    except PermissionError:
+        raise InputError(f"{rel}: permission denied") from None
+    except OSError as e:
+        raise InputError(f"{rel}: cannot read: {e.strerror or e}") from None
+    try:
+        return loads_strict_json(raw, rel)
+    except ValueError as e:
+        raise InputError(f"{rel}: {e}") from None
+
+
+def _list_files(root: Path, allowed_root: Path | None = None) -> dict[str, FileEntry]:
+    out: dict[str, FileEntry] = {}
+    real_root = (allowed_root or root).resolve()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for fn in sorted(filenames):
+            full = Path(dirpath) / fn
+            rel = full.relative_to(root).as_posix()
+            try:
+                rel.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InputError(f"{root}: a file name is not valid UTF-8 ({rel!r}); rename it") from None
+            if rel.startswith(".") or "/." in rel:
+                continue
+            try:
+                if full.is_symlink():
+                    target = full.resolve()
+                    if target != real_root and real_root not in target.parents:
+                        raise HeaderError(rel, "symlink resolves outside the checkpoint folder")
+                st = full.stat()
+            except FileNotFoundError:
+                raise InputError(f"{rel}: broken symlink") from None
+            except PermissionError:
+                raise InputError(f"{rel}: permission denied") from None
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            out[rel] = FileEntry(rel, st.st_size)
+    return out
+
+
+def load_folder(root: Path, *, ref: str, kind: str = "local", allowed_root: Path | None = None) -> Checkpoint:
+    """Read a checkpoint folder: file list, config.json, index and every safetensors header."""
+    if not root.exists():
+        raise InputError(f"{ref}: no such folder")
+    if not root.is_dir():
+        raise InputError(f"{ref}: not a folder (give the checkpoint's folder, not a file)")
+    if not os.access(root, os.R_OK | os.X_OK):
+        raise InputError(f"{ref}: permission denied")
+    ckpt = Checkpoint(ref=ref, kind=kind, root=root, allowed_root=allowed_root)
+    ckpt.files = _list_files(root, allowed_root)
+    if "config.json" not in ckpt.files:
+        raise InputError(f"{ref}: no config.json (is this a model folder?)")
+    cfg = read_json_file(root / "config.json", "config.json")
+    if not isinstance(cfg, dict):
+        raise InputError("config.json: not a JSON object")
+    ckpt.config = cfg
+    ckpt.pickle_files = sorted(f for f in ckpt.files if f.lower().endswith(PICKLE_SUFFIXES))
+    load_tensors(ckpt, root)
+    return ckpt
+
+
+def load_tensors(ckpt: Checkpoint, root: Path) -> None:
+    if INDEX_NAME in ckpt.files:
+        try:
+            raw = (root / INDEX_NAME).read_bytes()
+        except OSError as e:
+            raise InputError(f"{INDEX_NAME}: cannot read: {e.strerror or e}") from None
+        wm = parse_index(raw)
+        for name, shard in wm.items():
+            check_relative_path(root, shard, f"{INDEX_NAME} [{name}]", allowed_root=ckpt.allowed_root)
+        ckpt.index = wm
+        shards = sorted(set(wm.values()))
+        for shard in shards:
+            if not (root / shard).exists():
+                raise HeaderError(shard, f"shard named in {INDEX_NAME} is missing")
+        headers = {s: read_header(root / s, s) for s in shards}
+        seen: dict[str, str] = {}
+        for shard, h in headers.items():
+            for name in h.tensors:
+                if name in seen:
+                    raise HeaderError(shard, f"tensor is also in {seen[name]} (a name in two shards)", tensor=name)
+                seen[name] = shard
+        for name, shard in wm.items():
+            if name not in headers[shard].tensors:
+                raise HeaderError(shard, f"{INDEX_NAME} places this tensor here but the shard lacks it",
+                                  tensor=name)
+        for shard, h in headers.items():
+            for name in h.tensors:
+                if wm.get(name) != shard:
+                    raise HeaderError(shard, f"tensor is in the shard but not in {INDEX_NAME}", tensor=name)
+            ckpt.tensors.update(h.tensors)
+            ckpt.shard_metadata[shard] = h.metadata
+        unindexed = [f for f in ckpt.files if f.endswith(".safetensors") and f not in headers]
+        if unindexed:
+            ckpt.notes.append(f"safetensors files not named by the index are ignored: {', '.join(unindexed)}")
+    else:
+        st_files = sorted(f for f in ckpt.files if f.endswith(".safetensors"))
+        seen = {}
+        for rel in st_files:
+            check_relative_path(root, rel, rel, allowed_root=ckpt.allowed_root)
+            h = read_header(root / rel, rel)
+            for name in h.tensors:
+                if name in seen:
+                    raise HeaderError(rel, f"tensor is also in {seen[name]} (a name in two files)", tensor=name)
+                seen[name] = rel
+            ckpt.tensors.update(h.tensors)
+            ckpt.shard_metadata[rel] = h.metadata
+
+
+def open_checkpoint(ref: str | os.PathLike[str]) -> Checkpoint:
+    """A local folder, or a Hub id `org/name[@revision]` resolved through huggingface_hub."""
+    s = os.fspath(ref)
+    p = Path(s)
+    if p.exists() or s.startswith((".", "/", "~")) or os.sep in s.rstrip("/") and s.count("/") != 1:
+        return load_folder(p.expanduser(), ref=s)
+    from kconvert.source.hub import is_hub_id, load_hub
+
+    if is_hub_id(s):
+        return load_hub(s)
+    raise InputError(f"{s}: neither a local folder nor a Hub id of the form org/name[@revision]")
+
+
+def read_rows(ckpt: Checkpoint, info: TensorInfo, rows: list[int]) -> np.ndarray:
+    """Read a few rows of a 2-D tensor by byte range (never the whole tensor)."""
+    from kconvert.source.safetensors_header import DTYPE_SIZES
+
+    if len(info.shape) != 2:
+        raise InputError(f"{info.name}: not a 2-D tensor")
+    row_bytes = info.shape[1] * DTYPE_SIZES[info.dtype]
+    out = []
+    for r in rows:
+        sub = TensorInfo(info.name, info.file, info.dtype, (info.shape[1],), info.start + r * row_bytes,
+                         info.start + (r + 1) * row_bytes)
+        out.append(decode(ckpt.read_bytes(sub), info.dtype, (info.shape[1],)))
+    return np.stack(out) if out else np.zeros((0, info.shape[1]), dtype=np.float32)

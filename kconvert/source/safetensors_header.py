@@ -1,0 +1,239 @@
+"""Validated reading of safetensors headers and indexes, without touching the weights.
+
+Hand-written rather than `safetensors.safe_open` because kconvert must (a) never map or read tensor data to
+inspect a checkpoint, (b) name the offending file *and tensor* in one line for every violation, and (c) cap
+what a hostile header may make it allocate. The checks mirror the format's own rules
+(https://github.com/huggingface/safetensors, "Format"): 8-byte little-endian header length, a JSON object
+of tensors with dtype, shape and data_offsets relative to the end of the header, plus `__metadata__`.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import posixpath
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kconvert.errors import HeaderError
+
+# safetensors itself refuses headers above 100 MB; a draft's header is a few KB.
+MAX_HEADER_BYTES = 100 * 1024 * 1024
+MAX_INDEX_BYTES = 64 * 1024 * 1024
+MAX_TENSORS = 1_000_000
+MAX_RANK = 8
+
+DTYPE_SIZES: dict[str, int] = {
+    "BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1,
+    "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+    "I32": 4, "U32": 4, "F32": 4,
+    "I64": 8, "U64": 8, "F64": 8,
+}
+
+INDEX_NAME = "model.safetensors.index.json"
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """Where one tensor lives: its file, dtype, shape and absolute byte span in that file."""
+
+    name: str
+    file: str  # path relative to the checkpoint folder, '/'-separated
+    dtype: str
+    shape: tuple[int, ...]
+    start: int  # absolute offset in the file
+    end: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.start
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass
+class SafetensorsHeader:
+    file: str
+    header_len: int
+    data_start: int
+    file_size: int | None
+    metadata: dict[str, str]
+    tensors: dict[str, TensorInfo] = field(default_factory=dict)
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"duplicate key {k!r}")
+        out[k] = v
+    return out
+
+
+def loads_strict_json(raw: bytes, what: str, *, max_depth: int = 64) -> Any:
+    """Parse JSON refusing duplicate keys, invalid UTF-8 and absurd nesting."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{what} is not UTF-8 ({e.reason} at byte {e.start})") from None
+    # Deep nesting would exhaust the recursion limit inside json; refuse it before parsing.
+    depth = 0
+    max_seen = 0
+    in_str = False
+    esc = False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            if depth > max_depth:
+                raise ValueError(f"{what} nests deeper than {max_depth} levels")
+            max_seen = max(max_seen, depth)
+        elif ch in "]}":
+            depth -= 1
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"{what} is not valid JSON: {e}") from None
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def parse_header_json(file: str, header: Any, *, data_start: int, file_size: int | None) -> SafetensorsHeader:
+    """Validate a decoded header object; `file_size` None means the size is unknown (remote metadata)."""
+    if not isinstance(header, dict):
+        raise HeaderError(file, "header is not a JSON object")
+    if len(header) > MAX_TENSORS:
+        raise HeaderError(file, f"header lists {len(header)} entries (cap {MAX_TENSORS})")
+    meta = header.get("__metadata__", {})
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
+        raise HeaderError(file, "__metadata__ must map strings to strings")
+    out = SafetensorsHeader(file=file, header_len=data_start - 8, data_start=data_start,
+                            file_size=file_size, metadata=dict(meta))
+    data_len = None if file_size is None else file_size - data_start
+    spans: list[tuple[int, int, str]] = []
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        if not name or any(ord(c) < 32 for c in name):
+            raise HeaderError(file, "tensor name is empty or holds control characters", tensor=repr(name))
+        if not isinstance(entry, dict):
+            raise HeaderError(file, "entry is not an object", tensor=name)
+        extra = set(entry) - {"dtype", "shape", "data_offsets"}
+        if extra or len(entry) != 3:
+            raise HeaderError(file, f"entry must hold exactly dtype, shape, data_offsets (has {sorted(entry)})",
+                              tensor=name)
+        dtype = entry["dtype"]
+        if not isinstance(dtype, str) or dtype not in DTYPE_SIZES:
+            raise HeaderError(file, f"unknown dtype {dtype!r}", tensor=name)
+        shape = entry["shape"]
+        if (not isinstance(shape, list) or len(shape) > MAX_RANK
+                or not all(_is_int(d) and 0 <= d < 2**40 for d in shape)):
+            raise HeaderError(file, f"invalid shape {shape!r}", tensor=name)
+        offs = entry["data_offsets"]
+        if (not isinstance(offs, list) or len(offs) != 2 or not all(_is_int(o) and o >= 0 for o in offs)
+                or offs[0] > offs[1]):
+            raise HeaderError(file, f"invalid data_offsets {offs!r}", tensor=name)
+        begin, end = offs
+        expected = math.prod(shape) * DTYPE_SIZES[dtype]
+        if end - begin != expected:
+            raise HeaderError(file, f"byte span {end - begin} != shape {shape} x {dtype} = {expected} bytes",
+                              tensor=name)
+        if data_len is not None and end > data_len:
+            raise HeaderError(file, f"data ends at byte {data_start + end}, past the end of the file "
+                                    f"({file_size} bytes): truncated or lying header", tensor=name)
+        spans.append((begin, end, name))
+        out.tensors[name] = TensorInfo(name=name, file=file, dtype=dtype, shape=tuple(shape),
+                                       start=data_start + begin, end=data_start + end)
+    # Empty tensors occupy no bytes and may sit anywhere; among the others, sorted by start, an overlap
+    # always shows between neighbours.
+    spans = sorted(s for s in spans if s[1] > s[0])
+    for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
+        if b1 < e0:
+            raise HeaderError(file, f"byte span overlaps that of {n0!r}", tensor=n1)
+    return out
+
+
+def read_header(path: Path, rel: str) -> SafetensorsHeader:
+    """Read and validate the header of one local safetensors file (only the header bytes are read)."""
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            size = st.st_size
+            if size < 8:
+                raise HeaderError(rel, f"file is {size} bytes, too short for a safetensors header")
+            (n,) = struct.unpack("<Q", f.read(8))
+            if n > MAX_HEADER_BYTES:
+                raise HeaderError(rel, f"header length {n} exceeds the {MAX_HEADER_BYTES} byte cap")
+            if 8 + n > size:
+                raise HeaderError(rel, f"header length {n} runs past the end of the file ({size} bytes)")
+            raw = f.read(n)
+    except PermissionError:
+        raise HeaderError(rel, "permission denied") from None
+    except IsADirectoryError:
+        raise HeaderError(rel, "is a directory, not a file") from None
+    except OSError as e:
+        raise HeaderError(rel, f"cannot read: {e.strerror or e}") from None
+    if len(raw) != n:
+        raise HeaderError(rel, "file shrank while reading its header")
+    try:
+        obj = loads_strict_json(raw.rstrip(b" "), "header")
+    except ValueError as e:
+        raise HeaderError(rel, str(e)) from None
+    return parse_header_json(rel, obj, data_start=8 + n, file_size=size)
+
+
+def check_relative_path(root: Path, rel: Any, what: str, *, allowed_root: Path | None = None) -> str:
+    """An index or config path must stay inside the checkpoint folder: no absolute path, no '..',
+    no symlink that resolves outside the folder (`allowed_root`: the Hub cache's repo folder, whose
+    snapshots link into its blobs)."""
+    if not isinstance(rel, str) or not rel:
+        raise HeaderError(what, f"path {rel!r} is not a non-empty string")
+    if "\x00" in rel or "\\" in rel:
+        raise HeaderError(what, f"path {rel!r} holds a NUL or backslash")
+    if rel.startswith("/") or posixpath.isabs(rel) or (len(rel) > 1 and rel[1] == ":"):
+        raise HeaderError(what, f"path {rel!r} is absolute; only paths inside the checkpoint folder are read")
+    parts = rel.split("/")
+    if any(p in ("..", "") for p in parts):
+        raise HeaderError(what, f"path {rel!r} leaves the checkpoint folder or is malformed")
+    full = root / rel
+    try:
+        real = full.resolve(strict=False)
+        real_root = (allowed_root or root).resolve(strict=True)
+    except (OSError, RuntimeError) as e:
+        raise HeaderError(what, f"path {rel!r} cannot be resolved: {e}") from None
+    if real != real_root and real_root not in real.parents:
+        raise HeaderError(what, f"path {rel!r} resolves outside the checkpoint folder (symlink escape)")
+    return rel
+
+
+def parse_index(raw: bytes, what: str = INDEX_NAME) -> dict[str, str]:
+    """Validate the JSON of a sharded index; returns tensor name -> shard file."""
+    if len(raw) > MAX_INDEX_BYTES:
+        raise HeaderError(what, f"index is {len(raw)} bytes (cap {MAX_INDEX_BYTES})")
+    try:
+        obj = loads_strict_json(raw, "index")
+    except ValueError as e:
+        raise HeaderError(what, str(e)) from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("weight_map"), dict):
+        raise HeaderError(what, "index has no 'weight_map' object")
+    wm = obj["weight_map"]
+    for name, shard in wm.items():
+        if not isinstance(shard, str):
+            raise HeaderError(what, f"shard of {name!r} is not a string")
+    return dict(wm)

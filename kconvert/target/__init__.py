@@ -1,0 +1,155 @@
+"""The target's facts: from a built-in profile, or from a target's config.json (local folder or Hub id).
+
+Only `config.json` is read. Kimi-K2.5 wraps its DeepSeek-V3 text model under `text_config` and prefixes its
+weights with `language_model.`; both are understood.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from kconvert.errors import InputError, UsageError
+from kconvert.schemas import validate
+
+
+@dataclass
+class TargetModel:
+    name: str
+    origin: str  # "profile" | "folder" | "hub"
+    architectures: list[str]
+    model_type: str | None
+    num_hidden_layers: int
+    hidden_size: int
+    vocab_size: int
+    max_position_embeddings: int | None = None
+    num_attention_heads: int | None = None
+    num_key_value_heads: int | None = None
+    head_dim: int | None = None
+    torch_dtype: str | None = None
+    rope_theta: float | None = None
+    rope_scaling: dict[str, Any] | None = None
+    mla: dict[str, Any] | None = None
+    text_model_type: str | None = None
+    weight_prefix: str = ""
+    multimodal: bool = False
+    tie_word_embeddings: bool | None = None
+    local_path: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_mla(self) -> bool:
+        return bool(self.mla)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "origin": self.origin, "architectures": self.architectures,
+            "model_type": self.model_type, "text_model_type": self.text_model_type,
+            "num_hidden_layers": self.num_hidden_layers, "hidden_size": self.hidden_size,
+            "vocab_size": self.vocab_size, "max_position_embeddings": self.max_position_embeddings,
+            "num_attention_heads": self.num_attention_heads, "torch_dtype": self.torch_dtype,
+            "rope_theta": self.rope_theta, "rope_scaling": self.rope_scaling, "mla": self.mla,
+            "weight_prefix": self.weight_prefix, "multimodal": self.multimodal,
+        }
+
+
+def profile_names() -> list[str]:
+    d = resources.files("kconvert.target") / "profiles"
+    return sorted(p.name[:-5] for p in d.iterdir() if p.name.endswith(".json"))
+
+
+def load_profile(name: str) -> TargetModel:
+    d = resources.files("kconvert.target") / "profiles"
+    f = d / f"{name}.json"
+    if not f.is_file():
+        raise UsageError(f"unknown target profile {name!r}; built-in profiles: {', '.join(profile_names())}")
+    data = json.loads(f.read_text())
+    validate(data, "target-profile")
+    return TargetModel(
+        name=data["name"], origin="profile", architectures=data["architectures"], model_type=data["model_type"],
+        num_hidden_layers=data["num_hidden_layers"], hidden_size=data["hidden_size"],
+        vocab_size=data["vocab_size"], max_position_embeddings=data.get("max_position_embeddings"),
+        num_attention_heads=data.get("num_attention_heads"), num_key_value_heads=data.get("num_key_value_heads"),
+        head_dim=data.get("head_dim"), torch_dtype=data.get("torch_dtype"), rope_theta=data.get("rope_theta"),
+        rope_scaling=data.get("rope_scaling"), mla=data.get("mla"), text_model_type=data.get("text_model_type"),
+        weight_prefix=data.get("weight_prefix", ""), multimodal=bool(data.get("multimodal")),
+    )
+
+
+def _int(cfg: dict[str, Any], key: str) -> int | None:
+    v = cfg.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def from_config(cfg: dict[str, Any], *, name: str, origin: str, local_path: str | None = None) -> TargetModel:
+    if not isinstance(cfg, dict):
+        raise InputError(f"{name}: config.json is not a JSON object")
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else None
+    t = text or cfg
+    prefix = ""
+    if text is not None:
+        # Kimi-K2.5 and other wrappers keep the text model under `language_model.`
+        prefix = "language_model."
+    missing = [k for k in ("num_hidden_layers", "hidden_size", "vocab_size") if _int(t, k) is None]
+    if missing:
+        raise InputError(f"{name}: config.json lacks {', '.join(missing)} (is this the target model?)")
+    mla = None
+    if _int(t, "kv_lora_rank") is not None:
+        mla = {k: t.get(k) for k in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
+                                     "v_head_dim")}
+    dtype = t.get("torch_dtype") or t.get("dtype") or cfg.get("torch_dtype") or cfg.get("dtype")
+    rope_scaling = t.get("rope_scaling") or (t.get("rope_parameters") if isinstance(t.get("rope_parameters"), dict)
+                                            and "factor" in t.get("rope_parameters", {}) else None)
+    rope_theta = t.get("rope_theta")
+    if rope_theta is None and isinstance(t.get("rope_parameters"), dict):
+        rope_theta = t["rope_parameters"].get("rope_theta")
+    return TargetModel(
+        name=name, origin=origin, architectures=list(cfg.get("architectures") or []),
+        model_type=cfg.get("model_type"), text_model_type=t.get("model_type"),
+        num_hidden_layers=t["num_hidden_layers"], hidden_size=t["hidden_size"], vocab_size=t["vocab_size"],
+        max_position_embeddings=_int(t, "max_position_embeddings"),
+        num_attention_heads=_int(t, "num_attention_heads"), num_key_value_heads=_int(t, "num_key_value_heads"),
+        head_dim=_int(t, "head_dim"), torch_dtype=dtype if isinstance(dtype, str) else None,
+        rope_theta=rope_theta, rope_scaling=rope_scaling if isinstance(rope_scaling, dict) else None, mla=mla,
+        weight_prefix=prefix, multimodal=text is not None and "vision_config" in cfg,
+        tie_word_embeddings=t.get("tie_word_embeddings"), local_path=local_path,
+    )
+
+
+def load_target(ref: str) -> TargetModel:
+    """A profile name (`kimi-k2.5`), a local folder, or a Hub id; only config.json is read."""
+    if ref in profile_names():
+        return load_profile(ref)
+    p = Path(ref).expanduser()
+    if p.exists():
+        cfg_path = p / "config.json" if p.is_dir() else p
+        if not cfg_path.is_file():
+            raise InputError(f"{ref}: no config.json in the target folder")
+        from kconvert.source.checkpoint import read_json_file
+
+        cfg = read_json_file(cfg_path, f"{ref}/config.json")
+        return from_config(cfg, name=ref, origin="folder", local_path=str(p.resolve() if p.is_dir() else p.parent))
+    from kconvert.source.hub import is_hub_id, split_hub_id
+
+    if not is_hub_id(ref):
+        raise UsageError(f"--target {ref!r}: not a profile ({', '.join(profile_names())}), folder or Hub id")
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
+
+    repo_id, revision = split_hub_id(ref)
+    try:
+        path = hf_hub_download(repo_id, "config.json", revision=revision)
+    except LocalEntryNotFoundError:
+        raise InputError(f"--target {ref}: config.json not in the Hugging Face cache and the Hub is not reachable",
+                         hint="use a built-in profile (" + ", ".join(profile_names()) + ") or a local folder") from None
+    except RepositoryNotFoundError:
+        raise InputError(f"--target {ref}: no such repository (or private: set HF_TOKEN)") from None
+    except (HfHubHTTPError, OSError) as e:
+        raise InputError(f"--target {ref}: {e}") from None
+    from kconvert.source.checkpoint import read_json_file
+
+    cfg = read_json_file(Path(path), f"{ref}/config.json")
+    return from_config(cfg, name=ref, origin="hub", local_path=os.fspath(Path(path).parent))
