@@ -57,6 +57,10 @@ def _format_ops(res: InspectResult, plan: Plan, to_format: str | None) -> list[O
         ops += diff_ops(cfg, new, "speculators -> flat layout")
         cfg = new
         layout = eng.layout
+    elif want == "speculators" and eng.engine == "sglang":
+        # SGLang does not read the speculators format, and the SGLang step below deletes the top-level ids, the
+        # only place the speculators format keeps them: the output would have lost its aux ids.
+        raise UsageError("--to-format speculators: SGLang does not read the speculators format; use --engine vllm")
     elif want == "speculators" and not d.is_speculators:
         if d.layer_family != "llama":
             raise UsageError("--to-format speculators: the speculators format holds Llama-layer drafts only")

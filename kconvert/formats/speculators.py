@@ -65,7 +65,10 @@ def to_flat(config: dict[str, Any], *, architecture: str = "LlamaForCausalLMEagl
     ids = out.get("eagle_aux_hidden_state_layer_ids")
     if ids is not None:
         ec = dict(out.get("eagle_config") or {})
-        ec["eagle_aux_hidden_state_layer_ids"] = ids
+        # Ids already in eagle_config were written there by fix's aux rules (K404/K405) in the chosen engine's
+        # convention; the top-level key holds vLLM's. Overwriting them fed SGLang (pre-25454, or with
+        # --aux-ids/--aux-convention) the wrong layers and made fix non-idempotent.
+        ec.setdefault("eagle_aux_hidden_state_layer_ids", ids)
         out["eagle_config"] = ec
     return out
 

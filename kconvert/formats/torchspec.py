@@ -24,7 +24,9 @@ def detect(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess | None:
     full_vocab = ("d2t" not in ckpt.tensors and "lm_head.weight" in ckpt.tensors
                   and cfg.get("vocab_size") and ckpt.tensors["lm_head.weight"].shape[0] == cfg.get("vocab_size"))
     if "LlamaForCausalLMEagle3" in archs and full_vocab and "eagle_config" not in cfg:
-        return FormatGuess(NAME, 0.55, ["full-vocabulary lm_head without d2t/t2d",
+        # Above SpecForge's bare architecture + midlayer score (0.6): SpecForge always writes d2t/t2d and
+        # eagle_config, so this signature (lightseekorg/kimi-k2.5-eagle3) was misreported as SpecForge at 0.55.
+        return FormatGuess(NAME, 0.65, ["full-vocabulary lm_head without d2t/t2d",
                                         "no eagle_config (TorchSpec's Llama template)"])
     return None
 

@@ -40,7 +40,9 @@ def architecture_unmapped(ctx: Context) -> Iterator[Finding]:
         yield architecture_unmapped.finding(
             f"{ctx.engine.engine} does not map architectures {d.architectures} to an EAGLE-3 draft",
             evidence=[Evidence("architectures", d.architectures, [want])],
-            ops=[] if d.is_speculators else [SetConfig(("architectures",), [want], "engine maps this architecture")])
+            # Speculators drafts only reach here on SGLang, where fix also converts them to the flat layout
+            # (fix._format_ops); without an op the plan called this unfixable and fix refused the conversion.
+            ops=[SetConfig(("architectures",), [want], "engine maps this architecture")])
     elif fam != d.layer_family:
         yield architecture_unmapped.finding(
             f"architectures {d.architectures} load a {fam} draft but the tensors are those of a {d.layer_family} layer",

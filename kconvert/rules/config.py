@@ -75,6 +75,10 @@ def config_dtype(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     dts = {k: v for k, v in d.tensor_dtypes.items() if k in SAFETENSORS_TO_TORCH}
     stored = SAFETENSORS_TO_TORCH[max(dts, key=dts.get)] if dts else None
+    if ctx.options.cast_dtype in SAFETENSORS_TO_TORCH and dts:
+        # With --cast the tensors fix writes are in the cast dtype (K912's ops); naming the pre-cast dtype left
+        # an fp16 config over bf16 tensors, which the next fix then changed again (not idempotent).
+        stored = SAFETENSORS_TO_TORCH[ctx.options.cast_dtype]
     vals = {k: v for k, v in (("torch_dtype", d.torch_dtype), ("dtype", d.dtype)) if v is not None}
     wrong = {k: v for k, v in vals.items() if stored and v != stored}
     if (len(set(vals.values())) > 1) or wrong:

@@ -17,6 +17,7 @@ import numpy as np
 from kconvert.errors import HeaderError, InputError
 from kconvert.source.safetensors_header import (
     INDEX_NAME,
+    MAX_INDEX_BYTES,
     TensorInfo,
     check_relative_path,
     loads_strict_json,
@@ -132,6 +133,9 @@ def sha256_file(path: Path, chunk: int = 8 * 1024 * 1024) -> str:
 def read_json_file(path: Path, rel: str) -> Any:
     try:
         st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            # a directory, FIFO or device named config.json: reading a FIFO would block forever.
+            raise InputError(f"{rel}: not a regular file")
         if st.st_size > MAX_CONFIG_BYTES:
             raise InputError(f"{rel}: {st.st_size} bytes is too large for a config file")
         raw = path.read_bytes()
@@ -169,6 +173,9 @@ def _list_files(root: Path, allowed_root: Path | None = None) -> dict[str, FileE
                 raise InputError(f"{rel}: broken symlink") from None
             except PermissionError:
                 raise InputError(f"{rel}: permission denied") from None
+            except (OSError, RuntimeError) as e:
+                # A symlink loop: Path.resolve raises RuntimeError (Python <= 3.12), stat() raises ELOOP.
+                raise InputError(f"{rel}: cannot read: {getattr(e, 'strerror', None) or e}") from None
             if not stat.S_ISREG(st.st_mode):
                 continue
             out[rel] = FileEntry(rel, st.st_size)
@@ -198,6 +205,10 @@ def load_folder(root: Path, *, ref: str, kind: str = "local", allowed_root: Path
 
 def load_tensors(ckpt: Checkpoint, root: Path) -> None:
     if INDEX_NAME in ckpt.files:
+        # Cap before reading: parse_index checks the length only after the whole file is in memory.
+        size = ckpt.files[INDEX_NAME].size
+        if size is not None and size > MAX_INDEX_BYTES:
+            raise HeaderError(INDEX_NAME, f"index is {size} bytes (cap {MAX_INDEX_BYTES})")
         try:
             raw = (root / INDEX_NAME).read_bytes()
         except OSError as e:
@@ -246,7 +257,9 @@ def load_tensors(ckpt: Checkpoint, root: Path) -> None:
 
 def open_checkpoint(ref: str | os.PathLike[str]) -> Checkpoint:
     """A local folder, or a Hub id `org/name[@revision]` resolved through huggingface_hub."""
-    s = os.fspath(ref)
+    # fsdecode, not fspath: a bytes path (a non-UTF-8 folder name) becomes a str with surrogate escapes
+    # instead of a TypeError from str methods below.
+    s = os.fsdecode(ref)
     p = Path(s)
     if p.exists() or s.startswith((".", "/", "~")) or os.sep in s.rstrip("/") and s.count("/") != 1:
         return load_folder(p.expanduser(), ref=s)

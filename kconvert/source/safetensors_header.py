@@ -12,6 +12,7 @@ import json
 import math
 import os
 import posixpath
+import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,8 +173,20 @@ def parse_header_json(file: str, header: Any, *, data_start: int, file_size: int
 def read_header(path: Path, rel: str) -> SafetensorsHeader:
     """Read and validate the header of one local safetensors file (only the header bytes are read)."""
     try:
-        with open(path, "rb") as f:
-            st = os.fstat(f.fileno())
+        # O_NONBLOCK + S_ISREG: an index may name a FIFO or a device inside the folder; a plain open() of a
+        # FIFO blocks forever (a hung CI gate). Refuse anything that is not a regular file before reading.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            os.close(fd)
+            raise
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError
+            raise HeaderError(rel, "is not a regular file (FIFO, device or socket)")
+        with open(fd, "rb") as f:
             size = st.st_size
             if size < 8:
                 raise HeaderError(rel, f"file is {size} bytes, too short for a safetensors header")

@@ -1,0 +1,242 @@
+"""`kconvert verify`."""
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from kconvert.cli import app
+from kconvert.cli._common import AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, JsonOpt
+from kconvert.cli._output import console, emit_json, err_console
+from kconvert.errors import UsageError
+
+EXAMPLES = """
+Examples:
+
+  kconvert verify examples/tiny/drafts/mla-torchspec --target examples/tiny/target
+
+  kconvert verify ./kimi-draft-vllm --target moonshotai/Kimi-K2.5 --tp 8 --trust-remote-code \\
+      --min-acceptance-length 2.8 --report verify.json --junit verify.xml --markdown verify.md
+
+  kconvert verify ./draft --target ./target --engine-arg max_model_len=4096 --engine-arg kv_cache_dtype=fp8
+
+  kconvert verify ./draft --target kimi-k2.5 --policy gate.toml --prompts math
+"""
+
+
+def parse_engine_args(items: list[str] | None) -> dict:
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise UsageError(f"--engine-arg {item!r}: use KEY=VALUE (VALUE as JSON when it parses, else a string)")
+        k, v = item.split("=", 1)
+        k = k.strip().lstrip("-").replace("-", "_")
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out
+
+
+def _floats(s: str | None, what: str) -> list[float]:
+    if not s:
+        return []
+    try:
+        return [float(x) for x in s.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"{what} {s!r}: comma-separated numbers, e.g. 0.7,0.5,0.3") from None
+
+
+@app.command("verify", epilog=EXAMPLES)
+def verify_command(
+    draft: Annotated[str, typer.Argument(help="Draft checkpoint folder (or Hub id in the cache).", show_default=False)],
+    target: Annotated[str, typer.Option("--target", "-t", help="Target: a local folder, a Hub id, or a profile "
+                                                               "name (mapped to its Hub id).")],
+    engine: EngineOpt = "vllm",
+    engine_version: EngineVersionOpt = None,
+    tp: Annotated[int, typer.Option("--tp", help="Tensor parallel size of the target (8 for Kimi-K2.5).")] = 1,
+    draft_tp: Annotated[Optional[int], typer.Option("--draft-tp", help="Tensor parallel size of the draft.")] = None,
+    k: Annotated[int, typer.Option("--num-speculative-tokens", "-k", help="Draft tokens per step.")] = 3,
+    prompts: Annotated[str, typer.Option("--prompts", help="Prompt set: math, chat, code, all, or a .jsonl/.txt "
+                                                          "file.")] = "all",
+    max_prompts: Annotated[Optional[int], typer.Option("--max-prompts", help="Use only the first N prompts.")] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Tokens generated per prompt (greedy).")] = 64,
+    trust_remote_code: Annotated[bool, typer.Option("--trust-remote-code", help="Let the engine run the target's "
+                                                    "remote code (Kimi-K2.5 needs it); never on unless given.")] = False,
+    engine_arg: Annotated[Optional[list[str]], typer.Option(
+        "--engine-arg", help="Any other engine argument, KEY=VALUE (repeatable): quantization, max_model_len, "
+                             "kv_cache_dtype, distributed_executor_backend, ...")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Hard limit for one engine run, in seconds.")] = 1200.0,
+    skip_static: Annotated[bool, typer.Option("--skip-static", help="Run live even when static checks find "
+                                                                    "errors (to measure a defect).")] = False,
+    lossless: Annotated[Optional[bool], typer.Option("--lossless/--no-lossless", help="Also run without the "
+                                                     "draft and require identical greedy outputs (one more engine "
+                                                     "run). Default: on when CI is set.")] = None,
+    min_al: Annotated[Optional[float], typer.Option("--min-acceptance-length", help="Gate: minimum mean "
+                                                    "acceptance length (vLLM's, bonus token included).")] = None,
+    min_rate: Annotated[Optional[float], typer.Option("--min-acceptance-rate", help="Gate: minimum acceptance "
+                                                      "rate (accepted / draft tokens).")] = None,
+    min_pos: Annotated[Optional[str], typer.Option("--min-per-position", help="Gate: minimum rate per position, "
+                                                   "e.g. 0.7,0.5,0.3.")] = None,
+    expected: Annotated[Optional[float], typer.Option("--expected-accept-length", help="A published acceptance "
+                                                      "length (e.g. from a model card) to gate against.")] = None,
+    expected_convention: Annotated[str, typer.Option("--expected-convention", help="How --expected-accept-length "
+                                                     "counts: vllm, sglang (both include the bonus token) or "
+                                                     "accepted (without it).")] = "sglang",
+    tolerance: Annotated[float, typer.Option("--tolerance", help="Allowed shortfall from the expected value.")] = 0.1,
+    policy: Annotated[Optional[str], typer.Option("--policy", help="TOML gate policy keyed by target and prompt "
+                                                  "set (schemas/policy.schema.json).")] = None,
+    aux_ids: AuxIdsOpt = None,
+    aux_convention: AuxConvOpt = None,
+    d2t: D2tOpt = None,
+    diagnose: Annotated[bool, typer.Option("--diagnose", help="When acceptance is low or a convention is "
+                                           "unsettled, run the candidate readings live and name the best.")] = False,
+    server: Annotated[Optional[str], typer.Option("--server", help="Measure a running server at this URL "
+                                                  "instead of starting an engine.")] = None,
+    report: Annotated[Optional[str], typer.Option("--report", help="Write the JSON report here.")] = None,
+    junit: Annotated[Optional[str], typer.Option("--junit", help="Write JUnit XML here.")] = None,
+    markdown: Annotated[Optional[str], typer.Option("--markdown", help="Write the model-card section here.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Load the draft next to the target in a real engine and measure acceptance live.
+
+    Runs the static checks first (errors stop here, exit 1, unless --skip-static), then starts vLLM in a child
+    process with the speculative config (method eagle3), feeds a shipped prompt set rendered with the target's
+    chat template, greedy, and reports drafts, draft tokens, accepted tokens, acceptance rate, mean acceptance
+    length (bonus included), per-position and conditional rates and SGLang's equivalent accept_length, all from
+    the engine's own counters. Exit 0 pass, 1 below a threshold / static errors / outputs differ, 2 bad input,
+    3 the engine could not run.
+    """
+    from kconvert.cli.inspect_cmd import build_options
+    from kconvert.gate import Thresholds, apply_expected, load_policy
+    from kconvert.verify import VerifySettings, build_verify_report, verify
+
+    if server:
+        from kconvert.cli.server_mode import run_server_mode
+
+        run_server_mode(server, engine=engine, prompts=prompts, k=k, max_tokens=max_tokens, max_prompts=max_prompts,
+                        as_json=as_json, report=report)
+        return
+    settings = VerifySettings(tp=tp, draft_tp=draft_tp, num_speculative_tokens=k, prompts=prompts,
+                              max_tokens=max_tokens, trust_remote_code=trust_remote_code,
+                              engine_args=parse_engine_args(engine_arg), timeout_s=timeout, skip_static=skip_static,
+                              lossless=lossless, max_prompts=max_prompts)
+    if policy:
+        from kconvert.prompts import load_prompts
+
+        th = load_policy(policy, target=target, prompt_set=load_prompts(prompts)[0], k=k)
+    else:
+        th = Thresholds(min_acceptance_length=min_al, min_acceptance_rate=min_rate,
+                        min_per_position=_floats(min_pos, "--min-per-position"))
+    if expected is not None:
+        apply_expected(th, expected, expected_convention, tolerance, "--expected-accept-length")
+    opts = build_options(aux_ids, aux_convention, d2t)
+    quiet = as_json or not err_console.is_terminal
+    with err_console.status("verify: static checks", spinner="dots") if not quiet else _Null() as status:
+        def progress(stage: str) -> None:
+            if quiet:
+                err_console.print(f"verify: {stage}", highlight=False) if err_console.is_terminal else None
+            else:
+                status.update(f"verify: {stage}")
+        for note in th.notes:
+            err_console.print(f"[dim]{note}[/]")
+        if settings.lossless or (settings.lossless is None and __import__("kconvert.verify").verify.lossless_default()):
+            err_console.print("[dim]lossless check on: one more engine run without the draft[/]")
+        vr = verify(draft, target, engine=engine, engine_version=engine_version, settings=settings,
+                    thresholds=None if th.empty else th, options=opts, progress=progress)
+        if diagnose and vr.live is not None:
+            from kconvert.diagnose import diagnose as run_diagnose
+
+            vr.diagnosis = run_diagnose(vr, progress=progress, console=err_console)
+    doc = build_verify_report(vr)
+    _write_reports(doc, report, junit, markdown)
+    if as_json:
+        emit_json(doc)
+    else:
+        render_verify(doc, vr)
+    raise typer.Exit(vr.exit_code)
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+    def update(self, *_a, **_k):
+        pass
+
+
+def _write_reports(doc: dict, report: str | None, junit: str | None, markdown: str | None) -> None:
+    from kconvert.writer_util import write_json_atomic, write_text_atomic
+
+    if report:
+        write_json_atomic(report, doc)
+    if junit:
+        from kconvert.report.junit import render_junit
+
+        write_text_atomic(junit, render_junit(doc))
+    if markdown:
+        from kconvert.report.markdown import render_markdown_section
+
+        write_text_atomic(markdown, render_markdown_section(doc))
+
+
+def render_verify(doc: dict, vr) -> None:
+    from kconvert.report.terminal import render_report
+
+    render_report(console, doc)
+    if vr.static_blocked:
+        console.print("[red]static checks found errors: no engine was started (fix them with `kconvert fix`, or "
+                      "measure the defect with --skip-static)[/]")
+        return
+    live = doc["live"]
+    acc = live["acceptance"]
+    tab = Table(title=f"Live acceptance ({live['engine']} {live['engine_version']}, k={live['num_speculative_tokens']}, "
+                      f"{live['num_prompts']} prompts of '{live['prompt_set']}')")
+    tab.add_column("measure")
+    tab.add_column("value", justify="right")
+    c = live["counters"]
+    rows = [("drafts (verify steps)", c["drafts"]), ("draft tokens", c["draft_tokens"]),
+            ("accepted tokens", c["accepted"]),
+            ("acceptance rate", _pct(acc["acceptance_rate"])),
+            ("mean acceptance length (vLLM, bonus incl.)", _num(acc["mean_acceptance_length"])),
+            ("SGLang/SpecForge accept_length equivalent", _num(acc["sglang_accept_length"])),
+            ("per position", " / ".join(_num(x) for x in acc["per_position"])),
+            ("conditional", " / ".join(_num(x) for x in acc["conditional"])),
+            ("engine start / generate (s)", f"{_num(live['timings']['engine_start_s'])} / "
+                                             f"{_num(live['timings']['generate_s'])}")]
+    if live.get("lossless") is not None:
+        ll = live["lossless"]
+        rows.append(("lossless", "identical" if ll["identical"] else f"DIFFERS at {ll['first_difference']}"))
+    for name, val in rows:
+        tab.add_row(name, str(val))
+    console.print(tab)
+    for chk in (doc.get("thresholds") or {}).get("checks", []):
+        console.print(("[green]pass[/] " if chk["passed"] else "[red]FAIL[/] ") + chk["message"])
+    if doc.get("diagnosis"):
+        from kconvert.diagnose import render_diagnosis
+
+        render_diagnosis(console, doc["diagnosis"])
+    from kconvert.engines.serve_lines import serve_lines
+
+    try:
+        lines = serve_lines(doc["subject"]["source"], live["target"], k=live["num_speculative_tokens"],
+                            tp=live["tp"], draft_tp=live.get("draft_tp"))
+        console.print("[bold]Serve it:[/]")
+        for key, line in lines.items():
+            console.print(f"  [dim]{key}:[/] {line}", highlight=False, soft_wrap=True)
+    except Exception:  # serve lines are a convenience; never fail a verify on them
+        pass
+    console.print(f"verdict: {'[bold green]PASS' if doc['verdict'] == 'pass' else '[bold red]FAIL'}[/]")
+
+
+def _pct(v):
+    return "n/a" if v is None else f"{v:.2%}"
+
+
+def _num(v):
+    return "n/a" if v is None else f"{v:.3f}"

@@ -1,0 +1,128 @@
+"""Thresholds for the deployment gate: from flags or a TOML policy file (schemas/policy.schema.json) keyed by
+target and prompt set, with expected values taken from a model card converted to vLLM's conventions."""
+from __future__ import annotations
+
+import fnmatch
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kconvert.errors import InputError, UsageError
+from kconvert.schemas import validate
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+# How a published "acceptance length" counts, and how it maps to vLLM's mean acceptance length (AL, bonus
+# token included). SGLang / SpecForge `accept_length` = completion tokens / verify steps: the same as vLLM's AL
+# at equal num_speculative_tokens. "accepted" = accepted draft tokens per step, without the bonus token.
+CONVENTIONS = {
+    "vllm": ("vLLM mean acceptance length (bonus token included)", 0.0),
+    "sglang": ("SGLang/SpecForge accept_length (bonus token included)", 0.0),
+    "accepted": ("accepted draft tokens per step (no bonus token)", 1.0),
+}
+
+
+@dataclass
+class Thresholds:
+    min_acceptance_length: float | None = None
+    min_acceptance_rate: float | None = None
+    min_per_position: list[float] = field(default_factory=list)
+    expected: dict[str, Any] | None = None  # {"value", "convention", "tolerance", "source"}
+    source: str = "flags"
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"min_acceptance_length": self.min_acceptance_length, "min_acceptance_rate": self.min_acceptance_rate,
+                "min_per_position": self.min_per_position, "expected": self.expected, "source": self.source,
+                "notes": self.notes}
+
+    @property
+    def empty(self) -> bool:
+        return (self.min_acceptance_length is None and self.min_acceptance_rate is None
+                and not self.min_per_position and self.expected is None)
+
+
+def expected_to_vllm_al(value: float, convention: str) -> float:
+    if convention not in CONVENTIONS:
+        raise UsageError(f"expected convention {convention!r}: choose {', '.join(CONVENTIONS)}")
+    return value + CONVENTIONS[convention][1]
+
+
+def apply_expected(th: Thresholds, value: float, convention: str, tolerance: float, source: str) -> None:
+    al = expected_to_vllm_al(value, convention)
+    floor = al * (1 - tolerance)
+    th.expected = {"value": value, "convention": convention, "as_vllm_al": al, "tolerance": tolerance,
+                   "source": source}
+    th.notes.append(f"expected {value} ({CONVENTIONS[convention][0]}) = vLLM AL {al:.3f}; "
+                    f"gate at {floor:.3f} ({tolerance:.0%} tolerance)")
+    if th.min_acceptance_length is None or floor > th.min_acceptance_length:
+        th.min_acceptance_length = floor
+
+
+def load_policy(path: str | Path, *, target: str, prompt_set: str, k: int) -> Thresholds:
+    p = Path(path)
+    try:
+        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise InputError(f"{p}: cannot read policy: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(f"{p}: not valid TOML: {e}") from None
+    validate(doc, "policy", what=str(p))
+    chosen = None
+    for entry in doc.get("gate", []):
+        if fnmatch.fnmatch(target, entry.get("target", "*")) and fnmatch.fnmatch(prompt_set, entry.get("prompt_set", "*")) \
+                and entry.get("num_speculative_tokens", k) == k:
+            chosen = entry
+            break
+    if chosen is None:
+        raise InputError(f"{p}: no [[gate]] entry matches target {target!r}, prompt set {prompt_set!r}, k={k}")
+    th = Thresholds(min_acceptance_length=chosen.get("min_acceptance_length"),
+                    min_acceptance_rate=chosen.get("min_acceptance_rate"),
+                    min_per_position=list(chosen.get("min_per_position", [])),
+                    source=f"{p} [target={chosen.get('target', '*')}, prompt_set={chosen.get('prompt_set', '*')}]")
+    exp = chosen.get("expected")
+    if exp:
+        apply_expected(th, float(exp["value"]), exp.get("convention", "vllm"), float(exp.get("tolerance", 0.1)),
+                       exp.get("source", str(p)))
+    return th
+
+
+@dataclass
+class Check:
+    name: str
+    passed: bool
+    observed: Any
+    required: Any
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return vars(self).copy()
+
+
+def evaluate(th: Thresholds, acceptance: dict[str, Any]) -> list[Check]:
+    checks: list[Check] = []
+    al = acceptance.get("mean_acceptance_length")
+    rate = acceptance.get("acceptance_rate")
+    if th.min_acceptance_length is not None:
+        ok = al is not None and al >= th.min_acceptance_length
+        checks.append(Check("min_acceptance_length", ok, al, th.min_acceptance_length,
+                            f"mean acceptance length {_f(al)} {'>=' if ok else '<'} {th.min_acceptance_length:.3f}"))
+    if th.min_acceptance_rate is not None:
+        ok = rate is not None and rate >= th.min_acceptance_rate
+        checks.append(Check("min_acceptance_rate", ok, rate, th.min_acceptance_rate,
+                            f"acceptance rate {_f(rate)} {'>=' if ok else '<'} {th.min_acceptance_rate:.3f}"))
+    per = acceptance.get("per_position") or []
+    for i, need in enumerate(th.min_per_position):
+        got = per[i] if i < len(per) else None
+        ok = got is not None and got >= need
+        checks.append(Check(f"min_per_position[{i}]", ok, got, need,
+                            f"position {i} acceptance {_f(got)} {'>=' if ok else '<'} {need:.3f}"))
+    return checks
+
+
+def _f(v: Any) -> str:
+    return "n/a" if v is None else f"{v:.3f}"

