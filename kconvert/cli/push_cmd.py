@@ -1,0 +1,107 @@
+"""`kconvert push`."""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+from rich.table import Table
+
+from kconvert.cli import app
+from kconvert.cli._output import console, emit_json, err_console
+
+EXAMPLES = """
+Examples:
+
+  kconvert push ./kimi-draft-vllm my-org/Kimi-K2.5-eagle3 --report verify.json --dry-run
+
+  kconvert push ./kimi-draft-vllm my-org/Kimi-K2.5-eagle3 --report verify.json --private
+
+  kconvert push ./fixed my-org/draft --report verify.json --revision kconvert-fix --create-pr
+
+  HF_TOKEN=hf_... kconvert push ./fixed my-org/draft --report verify.json --json
+"""
+
+
+@app.command("push", epilog=EXAMPLES)
+def push_command(
+    folder: Annotated[str, typer.Argument(help="The checkpoint folder that was verified (e.g. `kconvert fix` "
+                                               "output).", show_default=False)],
+    repo_id: Annotated[str, typer.Argument(help="Hub repository to publish to: org/name (created if missing).",
+                                           show_default=False)],
+    report: Annotated[str, typer.Option("--report", "-r", help="The `kconvert verify --json` report of this "
+                                                               "folder; its verdict must be pass and its sha256s "
+                                                               "must match the folder's files.",
+                                        show_default=False)],
+    revision: Annotated[Optional[str], typer.Option("--revision", help="Branch to commit to (created if "
+                                                                       "missing). Default: main.")] = None,
+    create_pr: Annotated[bool, typer.Option("--create-pr", help="Open a pull request instead of committing to the "
+                                                                "branch.")] = False,
+    private: Annotated[bool, typer.Option("--private", help="Create the repository private (ignored if it "
+                                                            "exists).")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Check the gate, print the files and the model card; "
+                                                            "no network.")] = False,
+    commit_message: Annotated[Optional[str], typer.Option("--commit-message", "-m", help="Commit summary "
+                                                          "(default names the engine and the acceptance length).")]
+    = None,
+    base_model: Annotated[Optional[str], typer.Option(
+        "--base-model", help="Target's Hub id for the card's base_model and serve lines (default: from the "
+                             "report; needed when verify used a local target folder).")] = None,
+    tp: Annotated[Optional[int], typer.Option("--tp", min=1, help="Tensor-parallel size in the card's serve lines "
+                                                                  "(default: the verify run's).")] = None,
+    token: Annotated[Optional[str], typer.Option("--token", help="Hub token (default: HF_TOKEN or the saved "
+                                                                 "login).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document (operations, card, commit) "
+                                                         "instead of the terminal output.")] = False,
+) -> None:
+    """Publish a draft only if it is, byte for byte, the checkpoint a passing `kconvert verify` report measured.
+
+    Refuses (exit 1, naming the first mismatch) when the verdict is not pass or any weight/config file's sha256
+    differs from the report, is missing, or is not in it. Renders the model card (acceptance in vLLM and SGLang
+    conventions, serve commands, provenance from kconvert.json), keeping an existing README.md and its metadata,
+    and uploads every file plus README.md in one commit.
+    """
+    from kconvert.hub import push
+
+    quiet = as_json or not err_console.is_terminal
+    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), DownloadColumn(),
+                  TransferSpeedColumn(), TimeRemainingColumn(), console=err_console, disable=quiet,
+                  transient=True) as prog:
+        task = prog.add_task("hashing", total=None)
+
+        def progress(done: int, total: int, message: str) -> None:
+            prog.update(task, completed=done, total=total, description=message[:40])
+
+        def on_upload(done: int, total: int) -> None:
+            # huggingface_hub draws its own bars for LFS/Xet transfers; this line says which commit is under way.
+            prog.update(task, completed=done, total=total, description=f"uploading to {repo_id}"[:40])
+
+        result = push(folder, repo_id, report=report, revision=revision, create_pr=create_pr,
+                      private=True if private else None, dry_run=dry_run, commit_message=commit_message,
+                      token=token, base_model=base_model, tp=tp, progress=progress, on_upload=on_upload)
+    if as_json:
+        emit_json(result.to_dict())
+        raise typer.Exit(0)
+    where = f"{repo_id}@{revision or 'main'}" + (" (pull request)" if create_pr else "")
+    table = Table(title=f"{'would upload' if dry_run else 'uploaded'} to {where}: one commit", title_justify="left")
+    table.add_column("file")
+    table.add_column("bytes", justify="right")
+    table.add_column("sha256")
+    table.add_column("bound to report")
+    for f in result.files:
+        table.add_row(f.name, f"{f.size:,}", f.sha256 or "", "yes" if f.bound else "")
+    table.add_row("README.md", f"{len(result.readme.encode('utf-8')):,}", "(rendered model card)", "")
+    console.print(table)
+    console.print(f"commit message: {result.commit_message}", highlight=False)
+    for note in result.notes:
+        console.print(f"[yellow]note:[/] {note}", highlight=False)
+    if dry_run:
+        console.rule("README.md")
+        console.print(result.readme, markup=False, highlight=False, soft_wrap=True)
+        console.rule()
+        console.print("[dim]dry run: nothing uploaded[/]")
+    else:
+        console.print(f"[green]committed[/] {result.commit_url}", highlight=False)
+        if result.pr_url:
+            console.print(f"[green]pull request[/] {result.pr_url}", highlight=False)
+    raise typer.Exit(0)

@@ -1,0 +1,214 @@
+"""The model card of a pushed draft: pure functions from (report, provenance, existing README) to README text.
+
+The card is built with huggingface_hub's `ModelCard` / `ModelCardData` so the metadata block is exactly what the
+Hub parses. kconvert owns only the part between its two HTML comment markers; everything else in an existing
+README (prose, YAML keys) is kept, and tags are merged as a union.
+
+`library_name` is the engine the draft was verified on (`vllm` or `sglang`), not `transformers`: an EAGLE-3 draft
+(`LlamaForCausalLMEagle3`, `Eagle3Speculator`, ...) is not a model transformers can load, and the Hub turns
+`library_name: transformers` into an `AutoModelForCausalLM` snippet and a "Use with vLLM" button that would serve
+the draft on its own as if it were a language model. Neither engine is a registered library key on the Hub
+(huggingface.js `model-libraries.ts`), so the name is shown as a filterable tag with no misleading snippet.
+"""
+from __future__ import annotations
+
+import json
+import re
+from importlib import resources
+from typing import Any
+
+from kconvert.report.markdown import engine_label, num_speculative_tokens, render_markdown_section
+
+START = "<!-- kconvert:validation:start -->"
+END = "<!-- kconvert:validation:end -->"
+_SECTION = re.compile(re.escape(START) + r".*?" + re.escape(END) + r"\n?", re.DOTALL)
+
+BASE_TAGS = ("eagle3", "speculative-decoding")
+
+
+def target_hub_id(report: dict[str, Any]) -> str | None:
+    """The target's Hub id: recorded by verify, a built-in profile's `hub_id`, or a Hub-origin target name."""
+    t = report.get("target") or {}
+    if t.get("hub_id"):
+        return str(t["hub_id"])
+    name = t.get("name")
+    if not name:
+        return None
+    if t.get("origin") == "profile":
+        f = resources.files("kconvert.target") / "profiles" / f"{name}.json"
+        if f.is_file():
+            return json.loads(f.read_text()).get("hub_id")
+        return None
+    if t.get("origin") == "hub":
+        return str(name).split("@", 1)[0]
+    # verify records what the engine was given; a Hub id there names the target even when the summary does not
+    engine_target = (report.get("live") or {}).get("target")
+    if isinstance(engine_target, str) and _looks_like_hub_id(engine_target):
+        return engine_target.split("@", 1)[0]
+    return None
+
+
+def _looks_like_hub_id(ref: str) -> bool:
+    from pathlib import Path
+
+    return (ref.count("/") == 1 and not ref.startswith((".", "/", "~")) and all(ref.split("/"))
+            and not Path(ref).exists())
+
+
+def tensor_parallel_size(report: dict[str, Any]) -> int:
+    live = report.get("live") or {}
+    for v in (live.get("tp"), live.get("tensor_parallel_size"), (live.get("request") or {}).get("tp"),
+              (live.get("engine_args") or {}).get("tensor_parallel_size")):
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return 1
+
+
+def _trust_remote_code(report: dict[str, Any]) -> bool:
+    live = report.get("live") or {}
+    return bool(live.get("trust_remote_code") or (live.get("request") or {}).get("trust_remote_code")
+                or (live.get("engine_args") or {}).get("trust_remote_code"))
+
+
+def serve_commands(report: dict[str, Any], repo_id: str, *, target: str | None = None,
+                   tp: int | None = None) -> dict[str, str]:
+    """The vLLM and SGLang command lines that serve `target` with this draft at the verified k."""
+    tgt = target or target_hub_id(report) or (report.get("target") or {}).get("name") or "<target>"
+    k = num_speculative_tokens(report) or 3
+    n = tp or tensor_parallel_size(report)
+    trc = " --trust-remote-code" if _trust_remote_code(report) else ""
+    spec = json.dumps({"model": repo_id, "method": "eagle3", "num_speculative_tokens": k})
+    return {
+        "vllm": f"vllm serve {tgt} --speculative-config '{spec}' --tensor-parallel-size {n}{trc}",
+        "sglang": (f"python -m sglang.launch_server --model-path {tgt} --speculative-algorithm EAGLE3 "
+                   f"--speculative-draft-model-path {repo_id} --speculative-num-steps {k} "
+                   f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {k + 1} --tp {n}{trc}"),
+    }
+
+
+def _op_line(op: dict[str, Any]) -> str:
+    kind = op.get("kind", "op")
+    if "path" in op and "value" in op:
+        what = f"`{op['path']}` = `{json.dumps(op['value'])}`"
+    elif "path" in op:
+        what = f"delete `{op['path']}`"
+    elif "old" in op and "new" in op:
+        what = f"`{op['old']}` → `{op['new']}`"
+    elif "name" in op:
+        what = f"`{op['name']}`"
+    else:
+        what = ", ".join(f"{k}={v}" for k, v in op.items() if k not in ("kind", "reason"))
+    reason = f" — {op['reason']}" if op.get("reason") else ""
+    return f"- {kind}: {what}{reason}"
+
+
+def render_provenance(provenance: dict[str, Any] | None, *, heading_level: int = 3) -> str:
+    """What `kconvert fix` changed and from which source (kconvert.json), as Markdown."""
+    h = "#" * heading_level
+    if not provenance:
+        return (f"{h} Provenance\n\nNo `kconvert.json` in the pushed folder: these files were verified as they "
+                "are, not written by `kconvert fix`.\n")
+    inp = provenance.get("input") or {}
+    src = inp.get("source") or "unknown source"
+    rev = inp.get("commit") or inp.get("revision")
+    lines = [f"{h} Provenance", "",
+             f"Written by kconvert {provenance.get('version', '?')} `fix` from `{src}`"
+             + (f" at revision `{rev}`" if rev else "")
+             + (f" (producer: {inp['producer']})" if inp.get("producer") else "") + "."]
+    fixed = provenance.get("findings_fixed") or []
+    if fixed:
+        lines.append(f"Findings fixed: {', '.join(f'`{f}`' for f in fixed)}"
+                     " (`kconvert rules ID` explains each).")
+    left = provenance.get("findings_left") or []
+    if left:
+        lines.append(f"Findings left as they were: {', '.join(f'`{f}`' for f in left)}.")
+    aux = provenance.get("aux_ids")
+    if isinstance(aux, dict) and aux.get("written") is not None:
+        lines.append(f"Aux hidden-state layers: written `{aux.get('written')}` for {aux.get('engine', 'the engine')}"
+                     + (f" (physical layers `{aux['physical']}`)" if aux.get("physical") is not None else "") + ".")
+    ops = provenance.get("ops") or []
+    lines.append("")
+    if ops:
+        lines.append(f"{len(ops)} op(s) applied:")
+        lines.append("")
+        lines += [_op_line(op) for op in ops]
+    else:
+        lines.append("No op applied: the source already loaded as intended.")
+    in_files = inp.get("files") or {}
+    if in_files:
+        lines += ["", "<details><summary>Input files (sha256)</summary>", "",
+                  "| File | Size (bytes) | sha256 |", "|---|---:|---|"]
+        lines += [f"| `{n}` | {e.get('size', '')} | `{e.get('sha256', '')}` |" for n, e in sorted(in_files.items())]
+        lines += ["", "</details>"]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render_section(report: dict[str, Any], repo_id: str, provenance: dict[str, Any] | None = None, *,
+                   target: str | None = None, tp: int | None = None) -> str:
+    """The kconvert-owned part of the README, markers included."""
+    cmds = serve_commands(report, repo_id, target=target, tp=tp)
+    engine = (report.get("live") or {}).get("engine") or (report.get("engine") or {}).get("name")
+    other = "SGLang" if engine == "vllm" else "vLLM"
+    body = render_markdown_section(report, heading_level=2)
+    serve = ["### Serve", "",
+             "vLLM" + (" (verified):" if engine == "vllm" else ":"), "", "```bash", cmds["vllm"], "```", "",
+             "SGLang" + (" (verified):" if engine == "sglang" else ":"), "", "```bash", cmds["sglang"], "```", "",
+             f"The numbers above were measured on {engine_label(report)}; the {other} line is given for "
+             f"reference — run `kconvert verify --engine {other.lower()}` before relying on it.", ""]
+    parts = [START, body, "\n".join(serve), render_provenance(provenance), END]
+    return "\n".join(p.rstrip("\n") + "\n" for p in parts)
+
+
+def card_metadata(report: dict[str, Any], *, target: str | None = None) -> dict[str, Any]:
+    engine = (report.get("live") or {}).get("engine") or (report.get("engine") or {}).get("name") or "vllm"
+    meta: dict[str, Any] = {"tags": [*BASE_TAGS, str(engine)], "library_name": str(engine)}
+    base = target or target_hub_id(report)
+    if base:
+        meta["base_model"] = base
+    return meta
+
+
+def _merge_tags(old: Any, new: list[str]) -> list[str]:
+    old_list = [old] if isinstance(old, str) else list(old or [])
+    out: list[str] = []
+    for t in [*old_list, *new]:
+        if t not in out:
+            out.append(t)
+    return out
+
+
+def render_card(report: dict[str, Any], repo_id: str, *, provenance: dict[str, Any] | None = None,
+                existing: str | None = None, target: str | None = None, tp: int | None = None) -> str:
+    """README.md text: existing prose and metadata kept, kconvert's section added or replaced (never twice)."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    old = ModelCard(existing, ignore_metadata_errors=True) if existing and existing.strip() else None
+    meta = dict(old.data.to_dict()) if old is not None else {}
+    new = card_metadata(report, target=target)
+    meta["tags"] = _merge_tags(meta.get("tags"), new.pop("tags"))
+    meta.update(new)
+    data = ModelCardData(**meta)
+    section = render_section(report, repo_id, provenance, target=target, tp=tp)
+    if old is not None:
+        text = old.text
+        if _SECTION.search(text):
+            first = True
+
+            def _sub(_m: re.Match[str]) -> str:
+                nonlocal first
+                out, first = (section if first else ""), False
+                return out
+
+            text = _SECTION.sub(_sub, text)
+        else:
+            text = text.rstrip("\n") + "\n\n" + section
+    else:
+        base = new.get("base_model") or (report.get("target") or {}).get("name") or "its target"
+        text = (f"# {repo_id.split('/')[-1]}\n\nAn EAGLE-3 speculative-decoding draft model for `{base}`, "
+                "checked and verified live with kconvert before upload.\n\n" + section)
+    card = ModelCard("---\n" + data.to_yaml() + "\n---\n\n" + text.lstrip("\n"))
+    return str(card)
+
+
+__all__ = ["END", "START", "card_metadata", "render_card", "render_provenance", "render_section",
+           "serve_commands", "target_hub_id", "tensor_parallel_size"]

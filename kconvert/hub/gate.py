@@ -1,0 +1,150 @@
+"""The push gate: publish only a folder whose weights and config are, byte for byte, what a passing verify
+report measured.
+
+The binding is by sha256 of every weight and config file (`*.safetensors`, `model.safetensors.index.json`,
+`config.json`, plus tokenizer files when the report lists them). Other files (`kconvert.json`, a README) travel
+along unbound: they do not change what the engine loads.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from kconvert.errors import GateError, InputError
+
+INDEX_NAME = "model.safetensors.index.json"
+CONFIG_NAME = "config.json"
+TOKENIZER_FILES = frozenset({
+    "tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json", "added_tokens.json",
+    "vocab.json", "merges.txt", "tiktoken.model", "chat_template.jinja", "generation_config.json",
+})
+# Weights kconvert never verifies nor publishes: an engine could load them instead of the safetensors.
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
+
+Progress = Callable[[int, int, str], None]
+
+
+def is_weight_or_config(name: str) -> bool:
+    return name.endswith(".safetensors") or name in (INDEX_NAME, CONFIG_NAME)
+
+
+@dataclass
+class LocalFile:
+    name: str
+    path: Path
+    size: int
+    sha256: str | None = None
+    bound: bool = False  # checked against the report
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "size": self.size, "sha256": self.sha256, "bound": self.bound}
+
+
+def load_report(report: str | Path | dict[str, Any]) -> dict[str, Any]:
+    """A verify report from a path or a dict, validated against schemas/report.schema.json (InputError)."""
+    from kconvert.schemas import validate
+
+    if isinstance(report, dict):
+        doc, what = report, "report"
+    else:
+        p = Path(report).expanduser()
+        what = str(report)
+        try:
+            raw = p.read_bytes()
+        except FileNotFoundError:
+            raise InputError(f"{report}: no such report", hint="run `kconvert verify ... --json > verify.json` "
+                                                              "first") from None
+        except IsADirectoryError:
+            raise InputError(f"{report}: is a folder, not a report file") from None
+        except OSError as e:
+            raise InputError(f"{report}: cannot read: {e.strerror or e}") from None
+        try:
+            doc = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise InputError(f"{report}: not JSON ({e})") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{what}: not a JSON object")
+    validate(doc, "report", what=what)
+    return doc
+
+
+def check_report(doc: dict[str, Any]) -> None:
+    """Refuse a report that does not say "this draft passed live verification"."""
+    if doc.get("command") != "verify":
+        raise GateError(f"the report is from `kconvert {doc.get('command')}`, not `kconvert verify`; push needs a "
+                        "verify report", hint="run `kconvert verify <dir> ... --json > verify.json`")
+    if doc.get("verdict") != "pass":
+        raise GateError(f"the report's verdict is {doc.get('verdict')!r}, not 'pass'; push publishes only a draft "
+                        "that passed verification")
+    if not doc.get("live"):
+        raise GateError("the report has no live results; push publishes only a draft verified live")
+
+
+def list_folder(folder: Path) -> dict[str, LocalFile]:
+    from kconvert.source.checkpoint import _list_files
+
+    if not folder.is_dir():
+        raise InputError(f"{folder}: no such folder" if not folder.exists() else f"{folder}: not a folder")
+    return {rel: LocalFile(rel, folder / rel, e.size) for rel, e in _list_files(folder).items()}
+
+
+def bind(folder: Path, doc: dict[str, Any], *, progress: Progress | None = None) -> list[LocalFile]:
+    """Every file to upload, hashed; GateError naming the first file that differs from the report.
+
+    README.md is left out (the card is rendered from it); pickle weights are refused.
+    """
+    from kconvert.source.checkpoint import sha256_file
+
+    local = list_folder(folder)
+    local.pop("README.md", None)
+    pickles = sorted(n for n in local if n.lower().endswith(PICKLE_SUFFIXES))
+    if pickles:
+        raise GateError(f"{pickles[0]}: pickle weights are not covered by a verify report and are never pushed",
+                        hint="remove them from the folder (kconvert fix never writes them)")
+    subject = doc.get("subject") or {}
+    reported = {f["name"]: f for f in subject.get("files") or []}
+    rep_bound = {n for n in reported if is_weight_or_config(n) or n in TOKENIZER_FILES}
+    loc_bound = {n for n in local if is_weight_or_config(n)} | (rep_bound & set(local))
+    source = subject.get("source") or "?"
+    missing = sorted(rep_bound - set(local))
+    if missing:
+        raise GateError(f"{missing[0]}: in the report but missing from {folder}"
+                        + (" (the report is of another checkpoint?)" if not (rep_bound & set(local)) else ""))
+    extra = sorted(loc_bound - rep_bound)
+    if extra:
+        raise GateError(f"{extra[0]}: in {folder} but not in the report: the report is of another checkpoint "
+                        f"(its subject: {source})")
+    for n in sorted(loc_bound):
+        local[n].bound = True
+        want = reported[n]
+        if not want.get("sha256"):
+            raise GateError(f"{n}: the report records no sha256 for it, so nothing binds it to the report",
+                            hint="rerun verify with hashing on")
+        if want.get("size") is not None and want["size"] != local[n].size:
+            raise GateError(f"{n}: {local[n].size} bytes in {folder}, {want['size']} in the report (changed after "
+                            "verify, or the report is of another checkpoint)")
+    total = sum(f.size for f in local.values())
+    done = 0
+    mismatches: list[str] = []
+    for n in sorted(local, key=lambda x: (not local[x].bound, x)):
+        f = local[n]
+        if progress:
+            progress(done, total, f"hashing {n}")
+        f.sha256 = sha256_file(f.path)
+        done += f.size
+        if f.bound and f.sha256 != reported[n]["sha256"]:
+            mismatches.append(n)
+    if progress:
+        progress(total, total, "hashed")
+    if mismatches:
+        n = mismatches[0]
+        other = len(mismatches) == len(loc_bound)
+        raise GateError(f"{n}: sha256 {local[n].sha256[:12]}… in {folder}, {reported[n]['sha256'][:12]}… in the "
+                        "report " + (f"(no file matches: the report is of another checkpoint, {source})" if other
+                                     else "(the file changed after verify)"))
+    return [local[n] for n in sorted(local)]
+
+
+__all__ = ["LocalFile", "bind", "check_report", "is_weight_or_config", "list_folder", "load_report"]
