@@ -21,3 +21,15 @@ def fix(*args, **kwargs):
     from kconvert.fix import fix as _fix
 
     return _fix(*args, **kwargs)
+
+
+def verify(*args, **kwargs):
+    from kconvert.verify import verify as _verify
+
+    return _verify(*args, **kwargs)
+
+
+def push(*args, **kwargs):
+    from kconvert.hub import push as _push
+
+    return _push(*args, **kwargs)

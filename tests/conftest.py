@@ -4,3 +4,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Print how many inputs each fuzz target tried (tests/test_fuzz.py counts them in FUZZ_COUNTS)."""
+    mod = sys.modules.get("tests.test_fuzz")
+    counts = getattr(mod, "FUZZ_COUNTS", None)
+    if not counts:
+        return
+    terminalreporter.section("fuzz")
+    for target, n in sorted(counts.items()):
+        terminalreporter.write_line(f"fuzz: {n} inputs tried for {target}")
+    terminalreporter.write_line(f"fuzz: {sum(counts.values())} inputs tried in total")

@@ -84,6 +84,11 @@ def _int(cfg: dict[str, Any], key: str) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
+def _str(cfg: dict[str, Any], key: str) -> str | None:
+    v = cfg.get(key)
+    return v if isinstance(v, str) else None
+
+
 def from_config(cfg: dict[str, Any], *, name: str, origin: str, local_path: str | None = None) -> TargetModel:
     if not isinstance(cfg, dict):
         raise InputError(f"{name}: config.json is not a JSON object")
@@ -106,16 +111,23 @@ def from_config(cfg: dict[str, Any], *, name: str, origin: str, local_path: str 
     rope_theta = t.get("rope_theta")
     if rope_theta is None and isinstance(t.get("rope_parameters"), dict):
         rope_theta = t["rope_parameters"].get("rope_theta")
+    # A stranger's config may put any JSON value anywhere: keep only well-typed values, so that
+    # `list(True)` cannot raise TypeError here and rules never meet a string where they expect a number.
+    archs = cfg.get("architectures")
+    archs = [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
+    if not (isinstance(rope_theta, (int, float)) and not isinstance(rope_theta, bool)):
+        rope_theta = None
+    tie = t.get("tie_word_embeddings")
     return TargetModel(
-        name=name, origin=origin, architectures=list(cfg.get("architectures") or []),
-        model_type=cfg.get("model_type"), text_model_type=t.get("model_type"),
+        name=name, origin=origin, architectures=archs,
+        model_type=_str(cfg, "model_type"), text_model_type=_str(t, "model_type"),
         num_hidden_layers=t["num_hidden_layers"], hidden_size=t["hidden_size"], vocab_size=t["vocab_size"],
         max_position_embeddings=_int(t, "max_position_embeddings"),
         num_attention_heads=_int(t, "num_attention_heads"), num_key_value_heads=_int(t, "num_key_value_heads"),
         head_dim=_int(t, "head_dim"), torch_dtype=dtype if isinstance(dtype, str) else None,
         rope_theta=rope_theta, rope_scaling=rope_scaling if isinstance(rope_scaling, dict) else None, mla=mla,
         weight_prefix=prefix, multimodal=text is not None and "vision_config" in cfg,
-        tie_word_embeddings=t.get("tie_word_embeddings"), local_path=local_path,
+        tie_word_embeddings=tie if isinstance(tie, bool) else None, local_path=local_path,
     )
 
 
