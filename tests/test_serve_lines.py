@@ -1,0 +1,56 @@
+"""The pasteable `vllm serve` / `sglang.launch_server` lines (kconvert.engines.serve_lines)."""
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+
+from kconvert.engines.serve_lines import serve_lines
+
+
+def test_vllm_line_is_exact_for_a_hub_pair():
+    lines = serve_lines("AQ-MedAI/Kimi-K25-eagle3", "moonshotai/Kimi-K2.5", k=3, tp=8, draft_tp=1)
+    assert lines["vllm"] == (
+        "vllm serve moonshotai/Kimi-K2.5 --tensor-parallel-size 8 --speculative-config "
+        """'{"model": "AQ-MedAI/Kimi-K25-eagle3", "method": "eagle3", "num_speculative_tokens": 3, """
+        """"draft_tensor_parallel_size": 1}'"""
+    )
+
+
+def test_sglang_line_is_exact_and_verifies_k_plus_one_tokens():
+    lines = serve_lines("AQ-MedAI/Kimi-K25-eagle3", "moonshotai/Kimi-K2.5", k=4, tp=8)
+    assert lines["sglang"] == (
+        "python -m sglang.launch_server --model-path moonshotai/Kimi-K2.5 --tp 8 --speculative-algorithm EAGLE3 "
+        "--speculative-draft-model-path AQ-MedAI/Kimi-K25-eagle3 --speculative-num-steps 4 "
+        "--speculative-eagle-topk 1 --speculative-num-draft-tokens 5"
+    )
+
+
+def test_without_draft_tp_the_speculative_config_leaves_it_out():
+    argv = shlex.split(serve_lines("d", "t", k=2, tp=1)["vllm"])
+    assert json.loads(argv[argv.index("--speculative-config") + 1]) == {
+        "model": "d", "method": "eagle3", "num_speculative_tokens": 2}
+
+
+def test_paths_with_spaces_and_quotes_survive_the_shell():
+    draft, target = "/models/my draft's copy", "/models/target $HOME"
+    lines = serve_lines(draft, target, k=3, tp=2)
+    v = shlex.split(lines["vllm"])
+    assert v[2] == target and json.loads(v[v.index("--speculative-config") + 1])["model"] == draft
+    s = shlex.split(lines["sglang"])
+    assert s[s.index("--model-path") + 1] == target and s[s.index("--speculative-draft-model-path") + 1] == draft
+
+
+def test_aux_id_notes_name_each_engines_convention():
+    lines = serve_lines("d", "t", k=3, tp=1)
+    assert "eagle_aux_hidden_state_layer_ids" in lines["vllm_aux_ids"] and "input-of-layer" in lines["vllm_aux_ids"]
+    assert "eagle_config" in lines["sglang_aux_ids"] and "+1" in lines["sglang_aux_ids"]
+    assert "25454" in lines["sglang_aux_ids"]
+    assert set(serve_lines("d", "t", k=3, tp=1, engine_aux_note=False)) == {"vllm", "sglang"}
+
+
+@pytest.mark.parametrize("kw", [{"k": 0, "tp": 1}, {"k": 3, "tp": 0}, {"k": 3, "tp": 1, "draft_tp": 0}])
+def test_counts_below_one_are_refused(kw):
+    with pytest.raises(ValueError):
+        serve_lines("d", "t", **kw)

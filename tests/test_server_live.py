@@ -1,0 +1,252 @@
+"""vLLM server mode: ``measure_vllm_server`` against a fake server (fast, no vLLM) and against a real
+``vllm serve`` of the tiny factory pair (``@pytest.mark.live``; skipped without vLLM).
+
+The live part starts one server for the module (start ~30-80 s on this 2-core machine), measures the smoke
+prompt set, checks the figures against the server's own ``/metrics`` deltas, then stops the server and
+checks that no process of it survives. ``KCONVERT_SAVE_SCRAPES=<dir>`` also writes the two scrapes there
+(that is how ``tests/data/vllm_metrics_{before,after}.txt`` were recorded).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from kconvert.engines.live import LiveRequest
+from kconvert.engines.metrics import scrape_delta
+from kconvert.engines.server import VllmServer, engine_args_to_cli, measure_vllm_server
+from kconvert.errors import EngineError, UsageError
+from kconvert.prompts import load_prompts
+from kconvert.report.acceptance import summarize
+
+sys.path.insert(0, str(Path(__file__).parent))
+import live_factories  # noqa: E402
+
+HAS_VLLM = importlib.util.find_spec("vllm") is not None
+
+
+# ------------------------------------------------------------------------------------------ fake server
+
+
+class FakeVllm:
+    """Answers like vLLM 0.32: /version, /v1/models, /v1/completions, and /metrics from a list of texts
+    (the last one repeats); ``on_generate`` runs once per completion request."""
+
+    def __init__(self, metrics: list[str], models=("tiny-target",), status: int = 200):
+        self.metrics = list(metrics)
+        self.models = list(models)
+        self.status = status
+        self.bodies: list[dict] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):  # keep pytest output clean
+                pass
+
+            def _reply(self, code, body, ctype="application/json"):
+                data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                if self.path == "/version":
+                    self._reply(200, {"version": "0.32.0"})
+                elif self.path == "/v1/models":
+                    self._reply(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in fake.models]})
+                elif self.path == "/metrics":
+                    text = fake.metrics.pop(0) if len(fake.metrics) > 1 else fake.metrics[0]
+                    self._reply(200, text, "text/plain; version=0.0.4")
+                else:
+                    self._reply(404, {"error": "not found"})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                fake.bodies.append(body)
+                if fake.status != 200:
+                    self._reply(fake.status, {"error": {"message": "boom"}})
+                    return
+                self._reply(200, {"choices": [{"index": 0, "text": "ok", "finish_reason": "length"}],
+                                  "usage": {"prompt_tokens": 3, "completion_tokens": body["max_tokens"]}})
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _metrics(drafts, tokens, accepted, per_pos, finished, model="tiny-target"):
+    lines = [
+        "# TYPE vllm:spec_decode_num_drafts_total counter",
+        f'vllm:spec_decode_num_drafts_total{{engine="0",model_name="{model}"}} {drafts}.0',
+        "# TYPE vllm:spec_decode_num_draft_tokens_total counter",
+        f'vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="{model}"}} {tokens}.0',
+        "# TYPE vllm:spec_decode_num_accepted_tokens_total counter",
+        f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="{model}"}} {accepted}.0',
+        "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter",
+    ]
+    lines += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="{model}",position="{i}"}} {v}.0'
+              for i, v in enumerate(per_pos)]
+    lines += ["# TYPE vllm:request_success_total counter",
+              f'vllm:request_success_total{{engine="0",finished_reason="length",model_name="{model}"}} {finished}.0']
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def fake_factory():
+    made = []
+
+    def make(*a, **kw):
+        made.append(FakeVllm(*a, **kw))
+        return made[-1]
+
+    yield make
+    for f in made:
+        f.close()
+
+
+def test_measure_reports_the_difference_of_the_two_scrapes(fake_factory):
+    fake = fake_factory([_metrics(10, 30, 12, [8, 3, 1], 2), _metrics(50, 150, 72, [35, 24, 13], 6)])
+    res = measure_vllm_server(fake.url, ["a", "b", "c", "d"], max_tokens=16)
+    assert res["counters"] == {"drafts": 40, "draft_tokens": 120, "accepted": 60, "accepted_per_pos": [27, 21, 12]}
+    assert res["acceptance"] == summarize(40, 120, 60, [27, 21, 12], 3)
+    assert res["num_speculative_tokens"] == 3 and res["model"] == "tiny-target" and res["engine_version"] == "0.32.0"
+    assert res["completion_tokens"] == 64 and res["requests_finished"] == 4 and res["warnings"] == []
+    assert all(b["temperature"] == 0.0 and b["prompt"] in "abcd" for b in fake.bodies)
+
+
+def test_measure_sends_chat_messages_with_the_chat_api(fake_factory):
+    fake = fake_factory([_metrics(0, 0, 0, [0, 0, 0], 0), _metrics(4, 12, 6, [3, 2, 1], 1)])
+    measure_vllm_server(fake.url, ["hi"], api="chat", max_tokens=4)
+    assert fake.bodies[0]["messages"] == [{"role": "user", "content": "hi"}]
+
+
+def test_measure_warns_about_foreign_traffic_and_a_k_mismatch(fake_factory):
+    fake = fake_factory([_metrics(0, 0, 0, [0, 0, 0], 0), _metrics(9, 27, 9, [9, 0, 0], 5)])
+    res = measure_vllm_server(fake.url, ["one"], k=4)
+    assert any("4 other request" in w for w in res["warnings"])
+    assert any("k=4" in w for w in res["warnings"]) and res["acceptance"]["num_speculative_tokens"] == 4
+
+
+def test_measure_refuses_a_server_without_a_draft(fake_factory):
+    fake = fake_factory(['# TYPE vllm:request_success_total counter\nvllm:request_success_total{engine="0"} 0.0\n'])
+    with pytest.raises(UsageError, match="without a draft"):
+        measure_vllm_server(fake.url, ["x"])
+
+
+def test_measure_needs_a_model_when_several_are_served(fake_factory):
+    fake = fake_factory([_metrics(0, 0, 0, [0], 0)], models=("a", "b"))
+    with pytest.raises(UsageError, match="pick one"):
+        measure_vllm_server(fake.url, ["x"])
+    with pytest.raises(UsageError, match="not served"):
+        measure_vllm_server(fake.url, ["x"], model="c")
+
+
+def test_measure_maps_server_errors_to_engine_errors(fake_factory):
+    fake = fake_factory([_metrics(0, 0, 0, [0], 0)], status=500)
+    with pytest.raises(EngineError, match="HTTP 500"):
+        measure_vllm_server(fake.url, ["x"])
+
+
+def test_measure_of_an_unreachable_server_is_an_engine_error():
+    from kconvert.engines.server import free_port
+
+    with pytest.raises(EngineError, match="cannot reach"):
+        measure_vllm_server(f"http://127.0.0.1:{free_port()}", ["x"], timeout=2)
+
+
+def test_engine_args_become_vllm_serve_flags():
+    flags = engine_args_to_cli({"model": "/t", "tensor_parallel_size": 2, "trust_remote_code": False,
+                                "disable_log_stats": False, "enforce_eager": True,
+                                "speculative_config": {"model": "/d", "method": "eagle3", "num_speculative_tokens": 3}})
+    assert flags == ["--model", "/t", "--tensor-parallel-size", "2", "--enforce-eager", "--speculative-config",
+                     '{"model": "/d", "method": "eagle3", "num_speculative_tokens": 3}']
+
+
+def test_a_server_that_dies_at_start_is_an_engine_error(tmp_path):
+    fake_python = tmp_path / "python"
+    fake_python.write_text("#!/bin/sh\necho 'ValueError: no such model' >&2\nexit 1\n")
+    fake_python.chmod(0o755)
+    server = VllmServer(LiveRequest(target=str(tmp_path / "missing"), timeout_s=30), python=str(fake_python),
+                        log_path=tmp_path / "serve.log")
+    with pytest.raises(EngineError, match="exit 1") as info:
+        server.start()
+    assert any("no such model" in ln for ln in info.value.last_lines)
+
+
+# ------------------------------------------------------------------------------------------ live
+
+
+@pytest.fixture(scope="module")
+def live_server(tmp_path_factory):
+    if not HAS_VLLM:
+        pytest.skip("vllm is not installed (the `live` extra)")
+    root = tmp_path_factory.mktemp("serve")
+    target, draft = live_factories.build_pair(root)
+    req = LiveRequest(target=str(target), draft=str(draft), num_speculative_tokens=3, timeout_s=240)
+    server = VllmServer(req, served_model_name="tiny-target", log_path=root / "serve.log")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.mark.live
+@pytest.mark.timeout(300)
+def test_live_server_figures_equal_the_metrics_deltas(live_server):
+    import httpx
+
+    _, prompts = load_prompts("_smoke")
+    scrape = lambda: httpx.get(f"{live_server.url}/metrics", timeout=10).text  # noqa: E731
+    first = scrape()
+    res = measure_vllm_server(live_server.url, prompts, max_tokens=32, keep_metrics_text=True)
+    last = scrape()
+    c = res["counters"]
+    assert c["drafts"] > 0 and c["draft_tokens"] > 0 and c["accepted"] > 0 and sum(c["accepted_per_pos"]) == c["accepted"]
+    assert res["engine_version"] == "0.32.0" and res["models"] == ["tiny-target"] and res["warnings"] == []
+    assert c["draft_tokens"] == 3 * c["drafts"] and res["num_speculative_tokens"] == 3
+    # Nothing else ran: our own scrapes around the call give the same difference.
+    independent = scrape_delta(first, last, model="tiny-target")
+    assert {k: independent[k] for k in c} == c
+    assert res["acceptance"] == summarize(c["drafts"], c["draft_tokens"], c["accepted"], c["accepted_per_pos"], 3)
+    assert independent["requests_finished"] == len(prompts)
+    assert 1.0 < res["acceptance"]["mean_acceptance_length"] <= 4.0
+    print(f"\nserver start {live_server.start_s:.1f} s; generate {res['timings']['generate_s']:.1f} s; "
+          f"AL {res['acceptance']['mean_acceptance_length']:.3f}; counters {c}")
+    save = os.environ.get("KCONVERT_SAVE_SCRAPES")
+    if save:
+        Path(save).mkdir(parents=True, exist_ok=True)
+        Path(save, "vllm_metrics_before.txt").write_text(res["metrics_text"]["before"])
+        Path(save, "vllm_metrics_after.txt").write_text(res["metrics_text"]["after"])
+        Path(save, "vllm_metrics_expected.json").write_text(json.dumps(
+            {"counters": c, "acceptance": res["acceptance"], "num_prompts": len(prompts), "max_tokens": 32,
+             "engine_version": res["engine_version"], "model": res["model"]}, indent=2) + "\n")
+
+
+@pytest.mark.live
+@pytest.mark.timeout(120)
+def test_live_server_stop_leaves_no_process(live_server):
+    import psutil
+
+    pids = live_server.pids()
+    assert len(pids) >= 2  # the API server and its EngineCore at least
+    live_server.stop()
+    alive = []
+    for pid in pids:
+        try:
+            p = psutil.Process(pid)
+            if p.status() != psutil.STATUS_ZOMBIE:
+                alive.append((pid, p.name()))
+        except psutil.NoSuchProcess:
+            pass
+    assert alive == []
