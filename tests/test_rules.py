@@ -1,0 +1,826 @@
+"""Every rule in the registry: one test that provokes its defect (id, severity, evidence, fixability, ops as the
+rule's documentation says) and a clean-draft test that proves it stays silent. `COVERAGE` maps each rule id to
+the tests that provoke it; `test_every_registered_rule_has_a_provoking_test` fails when a rule has none."""
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kconvert.engines.expectations import SGLANG_CURRENT, SGLANG_LEGACY
+from kconvert.inspect import InspectResult, inspect
+from kconvert.plan.ops import (CastTensor, DeleteConfig, DropTensor, RebuildT2D, RenameTensor, RewriteD2TOffsets,
+                               SetConfig)
+from kconvert.rules import REGISTRY, Finding, Options
+from tests.factories import KIMI, SHAPES, TINY, _vocab_map, make_draft, make_target, rename_all
+
+AUX = "eagle_aux_hidden_state_layer_ids"
+EC_AUX = ("eagle_config", AUX)
+
+
+# --- helpers ----------------------------------------------------------------------------------------------------
+
+def run(tmp_path: Path, producer: str = "torchspec", *, target: str | None = "tiny", engine: str = "vllm",
+        engine_version: str | None = None, options: Options | None = None, name: str = "draft",
+        **draft_kw) -> InspectResult:
+    """Build a draft and inspect it against the tiny target (a folder), the kimi-k2.5 profile, or none."""
+    folder = make_draft(tmp_path / name, producer, **draft_kw)
+    if target == "tiny":
+        tgt: str | None = str(make_target(tmp_path / "target", "tiny"))
+    elif target == "kimi":
+        tgt = "kimi-k2.5"
+    else:
+        tgt = target
+    return inspect(str(folder), target=tgt, engine=engine, engine_version=engine_version, options=options)
+
+
+def the(res: InspectResult, rid: str, severity: str | None = None) -> Finding:
+    """The one finding `rid` (of `severity` when given), with evidence."""
+    fs = [f for f in res.findings if f.id == rid and (severity is None or f.severity == severity)]
+    assert len(fs) == 1, (rid, severity, [(f.id, f.severity, f.message) for f in res.findings])
+    f = fs[0]
+    assert f.evidence, f"{rid} carries no evidence"
+    assert f.category == REGISTRY[rid].category
+    return f
+
+
+def ids(res: InspectResult) -> set[str]:
+    return {f.id for f in res.findings}
+
+
+def set_ids(ids_: object, *, top: bool = True, nested: bool = True):
+    def mut(c: dict) -> None:
+        c.pop(AUX, None)
+        c.pop("eagle_config", None)
+        if top:
+            c[AUX] = ids_
+        if nested:
+            c["eagle_config"] = {AUX: ids_}
+    return mut
+
+
+def to_f16(t: dict) -> None:
+    for k, (dt, shape, data) in list(t.items()):
+        if dt == "BF16":
+            t[k] = ("F16", shape, data)
+
+
+# --- K0xx: integrity and security -------------------------------------------------------------------------------
+
+def test_no_target_gives_k000_info_naming_the_skipped_checks(tmp_path):
+    res = run(tmp_path, target=None)
+    f = the(res, "K000", "info")
+    assert not f.fixable and f.ops == []
+    for rid, r in REGISTRY.items():
+        if r.needs_target:
+            assert rid in f.message
+    assert res.exit_code == 0
+
+
+def test_pickle_files_are_reported_and_never_unpickled(tmp_path, monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("kconvert unpickled a file")
+
+    monkeypatch.setattr(pickle, "load", boom)
+    monkeypatch.setattr(pickle, "loads", boom)
+    monkeypatch.setattr(pickle, "Unpickler", boom)
+    folder = make_draft(tmp_path / "draft", "torchspec")
+    (folder / "pytorch_model.bin").write_bytes(b"\x80\x04not really a pickle")
+    (folder / "extra.pt").write_bytes(b"\x80\x04junk")
+    res = inspect(str(folder), target=str(make_target(tmp_path / "target")))
+    f = the(res, "K001", "warning")
+    assert {e.where for e in f.evidence} == {"pytorch_model.bin", "extra.pt"}
+    assert f.fixable and f.ops == []  # fix leaves them out of its output: no op needed
+
+
+def test_auto_map_is_reported_and_deleted_by_fix(tmp_path):
+    res = run(tmp_path, config=lambda c: c.update(auto_map={"AutoModel": "modeling_draft.Draft"}))
+    f = the(res, "K002", "warning")
+    assert f.fixable and f.ops == [DeleteConfig(("auto_map",), f.ops[0].reason)]
+
+
+def test_python_file_in_the_folder_is_reported_as_remote_code(tmp_path):
+    folder = make_draft(tmp_path / "draft", "torchspec")
+    (folder / "modeling_draft.py").write_text("raise SystemExit('never imported')\n")
+    res = inspect(str(folder))
+    f = the(res, "K002", "warning")
+    assert any(e.where == "modeling_draft.py" for e in f.evidence)
+    assert f.ops == []
+
+
+def test_folder_without_safetensors_is_k003_error(tmp_path):
+    folder = make_draft(tmp_path / "draft", "torchspec")
+    (folder / "model.safetensors").unlink()
+    res = inspect(str(folder), target=str(make_target(tmp_path / "target")))
+    f = the(res, "K003", "error")
+    assert not f.fixable
+    assert res.exit_code == 1
+
+
+def test_safetensors_file_outside_the_index_is_k003_info(tmp_path):
+    folder = make_draft(tmp_path / "draft", "torchspec", shards=2)
+    (folder / "stray.safetensors").write_bytes((folder / "model-00001-of-00002.safetensors").read_bytes())
+    res = inspect(str(folder), target=str(make_target(tmp_path / "target")))
+    fs = [f for f in res.findings if f.id == "K003"]
+    assert [f.severity for f in fs] == ["info"] and "stray.safetensors" in fs[0].message
+
+
+def test_unknown_producer_is_k004_info(tmp_path):
+    res = run(tmp_path, "unknown")
+    f = the(res, "K004", "info")
+    assert not f.fixable
+
+
+# --- K1xx: architecture and config hygiene ----------------------------------------------------------------------
+
+def test_deepseek_eagle3_architecture_is_not_mapped_by_vllm(tmp_path):
+    res = run(tmp_path, family="mla", config=lambda c: c.update(architectures=["DeepSeekForCausalLMEagle3"]))
+    f = the(res, "K101", "error")
+    assert f.fixable
+    assert f.ops == [SetConfig(("architectures",), ["Eagle3DeepseekV3ForCausalLM"], f.ops[0].reason)]
+
+
+def test_mla_tensors_under_a_llama_architecture_are_k101(tmp_path):
+    res = run(tmp_path, family="mla", config=lambda c: c.update(architectures=["LlamaForCausalLMEagle3"]))
+    f = the(res, "K101", "error")
+    assert f.ops[0].value == ["Eagle3DeepseekV3ForCausalLM"]
+
+
+def test_eagle_reference_architecture_is_not_mapped_by_sglang(tmp_path):
+    res = run(tmp_path, "eagle", engine="sglang")
+    f = the(res, "K101", "error")
+    assert f.ops[0].value == ["LlamaForCausalLMEagle3"]
+
+
+def test_speculators_architecture_on_sglang_is_fixable_k101(tmp_path):
+    # fix converts speculators drafts to the flat layout for SGLang, so K101 must not block it.
+    res = run(tmp_path, "speculators", engine="sglang")
+    f = the(res, "K101", "error")
+    assert f.fixable and f.ops[0].value == ["LlamaForCausalLMEagle3"]
+
+
+def test_mla_draft_with_model_type_deepseek_v3_is_refused_by_vllm(tmp_path):
+    res = run(tmp_path, family="mla", config=lambda c: c.update(model_type="deepseek_v3"))
+    f = the(res, "K102", "error")
+    assert f.ops == [SetConfig(("model_type",), "kimi_k2", f.ops[0].reason)]  # the tiny target is a Kimi
+
+
+def test_mla_model_type_deepseek_v3_for_a_deepseek_target_becomes_deepseek_v2(tmp_path):
+    res = run(tmp_path, family="mla", target="deepseek-v3", config=lambda c: c.update(model_type="deepseek_v3"))
+    assert the(res, "K102", "error").ops[0].value == "deepseek_v2"
+
+
+def test_mla_model_type_deepseek_v3_is_fine_on_sglang(tmp_path):
+    res = run(tmp_path, family="mla", engine="sglang", config=lambda c: c.update(model_type="deepseek_v3"))
+    assert "K102" not in ids(res)
+
+
+def test_num_hidden_layers_copied_from_the_target_is_k103(tmp_path):
+    res = run(tmp_path, config=lambda c: c.update(num_hidden_layers=TINY.layers))
+    f = the(res, "K103", "error")
+    assert "target" in f.message
+    assert f.ops == [SetConfig(("num_hidden_layers",), 1, f.ops[0].reason)]
+
+
+def test_num_hidden_layers_in_speculators_is_set_in_the_nested_layer_config(tmp_path):
+    res = run(tmp_path, "speculators", config=lambda c: c["transformer_layer_config"].update(num_hidden_layers=2))
+    f = the(res, "K103", "error")
+    assert f.ops[0].path == ("transformer_layer_config", "num_hidden_layers")
+
+
+def test_quantization_config_copied_from_the_target_is_an_error(tmp_path):
+    res = run(tmp_path, config=lambda c: c.update(quantization_config={"quant_method": "compressed-tensors"},
+                                                   index_topk=2048))
+    f = the(res, "K104", "error")
+    assert f.fixable
+    assert {o.path for o in f.ops} == {("quantization_config",), ("index_topk",)}
+    assert all(isinstance(o, DeleteConfig) for o in f.ops)
+
+
+def test_index_topk_alone_is_a_warning(tmp_path):
+    res = run(tmp_path, config=lambda c: c.update(index_topk=2048))
+    f = the(res, "K104", "warning")
+    assert f.ops == [DeleteConfig(("index_topk",), f.ops[0].reason)]
+
+
+# --- K2xx: tensor names ------------------------------------------------------------------------------------------
+
+def test_model_prefixed_keys_are_renamed_for_vllm(tmp_path):
+    res = run(tmp_path, tensors=lambda t: rename_all(t, lambda k: "model." + k))
+    f = the(res, "K201", "error")
+    assert f.fixable and all(isinstance(o, RenameTensor) for o in f.ops)
+    renames = {o.old: o.new for o in f.ops}
+    assert renames["model.midlayer.self_attn.q_proj.weight"] == "layers.0.self_attn.q_proj.weight"
+    assert renames["model.fc.weight"] == "fc.weight"
+    assert len(renames) == len(res.draft.tensors)
+
+
+def test_layers0_keys_are_renamed_to_midlayer_for_sglang(tmp_path):
+    res = run(tmp_path, engine="sglang", tensors=lambda t: rename_all(t, lambda k: k.replace("midlayer.", "layers.0.")))
+    f = the(res, "K201", "error")
+    renames = {o.old: o.new for o in f.ops}
+    assert renames["layers.0.mlp.down_proj.weight"] == "midlayer.mlp.down_proj.weight"
+    assert "fc.weight" not in renames  # unchanged names are not renamed
+
+
+def test_layers0_keys_are_fine_on_vllm(tmp_path):
+    res = run(tmp_path, tensors=lambda t: rename_all(t, lambda k: k.replace("midlayer.", "layers.0.")))
+    assert "K201" not in ids(res)
+
+
+def test_missing_projection_is_k202_and_not_fixable(tmp_path):
+    res = run(tmp_path, tensors=lambda t: t.pop("midlayer.self_attn.q_proj.weight"))
+    f = the(res, "K202", "error")
+    assert not f.fixable and f.ops == []
+    assert [e.where for e in f.evidence] == ["layers.0.self_attn.q_proj.weight"]
+
+
+def test_missing_fc_is_k202(tmp_path):
+    res = run(tmp_path, tensors=lambda t: t.pop("fc.weight"))
+    assert [e.where for e in the(res, "K202").evidence] == ["fc.weight"]
+
+
+def test_missing_mla_projection_is_k202(tmp_path):
+    res = run(tmp_path, family="mla", tensors=lambda t: t.pop("midlayer.self_attn.kv_b_proj.weight"))
+    assert [e.where for e in the(res, "K202").evidence] == ["layers.0.self_attn.kv_b_proj.weight"]
+
+
+def test_bias_tensors_are_a_warning_and_dropped(tmp_path):
+    def add_bias(t):
+        t["midlayer.self_attn.q_proj.bias"] = ("BF16", (TINY.heads * TINY.head_dim,), np.zeros(64, np.float32))
+
+    res = run(tmp_path, tensors=add_bias)
+    f = the(res, "K203", "warning")
+    assert f.ops == [DropTensor("midlayer.self_attn.q_proj.bias", f.ops[0].reason)]
+
+
+def test_stray_tensor_is_an_error_and_dropped(tmp_path):
+    def add_layer(t):
+        t["layers.1.mlp.gate_proj.weight"] = ("BF16", (4, 4), np.zeros((4, 4), np.float32))
+
+    res = run(tmp_path, tensors=add_layer)
+    f = the(res, "K203", "error")
+    assert f.fixable and f.ops == [DropTensor("layers.1.mlp.gate_proj.weight", f.ops[0].reason)]
+
+
+# --- K3xx: shapes and attention ----------------------------------------------------------------------------------
+
+def _fc(width_mult: float):
+    def mut(t):
+        t["fc.weight"] = ("BF16", (KIMI.hidden, int(width_mult * KIMI.hidden)), None)
+    return mut
+
+
+def test_fc_of_four_aux_states_with_three_ids_is_k301_at_kimi_shape(tmp_path):
+    res = run(tmp_path, shape="kimi", target="kimi", tensors=_fc(4))
+    f = the(res, "K301", "error")
+    assert f.needs_decision and "--aux-ids" in f.needs_decision and f.ops == []
+    assert f.evidence[0].observed == [7168, 4 * 7168] and f.evidence[0].expected == [7168, 3 * 7168]
+
+
+def test_fc_width_of_another_target_is_k301_not_fixable(tmp_path):
+    res = run(tmp_path, shape="kimi", target="kimi", tensors=lambda t: t.update({"fc.weight": ("BF16", (7168, 3 * 4096),
+                                                                                                None)}))
+    f = the(res, "K301", "error")
+    assert not f.fixable and "another target" in f.message
+
+
+def test_wrong_target_hidden_size_is_set_from_the_target(tmp_path):
+    res = run(tmp_path, shape="kimi", target="kimi", config=lambda c: c.update(target_hidden_size=4096))
+    f = the(res, "K301", "error")
+    assert f.ops == [SetConfig(("target_hidden_size",), 7168, f.ops[0].reason)]
+
+
+def test_fc_width_without_target_is_checked_against_the_config(tmp_path):
+    res = run(tmp_path, target=None, tensors=lambda t: t.update({"fc.weight": ("BF16", (64, 128),
+                                                                              np.zeros((64, 128), np.float32))}))
+    f = the(res, "K301", "error")
+    assert not f.fixable
+
+
+def test_missing_head_dim_on_a_kimi_llama_draft_is_k302_and_set_to_128(tmp_path):
+    res = run(tmp_path, shape="kimi", target="kimi", config=lambda c: c.pop("head_dim"))
+    f = the(res, "K302", "error")
+    assert "112" in f.message and "128" in f.message
+    assert f.evidence[0].where == "head_dim" and f.evidence[0].observed is None and f.evidence[0].expected == 128
+    assert f.ops == [SetConfig(("head_dim",), 128, f.ops[0].reason)]
+
+
+def test_k_proj_rows_against_kv_heads_is_k302_not_fixable(tmp_path):
+    res = run(tmp_path, config=lambda c: c.update(num_key_value_heads=2))
+    f = the(res, "K302", "error")
+    assert not f.fixable
+
+
+def test_mla_ranks_that_disagree_with_the_tensors_are_k302(tmp_path):
+    res = run(tmp_path, family="mla", config=lambda c: c.update(kv_lora_rank=TINY.kv_lora * 2))
+    fs = [f for f in res.findings if f.id == "K302" and f.severity == "error"]
+    assert fs and all(not f.fixable for f in fs)
+    assert any(f.evidence[0].where == "layers.0.self_attn.kv_a_proj_with_mqa.weight" for f in fs)
+
+
+def test_norm_of_another_width_is_k303(tmp_path):
+    res = run(tmp_path, tensors=lambda t: t.update({"norm.weight": ("BF16", (32,), np.ones(32, np.float32))}))
+    f = the(res, "K303", "error")
+    assert not f.fixable and f.evidence[0].where == "norm.weight"
+
+
+def test_missing_hidden_size_is_k303_and_set_from_fc_rows(tmp_path):
+    res = run(tmp_path, config=lambda c: c.pop("hidden_size"))
+    f = the(res, "K303", "error")
+    assert f.ops == [SetConfig(("hidden_size",), TINY.hidden, f.ops[0].reason)]
+
+
+# --- K4xx: aux layer ids ----------------------------------------------------------------------------------------
+
+def test_missing_aux_ids_is_a_warning_that_needs_a_decision(tmp_path):
+    res = run(tmp_path, config=set_ids(None, top=False, nested=False))
+    f = the(res, "K401", "warning")
+    assert f.ops == [] and f.fixable and "--aux-ids" in f.needs_decision
+
+
+def test_missing_aux_ids_with_user_ids_writes_them_where_vllm_reads(tmp_path):
+    res = run(tmp_path, config=set_ids(None, top=False, nested=False), options=Options(aux_ids=[2, 4, 5]))
+    f = the(res, "K401", "warning")
+    assert {(o.path, tuple(o.value)) for o in f.ops} == {((AUX,), (2, 4, 5)), (EC_AUX, (2, 4, 5))}
+
+
+def test_missing_aux_ids_on_eagle_reference_is_info_with_the_defaults(tmp_path):
+    res = run(tmp_path, "eagle")
+    f = the(res, "K401", "info")
+    assert {tuple(o.value) for o in f.ops} == {(2, TINY.layers // 2, TINY.layers - 3)}
+
+
+def test_aux_id_past_the_last_layer_is_k402(tmp_path):
+    res = run(tmp_path, config=set_ids([2, 4, TINY.layers]))
+    f = the(res, "K402", "error")
+    assert f.ops == [] and f.fixable and "--aux-ids" in f.needs_decision
+
+
+def test_duplicated_aux_ids_are_k402(tmp_path):
+    res = run(tmp_path, target=None, config=set_ids([2, 2, 5]))
+    f = the(res, "K402", "error")
+    assert "repeat" in f.message
+
+
+def test_malformed_aux_ids_are_k402(tmp_path):
+    res = run(tmp_path, config=set_ids("2,4,5"))
+    f = the(res, "K402", "error")
+    assert f.evidence[0].observed == "2,4,5"
+
+
+def test_aux_id_count_against_fc_width_is_k403(tmp_path):
+    res = run(tmp_path, config=set_ids([2, 4]))
+    f = the(res, "K403", "error")
+    assert f.needs_decision and f.ops == [] and "3 ids" in str(f.evidence[0].expected)
+
+
+def test_specforge_output_convention_ids_are_k404_on_vllm(tmp_path):
+    res = run(tmp_path, "specforge")
+    f = the(res, "K404", "error")
+    want = [2, TINY.layers // 2, TINY.layers - 3]
+    assert f.evidence[0].observed == [1, TINY.layers // 2 - 1, TINY.layers - 4] and f.evidence[0].expected == want
+    assert {(o.path, tuple(o.value)) for o in f.ops} == {((AUX,), tuple(want)), (EC_AUX, tuple(want))}
+
+
+def test_specforge_ids_are_right_on_sglang(tmp_path):
+    assert "K404" not in ids(run(tmp_path, "specforge", engine="sglang"))
+
+
+def test_unknown_producer_ids_need_the_convention_decided(tmp_path):
+    res = run(tmp_path, "unknown")
+    f = the(res, "K404", "warning")
+    assert f.ops == [] and "--aux-convention" in f.needs_decision
+
+
+def test_unknown_producer_ids_with_output_convention_are_converted(tmp_path):
+    res = run(tmp_path, "unknown", options=Options(aux_convention="output"))
+    f = the(res, "K404", "error")
+    assert {tuple(o.value) for o in f.ops} == {(2, 4, 5)}
+
+
+def test_input_ids_starting_at_1_cannot_be_expressed_on_sglang_post_25454(tmp_path):
+    written = [1, 3, 4]  # torchspec top-level key: vLLM's input convention
+    assert SGLANG_CURRENT.physical_ids(written) != written and SGLANG_CURRENT.written_ids(written) is None
+    res = run(tmp_path, engine="sglang", engine_version="post-25454", config=set_ids(written))
+    f = the(res, "K404", "error")
+    assert not f.fixable and "cannot express" in f.message
+
+
+def test_input_ids_are_shifted_down_for_sglang_pre_25454(tmp_path):
+    phys = [2, 4, 5]
+    res = run(tmp_path, engine="sglang", engine_version="pre-25454", config=set_ids(phys))
+    f = the(res, "K404", "error")
+    assert f.ops == [SetConfig(EC_AUX, SGLANG_LEGACY.written_ids(phys), f.ops[0].reason)]
+    assert SGLANG_LEGACY.physical_ids(f.ops[0].value) == phys
+
+
+def test_input_ids_not_starting_at_1_pass_unchanged_on_sglang_post_25454(tmp_path):
+    phys = [3, 4, 5]
+    assert SGLANG_CURRENT.physical_ids(phys) == phys == SGLANG_CURRENT.written_ids(phys)
+    assert "K404" not in ids(run(tmp_path, engine="sglang", engine_version="post-25454", config=set_ids(phys)))
+
+
+def test_input_ids_not_starting_at_1_are_k404_on_sglang_pre_25454(tmp_path):
+    res = run(tmp_path, engine="sglang", engine_version="pre-25454", config=set_ids([3, 4, 5]))
+    assert the(res, "K404", "error").ops[0].value == [2, 3, 4]
+
+
+def test_ids_only_at_the_top_level_key_are_mirrored_into_eagle_config(tmp_path):
+    res = run(tmp_path, config=set_ids([2, 4, 5], nested=False))
+    f = the(res, "K405", "warning")
+    assert [e.where for e in f.evidence] == [".".join(EC_AUX)]
+    # Written at every key vLLM reads (re-setting the top-level key to the same value is harmless).
+    assert {o.path for o in f.ops} >= {EC_AUX} and all(o.value == [2, 4, 5] for o in f.ops)
+
+
+def test_different_ids_at_two_keys_are_a_k405_error(tmp_path):
+    def mut(c):
+        c[AUX] = [2, 4, 5]
+        c["eagle_config"] = {AUX: [1, 3, 4]}
+
+    res = run(tmp_path, config=mut)
+    f = the(res, "K405", "error")
+    assert f.ops == [] and f.needs_decision
+
+
+def test_user_aux_ids_replace_recorded_ones_as_k405_info(tmp_path):
+    res = run(tmp_path, options=Options(aux_ids=[3, 4, 6]))
+    f = the(res, "K405", "info")
+    assert {tuple(o.value) for o in f.ops} == {(3, 4, 6)}
+
+
+# --- K5xx: vocabulary mapping -----------------------------------------------------------------------------------
+
+def _d2t(values: np.ndarray, n: int | None = None):
+    def mut(t):
+        t["d2t"] = ("I64", (len(values) if n is None else n,), values)
+    return mut
+
+
+def test_draft_vocab_size_against_lm_head_rows_is_k501(tmp_path):
+    res = run(tmp_path, config=lambda c: c.update(draft_vocab_size=100))
+    f = the(res, "K501", "error")
+    assert f.ops == [SetConfig(("draft_vocab_size",), TINY.draft_vocab, f.ops[0].reason)]
+
+
+def test_draft_vocab_size_defaulting_to_vocab_size_is_k501(tmp_path):
+    res = run(tmp_path, config=lambda c: c.pop("draft_vocab_size"))
+    f = the(res, "K501", "error")
+    assert "defaulted" in f.message and f.ops[0].value == TINY.draft_vocab
+
+
+def test_absolute_d2t_is_rewritten_to_offsets(tmp_path):
+    d2t, _ = _vocab_map(TINY)
+    res = run(tmp_path, tensors=_d2t(d2t + np.arange(TINY.draft_vocab)))
+    f = the(res, "K502", "error")
+    assert f.ops == [RewriteD2TOffsets("d2t", f.ops[0].reason)]
+
+
+def test_d2t_outside_the_target_vocabulary_is_k502_not_fixable(tmp_path):
+    d2t, _ = _vocab_map(TINY)
+    d2t = d2t.copy()
+    d2t[-1] = 10 * TINY.vocab
+    res = run(tmp_path, tensors=_d2t(d2t))
+    f = the(res, "K502", "error")
+    assert not f.fixable and "outside" in f.message
+
+
+def test_d2t_mapping_two_draft_ids_to_one_target_id_is_k502(tmp_path):
+    d2t, _ = _vocab_map(TINY)
+    d2t = d2t.copy()
+    d2t[1] = d2t[0] - 1  # draft ids 0 and 1 -> the same target id
+    res = run(tmp_path, tensors=_d2t(d2t))
+    f = the(res, "K502", "error")
+    assert not f.fixable
+
+
+def test_d2t_of_another_length_than_lm_head_is_k502(tmp_path):
+    d2t, _ = _vocab_map(TINY)
+    res = run(tmp_path, tensors=_d2t(d2t[:100]))
+    f = the(res, "K502", "error")
+    assert f.evidence[0].observed == 100 and f.evidence[0].expected == TINY.draft_vocab
+
+
+def test_pruned_head_without_d2t_is_k502(tmp_path):
+    res = run(tmp_path, tensors=lambda t: (t.pop("d2t"), t.pop("t2d")))
+    f = the(res, "K502", "error")
+    assert not f.fixable and f.evidence[0].where == "d2t"
+
+
+def test_full_vocab_head_without_d2t_is_fine(tmp_path):
+    res = run(tmp_path, full_vocab=True)
+    assert not {"K501", "K502", "K503"} & ids(res)
+
+
+def test_t2d_of_another_length_is_rebuilt_at_kimi_shape(tmp_path):
+    def short_t2d(t):
+        dt, shape, data = t["t2d"]
+        t["t2d"] = ("BOOL", (160000,), data[:160000])
+
+    res = run(tmp_path, shape="kimi", target="kimi", tensors=short_t2d)
+    f = the(res, "K503", "error")
+    assert f.ops == [RebuildT2D("t2d", "d2t", KIMI.vocab, f.ops[0].reason)]
+    assert f.evidence[0].observed == [160000] and f.evidence[0].expected == [KIMI.vocab]
+
+
+def test_t2d_marking_more_ids_than_d2t_is_a_k503_warning(tmp_path):
+    def extra_bit(t):
+        dt, shape, data = t["t2d"]
+        data = data.copy()
+        data[np.flatnonzero(~data)[0]] = True
+        t["t2d"] = (dt, shape, data)
+
+    res = run(tmp_path, tensors=extra_bit)
+    f = the(res, "K503", "warning")
+    assert f.ops == [RebuildT2D("t2d", "d2t", TINY.vocab, f.ops[0].reason)]
+
+
+def test_vocab_size_other_than_the_targets_is_k504(tmp_path):
+    res = run(tmp_path, config=lambda c: c.update(vocab_size=TINY.vocab * 2))
+    f = the(res, "K504", "warning")
+    assert f.ops == [SetConfig(("vocab_size",), TINY.vocab, f.ops[0].reason)]
+
+
+# --- K6xx: norms --------------------------------------------------------------------------------------------------
+
+def test_missing_hidden_norm_is_k601_not_fixable(tmp_path):
+    res = run(tmp_path, tensors=lambda t: t.pop("midlayer.hidden_norm.weight"))
+    f = the(res, "K601", "error")
+    assert not f.fixable and [e.where for e in f.evidence] == ["layers.0.hidden_norm.weight"]
+    assert "K202" not in ids(res)
+
+
+def test_speculators_without_norm_before_residual_is_k602_on_vllm(tmp_path):
+    res = run(tmp_path, "speculators", config=lambda c: c.pop("norm_before_residual"))
+    f = the(res, "K602", "error")
+    assert f.ops == [SetConfig(("norm_before_residual",), False, f.ops[0].reason)]
+
+
+def test_speculators_without_norm_before_residual_is_fine_on_sglang(tmp_path):
+    res = run(tmp_path, "speculators", engine="sglang", config=lambda c: c.pop("norm_before_residual"))
+    assert "K602" not in ids(res)
+
+
+def test_specforge_with_norm_before_residual_true_needs_a_decision(tmp_path):
+    res = run(tmp_path, "specforge", engine="sglang", config=lambda c: c.update(norm_before_residual=True))
+    f = the(res, "K602", "warning")
+    assert f.ops == [] and f.needs_decision
+
+
+def _input_norm(t):
+    t["input_norm.weight"] = ("BF16", (3 * TINY.hidden,), np.ones(3 * TINY.hidden, np.float32))
+
+
+def test_input_norm_without_norm_before_fc_is_k603_and_sets_the_flag(tmp_path):
+    res = run(tmp_path, tensors=_input_norm)
+    f = the(res, "K603", "error")
+    assert f.ops == [SetConfig(("norm_before_fc",), True, f.ops[0].reason)]
+
+
+def test_norm_before_fc_without_input_norm_is_k603_not_fixable(tmp_path):
+    res = run(tmp_path, config=lambda c: c.update(norm_before_fc=True))
+    f = the(res, "K603", "error")
+    assert not f.fixable
+
+
+def test_fc_norm_tensors_without_flag_are_k604(tmp_path):
+    def add(t):
+        for i in range(3):
+            t[f"fc_norm.{i}.weight"] = ("BF16", (TINY.hidden,), np.ones(TINY.hidden, np.float32))
+
+    res = run(tmp_path, tensors=add)
+    f = the(res, "K604", "error")
+    assert f.ops == [SetConfig(("fc_norm",), True, f.ops[0].reason)]
+    assert "K203" not in ids(res)
+
+
+def test_fc_norm_flag_without_tensors_is_k604_not_fixable(tmp_path):
+    res = run(tmp_path, config=lambda c: c.update(fc_norm=True))
+    assert not the(res, "K604", "error").fixable
+
+
+def test_norm_output_from_specforge_is_a_k605_warning(tmp_path):
+    res = run(tmp_path, "specforge", engine="sglang", config=lambda c: c.update(norm_output=True))
+    f = the(res, "K605", "warning")
+    assert not f.fixable and f.ops == []
+
+
+def test_norm_output_from_speculators_is_k605_info(tmp_path):
+    res = run(tmp_path, "speculators", config=lambda c: c.update(norm_output=False))
+    assert the(res, "K605", "info").ops == []
+
+
+def test_modelopt_last_layernorm_flag_is_k606(tmp_path):
+    res = run(tmp_path, "modelopt", config=lambda c: c["eagle_config"].update(use_last_layernorm=True))
+    f = the(res, "K606", "warning")
+    assert not f.fixable and f.evidence[0].where == "eagle_config.use_last_layernorm"
+
+
+# --- K7xx/K8xx: embeddings and lm_head ---------------------------------------------------------------------------
+
+def test_embeddings_of_another_vocabulary_are_k701_and_dropped(tmp_path):
+    def small(t):
+        t["embed_tokens.weight"] = ("BF16", (256, TINY.hidden), np.zeros((256, TINY.hidden), np.float32))
+
+    res = run(tmp_path, embeddings=True, tensors=small)
+    f = the(res, "K701", "error")
+    assert f.ops == [DropTensor("embed_tokens.weight", f.ops[0].reason)]
+
+
+def test_randomly_initialised_embeddings_are_a_k701_warning(tmp_path):
+    def fresh(t):
+        rng = np.random.default_rng(1)
+        t["embed_tokens.weight"] = ("BF16", (TINY.vocab, TINY.hidden),
+                                    rng.normal(0, 1, size=(TINY.vocab, TINY.hidden)).astype(np.float32))
+
+    res = run(tmp_path, embeddings=True, tensors=fresh)
+    f = the(res, "K701", "warning")
+    assert "std" in f.message and f.ops == [DropTensor("embed_tokens.weight", f.ops[0].reason)]
+
+
+def test_trained_embeddings_pass(tmp_path):
+    assert "K701" not in ids(run(tmp_path, embeddings=True))
+
+
+def test_missing_lm_head_with_draft_vocab_size_is_k801_error(tmp_path):
+    res = run(tmp_path, tensors=lambda t: t.pop("lm_head.weight"))
+    f = the(res, "K801", "error")
+    assert not f.fixable and "acceptance will be 0" in f.message
+
+
+def test_missing_full_vocab_lm_head_is_a_k801_warning(tmp_path):
+    res = run(tmp_path, full_vocab=True, tensors=lambda t: t.pop("lm_head.weight"))
+    assert not the(res, "K801", "warning").fixable
+
+
+# --- K9xx: positions, rope, dtype --------------------------------------------------------------------------------
+
+def test_max_positions_below_the_targets_is_info_on_vllm_which_raises_it(tmp_path):
+    res = run(tmp_path, config=lambda c: c.update(max_position_embeddings=2048))
+    f = the(res, "K901", "info")
+    assert f.ops == [SetConfig(("max_position_embeddings",), TINY.max_pos, f.ops[0].reason)]
+
+
+def test_max_positions_below_the_targets_is_a_warning_on_sglang(tmp_path):
+    res = run(tmp_path, engine="sglang", config=lambda c: c.update(max_position_embeddings=2048))
+    assert the(res, "K901", "warning").ops[0].value == TINY.max_pos
+
+
+def test_dropped_rope_scaling_is_restored_from_the_target(tmp_path):
+    res = run(tmp_path, config=lambda c: c.pop("rope_scaling"))
+    f = the(res, "K902", "warning")
+    assert f.ops[0].path == ("rope_scaling",) and f.ops[0].value["factor"] == 64.0
+
+
+def test_other_rope_theta_is_reported_not_changed(tmp_path):
+    res = run(tmp_path, config=lambda c: c.update(rope_theta=10000))
+    f = the(res, "K902", "warning")
+    assert f.ops == [] and not f.fixable
+
+
+def test_torch_dtype_float16_next_to_dtype_bfloat16_is_k911(tmp_path):
+    res = run(tmp_path, config=lambda c: c.update(torch_dtype="float16", dtype="bfloat16"))
+    f = the(res, "K911", "warning")
+    assert {(o.path, o.value) for o in f.ops} == {(("torch_dtype",), "bfloat16"), (("dtype",), "bfloat16")}
+
+
+def test_fp16_tensors_next_to_a_bf16_target_are_k912_and_need_cast(tmp_path):
+    res = run(tmp_path, tensors=to_f16, config=lambda c: c.update(torch_dtype="float16"))
+    f = the(res, "K912", "warning")
+    assert f.ops == [] and f.needs_decision and "--cast" in f.needs_decision
+    assert f.evidence[0].expected == "BF16"
+
+
+def test_fp16_tensors_with_cast_asked_get_cast_ops(tmp_path):
+    res = run(tmp_path, tensors=to_f16, config=lambda c: c.update(torch_dtype="float16"),
+              options=Options(cast_dtype="BF16"))
+    f = the(res, "K912", "warning")
+    assert f.ops and all(isinstance(o, CastTensor) and o.dtype == "BF16" for o in f.ops)
+    assert "d2t" not in {o.name for o in f.ops}
+    # K911 names the dtype the tensors will have after the cast, not before it (idempotent fix)
+    k911 = the(res, "K911", "warning")
+    assert {o.value for o in k911.ops} == {"bfloat16"}
+
+
+# --- coverage and absence ---------------------------------------------------------------------------------------
+
+COVERAGE: dict[str, list[str]] = {
+    "K000": ["test_no_target_gives_k000_info_naming_the_skipped_checks"],
+    "K001": ["test_pickle_files_are_reported_and_never_unpickled"],
+    "K002": ["test_auto_map_is_reported_and_deleted_by_fix", "test_python_file_in_the_folder_is_reported_as_remote_code"],
+    "K003": ["test_folder_without_safetensors_is_k003_error", "test_safetensors_file_outside_the_index_is_k003_info"],
+    "K004": ["test_unknown_producer_is_k004_info"],
+    "K101": ["test_deepseek_eagle3_architecture_is_not_mapped_by_vllm",
+             "test_mla_tensors_under_a_llama_architecture_are_k101",
+             "test_eagle_reference_architecture_is_not_mapped_by_sglang",
+             "test_speculators_architecture_on_sglang_is_fixable_k101"],
+    "K102": ["test_mla_draft_with_model_type_deepseek_v3_is_refused_by_vllm",
+             "test_mla_model_type_deepseek_v3_for_a_deepseek_target_becomes_deepseek_v2"],
+    "K103": ["test_num_hidden_layers_copied_from_the_target_is_k103",
+             "test_num_hidden_layers_in_speculators_is_set_in_the_nested_layer_config"],
+    "K104": ["test_quantization_config_copied_from_the_target_is_an_error", "test_index_topk_alone_is_a_warning"],
+    "K201": ["test_model_prefixed_keys_are_renamed_for_vllm", "test_layers0_keys_are_renamed_to_midlayer_for_sglang"],
+    "K202": ["test_missing_projection_is_k202_and_not_fixable", "test_missing_fc_is_k202",
+             "test_missing_mla_projection_is_k202"],
+    "K203": ["test_bias_tensors_are_a_warning_and_dropped", "test_stray_tensor_is_an_error_and_dropped"],
+    "K301": ["test_fc_of_four_aux_states_with_three_ids_is_k301_at_kimi_shape",
+             "test_fc_width_of_another_target_is_k301_not_fixable",
+             "test_wrong_target_hidden_size_is_set_from_the_target",
+             "test_fc_width_without_target_is_checked_against_the_config"],
+    "K302": ["test_missing_head_dim_on_a_kimi_llama_draft_is_k302_and_set_to_128",
+             "test_k_proj_rows_against_kv_heads_is_k302_not_fixable",
+             "test_mla_ranks_that_disagree_with_the_tensors_are_k302"],
+    "K303": ["test_norm_of_another_width_is_k303", "test_missing_hidden_size_is_k303_and_set_from_fc_rows"],
+    "K401": ["test_missing_aux_ids_is_a_warning_that_needs_a_decision",
+             "test_missing_aux_ids_with_user_ids_writes_them_where_vllm_reads",
+             "test_missing_aux_ids_on_eagle_reference_is_info_with_the_defaults"],
+    "K402": ["test_aux_id_past_the_last_layer_is_k402", "test_duplicated_aux_ids_are_k402",
+             "test_malformed_aux_ids_are_k402"],
+    "K403": ["test_aux_id_count_against_fc_width_is_k403"],
+    "K404": ["test_specforge_output_convention_ids_are_k404_on_vllm",
+             "test_unknown_producer_ids_need_the_convention_decided",
+             "test_unknown_producer_ids_with_output_convention_are_converted",
+             "test_input_ids_starting_at_1_cannot_be_expressed_on_sglang_post_25454",
+             "test_input_ids_are_shifted_down_for_sglang_pre_25454",
+             "test_input_ids_not_starting_at_1_are_k404_on_sglang_pre_25454"],
+    "K405": ["test_ids_only_at_the_top_level_key_are_mirrored_into_eagle_config",
+             "test_different_ids_at_two_keys_are_a_k405_error", "test_user_aux_ids_replace_recorded_ones_as_k405_info"],
+    "K501": ["test_draft_vocab_size_against_lm_head_rows_is_k501",
+             "test_draft_vocab_size_defaulting_to_vocab_size_is_k501"],
+    "K502": ["test_absolute_d2t_is_rewritten_to_offsets", "test_d2t_outside_the_target_vocabulary_is_k502_not_fixable",
+             "test_d2t_mapping_two_draft_ids_to_one_target_id_is_k502", "test_d2t_of_another_length_than_lm_head_is_k502",
+             "test_pruned_head_without_d2t_is_k502"],
+    "K503": ["test_t2d_of_another_length_is_rebuilt_at_kimi_shape",
+             "test_t2d_marking_more_ids_than_d2t_is_a_k503_warning"],
+    "K504": ["test_vocab_size_other_than_the_targets_is_k504"],
+    "K601": ["test_missing_hidden_norm_is_k601_not_fixable"],
+    "K602": ["test_speculators_without_norm_before_residual_is_k602_on_vllm",
+             "test_specforge_with_norm_before_residual_true_needs_a_decision"],
+    "K603": ["test_input_norm_without_norm_before_fc_is_k603_and_sets_the_flag",
+             "test_norm_before_fc_without_input_norm_is_k603_not_fixable"],
+    "K604": ["test_fc_norm_tensors_without_flag_are_k604", "test_fc_norm_flag_without_tensors_is_k604_not_fixable"],
+    "K605": ["test_norm_output_from_specforge_is_a_k605_warning", "test_norm_output_from_speculators_is_k605_info"],
+    "K606": ["test_modelopt_last_layernorm_flag_is_k606"],
+    "K701": ["test_embeddings_of_another_vocabulary_are_k701_and_dropped",
+             "test_randomly_initialised_embeddings_are_a_k701_warning"],
+    "K801": ["test_missing_lm_head_with_draft_vocab_size_is_k801_error",
+             "test_missing_full_vocab_lm_head_is_a_k801_warning"],
+    "K901": ["test_max_positions_below_the_targets_is_info_on_vllm_which_raises_it",
+             "test_max_positions_below_the_targets_is_a_warning_on_sglang"],
+    "K902": ["test_dropped_rope_scaling_is_restored_from_the_target", "test_other_rope_theta_is_reported_not_changed"],
+    "K911": ["test_torch_dtype_float16_next_to_dtype_bfloat16_is_k911"],
+    "K912": ["test_fp16_tensors_next_to_a_bf16_target_are_k912_and_need_cast",
+             "test_fp16_tensors_with_cast_asked_get_cast_ops"],
+}
+
+
+def test_every_registered_rule_has_a_provoking_test():
+    assert set(COVERAGE) == set(REGISTRY), {"untested": set(REGISTRY) - set(COVERAGE),
+                                            "unknown": set(COVERAGE) - set(REGISTRY)}
+    g = globals()
+    for rid, names in COVERAGE.items():
+        assert names, rid
+        for n in names:
+            assert n in g and callable(g[n]), f"{rid}: no test named {n}"
+
+
+def test_every_rule_is_documented_in_the_fixed_shape():
+    for r in REGISTRY.values():
+        assert r.summary and r.why and r.fix and r.name, r.id
+
+
+# Clean drafts: each producer's natural output, for the engine it targets, against the tiny target.
+CLEAN = {
+    "torchspec-llama-vllm": ("torchspec", "vllm", {}),
+    "torchspec-mla-vllm": ("torchspec", "vllm", {"family": "mla"}),
+    "torchspec-embeddings-vllm": ("torchspec", "vllm", {"embeddings": True}),
+    "torchspec-full-vocab-vllm": ("torchspec", "vllm", {"full_vocab": True}),
+    "speculators-vllm": ("speculators", "vllm", {}),
+    "specforge-sglang": ("specforge", "sglang", {}),
+    "torchspec-sharded-sglang": ("torchspec", "sglang", {"shards": 3}),
+}
+
+
+@pytest.fixture(scope="module")
+def clean_results(tmp_path_factory) -> dict[str, InspectResult]:
+    root = tmp_path_factory.mktemp("clean")
+    tgt = str(make_target(root / "target", "tiny"))
+    out = {}
+    for key, (producer, engine, kw) in CLEAN.items():
+        folder = make_draft(root / key, producer, **kw)
+        out[key] = inspect(str(folder), target=tgt, engine=engine)
+    return out
+
+
+def test_clean_drafts_have_no_finding_at_all(clean_results):
+    for key, res in clean_results.items():
+        assert res.findings == [], (key, [(f.id, f.message) for f in res.findings])
+
+
+@pytest.mark.parametrize("rid", sorted(REGISTRY))
+def test_rule_is_silent_on_clean_drafts(rid, clean_results):
+    for key, res in clean_results.items():
+        assert rid not in ids(res), (key, [f.message for f in res.findings if f.id == rid])
