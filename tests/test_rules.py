@@ -707,6 +707,28 @@ def test_fp16_tensors_with_cast_asked_get_cast_ops(tmp_path):
 
 # --- coverage and absence ---------------------------------------------------------------------------------------
 
+def test_aux_states_switched_off_on_an_eagle3_draft_is_k406(tmp_path):
+    def mut(c: dict) -> None:
+        c["eagle_config"]["use_aux_hidden_state"] = False
+
+    res = run(tmp_path, config=mut)
+    f = the(res, "K406", "error")
+    assert f.ops == [SetConfig(("eagle_config", "use_aux_hidden_state"), True, f.ops[0].reason)]
+
+
+def test_num_aux_hidden_states_disagreeing_with_fc_is_k406(tmp_path):
+    res = run(tmp_path, config=lambda c: c.update(num_aux_hidden_states=4))
+    f = the(res, "K406", "error")
+    assert f.ops[0].path == ("num_aux_hidden_states",) and f.ops[0].value == 3
+
+
+def test_draft_vocab_size_above_the_target_vocabulary_is_k501(tmp_path):
+    res = run(tmp_path, config=lambda c: c.update(draft_vocab_size=TINY.vocab * 2))
+    f = the(res, "K501", "error")
+    assert "larger than the target vocabulary" in f.message
+    assert f.ops[0].value == TINY.draft_vocab
+
+
 COVERAGE: dict[str, list[str]] = {
     "K000": ["test_no_target_gives_k000_info_naming_the_skipped_checks"],
     "K001": ["test_pickle_files_are_reported_and_never_unpickled"],
@@ -748,7 +770,10 @@ COVERAGE: dict[str, list[str]] = {
              "test_input_ids_not_starting_at_1_are_k404_on_sglang_pre_25454"],
     "K405": ["test_ids_only_at_the_top_level_key_are_mirrored_into_eagle_config",
              "test_different_ids_at_two_keys_are_a_k405_error", "test_user_aux_ids_replace_recorded_ones_as_k405_info"],
-    "K501": ["test_draft_vocab_size_against_lm_head_rows_is_k501",
+    "K406": ["test_aux_states_switched_off_on_an_eagle3_draft_is_k406",
+             "test_num_aux_hidden_states_disagreeing_with_fc_is_k406"],
+    "K501": ["test_draft_vocab_size_above_the_target_vocabulary_is_k501",
+             "test_draft_vocab_size_against_lm_head_rows_is_k501",
              "test_draft_vocab_size_defaulting_to_vocab_size_is_k501"],
     "K502": ["test_absolute_d2t_is_rewritten_to_offsets", "test_d2t_outside_the_target_vocabulary_is_k502_not_fixable",
              "test_d2t_mapping_two_draft_ids_to_one_target_id_is_k502", "test_d2t_of_another_length_than_lm_head_is_k502",

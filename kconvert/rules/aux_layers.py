@@ -204,3 +204,29 @@ def aux_ids_location(ctx: Context) -> Iterator[Finding]:
             f"reads {', '.join(missing)}",
             evidence=[Evidence(m, None, d.aux.ids) for m in missing],
             ops=write_ops(ctx, phys, "mirror ids at every key the engine reads"))
+
+
+@rule("K406", "aux-states-disabled", "aux-layers", "error",
+      summary="The config switches the aux hidden states off (`eagle_config.use_aux_hidden_state: false`) or "
+              "declares `num_aux_hidden_states` that disagrees with fc, so the draft runs as plain EAGLE.",
+      why="vLLM drops `fc.*` when use_aux_hidden_state is false (llama_eagle3.py load_weights) and feeds only the "
+          "last hidden state; an EAGLE-3 draft served like that skips its fc and accepts almost nothing "
+          "(sglang issue #21272: acceptance length exactly 1.0). vLLM sizes fc from num_aux_hidden_states when it "
+          "is set, before looking at the ids.",
+      fix="fix sets use_aux_hidden_state to true and num_aux_hidden_states to the count fc implies (safe: the "
+          "fc weight is the evidence).")
+def aux_states_disabled(ctx: Context) -> Iterator[Finding]:
+    d = ctx.draft
+    ec = d.config.get("eagle_config") if isinstance(d.config.get("eagle_config"), dict) else {}
+    if "fc.weight" in d.tensors and ec.get("use_aux_hidden_state") is False:
+        yield aux_states_disabled.finding(
+            "eagle_config.use_aux_hidden_state is false but the draft has an fc layer: the engine would drop it",
+            evidence=[Evidence("eagle_config.use_aux_hidden_state", False, True)],
+            ops=[SetConfig(("eagle_config", "use_aux_hidden_state"), True, "the draft is an EAGLE-3 draft")])
+    n = d.config.get("num_aux_hidden_states")
+    th = ctx.target.hidden_size if ctx.target else (d.target_hidden_size or d.hidden_size)
+    if isinstance(n, int) and d.fc_in and th and d.fc_in % th == 0 and d.fc_in // th != n:
+        yield aux_states_disabled.finding(
+            f"num_aux_hidden_states is {n} but fc takes {d.fc_in // th} hidden states",
+            evidence=[Evidence("num_aux_hidden_states", n, d.fc_in // th)],
+            ops=[SetConfig(("num_aux_hidden_states",), d.fc_in // th, "fc width / target hidden size")])

@@ -52,6 +52,13 @@ def classify_d2t(d2t: np.ndarray, vocab: int | None, t2d: np.ndarray | None) -> 
 def draft_vocab_size(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     rows = d.lm_head_rows
+    V = target_vocab(ctx)
+    if d.draft_vocab_size is not None and V is not None and d.draft_vocab_size > V:
+        yield draft_vocab_size.finding(
+            f"draft_vocab_size {d.draft_vocab_size} is larger than the target vocabulary {V}",
+            evidence=[Evidence("draft_vocab_size", d.draft_vocab_size, f"<= {V}")],
+            ops=[SetConfig(("draft_vocab_size",), rows, "lm_head rows")] if rows is not None and rows <= V else [])
+        return
     if rows is None:
         return
     declared = d.draft_vocab_size if d.draft_vocab_size is not None else d.vocab_size
