@@ -1,0 +1,125 @@
+"""Engine-neutral request and result of one live run (a target, optionally a draft, a prompt set).
+
+Both are plain dataclasses that round-trip through JSON, because a live run crosses a process boundary: the
+parent writes the request, a child process runs the engine and writes the result.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class LiveRequest:
+    """What to run.
+
+    ``prompts`` are user messages. ``chat_template``: ``None`` = render with the target tokenizer's chat
+    template when it has one, else raw text; ``True`` = require the template; ``False`` = raw text.
+    ``draft=None`` runs the target alone (the lossless baseline). ``engine_args`` are passed to the engine
+    last and win over everything kconvert sets; ``env`` likewise wins over kconvert's automatic environment.
+    ``draft_overrides`` patch the draft's ``config.json`` (vLLM 0.32's ``speculative_config`` has no
+    ``hf_overrides`` for the draft, so the engine layer writes a temporary draft folder).
+    """
+
+    target: str
+    draft: str | None = None
+    prompts: list[str] = field(default_factory=list)
+    num_speculative_tokens: int = 3
+    tp: int = 1
+    draft_tp: int | None = None
+    chat_template: bool | None = None
+    max_tokens: int = 64
+    temperature: float = 0.0
+    trust_remote_code: bool = False
+    engine_args: dict[str, Any] = field(default_factory=dict)
+    draft_overrides: dict[str, Any] | None = None
+    timeout_s: float = 900.0
+    env: dict[str, str] = field(default_factory=dict)
+    method: str = "eagle3"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "LiveRequest":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"unknown live request fields: {', '.join(unknown)}")
+        return cls(**data)
+
+
+@dataclass
+class LiveCounters:
+    """Spec-decode counters summed over label sets (all zero without a draft)."""
+
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted: int = 0
+    accepted_per_pos: list[int] = field(default_factory=list)
+
+
+@dataclass
+class LiveTimings:
+    engine_start_s: float | None = None
+    generate_s: float | None = None
+    total_s: float | None = None
+
+
+@dataclass
+class LiveResult:
+    """What a live run produced. ``engine_args`` and ``env`` are what the engine really got, including every
+    setting kconvert chose automatically (listed in ``auto_settings``) so a report can show them."""
+
+    engine: str
+    engine_version: str
+    engine_args: dict[str, Any]
+    env: dict[str, str]
+    counters: LiveCounters
+    output_token_ids: list[list[int]]
+    output_texts: list[str]
+    timings: LiveTimings
+    num_prompts: int
+    num_speculative_tokens: int | None = None
+    platform: str | None = None
+    auto_settings: list[str] = field(default_factory=list)
+    prompt_token_counts: list[int] = field(default_factory=list)
+    chat_template_applied: bool = False
+    raw_metrics: list[dict[str, Any]] = field(default_factory=list)
+    log_tail: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "LiveResult":
+        data = dict(data)
+        data["counters"] = LiveCounters(**data.get("counters", {}))
+        data["timings"] = LiveTimings(**data.get("timings", {}))
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def acceptance(self) -> dict[str, Any]:
+        """Acceptance figures of this run (see :mod:`kconvert.report.acceptance`)."""
+        from kconvert.report.acceptance import summarize
+
+        c = self.counters
+        return summarize(c.drafts, c.draft_tokens, c.accepted, c.accepted_per_pos, self.num_speculative_tokens)
+
+
+def compare_outputs(speculative: LiveResult, baseline: LiveResult) -> dict[str, Any]:
+    """The lossless check: greedy outputs with the draft must equal those without it, token for token.
+
+    Returns ``identical``, the number of prompts compared, and for each differing prompt its index and the
+    first token position where the two diverge (a length difference diverges at the shorter length).
+    """
+    a, b = speculative.output_token_ids, baseline.output_token_ids
+    if len(a) != len(b):
+        raise ValueError(f"the runs have different prompt counts ({len(a)} vs {len(b)})")
+    diverged = []
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            pos = next((j for j, (u, v) in enumerate(zip(x, y)) if u != v), min(len(x), len(y)))
+            diverged.append({"prompt": i, "first_divergence": pos})
+    return {"identical": not diverged, "prompts": len(a), "diverged": diverged}
