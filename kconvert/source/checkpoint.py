@@ -73,9 +73,14 @@ class Checkpoint:
             raise InputError(f"{info.file} [{info.name}]: {info.nbytes} bytes is more than inspect reads")
         p = self.local_path(info.file)
         if p is not None:
-            with open(p, "rb") as f:
-                f.seek(info.start)
-                data = f.read(info.nbytes)
+            # The shard's header was read, but the file may have changed since (permissions, replaced by a
+            # folder): an OSError here must surface as a one-line refusal, not escape the rules.
+            try:
+                with open(p, "rb") as f:
+                    f.seek(info.start)
+                    data = f.read(info.nbytes)
+            except OSError as e:
+                raise HeaderError(info.file, f"cannot read: {e.strerror or e}", tensor=info.name) from None
         elif self.remote_reader is not None:
             data = self.remote_reader(info.file, info.start, info.end)
         else:
@@ -161,6 +166,9 @@ def _list_files(root: Path, allowed_root: Path | None = None) -> dict[str, FileE
                 rel.encode("utf-8")
             except UnicodeEncodeError:
                 raise InputError(f"{root}: a file name is not valid UTF-8 ({rel!r}); rename it") from None
+            if any(ord(c) < 32 or c == "\x7f" for c in rel):
+                # the name would be printed raw in later one-line refusals; a newline would split them
+                raise InputError(f"{root}: a file name holds control characters ({rel!r}); rename it")
             if rel.startswith(".") or "/." in rel:
                 continue
             try:

@@ -219,6 +219,9 @@ def check_relative_path(root: Path, rel: Any, what: str, *, allowed_root: Path |
         raise HeaderError(what, f"path {rel!r} is not a non-empty string")
     if "\x00" in rel or "\\" in rel:
         raise HeaderError(what, f"path {rel!r} holds a NUL or backslash")
+    # A newline in a path would split the one-line refusal (and could forge a second 'error:' line).
+    if any(ord(c) < 32 or c == "\x7f" for c in rel):
+        raise HeaderError(what, f"path {rel!r} holds control characters")
     if rel.startswith("/") or posixpath.isabs(rel) or (len(rel) > 1 and rel[1] == ":"):
         raise HeaderError(what, f"path {rel!r} is absolute; only paths inside the checkpoint folder are read")
     parts = rel.split("/")
@@ -247,6 +250,9 @@ def parse_index(raw: bytes, what: str = INDEX_NAME) -> dict[str, str]:
         raise HeaderError(what, "index has no 'weight_map' object")
     wm = obj["weight_map"]
     for name, shard in wm.items():
+        # Same rule as header tensor names: the name is printed in one-line refusals ("index [name]: ...").
+        if not name or any(ord(c) < 32 for c in name):
+            raise HeaderError(what, f"tensor name {name!r} is empty or holds control characters")
         if not isinstance(shard, str):
             raise HeaderError(what, f"shard of {name!r} is not a string")
     return dict(wm)
