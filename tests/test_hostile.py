@@ -141,8 +141,6 @@ def test_index_path_outside_or_malformed(tmp_path: Path, path: str) -> None:
     refused(["inspect", str(d)], INDEX_NAME, tensor="fc.weight")
 
 
-@pytest.mark.xfail(strict=True, reason="kconvert/cli/_output.py error_line renders the message as rich markup: "
-                                       "'[fc.weight]' vanishes from the line; fix: rich.markup.escape(message)")
 def test_cli_error_line_keeps_bracketed_tensor_names(tmp_path: Path) -> None:
     d = write_draft(tmp_path / "d", shards=2)
     doc = index_of(d)
@@ -152,9 +150,6 @@ def test_cli_error_line_keeps_bracketed_tensor_names(tmp_path: Path) -> None:
     assert "[ghost.weight]" in line
 
 
-@pytest.mark.xfail(strict=True, reason="kconvert/cli/_output.py error_line: a tensor named '[/oops]' raises "
-                                       "rich.errors.MarkupError inside main()'s error handler -> Traceback, exit 1; "
-                                       "fix: rich.markup.escape(message) (and the hint)")
 def test_hostile_tensor_name_with_markup_closing_tag(tmp_path: Path) -> None:
     d = write_draft(tmp_path / "d")
     write_safetensors(d / "model.safetensors", {"[/oops]": ("F32", (4,), b"\0" * 16)})

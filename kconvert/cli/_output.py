@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 console = Console()
 err_console = Console(stderr=True)
@@ -17,6 +18,7 @@ def emit_json(doc: Any) -> None:
 
 
 def error_line(message: str, hint: str | None = None) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    # Messages quote names from the checkpoint (`[tensor]`, `[/oops]`): never let rich read them as markup.
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     if hint:
-        err_console.print(f"[dim]hint: {hint}[/]", highlight=False, soft_wrap=True)
+        err_console.print(f"[dim]hint: {escape(hint)}[/]", highlight=False, soft_wrap=True)

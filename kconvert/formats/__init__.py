@@ -84,7 +84,7 @@ def read_draft(ckpt: Checkpoint) -> DraftModel:
         tensors[c] = ckpt.tensors[name]
         raw_names[c] = name
 
-    archs = [a for a in (cfg.get("architectures") or []) if isinstance(a, str)]
+    archs = [a for a in (cfg.get("architectures") if isinstance(cfg.get("architectures"), list) else []) if isinstance(a, str)]
     has_mla_tensors = any("kv_a_proj_with_mqa" in n for n in tensors)
     family = "mla" if (has_mla_tensors or any("Deepseek" in a or "DeepSeek" in a for a in archs)
                        or all(k in cfg for k in MLA_KEYS)) else "llama"

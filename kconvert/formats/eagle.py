@@ -13,7 +13,7 @@ LAYOUT = KeyLayout(prefix="", layer="midlayer.")
 
 def detect(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess | None:
     cfg = ckpt.config
-    archs = cfg.get("architectures") or []
+    archs = cfg.get("architectures") if isinstance(cfg.get("architectures"), list) else []
     if archs != ["LlamaForCausalLM"] or layout.layer != "midlayer.":
         return None
     ec = cfg.get("eagle_config")

@@ -21,7 +21,8 @@ def detect(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess | None:
     cfg = ckpt.config
     ev = [f"config key '{k}'" for k in ("speculators_model_type", "speculators_config", "speculators_version",
                                         "transformer_layer_config") if k in cfg]
-    if any(a in ARCHITECTURES for a in cfg.get("architectures") or []):
+    archs = cfg.get("architectures")
+    if isinstance(archs, list) and any(a in ARCHITECTURES for a in archs):
         ev.append("architectures contains Eagle3Speculator")
     if not ev:
         return None

@@ -15,14 +15,14 @@ MLA_ARCHS = ("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM")
 
 def detect(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess | None:
     cfg = ckpt.config
-    archs = cfg.get("architectures") or []
+    archs = cfg.get("architectures") if isinstance(cfg.get("architectures"), list) else []
     stamps = [k for k in cfg if k.startswith("_torchspec")]
     if stamps:
         return FormatGuess(NAME, 0.99, [f"config stamp '{k}'" for k in stamps])
     if any(a in MLA_ARCHS for a in archs):
         return FormatGuess(NAME, 0.6, [f"MLA draft architecture {archs[0]} (TorchSpec writes MLA drafts)"])
     full_vocab = ("d2t" not in ckpt.tensors and "lm_head.weight" in ckpt.tensors
-                  and cfg.get("vocab_size") and ckpt.tensors["lm_head.weight"].shape[0] == cfg.get("vocab_size"))
+                  and cfg.get("vocab_size") and ckpt.tensors["lm_head.weight"].shape[:1] == (cfg.get("vocab_size"),))
     if "LlamaForCausalLMEagle3" in archs and full_vocab and "eagle_config" not in cfg:
         # Above SpecForge's bare architecture + midlayer score (0.6): SpecForge always writes d2t/t2d and
         # eagle_config, so this signature (lightseekorg/kimi-k2.5-eagle3) was misreported as SpecForge at 0.55.

@@ -173,7 +173,14 @@ def run_rules(ctx: Context) -> list[Finding]:
         if r.needs_target and ctx.target is None:
             skipped.append(r.id)
             continue
-        out.extend(r.fn(ctx))
+        try:
+            out.extend(r.fn(ctx))
+        except Exception as e:  # noqa: BLE001
+            # A stranger's checkpoint can hold shapes no rule anticipated (rank-0 projections, empty d2t). A
+            # check that cannot run is a failed check, reported as such, never a crash of the whole gate.
+            out.append(Finding(r.id, r.category, "error",
+                               f"{r.name}: the check could not run on this checkpoint ({type(e).__name__}: {e})",
+                               [Evidence("checkpoint", "malformed for this check", None)]))
     if skipped:
         out.append(Finding("K000", "config-hygiene", "info",
                            f"no --target given: {len(skipped)} checks that compare with the target were skipped "
