@@ -669,8 +669,11 @@ def test_max_positions_below_the_targets_is_a_warning_on_sglang(tmp_path):
     assert the(res, "K901", "warning").ops[0].value == TINY.max_pos
 
 
-def test_dropped_rope_scaling_is_restored_from_the_target(tmp_path):
+def test_dropped_rope_scaling_is_restored_from_the_target_only_when_asked(tmp_path):
     res = run(tmp_path, config=lambda c: c.pop("rope_scaling"))
+    f = the(res, "K902", "warning")
+    assert f.ops == [] and f.needs_decision and "--rope-from-target" in f.needs_decision
+    res = run(tmp_path, config=lambda c: c.pop("rope_scaling"), options=Options(rope_from_target=True), name="d2")
     f = the(res, "K902", "warning")
     assert f.ops[0].path == ("rope_scaling",) and f.ops[0].value["factor"] == 64.0
 
@@ -795,7 +798,7 @@ COVERAGE: dict[str, list[str]] = {
              "test_missing_full_vocab_lm_head_is_a_k801_warning"],
     "K901": ["test_max_positions_below_the_targets_is_info_on_vllm_which_raises_it",
              "test_max_positions_below_the_targets_is_a_warning_on_sglang"],
-    "K902": ["test_dropped_rope_scaling_is_restored_from_the_target", "test_other_rope_theta_is_reported_not_changed"],
+    "K902": ["test_dropped_rope_scaling_is_restored_from_the_target_only_when_asked", "test_other_rope_theta_is_reported_not_changed"],
     "K911": ["test_torch_dtype_float16_next_to_dtype_bfloat16_is_k911"],
     "K912": ["test_fp16_tensors_next_to_a_bf16_target_are_k912_and_need_cast",
              "test_fp16_tensors_with_cast_asked_get_cast_ops"],

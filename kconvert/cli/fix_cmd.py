@@ -48,6 +48,9 @@ def fix_command(
                                "(repairs a prune that indexed with d2t alone).")] = None,
     cast: Annotated[Optional[str], typer.Option("--cast", help="Cast floating-point weights: bf16, fp16 or "
                                                                "fp32 (lossy; never done unasked).")] = None,
+    rope_from_target: Annotated[bool, typer.Option(
+        "--rope-from-target", help="Copy the target's rope scaling into a draft that has none (only when a "
+                                   "converter dropped it; K902).")] = False,
     to_format: Annotated[Optional[str], typer.Option(
         "--to-format", help="Write the speculators format or the flat SpecForge/vLLM layout (default: keep, "
                             "except speculators → flat for SGLang).")] = None,
@@ -70,7 +73,8 @@ def fix_command(
         cast_dtype = CAST.get(cast.lower())
         if cast_dtype is None:
             raise UsageError(f"--cast {cast!r}: choose bf16, fp16 or fp32")
-    opts = build_options(aux_ids, aux_convention, d2t, lm_head_source=lm_head_from, cast_dtype=cast_dtype)
+    opts = build_options(aux_ids, aux_convention, d2t, lm_head_source=lm_head_from, cast_dtype=cast_dtype,
+                         rope_from_target=rope_from_target)
     only_set = {x.strip().upper() for x in only.split(",") if x.strip()} if only else None
     if not dry_run and output is None:
         raise UsageError("fix needs -o/--output DIR (or --dry-run to only print the plan)")

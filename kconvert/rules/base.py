@@ -84,6 +84,7 @@ class Options:
     d2t_kind: str | None = None  # offsets|absolute
     lm_head_source: str | None = None
     cast_dtype: str | None = None  # BF16|F16|F32
+    rope_from_target: bool = False  # copy the target's rope scaling into a draft that has none
 
 
 @dataclass

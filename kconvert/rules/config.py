@@ -41,8 +41,9 @@ def _rope_kind(rs: Any) -> tuple[Any, Any]:
       why="The draft attends over the target's positions; a different rope_theta or a dropped yarn scaling "
           "(speculators PR #574: a converter dropped rope_scaling) rotates its queries differently from training "
           "on long inputs. transformers 5 reads rope_parameters, older code rope_scaling: both should say the same.",
-      fix="fix copies the target's rope_scaling when the draft has none (a converter dropped it) and mirrors "
-          "rope_scaling into rope_parameters; a different rope_theta is reported, not changed.")
+      fix="With --rope-from-target, fix copies the target's rope_scaling into a draft that has none (when a "
+          "converter dropped it). Never by default: a draft trained without scaling would change its math, and "
+          "the files cannot tell which happened. A different rope_theta is reported, not changed.")
 def rope(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     rs, rp = d.config.get("rope_scaling"), d.config.get("rope_parameters")
@@ -53,10 +54,13 @@ def rope(ctx: Context) -> Iterator[Finding]:
             yield rope.finding(f"rope_theta {d.config['rope_theta']} != the target's {t.rope_theta}",
                                evidence=[Evidence("rope_theta", d.config["rope_theta"], t.rope_theta)])
         if t.rope_scaling and not rs and not (isinstance(rp, dict) and rp.get("factor")):
+            restore = ctx.options.rope_from_target
             yield rope.finding(f"the target uses {_rope_kind(t.rope_scaling)[0]} rope scaling, the draft none "
-                               "(dropped by a converter?)",
+                               "(dropped by a converter, or trained without it?)",
                                evidence=[Evidence("rope_scaling", None, t.rope_scaling)],
-                               ops=[SetConfig(ctx.key_path("rope_scaling"), t.rope_scaling, "target's rope scaling")])
+                               ops=[SetConfig(ctx.key_path("rope_scaling"), t.rope_scaling, "--rope-from-target")]
+                               if restore else [],
+                               needs_decision=None if restore else "--rope-from-target (if a converter dropped it)")
         elif t.rope_scaling and rs and _rope_kind(rs) != _rope_kind(t.rope_scaling):
             yield rope.finding(f"rope scaling {_rope_kind(rs)} != the target's {_rope_kind(t.rope_scaling)}",
                                evidence=[Evidence("rope_scaling", rs, t.rope_scaling)])

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The main job on the shipped tiny example, end to end on a CPU-only machine:
+#   1. inspect a SpecForge-layout draft whose aux ids follow SGLang's convention (vLLM would feed the wrong layers)
+#   2. fix it for vLLM (writes out/demo/fixed, never touches the input)
+#   3. verify the fixed draft live next to the tiny Kimi-K2.5-shaped target in a real vLLM engine, with a gate
+# Sets up .venv first (vLLM's CPU build where there is no GPU).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/bootstrap.sh live
+export VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}"
+K=.venv/bin/kconvert
+TARGET=examples/tiny/target
+DRAFT=examples/tiny/broken/aux-ids-sglang-convention
+OUT=out/demo
+mkdir -p "$OUT"
+
+echo; echo "== 1. inspect $DRAFT (static: config, headers, d2t/t2d; no weights loaded)"
+set +e
+$K inspect "$DRAFT" --target "$TARGET"
+echo "exit code: $? (1 = error-level findings)"
+set -e
+
+echo; echo "== 2. fix it for vLLM"
+$K fix "$DRAFT" -o "$OUT/fixed" --target "$TARGET" --force
+
+echo; echo "== 3. verify the fixed draft live (vLLM CPU engine, ~1 minute)"
+$K verify "$OUT/fixed" --target "$TARGET" --prompts all --max-prompts 32 --min-acceptance-length 2.5 \
+    --report "$OUT/verify.json" --junit "$OUT/verify.xml" --markdown "$OUT/verify.md"
+echo; echo "reports: $OUT/verify.json $OUT/verify.xml $OUT/verify.md"
+echo "publish (needs HF_TOKEN and network): $K push $OUT/fixed your-org/tiny-draft --report $OUT/verify.json --dry-run"
