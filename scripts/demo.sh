@@ -24,7 +24,7 @@ echo; echo "== 2. fix it for vLLM"
 $K fix "$DRAFT" -o "$OUT/fixed" --target "$TARGET" --force
 
 echo; echo "== 3. verify the fixed draft live (vLLM CPU engine, ~1 minute)"
-$K verify "$OUT/fixed" --target "$TARGET" --prompts all --max-prompts 32 --min-acceptance-length 2.5 \
+$K verify "$OUT/fixed" --target "$TARGET" --prompts all --min-acceptance-length 2.5 \
     --report "$OUT/verify.json" --junit "$OUT/verify.xml" --markdown "$OUT/verify.md"
 echo; echo "reports: $OUT/verify.json $OUT/verify.xml $OUT/verify.md"
 echo "publish (needs HF_TOKEN and network): $K push $OUT/fixed your-org/tiny-draft --report $OUT/verify.json --dry-run"
