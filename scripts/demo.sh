@@ -7,7 +7,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh live
-export VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}"
 K=.venv/bin/kconvert
 TARGET=examples/tiny/target
 DRAFT=examples/tiny/broken/aux-ids-sglang-convention
