@@ -83,9 +83,12 @@ def lossless_default() -> bool:
 
 
 def compare_outputs(spec: list[list[int]], base: list[list[int]]) -> dict[str, Any]:
+    """Like engines.live.compare_outputs, but stops at the first difference and names both tokens."""
+    from kconvert.engines.live import first_divergence
+
     for i, (a, b) in enumerate(zip(spec, base)):
-        if a != b:
-            n = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        n = first_divergence(a, b)
+        if n is not None:
             return {"identical": False, "requests": len(spec), "first_difference": {
                 "request": i, "position": n, "speculative_token": a[n] if n < len(a) else None,
                 "baseline_token": b[n] if n < len(b) else None}}

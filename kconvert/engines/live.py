@@ -108,6 +108,13 @@ class LiveResult:
         return summarize(c.drafts, c.draft_tokens, c.accepted, c.accepted_per_pos, self.num_speculative_tokens)
 
 
+def first_divergence(x: list[int], y: list[int]) -> int | None:
+    """First token position where two outputs differ (a length difference diverges at the shorter length)."""
+    if x == y:
+        return None
+    return next((j for j, (u, v) in enumerate(zip(x, y)) if u != v), min(len(x), len(y)))
+
+
 def compare_outputs(speculative: LiveResult, baseline: LiveResult) -> dict[str, Any]:
     """The lossless check: greedy outputs with the draft must equal those without it, token for token.
 
@@ -119,7 +126,7 @@ def compare_outputs(speculative: LiveResult, baseline: LiveResult) -> dict[str, 
         raise ValueError(f"the runs have different prompt counts ({len(a)} vs {len(b)})")
     diverged = []
     for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            pos = next((j for j, (u, v) in enumerate(zip(x, y)) if u != v), min(len(x), len(y)))
+        pos = first_divergence(x, y)
+        if pos is not None:
             diverged.append({"prompt": i, "first_divergence": pos})
     return {"identical": not diverged, "prompts": len(a), "diverged": diverged}
