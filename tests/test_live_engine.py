@@ -277,10 +277,28 @@ class ProcessWatch:
         self.stages: list[str] = []
 
     def on_spawn(self, pid: int) -> None:
+        import threading
+
         import psutil
 
         self.worker = pid
         self.seen[pid] = psutil.Process(pid)
+        # Progress events alone can miss an engine that crashes between two of them (seen in CI: the
+        # EngineCore of the absolute-d2t draft started and died before the next event), so poll too.
+        threading.Thread(target=self._poll, daemon=True).start()
+
+    def _poll(self) -> None:
+        import psutil
+
+        worker = self.seen[self.worker]
+        while True:
+            self.snapshot()
+            try:
+                if not worker.is_running() or worker.status() == psutil.STATUS_ZOMBIE:
+                    return
+            except psutil.Error:
+                return
+            time.sleep(0.05)
 
     def snapshot(self) -> None:
         import psutil
@@ -301,7 +319,7 @@ class ProcessWatch:
         import psutil
 
         left = []
-        for p in self.seen.values():
+        for p in list(self.seen.values()):
             try:
                 if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
                     left.append(f"{p.pid} {' '.join(p.cmdline())[:80]}")
