@@ -2,6 +2,14 @@
 
     .venv/bin/python bench/fix_vs_cp.py [--workdir DIR] [--rounds 3] [--copy-mode read_write|copy_file_range]
 
+Three fix variants run in every round, each against the `cp -r` of the same round:
+- `durable, cold`: the default (`kconvert fix`): fsync before the rename, every input digest computed;
+- `no-fsync, cold`: `kconvert fix --no-fsync`, input digests computed (first fix of a local folder);
+- `no-fsync, warm`: `--no-fsync` with the input digests known (kconvert's hash cache after an earlier fix or
+  verify of the same files, or a Hub cache whose blob names are the digests): only the output is hashed.
+The run also measures sha256 and memcpy throughput on this machine, and prints the floor they set: the output
+(and, cold, the input) must be hashed in full whatever the writer does.
+
 Builds a 2-shard draft of real (random, not sparse) bytes: hidden 7168, lm_head [32000, 7168] bf16, fc
 [7168, 21504], llama-style midlayer (q/k/v/o, gate/up/down with the intermediate size scaled so the draft is
 about 3 GB), norms, d2t [32000] int64 holding ABSOLUTE target ids, t2d [163840] bool. Warms the page cache
@@ -107,7 +115,7 @@ def build(src: Path) -> int:
     return total
 
 
-def run_fix(src: str, dst: str, copy_mode: str) -> None:
+def run_fix(src: str, dst: str, copy_mode: str, durable: bool = True) -> None:
     """Child process body: apply the fix and print peak RSS."""
     sys.path.insert(0, str(REPO))
     from kconvert.plan.ops import RenameTensor, RewriteD2TOffsets
@@ -118,14 +126,31 @@ def run_fix(src: str, dst: str, copy_mode: str) -> None:
     ops = [RenameTensor(n, "layers.0." + n[len("midlayer."):]) for n in sorted(ckpt.tensors)
            if n.startswith("midlayer.")]
     ops.append(RewriteD2TOffsets())
-    write_checkpoint(ckpt, ops, Path(dst), provenance={}, copy_mode=copy_mode)
+    write_checkpoint(ckpt, ops, Path(dst), provenance={}, copy_mode=copy_mode, durable=durable)
     print(json.dumps({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
-def _timed(cmd: list[str]) -> tuple[float, str]:
+def _timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
     t = time.perf_counter()
-    p = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    p = subprocess.run(cmd, check=True, capture_output=True, text=True, env={**os.environ, **(env or {})})
     return time.perf_counter() - t, p.stdout + p.stderr
+
+
+def machine_rates() -> tuple[float, float]:
+    """sha256 and memcpy throughput of one core, GB/s, over 256 MB of random bytes."""
+    import hashlib
+
+    buf = np.random.default_rng(1).bytes(256 << 20)
+    best_h = best_c = 0.0
+    for _ in range(3):
+        t = time.perf_counter()
+        hashlib.sha256(buf).hexdigest()
+        best_h = max(best_h, 0.256 / (time.perf_counter() - t))
+        dst = bytearray(len(buf))
+        t = time.perf_counter()
+        dst[:] = buf
+        best_c = max(best_c, 0.256 / (time.perf_counter() - t))
+    return best_h, best_c
 
 
 def main() -> None:
@@ -135,9 +160,10 @@ def main() -> None:
     ap.add_argument("--copy-mode", default="read_write", choices=["read_write", "copy_file_range"])
     ap.add_argument("--keep", action="store_true", help="keep the built draft (for repeated runs)")
     ap.add_argument("--run-fix", nargs=2, metavar=("SRC", "DST"), help=argparse.SUPPRESS)
+    ap.add_argument("--no-fsync", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.run_fix:
-        run_fix(*a.run_fix, a.copy_mode)
+        run_fix(*a.run_fix, a.copy_mode, durable=not a.no_fsync)
         return
     Path(a.workdir).mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="kconvert-bench-", dir=a.workdir))
@@ -149,8 +175,19 @@ def main() -> None:
         print(f"built {total / 1e9:.2f} GB of tensors in 2 shards in {time.perf_counter() - t:.1f} s ({src})")
         # /usr/bin/time forks from a small process: the child's ru_maxrss would otherwise start at this
         # (large) process's RSS, which fork copies.
-        fix_cmd = ["/usr/bin/time", "-f", "maxrss_kb=%M", sys.executable, str(Path(__file__).resolve()),
-                   "--copy-mode", a.copy_mode, "--run-fix", str(src), str(work / "fix")]
+        hash_rate, copy_rate = machine_rates()
+        cores = os.cpu_count() or 1
+        print(f"this machine: sha256 {hash_rate:.2f} GB/s per core, memcpy {copy_rate:.2f} GB/s, {cores} cores")
+
+        def fix_cmd(durable: bool) -> list[str]:
+            return ["/usr/bin/time", "-f", "maxrss_kb=%M", sys.executable, str(Path(__file__).resolve()),
+                    "--copy-mode", a.copy_mode, *([] if durable else ["--no-fsync"]),
+                    "--run-fix", str(src), str(work / "fix")]
+
+        cold = {"KCONVERT_HASH_CACHE": "off"}
+        warm = {"KCONVERT_HASH_CACHE": str(work / "hashcache.sqlite")}
+        variants = [("durable, cold", fix_cmd(True), cold), ("no-fsync, cold", fix_cmd(False), cold),
+                    ("no-fsync, warm", fix_cmd(False), warm)]
         cp_cmd = ["cp", "-r", str(src), str(work / "cp")]
 
         def clean() -> None:
@@ -158,9 +195,14 @@ def main() -> None:
             shutil.rmtree(work / "fix", ignore_errors=True)
             subprocess.run(["sync"], check=True)
 
-        _timed(cp_cmd); clean()  # noqa: E702 - warm-up: page cache holds the source for both
-        _timed(fix_cmd); clean()  # noqa: E702
-        cp_t, cps_t, fix_t, rss = [], [], [], []
+        # warm-up: the page cache holds the source for every run; the warm variant's hash cache learns the
+        # input digests (the files are older than the cache's racy window by now)
+        time.sleep(2.5)
+        _timed(cp_cmd); clean()  # noqa: E702
+        _timed(fix_cmd(False), warm); clean()  # noqa: E702
+        cp_t, cps_t = [], []
+        fix_t: dict[str, list[float]] = {v[0]: [] for v in variants}
+        rss: dict[str, list[float]] = {v[0]: [] for v in variants}
         for r in range(a.rounds):
             dt, _ = _timed(cp_cmd)
             t = time.perf_counter()
@@ -168,18 +210,28 @@ def main() -> None:
             cp_t.append(dt)
             cps_t.append(dt + time.perf_counter() - t)
             clean()
-            dt, out = _timed(fix_cmd)
-            fix_t.append(dt)
-            rss.append(int(out.rsplit("maxrss_kb=", 1)[1].split()[0]) / 1024)
-            clean()
-            print(f"round {r + 1}: cp {cp_t[-1]:.2f} s (cp+sync {cps_t[-1]:.2f} s), fix {fix_t[-1]:.2f} s, "
-                  f"fix peak RSS {rss[-1]:.0f} MB")
-        cp_m, cps_m, fix_m = (statistics.median(x) for x in (cp_t, cps_t, fix_t))
-        print(f"copy mode      : {a.copy_mode}")
-        print(f"cp -r (median) : {cp_m:.2f} s   cp -r + sync: {cps_m:.2f} s")
-        print(f"fix   (median) : {fix_m:.2f} s   (renames midlayer.->layers.0. + d2t offsets, hashes, fsync)")
-        print(f"ratio fix/cp   : {fix_m / cp_m:.2f}   (target <= 1.2); fix/(cp+sync): {fix_m / cps_m:.2f}")
-        print(f"fix peak RSS   : {max(rss):.0f} MB   (target <= 300 MB)")
+            line = f"round {r + 1}: cp {cp_t[-1]:.2f} s (cp+sync {cps_t[-1]:.2f} s)"
+            for name, cmd, env in variants:
+                dt, out = _timed(cmd, env)
+                fix_t[name].append(dt)
+                rss[name].append(int(out.rsplit("maxrss_kb=", 1)[1].split()[0]) / 1024)
+                clean()
+                line += f", {name} {dt:.2f} s"
+            print(line, flush=True)
+        cp_m, cps_m = statistics.median(cp_t), statistics.median(cps_t)
+        gb = total / 1e9
+        print(f"copy mode        : {a.copy_mode}; fix = renames midlayer.->layers.0. + d2t offsets, "
+              f"sha256 of inputs and outputs, kconvert.json")
+        print(f"cp -r   (median) : {cp_m:.2f} s   cp -r + sync: {cps_m:.2f} s")
+        for name, _, _ in variants:
+            m = statistics.median(fix_t[name])
+            print(f"fix {name:<14}: {m:.2f} s   fix/cp {m / cp_m:.2f} (target <= 1.2)   "
+                  f"fix/(cp+sync) {m / cps_m:.2f}   peak RSS {max(rss[name]):.0f} MB (target <= 300)")
+        floor_cold = 2 * gb / (hash_rate * cores)
+        floor_warm = gb / (hash_rate * min(cores, 2))
+        print(f"floor            : hashing alone takes >= {floor_cold:.2f} s cold ({floor_cold / cp_m:.2f}x cp: "
+              f"input + output sha256 over {cores} cores) and >= {floor_warm:.2f} s warm "
+              f"({floor_warm / cp_m:.2f}x cp: output only, 2 shards on 2 cores)")
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)

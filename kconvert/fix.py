@@ -94,7 +94,7 @@ def plan_fix(res: InspectResult, *, only: set[str] | None = None, to_format: str
 def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | None = None, engine: str = "vllm",
         engine_version: str | None = None, options: Options | None = None, only: set[str] | None = None,
         dry_run: bool = False, partial: bool = False, force: bool = False, to_format: str | None = None,
-        progress: Callable[[int, int, str], None] | None = None) -> FixResult:
+        progress: Callable[[int, int, str], None] | None = None, durable: bool = True) -> FixResult:
     ckpt = open_checkpoint(source)
     tgt = load_target(target) if isinstance(target, str) else target
     rules = engine_rules(engine, engine_version)
@@ -141,7 +141,7 @@ def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | 
     if aux_record:
         provenance["aux_ids"] = aux_record
     result.write_result = write_checkpoint(ckpt, plan.ops, out, force=force, provenance=provenance,
-                                           progress=progress)
+                                           progress=progress, durable=durable)
     result.written = out
     # Self-check: the output must not carry a fixable error any more.
     result.after = analyse(open_checkpoint(str(out)), tgt, rules, Options())

@@ -16,3 +16,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     for target, n in sorted(counts.items()):
         terminalreporter.write_line(f"fuzz: {n} inputs tried for {target}")
     terminalreporter.write_line(f"fuzz: {sum(counts.values())} inputs tried in total")
+
+
+# kconvert remembers file digests in a user-level cache (kconvert.source.hashcache); the tests use their own,
+# set here so that the engine and CLI child processes inherit it.
+import os  # noqa: E402
+import tempfile  # noqa: E402
+
+os.environ["KCONVERT_HASH_CACHE"] = str(Path(tempfile.mkdtemp(prefix="kconvert-test-hashcache-")) / "sha256.sqlite")

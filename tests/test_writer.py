@@ -426,3 +426,44 @@ def test_a_known_input_hash_is_reused_not_recomputed(tmp_path):
     ck.files["model.safetensors"].sha256 = "ab" * 32
     res = write_checkpoint(ck, [], tmp_path / "out", provenance={})
     assert res.input_files["model.safetensors"]["sha256"] == "ab" * 32
+
+
+def test_shards_written_by_parallel_workers_equal_a_sequential_write(tmp_path):
+    src = write_draft(tmp_path / "in", shards=3)
+    ck = _open(src)
+    seq = _write(src, _midlayer_renames(ck) + [RewriteD2TOffsets()], tmp_path / "seq", workers=1)
+    par = _write(src, _midlayer_renames(_open(src)) + [RewriteD2TOffsets()], tmp_path / "par", workers=3)
+    assert par.files == seq.files and par.input_files == seq.input_files
+    a, b = sha256_tree(tmp_path / "seq"), sha256_tree(tmp_path / "par")
+    a.pop("kconvert.json"), b.pop("kconvert.json")  # its creation time may differ
+    assert a == b
+
+
+def test_no_fsync_writes_the_same_bytes(tmp_path, monkeypatch):
+    calls = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd)))
+    src = write_draft(tmp_path / "in", shards=2)
+    a = _write(src, [RewriteD2TOffsets()], tmp_path / "a", durable=False)
+    assert calls == []
+    b = _write(src, [RewriteD2TOffsets()], tmp_path / "b")
+    assert len(calls) >= 4  # files and both folders
+    assert a.files == b.files
+
+
+def test_a_failing_shard_worker_stops_the_others_and_leaves_nothing(tmp_path, monkeypatch):
+    import kconvert.writer.stream as stream
+
+    src = write_draft(tmp_path / "in", shards=3)
+    real = stream._write_shard
+
+    def failing(s, ckpt, shard, *a, **kw):
+        if shard.startswith("model-00002"):
+            s.current = shard  # as the real one does before it writes
+            raise OSError(28, "No space left on device")
+        return real(s, ckpt, shard, *a, **kw)
+
+    monkeypatch.setattr(stream, "_write_shard", failing)
+    with pytest.raises(InputError, match=r"writing model-00002-of-00003.safetensors failed: no space left on device"):
+        _write(src, [], tmp_path / "out", workers=3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]

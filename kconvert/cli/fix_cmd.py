@@ -57,6 +57,11 @@ def fix_command(
     partial: Annotated[bool, typer.Option("--partial", help="Write what can be fixed even when error-level "
                                                             "findings remain; list them.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing destination (atomically).")] = False,
+    fsync: Annotated[bool, typer.Option(
+        "--fsync/--no-fsync",
+        help="Flush the output to disk before renaming it into place (default), so that even a power cut "
+             "cannot leave a complete-looking folder with data missing. --no-fsync leaves the flushing to the "
+             "OS like cp does (faster on slow disks); an interrupted or killed fix still leaves nothing.")] = True,
     as_json: JsonOpt = False,
 ) -> None:
     """Write a corrected copy of a draft that the chosen engine loads with the intended meaning.
@@ -90,7 +95,7 @@ def fix_command(
 
         result = fix(source, output, target=target, engine=engine, engine_version=engine_version, options=opts,
                      only=only_set, dry_run=dry_run, partial=partial, force=force, to_format=to_format,
-                     progress=progress)
+                     progress=progress, durable=fsync)
     summary = fix_summary(result)
     if as_json:
         from kconvert.report.document import build_report

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,7 +103,13 @@ class Checkpoint:
         p = self.local_path(rel)
         if p is None:
             raise InputError(f"{rel}: not available locally, cannot hash it")
-        digest = sha256_file(p)
+        from kconvert.source import hashcache
+
+        digest = hashcache.lookup(p)
+        if digest is None:
+            started = time.time()
+            digest = sha256_file(p)
+            hashcache.store(p, digest, hashed_at=started)
         if entry is not None:
             entry.sha256 = digest
         return digest

@@ -138,8 +138,9 @@ class TempFolder:
         if not self.committed:
             _remove(self.path)
 
-    def commit(self, *, force: bool) -> None:
-        fsync_dir(self.path)
+    def commit(self, *, force: bool, durable: bool = True) -> None:
+        sync = fsync_dir if durable else (lambda path: None)
+        sync(self.path)
         if os.path.lexists(self.out_dir):
             if not force:
                 raise UsageError(f"{self.out_dir}: appeared while writing; the output is left unwritten")
@@ -151,9 +152,9 @@ class TempFolder:
                 os.rename(aside, self.out_dir)
                 raise
             self.committed = True
-            fsync_dir(self.parent)
+            sync(self.parent)
             _remove(aside)
         else:
             os.rename(self.path, self.out_dir)
             self.committed = True
-            fsync_dir(self.parent)
+            sync(self.parent)

@@ -1,0 +1,127 @@
+"""Known sha256 digests of files, so that a multi-GB shard is hashed once and not by every command.
+
+Two sources, both checked against the file as it is now:
+
+- **Hub cache blobs.** huggingface_hub stores a snapshot's files as symlinks into `blobs/<etag>`; for files
+  kept in LFS/Xet the etag is the sha256 of the content (64 hex digits; git-stored files have 40-digit sha1
+  etags and are not used). The blob's size must match too.
+- **A local stat-keyed cache**, in the way git's index remembers which files it has hashed: the digest is
+  reused only while (device, inode, size, mtime_ns, ctime_ns) of the file are unchanged. Writing a file
+  changes its mtime and ctime, and ctime cannot be set back by an unprivileged user. A digest computed by
+  reading a file less than `RACY_SECONDS` after its last change is not stored (git's "racily clean" rule: a
+  write within the same timestamp tick could go unnoticed). Files kconvert itself wrote are stored with the
+  digest of the bytes it wrote.
+
+The cache is an sqlite3 database (stdlib; safe with several kconvert processes at once) at
+`$KCONVERT_HASH_CACHE`, default `$XDG_CACHE_HOME/kconvert/sha256.sqlite` (`~/.cache/...`).
+`KCONVERT_HASH_CACHE=off` disables it. Any failure of the cache (read-only home, corrupt database) makes it
+a no-op: it never turns into an error of the command. `kconvert push` does not use it: the publication gate
+re-hashes every file itself.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import time
+from pathlib import Path
+
+RACY_SECONDS = 2.0
+MAX_ENTRIES = 20000
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def _db_path() -> Path | None:
+    v = os.environ.get("KCONVERT_HASH_CACHE")
+    if v is not None and v.strip().lower() in ("", "0", "off", "false", "no", "none"):
+        return None
+    if v:
+        return Path(v).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kconvert" / "sha256.sqlite"
+
+
+def _connect() -> sqlite3.Connection | None:
+    p = _db_path()
+    if p is None:
+        return None
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        con = sqlite3.connect(str(p), timeout=5.0)
+        con.execute("CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, dev INTEGER, ino INTEGER, "
+                    "size INTEGER, mtime_ns INTEGER, ctime_ns INTEGER, sha256 TEXT, stored REAL)")
+        return con
+    except (OSError, sqlite3.Error):
+        return None
+
+
+def _key(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def hub_blob_sha256(path: Path) -> str | None:
+    """The sha256 a Hub cache blob is named by, if `path` is (a symlink to) such a blob of matching size."""
+    try:
+        real = Path(os.path.realpath(path))
+        if real.parent.name != "blobs" or not _HEX64.fullmatch(real.name):
+            return None
+        if not real.is_file():
+            return None
+        return real.name
+    except OSError:
+        return None
+
+
+def lookup(path: Path) -> str | None:
+    """The known sha256 of `path` as it is now, or None."""
+    blob = hub_blob_sha256(path)
+    if blob is not None:
+        return blob
+    con = _connect()
+    if con is None:
+        return None
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(real)
+        row = con.execute("SELECT dev, ino, size, mtime_ns, ctime_ns, sha256 FROM files WHERE path = ?",
+                          (real,)).fetchone()
+    except (OSError, sqlite3.Error):
+        return None
+    finally:
+        con.close()
+    if row is None or tuple(row[:5]) != _key(st) or not _HEX64.fullmatch(str(row[5])):
+        return None
+    return str(row[5])
+
+
+def store(path: Path, sha256: str, *, written_by_us: bool = False, hashed_at: float | None = None) -> None:
+    """Remember `sha256` for `path` as it is now (see the module docstring for when it is not stored)."""
+    if not _HEX64.fullmatch(sha256) or hub_blob_sha256(path) is not None:
+        return
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(real)
+    except OSError:
+        return
+    if not written_by_us:
+        started = hashed_at if hashed_at is not None else time.time()
+        if started - max(st.st_mtime_ns, st.st_ctime_ns) / 1e9 < RACY_SECONDS:
+            return
+    con = _connect()
+    if con is None:
+        return
+    try:
+        with con:
+            con.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (real, *_key(st), sha256, time.time()))
+            n = con.execute("SELECT COUNT(*) FROM files").fetchone()[0]
+            if n > MAX_ENTRIES:
+                con.execute("DELETE FROM files WHERE path IN (SELECT path FROM files ORDER BY stored LIMIT ?)",
+                            (n - MAX_ENTRIES,))
+    except sqlite3.Error:
+        pass
+    finally:
+        con.close()
+
+
+__all__ = ["hub_blob_sha256", "lookup", "store"]
