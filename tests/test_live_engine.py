@@ -353,7 +353,6 @@ def tiny(tmp_path_factory, vllm_available):
     return {
         "target": str(target),
         "draft": str(draft),
-        "draft_reduced": str(live_factories.build_draft(root / "draft256", target, draft_vocab_size=256)),
         "draft_d2t_absolute": str(
             live_factories.build_draft(root / "draft_abs", target, draft_vocab_size=256, d2t_absolute=True)
         ),
@@ -384,11 +383,6 @@ def spec_run(tiny, smoke_prompts):
 @pytest.fixture(scope="module")
 def plain_run(tiny, smoke_prompts):
     return _run(tiny["target"], None, smoke_prompts)
-
-
-@pytest.fixture(scope="module")
-def reduced_vocab_run(tiny, smoke_prompts):
-    return _run(tiny["target"], tiny["draft_reduced"], smoke_prompts)
 
 
 def _independent_counters(raw: list[dict]) -> dict:
@@ -449,14 +443,6 @@ def test_greedy_outputs_are_identical_with_and_without_the_draft(spec_run, plain
     assert "speculative_config" not in plain.engine_args
     assert spec.output_token_ids == plain.output_token_ids
     assert compare_outputs(spec, plain)["identical"]
-
-
-@live
-def test_reduced_vocab_draft_with_offset_d2t_runs_and_stays_lossless(reduced_vocab_run, plain_run):
-    reduced, _ = reduced_vocab_run
-    plain, _ = plain_run
-    assert reduced.counters.drafts > 0 and reduced.counters.accepted > 0
-    assert reduced.output_token_ids == plain.output_token_ids
 
 
 @live
