@@ -439,3 +439,14 @@ def test_cli_rules_exit_codes(capsys):
     from kconvert.rules import REGISTRY
 
     assert {r["id"] for r in json.loads(capsys.readouterr().out)} == set(REGISTRY)
+
+
+def test_a_fixed_eagle_reference_draft_is_still_recognised_and_refixes_to_nothing(tmp_path, target):
+    # The fix writes the aux ids into eagle_config, which the EAGLE reference code never writes: the output is
+    # recognised through the producer its kconvert.json records.
+    src = draft(tmp_path, "eagle")
+    res = fix(str(src), tmp_path / "out", target=target)
+    assert res.inspect.draft.format.producer == "eagle"
+    assert res.after.draft.format.producer == "eagle"
+    assert any("kconvert.json" in e for e in res.after.draft.format.evidence)
+    assert fix(str(tmp_path / "out"), tmp_path / "again", target=target).noop

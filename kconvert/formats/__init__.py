@@ -35,17 +35,16 @@ def get_path(cfg: dict[str, Any], path: tuple[str, ...]) -> Any:
 def detect_format(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess:
     guesses = [g for m in PRODUCERS if (g := m.detect(ckpt, layout)) is not None]
     if not guesses:
+        recorded = _recorded_producer(ckpt)
+        if recorded is not None:
+            return FormatGuess(recorded, 0.5, [f"kconvert.json: written by `kconvert fix` from a checkpoint of producer {recorded} "
+                                               "checkpoint (its config now follows the engine's layout)"])
         return FormatGuess("unknown", 0.0, ["no producer's keys, stamps or architecture matched"])
     return max(guesses, key=lambda g: g.confidence)
 
 
-def _int_or_none(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _recorded_convention(ckpt: Checkpoint, ids: list[int] | None) -> tuple[str, str] | None:
-    """A checkpoint written by `kconvert fix` records which streams its ids name (kconvert.json)."""
-    if ids is None or "kconvert.json" not in ckpt.files or ckpt.root is None:
+def _read_provenance(ckpt: Checkpoint) -> dict[str, Any] | None:
+    if "kconvert.json" not in ckpt.files or ckpt.root is None:
         return None
     from kconvert.errors import KConvertError
     from kconvert.source.checkpoint import read_json_file
@@ -54,7 +53,28 @@ def _recorded_convention(ckpt: Checkpoint, ids: list[int] | None) -> tuple[str, 
         prov = read_json_file(ckpt.root / "kconvert.json", "kconvert.json")
     except KConvertError:
         return None
-    rec = prov.get("aux_ids") if isinstance(prov, dict) else None
+    return prov if isinstance(prov, dict) else None
+
+
+def _recorded_producer(ckpt: Checkpoint) -> str | None:
+    """The producer of the checkpoint a `kconvert fix` output was made from (e.g. an EAGLE-reference draft
+    gains an `eagle_config` in the fix, so it no longer looks like one)."""
+    prov = _read_provenance(ckpt)
+    inp = prov.get("input") if prov else None
+    producer = inp.get("producer") if isinstance(inp, dict) else None
+    return producer if isinstance(producer, str) and producer in BY_NAME else None
+
+
+def _int_or_none(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _recorded_convention(ckpt: Checkpoint, ids: list[int] | None) -> tuple[str, str] | None:
+    """A checkpoint written by `kconvert fix` records which streams its ids name (kconvert.json)."""
+    if ids is None:
+        return None
+    prov = _read_provenance(ckpt)
+    rec = prov.get("aux_ids") if prov else None
     if not isinstance(rec, dict) or rec.get("written") != ids or not isinstance(rec.get("physical"), list):
         return None
     phys = rec["physical"]
