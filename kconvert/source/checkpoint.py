@@ -197,8 +197,10 @@ def _list_files(root: Path, allowed_root: Path | None = None) -> dict[str, FileE
     return out
 
 
-def load_folder(root: Path, *, ref: str, kind: str = "local", allowed_root: Path | None = None) -> Checkpoint:
-    """Read a checkpoint folder: file list, config.json, index and every safetensors header."""
+def load_folder(root: Path, *, ref: str, kind: str = "local", allowed_root: Path | None = None,
+                read_tensors: bool = True) -> Checkpoint:
+    """Read a checkpoint folder: file list, config.json, index and every safetensors header (the latter two
+    only with `read_tensors`; the Hub path reads them itself when the weights are not in the cache)."""
     if not root.exists():
         raise InputError(f"{ref}: no such folder")
     if not root.is_dir():
@@ -214,7 +216,8 @@ def load_folder(root: Path, *, ref: str, kind: str = "local", allowed_root: Path
         raise InputError("config.json: not a JSON object")
     ckpt.config = cfg
     ckpt.pickle_files = sorted(f for f in ckpt.files if f.lower().endswith(PICKLE_SUFFIXES))
-    load_tensors(ckpt, root)
+    if read_tensors:
+        load_tensors(ckpt, root)
     return ckpt
 
 

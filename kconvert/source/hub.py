@@ -2,20 +2,42 @@
 
 Only config/index/tokenizer JSON files are downloaded. Tensor headers come from the cache when the
 safetensors files are already there (e.g. after a `hf download`), else from huggingface_hub's
-safetensors-metadata API, which fetches the headers by HTTP range requests and never the weights.
+safetensors-metadata API, which fetches the headers by HTTP range requests and never the weights. In the
+latter case the small tensors the rules decode (d2t, t2d, norms: at most `MAX_SMALL_TENSOR_BYTES` each) are
+read by HTTP range requests too (`HubRangeReader`), so an uncached draft is checked like a local one.
 """
 from __future__ import annotations
 
 import re
+import struct
+import sys
 from pathlib import Path
+from typing import Any
 
-from kconvert.errors import HeaderError, InputError
-from kconvert.source.checkpoint import Checkpoint, FileEntry, load_folder
-from kconvert.source.safetensors_header import parse_header_json
+from kconvert.errors import HeaderError, InputError, KConvertError
+from kconvert.source.checkpoint import (
+    MAX_SMALL_TENSOR_BYTES,
+    Checkpoint,
+    FileEntry,
+    load_folder,
+    load_tensors,
+)
+from kconvert.source.safetensors_header import (
+    INDEX_NAME,
+    MAX_HEADER_BYTES,
+    MAX_INDEX_BYTES,
+    check_relative_path,
+    parse_header_json,
+    parse_index,
+)
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}(@[A-Za-z0-9._/-]{1,200})?$")
 
 SMALL_FILE_PATTERNS = ["*.json", "*.md", "*.txt", "*.jinja", "*.model", "*.tiktoken", "*.py"]
+
+# A failing range read is retried a little (429, 5xx, network errors), then inspect stops with one line.
+RANGE_RETRIES = 2
+_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
 
 def is_hub_id(ref: str) -> bool:
@@ -27,8 +49,14 @@ def split_hub_id(ref: str) -> tuple[str, str | None]:
     return repo_id, (revision or None)
 
 
+def _one_line(e: BaseException) -> str:
+    """huggingface_hub's HTTP errors span several lines (request id, server message): keep the first."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return lines[0] if lines else type(e).__name__
+
+
 def load_hub(ref: str) -> Checkpoint:
-    from huggingface_hub import HfApi, constants, snapshot_download
+    from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import (
         GatedRepoError,
         HfHubHTTPError,
@@ -54,34 +82,230 @@ def load_hub(ref: str) -> Checkpoint:
     except GatedRepoError:
         raise InputError(f"{ref}: gated repository; accept its terms and set HF_TOKEN") from None
     except (HfHubHTTPError, OSError) as e:
-        raise InputError(f"{ref}: the Hub could not be reached: {e}") from None
+        raise InputError(f"{ref}: the Hub could not be reached: {_one_line(e)}") from None
 
     # folder = <cache>/models--org--name/snapshots/<commit>; its files link into ../../blobs.
     repo_cache = folder.parent.parent
-    ckpt = load_folder(folder, ref=ref, kind="hub", allowed_root=repo_cache)
+    ckpt = load_folder(folder, ref=ref, kind="hub", allowed_root=repo_cache, read_tensors=False)
     ckpt.repo_id, ckpt.revision, ckpt.commit = repo_id, revision, folder.name
-    if ckpt.tensors or offline:
-        if not ckpt.tensors:
-            ckpt.notes.append("no safetensors file of this repository is in the cache; tensor checks are skipped")
+    index = _cached_index(ckpt, folder, repo_cache)
+    if _weights_cached(ckpt, folder, index):
+        load_tensors(ckpt, folder)
         return ckpt
+    if offline:
+        ckpt.notes.append("no safetensors file of this repository is in the cache; tensor checks are skipped")
+        return ckpt
+    _load_remote_tensors(ckpt, ref, folder, repo_cache, index)
+    return ckpt
 
+
+def _cached_index(ckpt: Checkpoint, folder: Path, repo_cache: Path) -> dict[str, str] | None:
+    """The index downloaded with the small files, validated (caps, strict JSON, shard paths) before any use."""
+    if INDEX_NAME not in ckpt.files:
+        return None
+    size = ckpt.files[INDEX_NAME].size
+    if size is not None and size > MAX_INDEX_BYTES:
+        raise HeaderError(INDEX_NAME, f"index is {size} bytes (cap {MAX_INDEX_BYTES})")
     try:
-        meta = HfApi().get_safetensors_metadata(repo_id, revision=ckpt.commit)
+        raw = (folder / INDEX_NAME).read_bytes()
+    except OSError as e:
+        raise InputError(f"{INDEX_NAME}: cannot read: {e.strerror or e}") from None
+    wm = parse_index(raw)
+    for name, shard in wm.items():
+        check_relative_path(folder, shard, f"{INDEX_NAME} [{name}]", allowed_root=repo_cache)
+    return wm
+
+
+def _weights_cached(ckpt: Checkpoint, folder: Path, index: dict[str, str] | None) -> bool:
+    """Read the headers from the cache when the files they live in are all there (every shard of the index)."""
+    if index is not None:
+        return all((folder / shard).exists() for shard in set(index.values()))
+    return any(f.endswith(".safetensors") for f in ckpt.files)
+
+
+def _load_remote_tensors(ckpt: Checkpoint, ref: str, folder: Path, repo_cache: Path,
+                         index: dict[str, str] | None) -> None:
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    assert ckpt.repo_id is not None and ckpt.commit is not None
+    try:
+        meta = HfApi().get_safetensors_metadata(ckpt.repo_id, revision=ckpt.commit)
     except (HfHubHTTPError, OSError) as e:
-        raise InputError(f"{ref}: could not read safetensors headers from the Hub: {e}") from None
+        raise InputError(f"{ref}: could not read safetensors headers from the Hub: {_one_line(e)}") from None
     except Exception as e:  # NotASafetensorsRepoError / SafetensorsParsingError live in errors too
-        raise InputError(f"{ref}: {type(e).__name__}: {e}") from None
-    for fname, fmeta in meta.files_metadata.items():
+        raise InputError(f"{ref}: {type(e).__name__}: {_one_line(e)}") from None
+
+    reader = HubRangeReader.create(ref, ckpt.repo_id, ckpt.commit)
+    seen: dict[str, str] = {}
+    for fname, fmeta in sorted(meta.files_metadata.items()):
+        # Names come from the repository's index: the same path rules as for a local folder.
+        check_relative_path(folder, fname, fname, allowed_root=repo_cache)
         header = {name: {"dtype": t.dtype, "shape": list(t.shape), "data_offsets": list(t.data_offsets)}
                   for name, t in fmeta.tensors.items()}
-        h = parse_header_json(fname, header, data_start=0, file_size=None)
-        for name, info in h.tensors.items():
-            if name in ckpt.tensors:
-                raise HeaderError(fname, f"tensor is also in {ckpt.tensors[name].file}", tensor=name)
-        # Remote offsets are relative to the data section; the header length is unknown here, so byte
-        # ranges are fetched through the metadata API's own reader only when small tensors are needed.
+        if reader is not None:
+            # The metadata API gives offsets relative to the data section and not the header length: one
+            # 8-byte range read per file learns it (and the file size, from Content-Range), so the offsets
+            # become absolute and are checked against the file's end, as for a local file.
+            header_len, size = reader.header_length(fname)
+            h = parse_header_json(fname, header, data_start=8 + header_len, file_size=size)
+        else:
+            size = None
+            h = parse_header_json(fname, header, data_start=0, file_size=None)
+        for name in h.tensors:
+            if name in seen:
+                raise HeaderError(fname, f"tensor is also in {seen[name]}", tensor=name)
+            seen[name] = fname
         ckpt.tensors.update(h.tensors)
         ckpt.shard_metadata[fname] = dict(fmeta.metadata or {})
-        ckpt.files.setdefault(fname, FileEntry(fname, None))
-    ckpt.notes.append("tensor headers read from the Hub; small tensors (d2t, t2d, norms) were not downloaded")
-    return ckpt
+        ckpt.files[fname] = FileEntry(fname, size)
+    if meta.sharded and index is not None:
+        # The consistency checks load_tensors makes on a local sharded checkpoint.
+        for name, shard in index.items():
+            if seen.get(name) != shard:
+                raise HeaderError(shard, f"{INDEX_NAME} places this tensor here but the shard lacks it", tensor=name)
+        for name, shard in seen.items():
+            if index.get(name) != shard:
+                raise HeaderError(shard, f"tensor is in the shard but not in {INDEX_NAME}", tensor=name)
+        ckpt.index = dict(index)
+
+    if reader is None:
+        ckpt.notes.append("tensor headers read from the Hub; small tensors (d2t, t2d, norms) were not downloaded "
+                          "(this huggingface_hub has no streamed HTTP helper for range reads; upgrade it)")
+        return
+    _prefetch_token_maps(ckpt, reader)
+    ckpt.remote_reader = reader
+    ckpt.notes.append("tensor headers read from the Hub; small tensors (d2t, t2d, norms) are read by HTTP range "
+                      "requests, the weights were not downloaded")
+
+
+def _prefetch_token_maps(ckpt: Checkpoint, reader: HubRangeReader) -> None:
+    """Read d2t and t2d now. The rules read small tensors through `Context.array`, which treats a read error as
+    "not readable here" and skips the check: a failing or lying server would then silently skip K502, the very
+    defect this path exists to catch. Read up front, a bad answer stops inspect with one line instead."""
+    from kconvert.formats.layouts import detect_layout, to_canonical
+
+    layout = detect_layout(sorted(ckpt.tensors))  # as read_draft maps names
+    for name, info in sorted(ckpt.tensors.items()):
+        if to_canonical(name, layout) in ("d2t", "t2d") and 0 < info.nbytes <= MAX_SMALL_TENSOR_BYTES:
+            reader.prefetch(info.file, info.start, info.end)
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """The HTTP client library's own errors (timeouts, refused connections, protocol errors), taken from the
+    client huggingface_hub uses (httpx2 in 2.x, httpx in 1.x) rather than imported by name."""
+    from huggingface_hub.utils import get_session
+
+    lib = sys.modules.get(type(get_session()).__module__.partition(".")[0])
+    err = getattr(lib, "HTTPError", None)
+    return (err,) if isinstance(err, type) and issubclass(err, BaseException) else ()
+
+
+class HubRangeReader:
+    """`Checkpoint.remote_reader` for a Hub repository at one commit: `reader(file, start, end)` returns exactly
+    bytes [start, end) of the file (absolute offsets, as in `TensorInfo`).
+
+    Each read is one GET of `hf_hub_url(repo, file, revision=commit)` with a `Range: bytes=a-b` header, through
+    huggingface_hub's own HTTP stack: `hf_hub_url` honours HF_ENDPOINT, `build_hf_headers` HF_TOKEN and the user
+    agent, `http_stream_backoff` uses the shared `get_session()` client (proxies, `set_client_factory`,
+    HF_HUB_DOWNLOAD_TIMEOUT, offline mode) and retries 429/5xx and network errors. The Hub answers `resolve/` of an
+    LFS/Xet file with a redirect to its storage, which serves ranges; the client follows it and drops the
+    Authorization header on the other origin.
+
+    Not `HfFileSystem`: its files read ahead in blocks (more than asked is fetched) and its `_fetch_range` keeps
+    whatever body comes back (`r.content`), so a server that ignores Range would make it hold a whole multi-GB
+    shard in memory. Here the body is streamed, checked (206 with the asked Content-Range, or 200 only when the
+    whole file is exactly the asked bytes) and reading stops one byte past the asked length.
+    """
+
+    def __init__(self, ref: str, repo_id: str, commit: str, stream: Any):
+        self.ref, self.repo_id, self.commit = ref, repo_id, commit
+        self._stream = stream
+        self._errors = _transport_errors()
+        self.sizes: dict[str, int | None] = {}  # files whose header length is known -> size, when known
+        self._cache: dict[tuple[str, int, int], bytes] = {}
+
+    @classmethod
+    def create(cls, ref: str, repo_id: str, commit: str) -> HubRangeReader | None:
+        try:
+            from huggingface_hub.utils import http_stream_backoff
+        except ImportError:  # an older, requests-based huggingface_hub: keep the headers-only behaviour
+            return None
+        return cls(ref, repo_id, commit, http_stream_backoff)
+
+    def header_length(self, file: str) -> tuple[int, int | None]:
+        """The header length (the file's first 8 bytes, little-endian u64) and the file size when known."""
+        raw, size = self._get(file, 0, 8)
+        (n,) = struct.unpack("<Q", raw)
+        if n > MAX_HEADER_BYTES:
+            raise HeaderError(file, f"header length {n} exceeds the {MAX_HEADER_BYTES} byte cap")
+        if size is not None and 8 + n > size:
+            raise HeaderError(file, f"header length {n} runs past the end of the file ({size} bytes)")
+        self.sizes[file] = size
+        return n, size
+
+    def prefetch(self, file: str, start: int, end: int) -> None:
+        self._cache[(file, start, end)] = self(file, start, end)
+
+    def __call__(self, file: str, start: int, end: int) -> bytes:
+        cached = self._cache.get((file, start, end))
+        if cached is not None:
+            return cached
+        if file not in self.sizes:
+            raise HeaderError(file, "not a safetensors file of this checkpoint")
+        size = self.sizes[file]
+        if not 0 <= start <= end or (size is not None and end > size):
+            raise HeaderError(file, f"byte range {start}-{end} lies outside the file ({size} bytes)")
+        if end - start > MAX_SMALL_TENSOR_BYTES:
+            raise InputError(f"{file}: {end - start} bytes is more than inspect reads")
+        if end == start:
+            return b""
+        return self._get(file, start, end)[0]
+
+    def _get(self, file: str, start: int, end: int) -> tuple[bytes, int | None]:
+        """GET bytes [start, end) of `file`; returns them and the file's size when the answer tells it."""
+        from huggingface_hub import constants, hf_hub_url
+        from huggingface_hub.errors import HfHubHTTPError
+        from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
+
+        want = end - start
+        span = f"bytes {start}-{end - 1}"
+        url = hf_hub_url(self.repo_id, file, revision=self.commit)
+        # identity: a compressed body would make Content-Length/Content-Range describe other bytes than these.
+        headers = {**build_hf_headers(), "Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"}
+        data = bytearray()
+        try:
+            with self._stream("GET", url, headers=headers, timeout=constants.HF_HUB_DOWNLOAD_TIMEOUT,
+                              max_retries=RANGE_RETRIES, base_wait_time=0.5, max_wait_time=4) as r:
+                hf_raise_for_status(r)
+                size = self._check_answer(file, span, start, want, r)
+                for chunk in r.iter_bytes():
+                    data += chunk
+                    if len(data) > want:
+                        break  # never read on past the asked bytes: leaving the block closes the connection
+        except KConvertError:
+            raise
+        except (HfHubHTTPError, OSError, *self._errors) as e:
+            raise InputError(f"{self.ref}: reading {file} ({span}) from the Hub failed: {_one_line(e)}") from None
+        if len(data) != want:
+            got = f"more than {want}" if len(data) > want else str(len(data))
+            raise HeaderError(file, f"the Hub sent {got} bytes for {span} ({want} asked)")
+        return bytes(data), size
+
+    @staticmethod
+    def _check_answer(file: str, span: str, start: int, want: int, r: Any) -> int | None:
+        """Status and headers of a range answer, checked before reading its body; returns the file size."""
+        if r.status_code == 206:
+            cr = r.headers.get("Content-Range") or ""
+            m = _CONTENT_RANGE.fullmatch(cr.strip())
+            if m is None or (int(m[1]), int(m[2])) != (start, start + want - 1):
+                raise HeaderError(file, f"the Hub answered {span} with Content-Range {cr!r}")
+            return None if m[3] == "*" else int(m[3])
+        if r.status_code == 200:
+            # The server ignored Range and sends the whole file: usable only if the whole file is the asked bytes.
+            length = r.headers.get("Content-Length")
+            if start != 0 or length is None or not length.isdigit() or int(length) != want:
+                raise HeaderError(file, f"the Hub ignored the range request for {span} (status 200 with "
+                                        f"{length or 'an unknown number of'} bytes); the whole file is not read")
+            return want
+        raise HeaderError(file, f"the Hub answered {span} with status {r.status_code}")
