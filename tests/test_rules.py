@@ -127,6 +127,25 @@ def test_safetensors_file_outside_the_index_is_k003_info(tmp_path):
     assert [f.severity for f in fs] == ["info"] and "stray.safetensors" in fs[0].message
 
 
+def test_unreadable_small_tensor_values_are_k005_warning_not_a_silent_pass(tmp_path, monkeypatch):
+    from kconvert.errors import InputError
+    from kconvert.source.checkpoint import Checkpoint
+
+    real = Checkpoint.read_bytes
+
+    def no_d2t(self, info):
+        if info.name == "d2t":
+            raise InputError("model.safetensors: not available locally")
+        return real(self, info)
+
+    monkeypatch.setattr(Checkpoint, "read_bytes", no_d2t)
+    d2t, _ = _vocab_map(TINY)
+    res = run(tmp_path, tensors=_d2t(d2t + np.arange(TINY.draft_vocab)))
+    f = the(res, "K005", "warning")
+    assert "d2t" in f.message and "not available locally" in f.message and not f.fixable
+    assert "K502" not in {x.id for x in res.findings}  # the check could not run: K005 says so
+
+
 def test_unknown_producer_is_k004_info(tmp_path):
     res = run(tmp_path, "unknown")
     f = the(res, "K004", "info")
@@ -737,6 +756,7 @@ COVERAGE: dict[str, list[str]] = {
     "K001": ["test_pickle_files_are_reported_and_never_unpickled"],
     "K002": ["test_auto_map_is_reported_and_deleted_by_fix", "test_python_file_in_the_folder_is_reported_as_remote_code"],
     "K003": ["test_folder_without_safetensors_is_k003_error", "test_safetensors_file_outside_the_index_is_k003_info"],
+    "K005": ["test_unreadable_small_tensor_values_are_k005_warning_not_a_silent_pass"],
     "K004": ["test_unknown_producer_is_k004_info"],
     "K101": ["test_deepseek_eagle3_architecture_is_not_mapped_by_vllm",
              "test_mla_tensors_under_a_llama_architecture_are_k101",

@@ -94,6 +94,8 @@ class Context:
     engine: EngineRules
     options: Options = field(default_factory=Options)
     _cache: dict[str, Any] = field(default_factory=dict)
+    # tensor name -> why its values could not be read (the checks on them were skipped; K005 says so)
+    unreadable: dict[str, str] = field(default_factory=dict)
 
     def key_path(self, key: str) -> tuple[str, ...]:
         """Where a layer-config key lives: nested under transformer_layer_config in the speculators format."""
@@ -110,7 +112,8 @@ class Context:
         if info is not None:
             try:
                 val = self.draft.checkpoint.read_array(info.name)
-            except KConvertError:
+            except KConvertError as e:
+                self.unreadable.setdefault(info.name, e.message if hasattr(e, "message") else str(e))
                 val = None
         self._cache[canonical] = val
         return val
@@ -182,6 +185,12 @@ def run_rules(ctx: Context) -> list[Finding]:
             out.append(Finding(r.id, r.category, "error",
                                f"{r.name}: the check could not run on this checkpoint ({type(e).__name__}: {e})",
                                [Evidence("checkpoint", "malformed for this check", None)]))
+    if ctx.unreadable:
+        names = sorted(ctx.unreadable)
+        out.append(Finding("K005", "integrity", "warning",
+                           f"the values of {', '.join(names[:5])} could not be read, so the checks on them were "
+                           f"skipped: {ctx.unreadable[names[0]]}",
+                           [Evidence(n, "unreadable", "readable") for n in names[:10]]))
     if skipped:
         out.append(Finding("K000", "config-hygiene", "info",
                            f"no --target given: {len(skipped)} checks that compare with the target were skipped "

@@ -263,7 +263,8 @@ def embeddings(ctx: Context) -> Iterator[Finding]:
         rows = sorted(set(rng.integers(0, info.shape[0], size=min(16, info.shape[0])).tolist()))
         try:
             sample = read_rows(d.checkpoint, info, rows)
-        except KConvertError:
+        except KConvertError as e:
+            ctx.unreadable.setdefault(info.name, getattr(e, "message", None) or str(e))
             return
         std = float(np.std(sample.astype(np.float64)))
         if 0.8 <= std <= 1.2:
