@@ -12,12 +12,14 @@ The run also measures sha256 and memcpy throughput on this machine, and prints t
 
 Builds a 2-shard draft of real (random, not sparse) bytes: hidden 7168, lm_head [32000, 7168] bf16, fc
 [7168, 21504], llama-style midlayer (q/k/v/o, gate/up/down with the intermediate size scaled so the draft is
-about 3 GB), norms, d2t [32000] int64 holding ABSOLUTE target ids, t2d [163840] bool. Warms the page cache
-with one cp and one fix, then alternates cp and fix `--rounds` times (`sync` between runs, untimed, so one
-run's write-back does not land on the next) and reports medians. The fix (renames midlayer. -> layers.0. plus
-RewriteD2TOffsets) runs in a child process; its wall time includes interpreter start-up and its peak RSS is
-measured by /usr/bin/time -f %M. cp does not fsync while the writer does (atomic output), so `cp -r && sync` is
-reported as well. The files are removed at the end.
+about 3 GB), norms, d2t [32000] int64 holding ABSOLUTE target ids, t2d [163840] bool; every key but lm_head
+carries a `model.` prefix (the HF CausalLM habit). Warms the page cache with one cp and one fix, then alternates
+cp and the fixes `--rounds` times (`sync` between runs, untimed, so one run's write-back does not land on the
+next) and reports medians. The fix is the real command, `kconvert fix <src> -o <dst> --target kimi-k2.5
+--aux-ids 2,30,58 --rope-from-target`: inspect, plan (strip the `model.` prefix from every key, d2t absolute ids
+-> offsets, config ops), the streaming write, and the self-check inspect of the output. Its wall time includes
+interpreter start-up; its peak RSS is measured by /usr/bin/time -f %M. cp does not fsync while the default fix
+does (durable output), so `cp -r && sync` is reported as well. The files are removed at the end.
 """
 from __future__ import annotations
 
@@ -81,6 +83,8 @@ def build(src: Path) -> int:
     all_t = _tensors()
     shards = [all_t[:8], all_t[8:]]
     wm, total = {}, 0
+    shards = [[(t if t[0] == "lm_head.weight" else ("model." + t[0], *t[1:])) for t in part] for part in shards]
+    special = {"model." + k: v for k, v in special.items()}
     for i, part in enumerate(shards):
         name = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
         header: dict = {"__metadata__": {"format": "pt"}}
@@ -123,9 +127,8 @@ def run_fix(src: str, dst: str, copy_mode: str, durable: bool = True) -> None:
     from kconvert.writer import write_checkpoint
 
     ckpt = load_folder(Path(src), ref=src)
-    ops = [RenameTensor(n, "layers.0." + n[len("midlayer."):]) for n in sorted(ckpt.tensors)
-           if n.startswith("midlayer.")]
-    ops.append(RewriteD2TOffsets())
+    ops = [RenameTensor(n, n[len("model."):]) for n in sorted(ckpt.tensors) if n.startswith("model.")]
+    ops.append(RewriteD2TOffsets("model.d2t"))
     write_checkpoint(ckpt, ops, Path(dst), provenance={}, copy_mode=copy_mode, durable=durable)
     print(json.dumps({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
@@ -180,9 +183,13 @@ def main() -> None:
         print(f"this machine: sha256 {hash_rate:.2f} GB/s per core, memcpy {copy_rate:.2f} GB/s, {cores} cores")
 
         def fix_cmd(durable: bool) -> list[str]:
-            return ["/usr/bin/time", "-f", "maxrss_kb=%M", sys.executable, str(Path(__file__).resolve()),
-                    "--copy-mode", a.copy_mode, *([] if durable else ["--no-fsync"]),
-                    "--run-fix", str(src), str(work / "fix")]
+            if a.copy_mode != "read_write":
+                return ["/usr/bin/time", "-f", "maxrss_kb=%M", sys.executable, str(Path(__file__).resolve()),
+                        "--copy-mode", a.copy_mode, *([] if durable else ["--no-fsync"]),
+                        "--run-fix", str(src), str(work / "fix")]
+            return ["/usr/bin/time", "-f", "maxrss_kb=%M", sys.executable, "-m", "kconvert", "fix", str(src),
+                    "-o", str(work / "fix"), "--target", "kimi-k2.5", "--aux-ids", "2,30,58", "--rope-from-target",
+                    *([] if durable else ["--no-fsync"])]
 
         cold = {"KCONVERT_HASH_CACHE": "off"}
         warm = {"KCONVERT_HASH_CACHE": str(work / "hashcache.sqlite")}
@@ -220,8 +227,9 @@ def main() -> None:
             print(line, flush=True)
         cp_m, cps_m = statistics.median(cp_t), statistics.median(cps_t)
         gb = total / 1e9
-        print(f"copy mode        : {a.copy_mode}; fix = renames midlayer.->layers.0. + d2t offsets, "
-              f"sha256 of inputs and outputs, kconvert.json")
+        what = ("`kconvert fix` (strip model. from every key, d2t offsets, config ops, self-check)"
+                if a.copy_mode == "read_write" else "write_checkpoint (strip model., d2t offsets)")
+        print(f"copy mode        : {a.copy_mode}; fix = {what}, sha256 of inputs and outputs, kconvert.json")
         print(f"cp -r   (median) : {cp_m:.2f} s   cp -r + sync: {cps_m:.2f} s")
         for name, _, _ in variants:
             m = statistics.median(fix_t[name])

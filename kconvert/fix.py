@@ -11,7 +11,7 @@ from kconvert.formats import speculators
 from kconvert.formats.layouts import renames
 from kconvert.formats.model import KeyLayout
 from kconvert.inspect import InspectResult, analyse
-from kconvert.plan import Plan, apply_config_ops, build_plan, diff_ops
+from kconvert.plan import Plan, apply_config_ops, build_plan, diff_ops, order_ops
 from kconvert.plan.ops import DeleteConfig, Op, RenameTensor, op_to_dict
 from kconvert.rules import Finding, Options
 from kconvert.source.checkpoint import open_checkpoint
@@ -110,6 +110,7 @@ def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | 
         plan.ops.append(ReselectLmHead(d.raw_names.get("lm_head.weight", "lm_head.weight"), opts.lm_head_source,
                                        "lm_head.weight", d.raw_names.get("d2t", "d2t"),
                                        "re-select rows full[d2t + arange] from the full-vocabulary head"))
+        plan.ops = order_ops(plan.ops)
     result = FixResult(inspect=res, plan=plan)
     if plan.blocking:
         lines = "; ".join(f"{f.id} {f.message} → decide with {f.needs_decision}" for f in plan.blocking)

@@ -99,6 +99,10 @@ SCENARIOS = {
                                         {"drop-tensor"}),
     "d2t-absolute-to-offsets": ("torchspec", {"tensors": _absolute_d2t}, {}, {"d2t-absolute-to-offsets"}),
     "rebuild-t2d": ("torchspec", {"tensors": _t2d_extra_bit}, {}, {"rebuild-t2d"}),
+    # the rewrite names `model.d2t`, which the rename moves first (found by bench/fix_vs_cp.py)
+    "rename-tensor + d2t rewrite of the renamed tensor": (
+        "torchspec", {"tensors": lambda t: (_absolute_d2t(t), rename_all(t, lambda k: "model." + k))}, {},
+        {"rename-tensor", "d2t-absolute-to-offsets"}),
     "cast-tensor": ("torchspec", {"tensors": _to_f16, "config": lambda c: c.update(torch_dtype="float16")},
                     {"options": Options(cast_dtype="BF16")},
                     {"cast-tensor", "set-config"}),

@@ -84,13 +84,42 @@ def build_plan(findings: list[Finding], config: dict[str, Any], *, only: set[str
             plan.unfixable.append(f)
         elif f.severity == "warning":
             plan.left.append(f)
-    ops = _dedupe(ops)
-    # Config first, then renames, then rewrites and drops: rewrites name tensors by their input names.
-    order = {"set-config": 0, "delete-config": 0, "rename-tensor": 1}
-    plan.ops = sorted(ops, key=lambda o: order.get(o.kind, 2))
+    plan.ops = order_ops(_dedupe(ops))
     plan.config_after = apply_config_ops(config, plan.ops)
     _check_rename_collisions(plan.ops)
     return plan
+
+
+# Fields of tensor ops that name an existing tensor of the input.
+_TENSOR_NAME_FIELDS = ("name", "d2t_name")
+
+
+def order_ops(ops: list[Op]) -> list[Op]:
+    """Config ops first, then renames, then rewrites, casts and drops. Rules name tensors by their input names;
+    the writer applies ops in order, so a rewrite of a tensor that a rename moved (K201 strips `model.` from
+    `model.d2t`, K502 rewrites `model.d2t`) is pointed at the renamed tensor here."""
+    import dataclasses
+
+    order = {"set-config": 0, "delete-config": 0, "rename-tensor": 1}
+    ops = sorted(ops, key=lambda o: order.get(o.kind, 2))
+    renames = {o.old: o.new for o in ops if isinstance(o, RenameTensor)}
+
+    def final(name: str) -> str:  # renames apply in order: a -> b then b -> c leaves c
+        for _ in range(len(renames) + 1):
+            if name not in renames:
+                break
+            name = renames[name]
+        return name
+
+    out: list[Op] = []
+    for o in ops:
+        if order.get(o.kind, 2) == 2 and dataclasses.is_dataclass(o):
+            changes = {f: final(v) for f in _TENSOR_NAME_FIELDS
+                       if isinstance(v := getattr(o, f, None), str) and v in renames}
+            if changes:
+                o = dataclasses.replace(o, **changes)
+        out.append(o)
+    return out
 
 
 def _check_rename_collisions(ops: list[Op]) -> None:
