@@ -2,7 +2,9 @@
 
 The Hub is out of reach from the test machine, so the commit tests run against `FakeHub`, a small HTTP server on
 127.0.0.1 that stands in for the Hub: it answers the endpoints huggingface_hub 2.4 calls for create_repo,
-create_branch, create_commit (validate-yaml, preupload, commit) and records every request for the assertions.
+create_branch, create_commit (validate-yaml, preupload, commit) and, with HF_HUB_DISABLE_XET=1, the LFS path every
+real draft's weights take (batch API, upload to the storage, verify), keeps the uploaded bytes, and records every
+request for the assertions.
 """
 from __future__ import annotations
 
@@ -10,13 +12,16 @@ import base64
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Callable
 from urllib.parse import parse_qs, unquote, urlsplit
 
+import numpy as np
 import pytest
 from huggingface_hub import ModelCard, metadata_load
 
@@ -38,8 +43,9 @@ COUNTERS = {"drafts": 42668, "draft_tokens": 170672, "accepted": 88381, "accepte
 
 # ---------------------------------------------------------------- factories
 
-def make_checkpoint(folder: Path, *, shards: int = 1, provenance: bool = True) -> Path:
-    make_draft(folder, "specforge", shards=shards)
+def make_checkpoint(folder: Path, *, shards: int = 1, provenance: bool = True,
+                    tensors: Callable[[dict], None] | None = None) -> Path:
+    make_draft(folder, "specforge", shards=shards, tensors=tensors)
     if provenance:
         (folder / "kconvert.json").write_text(json.dumps({
             "tool": "kconvert", "version": "0.1.0",
@@ -316,43 +322,160 @@ def test_local_target_folder_leaves_base_model_to_the_flag(tmp_path):
 
 class FakeHub:
     """Stands in for the Hugging Face Hub on 127.0.0.1: the endpoints huggingface_hub 2.4's create_repo,
-    create_branch and create_commit call, answering "regular" upload for every file (no LFS, no Xet)."""
+    create_branch and create_commit call with HF_HUB_DISABLE_XET=1, and the large-file storage behind them.
 
-    def __init__(self, fail: dict[str, int] | None = None):
+    Like the Hub (its default .gitattributes), the preupload answer sends weights (`*.safetensors`, ...) and files of
+    10 MiB or more through LFS and the rest (config, card) inline ("regular"). The LFS path is git-lfs's batch API
+    as the Hub serves it: `POST /{repo}.git/info/lfs/objects/batch` answers each object missing from the storage with
+    an `upload` action (a presigned-style storage URL: one PUT of the whole file, or, when `chunk_size` is given, one
+    PUT per part then a completion POST) and a `verify` action (`POST /{repo}.git/info/lfs/objects/verify`). The
+    uploaded bytes are kept in `lfs` by oid; a commit whose `lfsFile` points to an object the storage does not hold
+    (or whose bytes do not hash to the oid) is refused, as the Hub refuses it.
+    """
+
+    LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".onnx", ".msgpack")
+    LFS_MIN_SIZE = 10 * 1024 * 1024
+    STORAGE = "/fake-lfs-storage"  # stands in for the presigned S3 URLs the Hub hands out
+
+    def __init__(self, fail: dict[str, int] | None = None, *, chunk_size: int | None = None,
+                 fail_upload: int | None = None):
+        """`fail`: path prefix -> status for Hub POSTs; `chunk_size`: ask for multipart uploads of objects larger
+        than it; `fail_upload`: status every PUT to the storage is answered with (with `Retry-After: 0`, so
+        huggingface_hub's retries do not sleep 1+2+4+8+8 s)."""
         self.requests: list[dict] = []
+        self.lfs: dict[str, bytes] = {}  # the large-file storage: oid -> bytes as PUT
         self.fail = fail or {}
+        self.chunk_size = chunk_size
+        self.fail_upload = fail_upload
+        self._parts: dict[str, dict[int, bytes]] = {}
+        self._lock = threading.Lock()
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *a):  # keep pytest output clean
                 pass
 
-            def _reply(self, code: int, body: dict, headers: dict | None = None) -> None:
-                raw = json.dumps(body).encode()
+            def _reply(self, code: int, body: dict | None, headers: dict | None = None,
+                       content_type: str = "application/json") -> None:
+                raw = json.dumps(body).encode() if body is not None else b""
                 self.send_response(code)
-                self.send_header("Content-Type", "application/json")
+                if body is not None:
+                    self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(raw)))
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
                 self.end_headers()
                 self.wfile.write(raw)
 
-            def do_POST(self):
+            def _body(self) -> bytes:
+                if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                    out = bytearray()
+                    while True:
+                        size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                        if size == 0:
+                            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                                pass
+                            return bytes(out)
+                        out += self.rfile.read(size)
+                        self.rfile.readline()
+                return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+            def _record(self, method: str) -> dict:
                 url = urlsplit(self.path)
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                path = unquote(url.path)
-                rec = {"method": "POST", "path": path, "query": parse_qs(url.query),
-                       "auth": self.headers.get("Authorization"), "body": body}
-                hub.requests.append(rec)
+                body = self._body()
+                rec = {"method": method, "path": unquote(url.path), "query": parse_qs(url.query),
+                       "auth": self.headers.get("Authorization"), "headers": dict(self.headers.items()),
+                       "body": body}
+                with hub._lock:
+                    hub.requests.append(rec)
+                return rec
+
+            def _base(self) -> str:
+                return f"http://{self.headers['Host']}"
+
+            def do_PUT(self):
+                rec = self._record("PUT")
+                path = rec["path"]
+                if not path.startswith(hub.STORAGE + "/"):
+                    return self._reply(404, {"error": f"FakeHub: no route PUT {path}"})
+                if hub.fail_upload:
+                    return self._reply(hub.fail_upload, None, {"Retry-After": "0"})
+                parts = path[len(hub.STORAGE) + 1:].split("/")  # {oid} or {oid}/part/{n}
+                if len(parts) == 1:
+                    with hub._lock:
+                        hub.lfs[parts[0]] = rec["body"]
+                    return self._reply(200, None, {"ETag": f'"{hashlib.md5(rec["body"]).hexdigest()}"'})
+                if len(parts) == 3 and parts[1] == "part":
+                    with hub._lock:
+                        hub._parts.setdefault(parts[0], {})[int(parts[2])] = rec["body"]
+                    return self._reply(200, None, {"ETag": f'"{hashlib.md5(rec["body"]).hexdigest()}"'})
+                return self._reply(404, {"error": f"FakeHub: no route PUT {path}"})
+
+            def _batch(self, rec: dict) -> None:
+                req = json.loads(rec["body"])
+                if req.get("operation") != "upload" or "basic" not in req.get("transfers", []) \
+                        or req.get("hash_algo", "sha256") != "sha256":
+                    return self._reply(422, {"message": f"FakeHub: unexpected batch request {req}"})
+                repo = rec["path"][1:-len("/info/lfs/objects/batch")]  # "{org}/{name}.git"
+                objects = []
+                for o in req["objects"]:
+                    oid, size = o["oid"], o["size"]
+                    have = hub.lfs.get(oid)
+                    if have is not None and len(have) == size and hashlib.sha256(have).hexdigest() == oid:
+                        objects.append({"oid": oid, "size": size})  # already stored: no actions, no upload
+                        continue
+                    upload: dict = {"href": f"{self._base()}{hub.STORAGE}/{oid}?X-Amz-Signature=fake"}
+                    if hub.chunk_size and size > hub.chunk_size:
+                        n = -(-size // hub.chunk_size)
+                        upload = {"href": f"{self._base()}{hub.STORAGE}/complete/{oid}?uploadId=fake",
+                                  "header": {"chunk_size": str(hub.chunk_size),
+                                             **{str(i): f"{self._base()}{hub.STORAGE}/{oid}/part/{i}?partNumber={i}"
+                                                for i in range(1, n + 1)}}}
+                    objects.append({"oid": oid, "size": size, "authenticated": True, "actions": {
+                        "upload": upload,
+                        "verify": {"href": f"{self._base()}/{repo}/info/lfs/objects/verify",
+                                   "header": {"Authorization": rec["auth"] or ""}}}})
+                transfer = "multipart" if hub.chunk_size and "multipart" in req["transfers"] else "basic"
+                return self._reply(200, {"transfer": transfer, "objects": objects},
+                                   content_type="application/vnd.git-lfs+json")
+
+            def _complete(self, rec: dict) -> None:
+                oid = rec["path"].rsplit("/", 1)[1]
+                req = json.loads(rec["body"])
+                parts = hub._parts.get(oid, {})
+                got = [(p["partNumber"], p["etag"]) for p in req["parts"]]
+                want = [(i, f'"{hashlib.md5(parts[i]).hexdigest()}"') for i in sorted(parts)]
+                if req.get("oid") != oid or got != want:
+                    return self._reply(400, {"error": f"FakeHub: bad completion {got} for parts {want}"})
+                with hub._lock:
+                    hub.lfs[oid] = b"".join(parts[i] for i in sorted(parts))
+                return self._reply(200, {})
+
+            def _stored(self, oid: str, size: int) -> bool:
+                data = hub.lfs.get(oid)
+                return data is not None and len(data) == size and hashlib.sha256(data).hexdigest() == oid
+
+            def do_POST(self):
+                rec = self._record("POST")
+                path, body = rec["path"], rec["body"]
                 for prefix, code in hub.fail.items():
                     if path.startswith(prefix):
                         return self._reply(code, {"error": "Invalid credentials in Authorization header"},
                                            {"X-Error-Message": "Invalid credentials in Authorization header"})
                 if path == "/api/repos/create":
                     p = json.loads(body)
-                    return self._reply(200, {"url": f"http://{self.headers['Host']}/{p['organization']}/{p['name']}"})
+                    return self._reply(200, {"url": f"{self._base()}/{p['organization']}/{p['name']}"})
                 if path == "/api/validate-yaml":
                     return self._reply(200, {"errors": [], "warnings": []})
+                if path.endswith(".git/info/lfs/objects/batch"):
+                    return self._batch(rec)
+                if path.endswith(".git/info/lfs/objects/verify"):
+                    v = json.loads(body)
+                    if self._stored(v["oid"], v["size"]):
+                        return self._reply(200, {})
+                    return self._reply(404, {"error": f"FakeHub: object {v['oid']} not found in the storage"})
+                if path.startswith(hub.STORAGE + "/complete/"):
+                    return self._complete(rec)
                 parts = path.split("/")  # /api/models/{org}/{name}/{action}/{rev...}
                 if parts[:3] == ["", "api", "models"] and len(parts) >= 7:
                     repo, action, rev = "/".join(parts[3:5]), parts[5], "/".join(parts[6:])
@@ -360,11 +483,17 @@ class FakeHub:
                         return self._reply(200, {})
                     if action == "preupload":
                         files = json.loads(body)["files"]
-                        return self._reply(200, {"files": [{"path": f["path"], "uploadMode": "regular",
+                        return self._reply(200, {"files": [{"path": f["path"], "uploadMode": hub.upload_mode(f),
                                                             "shouldIgnore": False} for f in files]})
                     if action == "commit":
-                        base = f"http://{self.headers['Host']}/{repo}"
-                        pr = "create_pr" in parse_qs(url.query)
+                        for item in (json.loads(x) for x in body.splitlines() if x.strip()):
+                            v = item["value"]
+                            if item["key"] == "lfsFile" and not (v.get("algo") == "sha256"
+                                                                and self._stored(v["oid"], v["size"])):
+                                return self._reply(422, {"error": f"Your push was rejected because an LFS pointer "
+                                                                  f"pointed to a file that does not exist: {v}"})
+                        base = f"{self._base()}/{repo}"
+                        pr = "create_pr" in rec["query"]
                         return self._reply(200, {"commitUrl": f"{base}/commit/{'c' * 40}", "commitOid": "c" * 40,
                                                  "pullRequestUrl": f"{base}/discussions/1" if pr else None})
                 return self._reply(404, {"error": f"FakeHub: no route {path}"})
@@ -372,6 +501,9 @@ class FakeHub:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def upload_mode(self, f: dict) -> str:
+        return "lfs" if f["path"].endswith(self.LFS_SUFFIXES) or f["size"] >= self.LFS_MIN_SIZE else "regular"
 
     def __enter__(self) -> "FakeHub":
         self.thread.start()
@@ -384,17 +516,39 @@ class FakeHub:
     def paths(self) -> list[str]:
         return [r["path"] for r in self.requests]
 
-    def commit(self) -> tuple[dict, dict[str, bytes], dict]:
-        """(header, {path: bytes}, request) of the one commit received."""
-        commits = [r for r in self.requests if "/commit/" in r["path"]]
+    def commits(self) -> list[dict]:
+        return [r for r in self.requests if "/commit/" in r["path"]]
+
+    def commit_items(self) -> tuple[dict, list[dict], dict]:
+        """(header, [{"key": "file"|"lfsFile"|..., "value": ...}, ...], request) of the one commit received."""
+        commits = self.commits()
         assert len(commits) == 1, self.paths()
         lines = [json.loads(x) for x in commits[0]["body"].splitlines() if x.strip()]
-        header = lines[0]["value"]
+        assert lines[0]["key"] == "header"
+        return lines[0]["value"], lines[1:], commits[0]
+
+    def commit(self) -> tuple[dict, dict[str, bytes], dict]:
+        """(header, {path: bytes}, request) of the one commit received; an `lfsFile` entry's bytes are the ones the
+        storage holds under its oid."""
+        header, items, req = self.commit_items()
         files = {}
-        for item in lines[1:]:
-            assert item["key"] == "file" and item["value"]["encoding"] == "base64"
-            files[item["value"]["path"]] = base64.b64decode(item["value"]["content"])
-        return header, files, commits[0]
+        for item in items:
+            v = item["value"]
+            if item["key"] == "lfsFile":
+                files[v["path"]] = self.lfs[v["oid"]]
+            else:
+                assert item["key"] == "file" and v["encoding"] == "base64", item
+                files[v["path"]] = base64.b64decode(v["content"])
+        return header, files, req
+
+
+@pytest.fixture(autouse=True)
+def _no_xet(monkeypatch):
+    """In-process pushes take the LFS path as the CLI runs with HF_HUB_DISABLE_XET=1 do (hf_xet is installed, and
+    FakeHub does not stand in for Xet storage)."""
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
 
 
 def hub_env(hub: FakeHub) -> dict[str, str]:
@@ -419,11 +573,15 @@ def test_cli_push_makes_one_commit_with_every_file_and_the_card(ckpt):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["pr_url"].endswith("/discussions/1")
+    oid = sha256_file(folder / "model.safetensors")
     assert hub.paths() == ["/api/repos/create", f"/api/models/{REPO}/branch/kconvert", "/api/validate-yaml",
-                           f"/api/models/{REPO}/preupload/kconvert", f"/api/models/{REPO}/commit/kconvert"]
+                           f"/api/models/{REPO}/preupload/kconvert", f"/{REPO}.git/info/lfs/objects/batch",
+                           f"{FakeHub.STORAGE}/{oid}", f"/{REPO}.git/info/lfs/objects/verify",
+                           f"/api/models/{REPO}/commit/kconvert"]
     create = json.loads(hub.requests[0]["body"])
     assert create == {"name": "kimi-eagle3", "organization": "my-org", "visibility": "private"}
-    assert all(req["auth"] == "Bearer hf_fake_token" for req in hub.requests)
+    assert all(req["auth"] == "Bearer hf_fake_token" for req in hub.requests if req["method"] == "POST")
+    assert "ref" not in json.loads(hub.requests[4]["body"])  # huggingface_hub sends no ref for a pull request
     pre = json.loads(hub.requests[3]["body"])["files"]
     sizes = {f["path"]: f["size"] for f in pre}
     assert sizes["model.safetensors"] == (folder / "model.safetensors").stat().st_size
@@ -490,3 +648,139 @@ def test_unreachable_hub_is_an_input_error(ckpt):
         url = hub.url  # a port that was just free and is closed again
     with pytest.raises(InputError, match="push to my-org/kimi-eagle3 failed"):
         push(folder, REPO, report=report, endpoint=url, token="hf_x")
+
+
+# ---------------------------------------------------------------- the LFS path, as every real draft takes it
+
+PAD = 3 * 1024 * 1024 + 17  # bytes of random weights per shard: an odd size, so the last multipart part is short
+
+
+def make_lfs_checkpoint(folder: Path, *, shards: int = 2) -> Path:
+    """A draft whose safetensors files carry a few MB of incompressible weights each (one random U8 tensor at the
+    front of the first shard, one at the back of the last), so each is a real LFS object."""
+    rng = np.random.default_rng(3)
+
+    def pad(t: dict) -> None:
+        items = list(t.items())
+        t.clear()
+        t["lfs_pad_a.weight"] = ("U8", (PAD,), rng.bytes(PAD))
+        t.update(items)
+        t["lfs_pad_b.weight"] = ("U8", (PAD,), rng.bytes(PAD))
+
+    return make_checkpoint(folder, shards=shards, tensors=pad)
+
+
+def _part(req: dict) -> int:
+    """A storage PUT's part number (0 for a single-part upload)."""
+    tail = req["path"].split("/")
+    return int(tail[-1]) if len(tail) >= 2 and tail[-2] == "part" else 0
+
+
+@pytest.mark.parametrize("chunk_size", [None, 1024 * 1024], ids=["single-part", "multipart"])
+def test_cli_push_uploads_every_safetensors_through_lfs(tmp_path, chunk_size):
+    folder = make_lfs_checkpoint(tmp_path / "draft")
+    doc = make_report(folder)
+    report = write_report(tmp_path / "verify.json", doc)
+    reported = {f["name"]: f for f in doc["subject"]["files"]}
+    shards = sorted(p.name for p in folder.glob("*.safetensors"))
+    assert shards == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    size = {n: (folder / n).stat().st_size for n in shards}
+    assert all(v > 3 * 1024 * 1024 for v in size.values())
+    oid = {n: sha256_file(folder / n) for n in shards}
+    assert oid == {n: reported[n]["sha256"] for n in shards}  # the oids are the sha256s the verify report binds
+
+    with FakeHub(chunk_size=chunk_size) as hub:
+        r = run_cli("push", str(folder), REPO, "--report", str(report), "--json", env=hub_env(hub))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["commit_oid"] == "c" * 40
+    reqs = hub.requests
+    paths = hub.paths()
+    assert paths[:4] == ["/api/repos/create", "/api/validate-yaml", f"/api/models/{REPO}/preupload/main",
+                         f"/{REPO}.git/info/lfs/objects/batch"]
+    assert paths[-1] == f"/api/models/{REPO}/commit/main" and len(hub.commits()) == 1
+
+    # preupload: every file offered with its size and first 512 bytes; FakeHub answers lfs for the shards only
+    offered = {f["path"]: f for f in json.loads(reqs[2]["body"])["files"]}
+    assert set(offered) == set(reported) | {"README.md"}
+    for n in shards:
+        assert offered[n]["size"] == size[n]
+        assert base64.b64decode(offered[n]["sample"]) == (folder / n).read_bytes()[:512]
+
+    # the batch: one request naming every shard by sha256 oid and size, nothing else
+    batch = json.loads(reqs[3]["body"])
+    assert batch["operation"] == "upload" and batch["hash_algo"] == "sha256"
+    assert batch["transfers"] == ["basic", "multipart"] and batch["ref"] == {"name": "main"}
+    assert sorted(batch["objects"], key=lambda o: o["oid"]) == sorted(
+        ({"oid": oid[n], "size": size[n]} for n in shards), key=lambda o: o["oid"])
+    assert reqs[3]["headers"]["Accept"] == "application/vnd.git-lfs+json"
+    assert reqs[3]["auth"] == "Bearer hf_fake_token"
+
+    # the uploads: the bytes PUT to the storage hash to the oid, with no Hub token sent to the storage
+    middle = reqs[4:-1]
+    for n in shards:
+        puts = sorted((x for x in middle if x["method"] == "PUT" and x["path"].startswith(f"{FakeHub.STORAGE}/"
+                                                                                            f"{oid[n]}")), key=_part)
+        if chunk_size is None:
+            assert [_part(x) for x in puts] == [0]
+        else:
+            assert [_part(x) for x in puts] == list(range(1, -(-size[n] // chunk_size) + 1))
+            assert all(len(x["body"]) == chunk_size for x in puts[:-1])
+            done = [x for x in middle if x["path"] == f"{FakeHub.STORAGE}/complete/{oid[n]}"]
+            assert len(done) == 1 and json.loads(done[0]["body"])["oid"] == oid[n]
+        body = b"".join(x["body"] for x in puts)
+        assert hashlib.sha256(body).hexdigest() == oid[n] == reported[n]["sha256"]
+        assert len(body) == size[n]
+        assert all(x["auth"] is None for x in puts)
+        verify = [json.loads(x["body"]) for x in middle if x["path"] == f"/{REPO}.git/info/lfs/objects/verify"]
+        assert {"oid": oid[n], "size": size[n]} in verify
+        assert hub.lfs[oid[n]] == (folder / n).read_bytes()
+    assert len([x for x in middle if x["path"].endswith("/verify")]) == len(shards)
+    assert {x["path"].split("?")[0] for x in middle} <= {f"/{REPO}.git/info/lfs/objects/verify"} | {
+        x["path"] for x in middle if x["path"].startswith(FakeHub.STORAGE)}
+
+    # the commit: the shards as lfsFile pointers to those oids, card/config/provenance/index inline
+    header, items, _ = hub.commit_items()
+    lfs = {i["value"]["path"]: i["value"] for i in items if i["key"] == "lfsFile"}
+    assert lfs == {n: {"path": n, "algo": "sha256", "oid": oid[n], "size": size[n]} for n in shards}
+    inline = {i["value"]["path"] for i in items if i["key"] == "file"}
+    assert inline == {"config.json", "kconvert.json", "model.safetensors.index.json", "README.md"}
+    assert len(items) == len(lfs) + len(inline)
+    _, files, _ = hub.commit()
+    for n in inline - {"README.md"}:
+        assert hashlib.sha256(files[n]).hexdigest() == reported[n]["sha256"]
+    assert all(oid[n] in header["description"] for n in shards)
+
+
+def test_objects_already_in_the_storage_are_not_uploaded_again(tmp_path):
+    """A rerun after a failed commit: the batch answers the stored objects without actions, nothing is PUT."""
+    folder = make_lfs_checkpoint(tmp_path / "draft")
+    report = write_report(tmp_path / "verify.json", make_report(folder))
+    with FakeHub() as hub:
+        push(folder, REPO, report=report, endpoint=hub.url, token="hf_x")
+        first = len(hub.requests)
+        hub.requests.clear()
+        push(folder, REPO, report=report, endpoint=hub.url, token="hf_x")
+    assert first > len(hub.requests)
+    assert not [x for x in hub.requests if x["method"] == "PUT" or x["path"].endswith("/verify")]
+    assert hub.paths()[-1] == f"/api/models/{REPO}/commit/main"
+    lfs = [i for i in hub.commit_items()[1] if i["key"] == "lfsFile"]
+    assert sorted(i["value"]["oid"] for i in lfs) == sorted(sha256_file(p) for p in folder.glob("*.safetensors"))
+
+
+def test_lfs_upload_failure_is_one_line_and_makes_no_commit(tmp_path):
+    """The storage answers every PUT 500: huggingface_hub retries (5 times, Retry-After: 0 keeps it to ~5 s),
+    then gives up; the push names the file and the HTTP error on one line, and nothing is committed."""
+    folder = make_lfs_checkpoint(tmp_path / "draft")
+    report = write_report(tmp_path / "verify.json", make_report(folder))
+    with FakeHub(fail_upload=500) as hub:
+        r = run_cli("push", str(folder), REPO, "--report", str(report), env=hub_env(hub))
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, r.stderr
+    assert re.match(r"error: push to my-org/kimi-eagle3 failed: Error while uploading "
+                    r"'model-0000[12]-of-00002\.safetensors' to the Hub: .*\b500\b", errors[0]), errors[0]
+    assert hub.commits() == [] and hub.lfs == {}
+    assert not [x for x in hub.requests if x["path"].endswith("/verify")]
+    puts = [x for x in hub.requests if x["method"] == "PUT"]
+    assert len(puts) >= 2 * 2  # each shard tried, and retried

@@ -86,7 +86,13 @@ def _hub_errors() -> tuple[type[BaseException], ...]:
 def _hub_error(e: BaseException, repo_id: str) -> InputError:
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
-    first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()] or [type(e).__name__]
+    first = lines[0]
+    if first.endswith(":") and len(lines) > 1:  # e.g. "LFS batch API returned errors:" then the reason
+        first = f"{first} {lines[1]}"
+    if isinstance(e, RuntimeError) and e.__cause__ is not None:  # a failed LFS upload: say why, hint from the cause
+        first = f"{first.rstrip('.')}: {(str(e.__cause__).strip().splitlines() or [type(e.__cause__).__name__])[0]}"
+        e = e.__cause__
     status = getattr(getattr(e, "response", None), "status_code", None)
     hint = None
     if status in (401, 403) or isinstance(e, RepositoryNotFoundError):
@@ -157,6 +163,12 @@ def push(folder: str | Path, repo_id: str, *, report: str | Path | dict[str, Any
         if on_upload:
             on_upload(result.total_bytes, result.total_bytes)
     except _hub_errors() as e:
+        raise _hub_error(e, repo_id) from None
+    except RuntimeError as e:
+        # huggingface_hub wraps an LFS upload that failed (after its retries) in RuntimeError("Error while uploading
+        # '<file>' to the Hub.") raised from the HTTP or network error
+        if not isinstance(e.__cause__, _hub_errors()):
+            raise
         raise _hub_error(e, repo_id) from None
     result.commit_url = str(info.commit_url)
     result.commit_oid = info.oid
