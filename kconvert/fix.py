@@ -46,8 +46,10 @@ def _format_ops(res: InspectResult, plan: Plan, to_format: str | None) -> list[O
     d = res.draft
     eng = res.engine
     want = to_format
-    if want is None and d.is_speculators and eng.engine == "sglang":
-        want = "flat"  # SGLang does not read the speculators format
+    if want is None and d.is_speculators and (eng.engine == "sglang" or d.layer_family != "llama"):
+        # SGLang does not read the speculators format, and vLLM builds a Llama layer for every speculators
+        # draft: an MLA layer must leave it for the flat layout, whose architecture selects the MLA class.
+        want = "flat"
     ops: list[Op] = []
     cfg = plan.config_after
     layout: KeyLayout | None = None

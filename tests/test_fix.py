@@ -454,3 +454,34 @@ def test_a_fixed_eagle_reference_draft_is_still_recognised_and_refixes_to_nothin
     assert res.after.draft.format.producer == "eagle"
     assert any("kconvert.json" in e for e in res.after.draft.format.evidence)
     assert fix(str(tmp_path / "out"), tmp_path / "again", target=target).noop
+
+
+def _t2d_extra(t):
+    dt, shape, data = t["t2d"]
+    data = data.copy()
+    data[np.flatnonzero(~data)[0]] = True
+    t["t2d"] = (dt, shape, data)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+@pytest.mark.parametrize("family", ["llama", "mla"])
+@pytest.mark.parametrize("producer", ["specforge", "torchspec", "speculators", "eagle", "modelopt"])
+def test_several_defects_at_once_fix_clean_and_refix_to_nothing(tmp_path, target, producer, family, engine):
+    """Ops of different rules on the same tensors compose: `model.`-prefixed keys (renamed) whose d2t holds
+    absolute ids (rewritten: the op must follow the rename) and whose t2d disagrees with d2t (rebuilt), in every
+    producer's layout, both layer families, both engines, sharded or not. (A speculators MLA draft leaves the
+    speculators format, in which vLLM always builds a Llama layer.)"""
+    def defects(t):
+        _absolute_d2t(t)
+        _t2d_extra(t)
+        rename_all(t, lambda k: "model." + k)
+
+    src = draft(tmp_path, producer, family=family, tensors=defects, shards=2 if family == "mla" else 1)
+    opts = Options(aux_convention="input") if producer == "modelopt" else None  # ModelOpt does not say
+    res = fix(str(src), tmp_path / "out", target=target, engine=engine, options=opts)
+    assert [f.id for f in res.after.findings if f.severity == "error"] == []
+    assert res.remaining_fixable() == []
+    out = arrays(tmp_path / "out")
+    d2t, _ = _vocab_map(TINY)
+    assert np.array_equal(out["d2t"], d2t) and not any(n.startswith("model.") for n in out)
+    assert fix(str(tmp_path / "out"), tmp_path / "again", target=target, engine=engine).noop
