@@ -30,9 +30,10 @@ TINY = ROOT / "examples" / "tiny"
 TARGET = str(TINY / "target")
 MIN_GOOD_AL = 2.5
 MIN_LOSS = 0.3
-# The Llama-layer drafts (speculators / SpecForge layouts) distilled for this target reach 2.39, below the 2.5 of
-# the Kimi-shaped MLA draft (examples/tiny/README.md): for them "fixed" means back to the good draft's own
-# acceptance, measured in the same session.
+# The Llama-layer drafts (speculators / SpecForge layouts) distilled for this target reach 2.43, below the 2.5 of
+# the Kimi-shaped MLA draft: they run with VLLM_MLA_DISABLE=1, whose bf16 target path is noisier (greedy outputs
+# leave the fp32 ones after 12.6 tokens on average vs 22.2 on the MLA path; examples/tiny/README.md). For them
+# "fixed" means back to the good draft's own acceptance, measured in the same session.
 RESTORED_WITHIN = 0.05
 # Same prompts and lengths for every run so that acceptance lengths compare.
 SETTINGS = dict(prompts="all", max_prompts=None, max_tokens=64, num_speculative_tokens=3, timeout_s=900, lossless=False)

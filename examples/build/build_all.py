@@ -64,7 +64,7 @@ def main() -> None:
         "aux_ids_specforge": C.AUX_IDS_SPECFORGE,
         "vllm_default_aux_ids": [2, C.NUM_LAYERS // 2, C.NUM_LAYERS - 3],
         "target_init_std": a.init_std,
-        "layer_gain": build_target.LAYER_GAIN,
+        "layer_gain": a.gain,  # the target's gain (with --skip-target: the gain it was built with, default 2.0)
         "target_train_steps": a.target_steps,
         "adjacent_cosine_hf": {f"h{k}/h{k + 1}": round(v, 4) for k, v in res["cos"].items()},
         "draft_vocab_size": C.DRAFT_VOCAB,
@@ -72,6 +72,9 @@ def main() -> None:
         "distill_prompts": len(conts),
         "distill_generated_tokens": res["n_tokens"],
         "distill_continuation_distinct_4gram_ratio": round(len(set(ng)) / max(len(ng), 1), 4),
+        "llama_draft_numeric_views": list(distill.LLAMA_NUMERIC_VIEWS),
+        "llama_draft_consistent_only": distill.LLAMA_CONSISTENT_ONLY,
+        "skip_target": a.skip_target,
         "times": times,
     }
     C.write_json(C.TINY / "build_info.json", info)
