@@ -380,11 +380,6 @@ def spec_run(tiny, smoke_prompts):
     return _run(tiny["target"], tiny["draft"], smoke_prompts)
 
 
-@pytest.fixture(scope="module")
-def plain_run(tiny, smoke_prompts):
-    return _run(tiny["target"], None, smoke_prompts)
-
-
 def _independent_counters(raw: list[dict]) -> dict:
     """Straight from the raw get_metrics() dump, without kconvert's summing code."""
     out = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": None}
@@ -433,16 +428,6 @@ def test_speculative_run_records_what_the_engine_ran_with(spec_run):
     assert result.timings.total_s >= result.timings.engine_start_s + result.timings.generate_s
     json.dumps(result.to_dict())
     assert LiveResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
-
-
-@live
-def test_greedy_outputs_are_identical_with_and_without_the_draft(spec_run, plain_run):
-    spec, _ = spec_run
-    plain, _ = plain_run
-    assert plain.counters.drafts == 0 and plain.acceptance()["mean_acceptance_length"] is None
-    assert "speculative_config" not in plain.engine_args
-    assert spec.output_token_ids == plain.output_token_ids
-    assert compare_outputs(spec, plain)["identical"]
 
 
 @live
