@@ -37,8 +37,8 @@ def detect_format(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess:
     if not guesses:
         recorded = _recorded_producer(ckpt)
         if recorded is not None:
-            return FormatGuess(recorded, 0.5, [f"kconvert.json: written by `kconvert fix` from a checkpoint of producer {recorded} "
-                                               "checkpoint (its config now follows the engine's layout)"])
+            return FormatGuess(recorded, 0.5, [f"kconvert.json: written by `kconvert fix` from a checkpoint of "
+                                               f"producer {recorded} (its config now follows the engine's layout)"])
         return FormatGuess("unknown", 0.0, ["no producer's keys, stamps or architecture matched"])
     return max(guesses, key=lambda g: g.confidence)
 

@@ -68,30 +68,22 @@ def _default_message(report: dict[str, Any]) -> str:
 
 
 def _hub_errors() -> tuple[type[BaseException], ...]:
-    """What a Hub call raises for auth, HTTP and network problems. huggingface_hub 2.x talks through `httpx2`
-    (1.x through `httpx`), so the transport's error class is looked up rather than imported by name."""
-    import importlib
-
+    """What a Hub call raises for auth, HTTP and network problems (the HTTP client's own error class included)."""
     from huggingface_hub.errors import HfHubHTTPError
 
-    errors: list[type[BaseException]] = [HfHubHTTPError, OSError, ValueError]
-    for mod in ("httpx2", "httpx"):
-        try:
-            errors.append(importlib.import_module(mod).HTTPError)
-        except (ImportError, AttributeError):
-            pass
-    return tuple(errors)
+    from kconvert.source.hub import transport_errors
+
+    return (HfHubHTTPError, OSError, ValueError, *transport_errors())
 
 
 def _hub_error(e: BaseException, repo_id: str) -> InputError:
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
-    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()] or [type(e).__name__]
-    first = lines[0]
-    if first.endswith(":") and len(lines) > 1:  # e.g. "LFS batch API returned errors:" then the reason
-        first = f"{first} {lines[1]}"
+    from kconvert.source.hub import one_line
+
+    first = one_line(e)
     if isinstance(e, RuntimeError) and e.__cause__ is not None:  # a failed LFS upload: say why, hint from the cause
-        first = f"{first.rstrip('.')}: {(str(e.__cause__).strip().splitlines() or [type(e.__cause__).__name__])[0]}"
+        first = f"{first.rstrip('.')}: {one_line(e.__cause__)}"
         e = e.__cause__
     status = getattr(getattr(e, "response", None), "status_code", None)
     hint = None

@@ -113,7 +113,7 @@ class Context:
             try:
                 val = self.draft.checkpoint.read_array(info.name)
             except KConvertError as e:
-                self.unreadable.setdefault(info.name, e.message if hasattr(e, "message") else str(e))
+                self.unreadable.setdefault(info.name, e.message)
                 val = None
         self._cache[canonical] = val
         return val

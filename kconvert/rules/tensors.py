@@ -264,7 +264,7 @@ def embeddings(ctx: Context) -> Iterator[Finding]:
         try:
             sample = read_rows(d.checkpoint, info, rows)
         except KConvertError as e:
-            ctx.unreadable.setdefault(info.name, getattr(e, "message", None) or str(e))
+            ctx.unreadable.setdefault(info.name, e.message)
             return
         std = float(np.std(sample.astype(np.float64)))
         if 0.8 <= std <= 1.2:

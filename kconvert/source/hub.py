@@ -9,7 +9,6 @@ read by HTTP range requests too (`HubRangeReader`), so an uncached draft is chec
 from __future__ import annotations
 
 import re
-import struct
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,9 +23,9 @@ from kconvert.source.checkpoint import (
 )
 from kconvert.source.safetensors_header import (
     INDEX_NAME,
-    MAX_HEADER_BYTES,
     MAX_INDEX_BYTES,
     check_relative_path,
+    header_length,
     parse_header_json,
     parse_index,
 )
@@ -49,10 +48,11 @@ def split_hub_id(ref: str) -> tuple[str, str | None]:
     return repo_id, (revision or None)
 
 
-def _one_line(e: BaseException) -> str:
-    """huggingface_hub's HTTP errors span several lines (request id, server message): keep the first."""
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    return lines[0] if lines else type(e).__name__
+def one_line(e: BaseException) -> str:
+    """huggingface_hub's HTTP errors span several lines (request id, server message): keep the first, joined
+    with the next when it only announces it ("LFS batch API returned errors:")."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()] or [type(e).__name__]
+    return f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
 
 
 def load_hub(ref: str) -> Checkpoint:
@@ -82,7 +82,7 @@ def load_hub(ref: str) -> Checkpoint:
     except GatedRepoError:
         raise InputError(f"{ref}: gated repository; accept its terms and set HF_TOKEN") from None
     except (HfHubHTTPError, OSError) as e:
-        raise InputError(f"{ref}: the Hub could not be reached: {_one_line(e)}") from None
+        raise InputError(f"{ref}: the Hub could not be reached: {one_line(e)}") from None
 
     # folder = <cache>/models--org--name/snapshots/<commit>; its files link into ../../blobs.
     repo_cache = folder.parent.parent
@@ -132,9 +132,9 @@ def _load_remote_tensors(ckpt: Checkpoint, ref: str, folder: Path, repo_cache: P
     try:
         meta = HfApi().get_safetensors_metadata(ckpt.repo_id, revision=ckpt.commit)
     except (HfHubHTTPError, OSError) as e:
-        raise InputError(f"{ref}: could not read safetensors headers from the Hub: {_one_line(e)}") from None
+        raise InputError(f"{ref}: could not read safetensors headers from the Hub: {one_line(e)}") from None
     except Exception as e:  # NotASafetensorsRepoError / SafetensorsParsingError live in errors too
-        raise InputError(f"{ref}: {type(e).__name__}: {_one_line(e)}") from None
+        raise InputError(f"{ref}: {type(e).__name__}: {one_line(e)}") from None
 
     reader = HubRangeReader.create(ref, ckpt.repo_id, ckpt.commit)
     seen: dict[str, str] = {}
@@ -191,7 +191,7 @@ def _prefetch_token_maps(ckpt: Checkpoint, reader: HubRangeReader) -> None:
             reader.prefetch(info.file, info.start, info.end)
 
 
-def _transport_errors() -> tuple[type[BaseException], ...]:
+def transport_errors() -> tuple[type[BaseException], ...]:
     """The HTTP client library's own errors (timeouts, refused connections, protocol errors), taken from the
     client huggingface_hub uses (httpx2 in 2.x, httpx in 1.x) rather than imported by name."""
     from huggingface_hub.utils import get_session
@@ -221,7 +221,7 @@ class HubRangeReader:
     def __init__(self, ref: str, repo_id: str, commit: str, stream: Any):
         self.ref, self.repo_id, self.commit = ref, repo_id, commit
         self._stream = stream
-        self._errors = _transport_errors()
+        self._errors = transport_errors()
         self.sizes: dict[str, int | None] = {}  # files whose header length is known -> size, when known
         self._cache: dict[tuple[str, int, int], bytes] = {}
 
@@ -236,11 +236,7 @@ class HubRangeReader:
     def header_length(self, file: str) -> tuple[int, int | None]:
         """The header length (the file's first 8 bytes, little-endian u64) and the file size when known."""
         raw, size = self._get(file, 0, 8)
-        (n,) = struct.unpack("<Q", raw)
-        if n > MAX_HEADER_BYTES:
-            raise HeaderError(file, f"header length {n} exceeds the {MAX_HEADER_BYTES} byte cap")
-        if size is not None and 8 + n > size:
-            raise HeaderError(file, f"header length {n} runs past the end of the file ({size} bytes)")
+        n = header_length(file, raw, size)
         self.sizes[file] = size
         return n, size
 
@@ -286,7 +282,7 @@ class HubRangeReader:
         except KConvertError:
             raise
         except (HfHubHTTPError, OSError, *self._errors) as e:
-            raise InputError(f"{self.ref}: reading {file} ({span}) from the Hub failed: {_one_line(e)}") from None
+            raise InputError(f"{self.ref}: reading {file} ({span}) from the Hub failed: {one_line(e)}") from None
         if len(data) != want:
             got = f"more than {want}" if len(data) > want else str(len(data))
             raise HeaderError(file, f"the Hub sent {got} bytes for {span} ({want} asked)")

@@ -170,6 +170,17 @@ def parse_header_json(file: str, header: Any, *, data_start: int, file_size: int
     return out
 
 
+def header_length(rel: str, first8: bytes, size: int | None) -> int:
+    """The header length a file's first 8 bytes declare (little-endian u64), checked against the cap and, when
+    known, the file size."""
+    (n,) = struct.unpack("<Q", first8)
+    if n > MAX_HEADER_BYTES:
+        raise HeaderError(rel, f"header length {n} exceeds the {MAX_HEADER_BYTES} byte cap")
+    if size is not None and 8 + n > size:
+        raise HeaderError(rel, f"header length {n} runs past the end of the file ({size} bytes)")
+    return n
+
+
 def read_header(path: Path, rel: str) -> SafetensorsHeader:
     """Read and validate the header of one local safetensors file (only the header bytes are read)."""
     try:
@@ -190,11 +201,7 @@ def read_header(path: Path, rel: str) -> SafetensorsHeader:
             size = st.st_size
             if size < 8:
                 raise HeaderError(rel, f"file is {size} bytes, too short for a safetensors header")
-            (n,) = struct.unpack("<Q", f.read(8))
-            if n > MAX_HEADER_BYTES:
-                raise HeaderError(rel, f"header length {n} exceeds the {MAX_HEADER_BYTES} byte cap")
-            if 8 + n > size:
-                raise HeaderError(rel, f"header length {n} runs past the end of the file ({size} bytes)")
+            n = header_length(rel, f.read(8), size)
             raw = f.read(n)
     except PermissionError:
         raise HeaderError(rel, "permission denied") from None

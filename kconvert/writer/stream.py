@@ -489,11 +489,11 @@ def _write_shard(s: _Streamer, ckpt: Checkpoint, shard: str, tensors: list[OutTe
 
 
 def _run_shards(shards: list[str], work: Callable[[str, _Streamer], None], streamers: list[_Streamer],
-                shared: _Shared) -> list[_Streamer]:
+                shared: _Shared) -> None:
     """Run `work(shard, streamer)` for every shard, one worker per streamer, the calling thread being the first
     (so that Ctrl-C/SIGTERM, delivered to the main thread, stops the work). The first error stops every
-    worker at its next chunk and is re-raised once all have stopped; nothing writes into the temporary
-    folder after this returns. Returns the streamers whose work failed (for the error message)."""
+    worker at its next chunk and is re-raised once all have stopped, the failing worker's file named in
+    `streamers[0].current`; nothing writes into the temporary folder after this returns."""
     todo = list(shards)
     lock = threading.Lock()
     errors: list[tuple[BaseException, _Streamer]] = []
@@ -534,7 +534,6 @@ def _run_shards(shards: list[str], work: Callable[[str, _Streamer], None], strea
         exc, st = real[0]
         streamers[0].current = st.current  # the file named in the error message
         raise exc
-    return [st for _, st in errors]
 
 
 def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -697,8 +696,7 @@ def write_checkpoint(ckpt: Checkpoint, ops: list[Any], out_dir: os.PathLike[str]
             tmp.commit(force=force, durable=durable)
         except OSError as e:
             tmp.discard()
-            where = s.current or "the output"
-            raise InputError(f"{out_dir}: writing {where} failed: {os_error_reason(e)}") from None
+            raise InputError(f"{out_dir}: writing {s.current or 'the output'} failed: {os_error_reason(e)}") from None
         except BaseException:
             tmp.discard()
             raise
