@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import struct
 import os
 import pickle
 import subprocess
@@ -550,3 +551,14 @@ def test_control_characters_in_file_names(tmp_path: Path) -> None:
     d = write_draft(tmp_path / "d")
     write_safetensors(d / "x\nerror: forged.safetensors", {"other": ("F32", (1,), b"\0" * 4)})
     refused(["inspect", str(d)], "control characters")
+
+
+@pytest.mark.parametrize("name", ["\x85", "a\u2028b", "x\u2029error: forged"])
+def test_unicode_line_breaks_in_a_tensor_name_keep_the_refusal_on_one_line(tmp_path: Path, name: str) -> None:
+    """Bug fixed (found by the fuzzer: a tensor named "\\x85" in a truncated shard): characters that are not
+    ASCII controls but that str.splitlines() breaks at split the one-line refusal. They are printed escaped."""
+    d = write_draft(tmp_path / "d")
+    header = json.dumps({name: {"dtype": "BF16", "shape": [], "data_offsets": [0, 2]}}).encode()
+    (d / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)  # data missing: truncated
+    line = refused(["inspect", str(d)], "model.safetensors", "past the end of the file")
+    assert "forged" not in line or "\\u2029" in line
