@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -21,13 +20,11 @@ from kconvert.errors import EngineError  # noqa: E402
 from kconvert.fix import fix  # noqa: E402
 from kconvert.inspect import inspect  # noqa: E402
 from kconvert.rules import Options  # noqa: E402
-from kconvert.verify import VerifySettings, build_verify_report, verify  # noqa: E402
+from kconvert.verify import build_verify_report  # noqa: E402
+from tests.live_runs import FP32, GOOD, TARGET, TINY, al, run_verify  # noqa: E402
 
 pytestmark = pytest.mark.live
 
-ROOT = Path(__file__).resolve().parent.parent
-TINY = ROOT / "examples" / "tiny"
-TARGET = str(TINY / "target")
 MIN_GOOD_AL = 2.5
 MIN_LOSS = 0.3
 # The Llama-layer drafts (speculators / SpecForge layouts) distilled for this target reach 2.43, below the 2.5 of
@@ -35,14 +32,7 @@ MIN_LOSS = 0.3
 # leave the fp32 ones after 12.6 tokens on average vs 22.2 on the MLA path; examples/tiny/README.md). For them
 # "fixed" means back to the good draft's own acceptance, measured in the same session.
 RESTORED_WITHIN = 0.05
-# Same prompts and lengths for every run so that acceptance lengths compare.
-SETTINGS = dict(prompts="all", max_prompts=None, max_tokens=64, num_speculative_tokens=3, timeout_s=900, lossless=False)
-# Token-for-token comparisons run in float32: in bf16 the CPU kernels of a k+1-token verification step and of a
-# one-token decode step round differently, and this chaotic tiny target amplifies that into other greedy
-# outputs (measured: bf16 speculative vs plain runs differ; float32 runs are identical).
-FP32 = (("dtype", "float32"),)
 
-GOOD = {"mla": "drafts/mla-torchspec", "llama": "drafts/llama-speculators"}
 # variant -> (good draft it was derived from, extra fix options, static rule expected to refuse it or None)
 BROKEN = {
     "aux-ids-sglang-convention": ("mla", {}, "K404"),
@@ -52,20 +42,6 @@ BROKEN = {
     "model-prefixed-keys": ("llama", {}, "K201"),
     "lm-head-wrong-prune": ("llama", {"lm_head_source": str(TINY / "drafts" / "llama-fullvocab")}, None),
 }
-
-_runs: dict[tuple, object] = {}
-
-
-def run_verify(draft: str, engine_args: tuple = (), **kw):
-    key = (draft, engine_args, tuple(sorted(kw.items())))
-    if key not in _runs:
-        st = VerifySettings(**{**SETTINGS, **kw, "engine_args": dict(engine_args)})
-        _runs[key] = verify(draft, TARGET, settings=st)
-    return _runs[key]
-
-
-def al(vr) -> float:
-    return vr.acceptance["mean_acceptance_length"]
 
 
 @pytest.fixture(scope="module", params=sorted(GOOD))
