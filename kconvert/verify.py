@@ -3,10 +3,11 @@ the engine's own counters, an optional lossless check, thresholds, and one repor
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from kconvert.engines.expectations import engine_rules
+from kconvert.engines.serve_lines import ServeReplay
 from kconvert.errors import UsageError
 from kconvert.gate import Check, Thresholds, evaluate
 from kconvert.inspect import InspectResult, analyse
@@ -30,6 +31,22 @@ class VerifySettings:
     skip_static: bool = False
     lossless: bool | None = None  # None: on in CI (CI env var set), off otherwise
     max_prompts: int | None = None
+    # further keys of vLLM's speculative_config from a replayed production serve line (passed as written)
+    speculative_extra: dict[str, Any] = field(default_factory=dict)
+    production_draft: str | None = None  # the serve line's "model", replaced by the draft under test
+
+    def replay(self, replay: "ServeReplay") -> "VerifySettings":
+        """These settings with what a production serve line sets (its TP, k, draft TP and further keys)."""
+        from dataclasses import replace
+
+        return replace(
+            self,
+            tp=replay.tp if replay.tp is not None else self.tp,
+            draft_tp=replay.draft_tp if replay.draft_tp is not None else self.draft_tp,
+            num_speculative_tokens=(replay.num_speculative_tokens if replay.num_speculative_tokens is not None
+                                    else self.num_speculative_tokens),
+            speculative_extra={**self.speculative_extra, **replay.extra},
+            production_draft=replay.production_draft or self.production_draft)
 
 
 @dataclass
@@ -99,6 +116,31 @@ def compare_outputs(spec: list[list[int]], base: list[list[int]]) -> dict[str, A
             "first_difference": None}
 
 
+def refuse_parallel_split(res: InspectResult, st: VerifySettings) -> None:
+    """Refuse, before any engine starts, a TP the engine cannot run: a draft TP other than 1 or the target's,
+    target heads that do not divide, or (with the static gate skipped) draft heads that do not divide. With the
+    static gate on, the draft's own split problems are K304 findings and block the run like any error."""
+    from kconvert.rules.parallel import draft_tp_in_effect, draft_tp_problem, head_problems
+
+    bad = draft_tp_problem(st.tp, st.draft_tp)
+    if bad:
+        raise UsageError(bad)
+    problems = []
+    if res.target is not None:
+        problems += [p for p in head_problems("target", res.target.num_attention_heads,
+                                              res.target.num_key_value_heads, st.tp, mla=res.target.is_mla)
+                     if p.fatal]
+    if st.skip_static:
+        d = res.draft
+        problems += [p for p in head_problems("draft", d.num_attention_heads, d.num_key_value_heads,
+                                              draft_tp_in_effect(st.tp, st.draft_tp), mla=d.layer_family == "mla")
+                     if p.fatal]
+    if problems:
+        raise UsageError(f"--tp {st.tp}" + (f" --draft-tp {st.draft_tp}" if st.draft_tp is not None else "") +
+                         ": " + "; ".join(p.message for p in problems),
+                         hint="choose a TP the heads divide by (the draft can stay on one rank with --draft-tp 1)")
+
+
 def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str | None = None,
            settings: VerifySettings | None = None, thresholds: Thresholds | None = None,
            options: Options | None = None, progress: Progress | None = None) -> VerifyResult:
@@ -111,7 +153,9 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     say = progress or (lambda _s: None)
     tgt, engine_target = resolve_target(target)
     ckpt = open_checkpoint(draft)
-    res = analyse(ckpt, tgt, engine_rules(engine, engine_version), options or Options())
+    opts = replace(options or Options(), tp=st.tp, draft_tp=st.draft_tp)
+    res = analyse(ckpt, tgt, engine_rules(engine, engine_version), opts)
+    refuse_parallel_split(res, st)
     out = VerifyResult(inspect=res, settings=st, engine_target=engine_target, thresholds=thresholds)
     set_name, prompts = load_prompts(st.prompts)
     if st.max_prompts:
@@ -127,7 +171,8 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     req = LiveRequest(target=engine_target, draft=str(ckpt.root), prompts=prompts,
                       num_speculative_tokens=st.num_speculative_tokens, tp=st.tp, draft_tp=st.draft_tp,
                       max_tokens=st.max_tokens, trust_remote_code=st.trust_remote_code,
-                      engine_args=dict(st.engine_args), timeout_s=st.timeout_s)
+                      engine_args=dict(st.engine_args), timeout_s=st.timeout_s,
+                      speculative_extra=dict(st.speculative_extra))
     say("speculative run")
     out.live = run_vllm(req, progress=say)
     out.acceptance = out.live.acceptance()
@@ -157,6 +202,9 @@ def live_section(vr: VerifyResult) -> dict[str, Any] | None:
         "num_speculative_tokens": vr.settings.num_speculative_tokens,
         "tp": vr.settings.tp,
         "draft_tp": vr.settings.draft_tp,
+        "speculative_config": _engine_speculative_config(lv.engine_args),
+        "serve_line": _serve_line(vr),
+        "production_draft": vr.settings.production_draft,
         "chat_template_applied": lv.chat_template_applied,
         "engine_args": lv.engine_args,
         "env": lv.env,
@@ -168,6 +216,21 @@ def live_section(vr: VerifyResult) -> dict[str, Any] | None:
                     "total_s": lv.timings.total_s},
         "lossless": vr.lossless,
     }
+
+
+def _engine_speculative_config(engine_args: dict[str, Any]) -> dict[str, Any] | None:
+    spec = engine_args.get("speculative_config")
+    return dict(spec) if isinstance(spec, dict) else None
+
+
+def _serve_line(vr: VerifyResult) -> str:
+    """The `vllm serve` line that runs what this check ran: the draft as the user named it (a folder or Hub id),
+    the target as the engine loaded it, the TP, k, draft TP and every replayed speculative_config key."""
+    from kconvert.engines.serve_lines import serve_lines
+
+    return serve_lines(vr.inspect.checkpoint.ref, vr.engine_target, k=vr.settings.num_speculative_tokens,
+                       tp=vr.settings.tp, draft_tp=vr.settings.draft_tp, engine_aux_note=False,
+                       extra=vr.settings.speculative_extra)["vllm"]
 
 
 def build_verify_report(vr: VerifyResult) -> dict[str, Any]:

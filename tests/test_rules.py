@@ -340,6 +340,71 @@ def test_mla_ranks_that_disagree_with_the_tensors_are_k302(tmp_path):
     assert any(f.evidence[0].where == "layers.0.self_attn.kv_a_proj_with_mqa.weight" for f in fs)
 
 
+def _k304(res):
+    return [f for f in res.findings if f.id == "K304"]
+
+
+def _heads(n: int, kv: int):
+    def cfg(c):
+        c["num_attention_heads"] = n
+        c["num_key_value_heads"] = kv
+    return cfg
+
+
+def test_kimi_shaped_draft_splits_over_eight_ranks(tmp_path):
+    d = make_draft(tmp_path / "d", "specforge", shape="kimi")
+    assert _k304(inspect(str(d), target="kimi-k2.5", options=Options(tp=8))) == []
+
+
+def test_heads_that_do_not_divide_are_an_error_naming_what_vllm_says(tmp_path):
+    d = make_draft(tmp_path / "d", "specforge")  # tiny: 2 heads
+    (f,) = [f for f in _k304(inspect(str(d), options=Options(tp=8))) if f.severity == "error"]
+    assert "2 attention heads do not divide by TP 8" in f.message
+    assert "must be divisible by tensor parallel size (8)" in f.message
+    assert not f.fixable
+
+
+def test_a_draft_kept_on_one_rank_does_not_need_to_split(tmp_path):
+    d = make_draft(tmp_path / "d", "specforge")
+    assert _k304(inspect(str(d), options=Options(tp=8, draft_tp=1))) == []
+
+
+def test_a_draft_tp_other_than_one_or_the_targets_is_refused(tmp_path):
+    d = make_draft(tmp_path / "d", "specforge", shape="kimi")
+    (f,) = _k304(inspect(str(d), options=Options(tp=8, draft_tp=4)))
+    assert f.severity == "error" and "only 1 or the target's TP" in f.message
+
+
+@pytest.mark.parametrize("heads,kv,tp,severity,fragment", [
+    (6, 3, 2, "error", "3 KV heads do not divide by TP 2"),
+    (8, 3, 8, "error", "cannot be replicated evenly over TP 8"),
+    (8, 2, 8, "info", "replicates each on 4 ranks"),
+])
+def test_kv_heads_split_replicate_or_crash_as_vllm_does(tmp_path, heads, kv, tp, severity, fragment):
+    d = make_draft(tmp_path / "d", "specforge", config=_heads(heads, kv),
+                   tensors=lambda t: None)
+    found = _k304(inspect(str(d), options=Options(tp=tp)))
+    assert any(f.severity == severity and fragment in f.message for f in found), [f.message for f in found]
+
+
+def test_mla_kv_heads_are_one_latent_head_whatever_the_tp(tmp_path):
+    d = make_draft(tmp_path / "d", "torchspec", family="mla", config=_heads(8, 3))
+    assert not [f for f in _k304(inspect(str(d), options=Options(tp=8))) if "KV heads" in f.message]
+
+
+def test_a_draft_vocab_that_does_not_divide_is_padded_not_refused(tmp_path):
+    d = make_draft(tmp_path / "d", "specforge", config=lambda c: c.update(num_attention_heads=8,
+                                                                         num_key_value_heads=8))
+    res = inspect(str(d), options=Options(tp=3))  # tiny draft vocab 128: not a multiple of 3
+    vocab = [f for f in _k304(res) if "draft_vocab_size" in f.message]
+    assert vocab and vocab[0].severity == "info" and "pads the vocab-parallel lm_head to 128 rows" in vocab[0].message
+
+
+def test_without_a_tp_nothing_is_said(tmp_path):
+    d = make_draft(tmp_path / "d", "specforge")
+    assert _k304(inspect(str(d))) == []
+
+
 def test_norm_of_another_width_is_k303(tmp_path):
     res = run(tmp_path, tensors=lambda t: t.update({"norm.weight": ("BF16", (32,), np.ones(32, np.float32))}))
     f = the(res, "K303", "error")
@@ -775,6 +840,10 @@ COVERAGE: dict[str, list[str]] = {
              "test_fc_width_of_another_target_is_k301_not_fixable",
              "test_wrong_target_hidden_size_is_set_from_the_target",
              "test_fc_width_without_target_is_checked_against_the_config"],
+    "K304": ["test_heads_that_do_not_divide_are_an_error_naming_what_vllm_says",
+             "test_kv_heads_split_replicate_or_crash_as_vllm_does",
+             "test_a_draft_tp_other_than_one_or_the_targets_is_refused",
+             "test_kimi_shaped_draft_splits_over_eight_ranks"],
     "K302": ["test_missing_head_dim_on_a_kimi_llama_draft_is_k302_and_set_to_128",
              "test_k_proj_rows_against_kv_heads_is_k302_not_fixable",
              "test_mla_ranks_that_disagree_with_the_tensors_are_k302"],

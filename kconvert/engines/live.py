@@ -37,6 +37,8 @@ class LiveRequest:
     timeout_s: float = 900.0
     env: dict[str, str] = field(default_factory=dict)
     method: str = "eagle3"
+    # further keys of vLLM's speculative_config, as a production serve line writes them (passed as written)
+    speculative_extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

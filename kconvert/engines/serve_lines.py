@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
 
 VLLM_AUX_NOTE = (
     "vLLM reads the aux layer ids from the draft's top-level `eagle_aux_hidden_state_layer_ids`, else "
@@ -27,11 +28,72 @@ def _join(argv: Sequence[str]) -> str:
     return " ".join(shlex.quote(str(a)) for a in argv)
 
 
-def vllm_serve_argv(draft_ref: str, target_ref: str, *, k: int, tp: int, draft_tp: int | None = None) -> list[str]:
+def vllm_serve_argv(draft_ref: str, target_ref: str, *, k: int, tp: int, draft_tp: int | None = None,
+                    extra: Mapping[str, Any] | None = None) -> list[str]:
     spec: dict[str, object] = {"model": draft_ref, "method": "eagle3", "num_speculative_tokens": int(k)}
     if draft_tp is not None:
         spec["draft_tensor_parallel_size"] = int(draft_tp)
+    spec.update(extra or {})
     return ["vllm", "serve", target_ref, "--tensor-parallel-size", str(int(tp)), "--speculative-config", json.dumps(spec)]
+
+
+# Keys of vLLM's `--speculative-config` that kconvert maps to its own settings; every other key is passed to the
+# engine as written (vLLM validates them: config/speculative.py SpeculativeConfig).
+MAPPED_SPEC_KEYS = ("model", "method", "num_speculative_tokens", "draft_tensor_parallel_size")
+EAGLE3_METHODS = ("eagle3",)
+
+
+@dataclass
+class ServeReplay:
+    """What a production `vllm serve` line asks of the draft, read from its `--speculative-config` JSON and
+    `--tensor-parallel-size`: the same values kconvert's own flags set, plus the keys passed through as written."""
+
+    num_speculative_tokens: int | None = None
+    tp: int | None = None
+    draft_tp: int | None = None
+    production_draft: str | None = None  # the "model" of the serve line (replaced by the draft under test)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _positive_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be a positive integer, not {value!r}")
+    return value
+
+
+def parse_speculative_config(text: str | Mapping[str, Any] | None, tensor_parallel_size: int | None = None
+                             ) -> ServeReplay:
+    """Read vLLM's `--speculative-config` JSON (as pasted from a serve line) and `--tensor-parallel-size`.
+
+    Raises ``ValueError`` with a one-line reason for JSON that is not an object, a method other than eagle3,
+    or sizes that are not positive integers.
+    """
+    out = ServeReplay()
+    if tensor_parallel_size is not None:
+        out.tp = _positive_int(tensor_parallel_size, "--tensor-parallel-size")
+    if text is None:
+        return out
+    if isinstance(text, Mapping):
+        spec = dict(text)
+    else:
+        try:
+            spec = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"--speculative-config is not valid JSON ({e.msg} at character {e.pos}); quote it "
+                             f"as in a shell: --speculative-config '{{\"method\": \"eagle3\", ...}}'") from None
+    if not isinstance(spec, dict):
+        raise ValueError(f"--speculative-config must be a JSON object, not {type(spec).__name__}")
+    method = spec.get("method", "eagle3")
+    if method not in EAGLE3_METHODS:
+        raise ValueError(f"--speculative-config method {method!r}: kconvert verifies EAGLE-3 drafts (method eagle3)")
+    if "num_speculative_tokens" in spec:
+        out.num_speculative_tokens = _positive_int(spec["num_speculative_tokens"], "num_speculative_tokens")
+    if spec.get("draft_tensor_parallel_size") is not None:
+        out.draft_tp = _positive_int(spec["draft_tensor_parallel_size"], "draft_tensor_parallel_size")
+    if spec.get("model") is not None:
+        out.production_draft = str(spec["model"])
+    out.extra = {k: v for k, v in spec.items() if k not in MAPPED_SPEC_KEYS}
+    return out
 
 
 def sglang_launch_argv(draft_ref: str, target_ref: str, *, k: int, tp: int) -> list[str]:
@@ -57,6 +119,7 @@ def serve_lines(
     tp: int,
     draft_tp: int | None = None,
     engine_aux_note: bool = True,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
     """``{"vllm": ..., "sglang": ...}`` command lines, plus ``vllm_aux_ids`` / ``sglang_aux_ids`` notes when
     ``engine_aux_note`` is true.
@@ -68,7 +131,7 @@ def serve_lines(
     if int(k) < 1 or int(tp) < 1 or (draft_tp is not None and int(draft_tp) < 1):
         raise ValueError("k, tp and draft_tp must be at least 1")
     out = {
-        "vllm": _join(vllm_serve_argv(draft_ref, target_ref, k=k, tp=tp, draft_tp=draft_tp)),
+        "vllm": _join(vllm_serve_argv(draft_ref, target_ref, k=k, tp=tp, draft_tp=draft_tp, extra=extra)),
         "sglang": _join(sglang_launch_argv(draft_ref, target_ref, k=k, tp=tp)),
     }
     if engine_aux_note:

@@ -150,11 +150,12 @@ def build_engine_args(
     }
     draft = draft_path or req.draft
     if draft:
-        spec: dict[str, Any] = {
+        spec: dict[str, Any] = dict(req.speculative_extra)
+        spec.update({
             "model": draft,
             "method": req.method,
             "num_speculative_tokens": int(req.num_speculative_tokens),
-        }
+        })
         if req.draft_tp is not None:
             spec["draft_tensor_parallel_size"] = int(req.draft_tp)
         args["speculative_config"] = spec

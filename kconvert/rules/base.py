@@ -85,6 +85,8 @@ class Options:
     lm_head_source: str | None = None
     cast_dtype: str | None = None  # BF16|F16|F32
     rope_from_target: bool = False  # copy the target's rope scaling into a draft that has none
+    tp: int | None = None  # tensor-parallel size the target will run at (K304 checks the split)
+    draft_tp: int | None = None  # draft_tensor_parallel_size (None: the target's TP)
 
 
 @dataclass

@@ -1,0 +1,121 @@
+"""Tensor parallelism before any engine starts: K304 (heads, KV heads and draft vocab against the TP), verify's
+refusal of a TP the engine cannot run, and the replay of a production `vllm serve` line's TP and
+`--speculative-config`."""
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+
+import pytest
+
+from kconvert.engines.live import LiveRequest
+from kconvert.engines.serve_lines import parse_speculative_config
+from kconvert.engines.vllm_live import build_engine_args
+from kconvert.errors import UsageError
+from kconvert.inspect import inspect
+from kconvert.rules import Options
+from kconvert.verify import VerifyResult, VerifySettings, _serve_line, verify
+from tests.factories import make_draft, make_target
+
+SEED_SPEC = '{"model": "AQ-MedAI/Kimi-K25-eagle3", "method": "eagle3", "num_speculative_tokens": 4, ' \
+            '"draft_tensor_parallel_size": 8}'
+
+
+def target_with_heads(folder, heads: int):
+    t = make_target(folder)
+    cfg = json.loads((t / "config.json").read_text())
+    cfg["text_config"]["num_attention_heads"] = heads
+    (t / "config.json").write_text(json.dumps(cfg))
+    return t
+
+
+def k304(res):
+    return [f for f in res.findings if f.id == "K304"]
+
+
+def test_verify_blocks_a_draft_whose_heads_do_not_split_before_any_engine(tmp_path):
+    d = make_draft(tmp_path / "d", "specforge")
+    t = target_with_heads(tmp_path / "t", 8)
+    assert not [f for f in k304(inspect(str(d), target=str(t), options=Options(tp=2))) if f.severity == "error"]
+    vr = verify(str(d), str(t), settings=VerifySettings(tp=8, draft_tp=8, max_prompts=1))
+    assert vr.static_blocked and vr.live is None and vr.exit_code == 1
+    assert any(f.id == "K304" and f.severity == "error" for f in vr.inspect.errors)
+
+
+def test_verify_refuses_with_skip_static_too_and_never_imports_vllm(tmp_path):
+    d = make_draft(tmp_path / "d", "specforge", config=lambda c: c.update(num_attention_heads=3,
+                                                                         num_key_value_heads=3))
+    t = target_with_heads(tmp_path / "t", 8)
+    for mod in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+        del sys.modules[mod]
+    with pytest.raises(UsageError) as e:
+        verify(str(d), str(t), settings=VerifySettings(tp=2, skip_static=True))
+    assert "--tp 2" in e.value.message and "3 attention heads do not divide by TP 2" in e.value.message
+    assert "vllm" not in sys.modules
+
+
+def test_verify_refuses_a_target_whose_heads_do_not_split(tmp_path):
+    d = make_draft(tmp_path / "d", "specforge", config=lambda c: c.update(num_attention_heads=8, num_key_value_heads=8))
+    t = make_target(tmp_path / "t")  # tiny target: 2 heads
+    with pytest.raises(UsageError, match="target's 2 attention heads do not divide by TP 8"):
+        verify(str(d), str(t), settings=VerifySettings(tp=8, draft_tp=1))
+
+
+def test_verify_refuses_a_draft_tp_vllm_does_not_accept(tmp_path):
+    d = make_draft(tmp_path / "d", "specforge")
+    t = target_with_heads(tmp_path / "t", 8)
+    with pytest.raises(UsageError, match="only 1 or the target's TP"):
+        verify(str(d), str(t), settings=VerifySettings(tp=8, draft_tp=2, skip_static=True))
+
+
+# ------------------------------------------------------------------------------------------ serve-line replay
+
+
+def test_the_seed_serve_lines_speculative_config_and_tp_become_verify_settings():
+    rp = parse_speculative_config(SEED_SPEC, tensor_parallel_size=8)
+    st = VerifySettings().replay(rp)
+    assert (st.tp, st.draft_tp, st.num_speculative_tokens) == (8, 8, 4)
+    assert st.production_draft == "AQ-MedAI/Kimi-K25-eagle3" and st.speculative_extra == {}
+
+
+def test_keys_kconvert_does_not_map_reach_the_engine_as_written():
+    rp = parse_speculative_config('{"method": "eagle3", "num_speculative_tokens": 2, '
+                                  '"disable_padded_drafter_batch": true}')
+    st = VerifySettings().replay(rp)
+    req = LiveRequest(target="t", draft="d", num_speculative_tokens=st.num_speculative_tokens,
+                      speculative_extra=st.speculative_extra)
+    args, _, _ = build_engine_args(req, platform="gpu", target_config={}, draft_config={})
+    assert args["speculative_config"] == {"model": "d", "method": "eagle3", "num_speculative_tokens": 2,
+                                          "disable_padded_drafter_batch": True}
+
+
+def test_the_draft_under_test_replaces_the_serve_lines_model():
+    req = LiveRequest(target="t", draft="/tmp/fixed", speculative_extra={"model": "org/published"})
+    args, _, _ = build_engine_args(req, platform="gpu", target_config={}, draft_config={})
+    assert args["speculative_config"]["model"] == "/tmp/fixed"
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ("{not json", "not valid JSON"),
+    ("[1, 2]", "must be a JSON object"),
+    ('{"method": "ngram"}', "kconvert verifies EAGLE-3 drafts"),
+    ('{"num_speculative_tokens": 0}', "num_speculative_tokens must be a positive integer"),
+    ('{"draft_tensor_parallel_size": "8"}', "draft_tensor_parallel_size must be a positive integer"),
+])
+def test_a_malformed_speculative_config_is_named(text, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        parse_speculative_config(text)
+
+
+def test_the_report_serve_line_replays_what_ran(tmp_path):
+    d = make_draft(tmp_path / "d", "specforge", shape="kimi")
+    st = VerifySettings().replay(parse_speculative_config(
+        '{"method": "eagle3", "num_speculative_tokens": 4, "draft_tensor_parallel_size": 8, '
+        '"disable_padded_drafter_batch": true}', tensor_parallel_size=8))
+    vr = VerifyResult(inspect=inspect(str(d), target="kimi-k2.5"), settings=st, engine_target="moonshotai/Kimi-K2.5")
+    argv = shlex.split(_serve_line(vr))
+    assert argv[:5] == ["vllm", "serve", "moonshotai/Kimi-K2.5", "--tensor-parallel-size", "8"]
+    assert json.loads(argv[argv.index("--speculative-config") + 1]) == {
+        "model": str(d), "method": "eagle3", "num_speculative_tokens": 4, "draft_tensor_parallel_size": 8,
+        "disable_padded_drafter_batch": True}
