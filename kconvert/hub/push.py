@@ -32,8 +32,15 @@ class PushResult:
     def total_bytes(self) -> int:
         return sum(f.size for f in self.files) + len(self.readme.encode("utf-8"))
 
+    @property
+    def verdict(self) -> str:
+        # push returns only when the gate passed (a refusal raises GateError): committed, or would be (dry run)
+        return "pass"
+
     def to_dict(self) -> dict[str, Any]:
+        """The document `kconvert push --json` prints."""
         return {
+            "verdict": self.verdict,
             "repo_id": self.repo_id, "revision": self.revision, "create_pr": self.create_pr,
             "private": self.private, "dry_run": self.dry_run, "commit_message": self.commit_message,
             "base_model": self.base_model,

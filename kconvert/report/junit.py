@@ -65,3 +65,15 @@ def render_junit(doc: dict[str, Any]) -> str:
     suites.set("failures", str(fails + gf))
     ET.indent(suites)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def render_junit_error(command: str, kind: str, message: str, hint: str | None = None) -> str:
+    """A run that could not judge the draft (bad input, engine failure) as one errored testcase, so a CI test
+    report shows the failure instead of an empty suite."""
+    suites = ET.Element("testsuites", name="kconvert", tests="1", failures="0", errors="1")
+    suite = ET.SubElement(suites, "testsuite", name=f"kconvert.{command}", tests="1", failures="0", errors="1")
+    tc = ET.SubElement(suite, "testcase", classname="kconvert", name=command)
+    err = ET.SubElement(tc, "error", message=message, type=kind)
+    err.text = message + (f"\nhint: {hint}" if hint else "")
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
