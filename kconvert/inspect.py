@@ -40,7 +40,7 @@ class InspectResult:
     findings: list[Finding]
     options: Options = field(default_factory=Options)
     fail_on: str = "error"  # "warning": warnings fail the gate too (`--fail-on warning`)
-    created: str = field(default_factory=_now)
+    created: str = field(default_factory=lambda: _now())  # looked up per call: tests pin the clock
 
     @property
     def errors(self) -> list[Finding]:

@@ -70,13 +70,19 @@ class Requested:
 requested = Requested()
 
 
-def begin(command: str, fmt: str, source: str | None = None) -> str:
-    requested.command, requested.format, requested.source = command, fmt, source
-    return fmt
+def begin(command: str, fmt: OutputFormat | str | None = None, as_json: bool = False,
+          source: str | None = None) -> str:
+    """Record the command and its output format (chosen from `--output-format`, `--json` and the defaults) for
+    the failure path, and return the format."""
+    requested.command, requested.source = command, source
+    # --json asks for JSON even when it contradicts --output-format: the refusal itself is then a JSON error
+    requested.format = "json" if as_json else None
+    requested.format = choose_format(fmt, as_json)
+    return requested.format
 
 
 def reset() -> None:
-    begin(None, None, None)  # type: ignore[arg-type]
+    requested.command = requested.format = requested.source = None
 
 
 def format_from_argv(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> str | None:

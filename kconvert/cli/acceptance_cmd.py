@@ -153,7 +153,7 @@ def acceptance_command(
     _num_accepted_tokens_per_pos (with or without _total), summed over engines. One scrape gives the figures
     since the server started; --before gives those of the traffic between two scrapes.
     """
-    begin("acceptance", "json" if as_json else "full", metrics)
+    begin("acceptance", "json" if as_json else "full", source=metrics)
     if before is not None and before == metrics == "-":
         raise UsageError("only one of the scrapes can come from stdin")
     doc = acceptance_from_scrapes(

@@ -11,7 +11,7 @@ from rich.syntax import Syntax
 from kconvert.cli import app
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, JsonOpt, OutputFormatOpt,
                                   SourceArg, TargetOpt)
-from kconvert.cli._output import begin, choose_format, console, emit_report, err_console
+from kconvert.cli._output import begin, console, emit_report, err_console
 from kconvert.cli.inspect_cmd import build_options
 from kconvert.errors import UsageError
 
@@ -78,7 +78,7 @@ def fix_command(
     """
     from kconvert.fix import check_only, fix
 
-    fmt = begin("fix", choose_format(output_format, as_json), source)
+    fmt = begin("fix", output_format, as_json, source)
     cast_dtype = None
     if cast is not None:
         cast_dtype = CAST.get(cast.lower())

@@ -8,7 +8,7 @@ import typer
 from kconvert.cli import app
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, FailOnOpt, JsonOpt,
                                   OutputFormatOpt, SourceArg, TargetOpt)
-from kconvert.cli._output import begin, choose_format, console, emit_report
+from kconvert.cli._output import begin, console, emit_report
 from kconvert.errors import UsageError
 
 EXAMPLES = """
@@ -66,6 +66,8 @@ def inspect_command(
     hashes: Annotated[bool, typer.Option("--hash", help="Also compute the sha256 of every local file "
                                                          "(reads all bytes; off by default).")] = False,
     report: Annotated[Optional[str], typer.Option("--report", help="Also write the JSON report to this file.")] = None,
+    sarif: Annotated[Optional[str], typer.Option("--sarif", help="Also write SARIF 2.1.0 to this file (for GitHub "
+                                                 "code scanning), whatever --output-format prints.")] = None,
 ) -> None:
     """Describe a draft, name its producer and list every incompatibility with the target and engine.
 
@@ -77,12 +79,17 @@ def inspect_command(
     from kconvert.report.terminal import render_report
     from kconvert.writer_util import write_json_atomic
 
-    fmt = begin("inspect", choose_format(output_format, as_json), source)
+    fmt = begin("inspect", output_format, as_json, source)
     opts = build_options(aux_ids, aux_convention, d2t)
     result = inspect(source, target=target, engine=engine, engine_version=engine_version, options=opts,
                      fail_on=check_fail_on(fail_on))
     doc = result.to_dict(hashes=hashes)
     if report:
         write_json_atomic(report, doc)
+    if sarif:
+        from kconvert.report.sarif import render_sarif
+        from kconvert.writer_util import write_text_atomic
+
+        write_text_atomic(sarif, render_sarif(doc))
     emit_report(doc, fmt, lambda: render_report(console, doc))
     raise typer.Exit(result.exit_code)

@@ -64,7 +64,7 @@ def push_command(
     """
     from kconvert.hub import push
 
-    begin("push", "json" if as_json else "full", folder)
+    begin("push", "json" if as_json else "full", source=folder)
     quiet = as_json or not err_console.is_terminal
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), DownloadColumn(),
                   TransferSpeedColumn(), TimeRemainingColumn(), console=err_console, disable=quiet,

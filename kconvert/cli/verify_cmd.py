@@ -10,7 +10,7 @@ from rich.table import Table
 from kconvert.cli import app
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, FailOnOpt, JsonOpt,
                                   OutputFormatOpt)
-from kconvert.cli._output import begin, choose_format, console, emit_report, err_console
+from kconvert.cli._output import begin, console, emit_report, err_console
 from kconvert.errors import UsageError
 
 EXAMPLES = """
@@ -26,6 +26,8 @@ Examples:
   kconvert verify ./draft --target kimi-k2.5 --policy gate.toml --prompts math
 
   kconvert verify ./draft --target moonshotai/Kimi-K2.5 --tp 8 --output-format sarif > verify.sarif
+
+  kconvert verify --server http://localhost:8000 --prompts math --output-format concise
 """
 
 
@@ -54,9 +56,11 @@ def _floats(s: str | None, what: str) -> list[float]:
 
 @app.command("verify", epilog=EXAMPLES)
 def verify_command(
-    draft: Annotated[str, typer.Argument(help="Draft checkpoint folder (or Hub id in the cache).", show_default=False)],
-    target: Annotated[str, typer.Option("--target", "-t", help="Target: a local folder, a Hub id, or a profile "
-                                                               "name (mapped to its Hub id).")],
+    draft: Annotated[Optional[str], typer.Argument(help="Draft checkpoint folder (or Hub id in the cache); not "
+                                                        "needed with --server.", show_default=False)] = None,
+    target: Annotated[Optional[str], typer.Option("--target", "-t", help="Target: a local folder, a Hub id, or a "
+                                                  "profile name (mapped to its Hub id); not needed with --server.",
+                                                  show_default=False)] = None,
     engine: EngineOpt = "vllm",
     engine_version: EngineVersionOpt = None,
     tp: Annotated[int, typer.Option("--tp", help="Tensor parallel size of the target (8 for Kimi-K2.5).")] = 1,
@@ -103,6 +107,8 @@ def verify_command(
     report: Annotated[Optional[str], typer.Option("--report", help="Write the JSON report here.")] = None,
     junit: Annotated[Optional[str], typer.Option("--junit", help="Write JUnit XML here.")] = None,
     markdown: Annotated[Optional[str], typer.Option("--markdown", help="Write the model-card section here.")] = None,
+    sarif: Annotated[Optional[str], typer.Option("--sarif", help="Write SARIF 2.1.0 here (for GitHub code "
+                                                 "scanning), whatever --output-format prints.")] = None,
     fail_on: FailOnOpt = "error",
     output_format: OutputFormatOpt = None,
     as_json: JsonOpt = False,
@@ -123,7 +129,9 @@ def verify_command(
 
     check_fail_on(fail_on)
 
-    fmt = begin("verify", choose_format(output_format, as_json), draft)
+    fmt = begin("verify", output_format, as_json, draft)
+    if not server and (draft is None or target is None):
+        raise UsageError("verify needs a DRAFT and --target TARGET (or --server URL to measure a running deployment)")
     if server:
         from kconvert.cli.server_mode import run_server_mode
 
@@ -162,7 +170,7 @@ def verify_command(
 
             vr.diagnosis = run_diagnose(vr, progress=progress, console=err_console)
     doc = vr.to_dict()
-    _write_reports(doc, report, junit, markdown)
+    _write_reports(doc, report, junit, markdown, sarif)
     emit_report(doc, fmt, lambda: render_verify(doc, vr))
     raise typer.Exit(vr.exit_code)
 
@@ -178,9 +186,14 @@ class _Null:
         pass
 
 
-def _write_reports(doc: dict, report: str | None, junit: str | None, markdown: str | None) -> None:
+def _write_reports(doc: dict, report: str | None, junit: str | None, markdown: str | None,
+                   sarif: str | None = None) -> None:
     from kconvert.writer_util import write_json_atomic, write_text_atomic
 
+    if sarif:
+        from kconvert.report.sarif import render_sarif
+
+        write_text_atomic(sarif, render_sarif(doc))
     if report:
         write_json_atomic(report, doc)
     if junit:

@@ -136,7 +136,8 @@ def push(folder: str | Path, repo_id: str, *, report: str | Path | dict[str, Any
                         commit_message=commit_message or _default_message(doc), files=files, readme=card,
                         base_model=base_model or target_hub_id(doc))
     if result.base_model is None:
-        result.notes.append("no base_model in the card: the report's target is a local folder; pass --base-model")
+        result.notes.append("no base_model in the card and its serve lines say <target-hub-id>: the report's target "
+                            "is a local folder; pass --base-model org/name")
     if dry_run:
         return result
 
