@@ -43,16 +43,19 @@ def test_verify_diagnose_measures_each_candidate_reading_and_names_the_best(pair
     assert base < 0.6 * (3 + 1), "the factory draft must be low enough for --diagnose to run"
     diag = doc["diagnosis"]
     assert diag["ran"] is True and diag["baseline"] == pytest.approx(base)
+    # 4 target layers, ids [1, 2, 3]: a shift by one leaves 1..L-1 either way, so the engine defaults remain
     names = [c["candidate"] for c in diag["candidates"]]
-    assert len(names) >= 2 and len(set(names)) == len(names)
-    measured = [c for c in diag["candidates"] if c.get("mean_acceptance_length") is not None]
-    assert measured, diag["candidates"]
+    assert names and len(set(names)) == len(names) and any(n.startswith("engine default layers") for n in names)
     for c in diag["candidates"]:
+        # each candidate was run: a figure from the engine's counters, or the engine's own error
         assert (c.get("mean_acceptance_length") is not None) != ("error" in c), c
         if c.get("mean_acceptance_length") is not None:
             assert 1.0 <= c["mean_acceptance_length"] <= 4.0
-    best = max(measured, key=lambda c: c["mean_acceptance_length"])
-    if best["mean_acceptance_length"] > base + 0.05:
+        else:
+            assert c["error"].strip()
+    measured = [c for c in diag["candidates"] if c.get("mean_acceptance_length") is not None]
+    best = max(measured, key=lambda c: c["mean_acceptance_length"], default=None)
+    if best is not None and best["mean_acceptance_length"] > base + 0.05:
         assert diag["best"] == best["candidate"]
         assert diag["fix_command"].startswith(f"kconvert fix {draft} ")
         assert all(a in diag["fix_command"] for a in best["fix_args"] or [])
@@ -61,9 +64,9 @@ def test_verify_diagnose_measures_each_candidate_reading_and_names_the_best(pair
     # the same run, read by a CI log: one line per candidate and the verdict
     from kconvert.report.concise import render_concise
 
-    text = render_concise(doc)
-    assert sum(line.startswith("diagnose: ") for line in text.splitlines()) == len(names) + 1
-    assert text.splitlines()[-1].endswith("verdict: PASS") or "verdict: PASS" in text
+    lines = render_concise(doc).splitlines()
+    assert sum(line.startswith("diagnose: ") for line in lines) == len(names) + 1
+    assert any(line.endswith("verdict: PASS") for line in lines)
 
 
 @live

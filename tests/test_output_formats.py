@@ -195,6 +195,21 @@ def test_junit_fails_one_testcase_per_error_rule(drafts, capsys, kind):
     assert failed == {f["id"] for f in doc["findings"] if f["severity"] == "error"}
     noted = {tc.get("name").split()[0] for tc in root.iter("testcase") if tc.find("system-out") is not None}
     assert {f["id"] for f in doc["findings"] if f["severity"] == "warning"} <= noted
+    texts = {tc.get("name").split()[0]: (tc.find("failure") if tc.find("failure") is not None
+                                          else tc.find("system-out")).text
+             for tc in root.iter("testcase") if tc.find("failure") is not None or tc.find("system-out") is not None}
+    for f in doc["findings"]:
+        text = texts[f["id"]]
+        assert f["message"] in text and all(evidence_text(e) in text for e in f["evidence"])
+        assert ("[fixable]" in text) == (f["fixable"] and not f["needs_decision"])
+
+
+def test_junit_fails_warnings_too_under_fail_on_warning(drafts, capsys):
+    rc, out, _ = run(capsys, "inspect", "warnings", "--target", "target", "--fail-on", "warning",
+                     "--output-format", "junit")
+    assert rc == 1
+    failed = {tc.get("name").split()[0] for tc in ET.fromstring(out).iter("testcase") if tc.find("failure") is not None}
+    assert failed == {"K902"}
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -81,8 +81,8 @@ def verify_command(
     lossless: Annotated[bool, typer.Option("--lossless/--no-lossless", help="Also run without the draft and "
                                            "require identical greedy outputs (one more engine run). Off by default: "
                                            "in bf16 a k+1-token verify step and a one-token decode step round "
-                                           "differently, so a good draft can change greedy outputs; ask for it with "
-                                           "--engine-arg dtype=float32.")] = False,
+                                           "differently, so a good draft can change greedy outputs; it proves "
+                                           "losslessness with --engine-arg dtype=float32.")] = False,
     min_al: Annotated[Optional[float], typer.Option("--min-acceptance-length", help="Gate: minimum mean "
                                                     "acceptance length (vLLM's, bonus token included).")] = None,
     min_rate: Annotated[Optional[float], typer.Option("--min-acceptance-rate", help="Gate: minimum acceptance "
@@ -127,9 +127,8 @@ def verify_command(
     from kconvert.inspect import check_fail_on
     from kconvert.verify import VerifySettings, verify
 
-    check_fail_on(fail_on)
-
     fmt = begin("verify", output_format, as_json, draft)
+    check_fail_on(fail_on)
     if not server and (draft is None or target is None):
         raise UsageError("verify needs a DRAFT and --target TARGET (or --server URL to measure a running deployment)")
     if server:

@@ -9,6 +9,7 @@ from typing import Any
 
 
 def render_junit(doc: dict[str, Any]) -> str:
+    from kconvert.report.concise import finding_line
     from kconvert.rules import REGISTRY
 
     suites = ET.Element("testsuites", name="kconvert")
@@ -21,16 +22,18 @@ def render_junit(doc: dict[str, Any]) -> str:
         n += 1
         tc = ET.SubElement(static, "testcase", classname=f"static.{rule.category}", name=f"{rid} {rule.name}")
         found = by_id.get(rid, [])
-        errors = [f for f in found if f["severity"] == "error"]
+        failing = ("error", "warning") if doc.get("fail_on") == "warning" else ("error",)
+        errors = [f for f in found if f["severity"] in failing]
         if rule.needs_target and doc.get("target") is None:
             ET.SubElement(tc, "skipped", message="needs --target")
             skips += 1
         elif errors:
             fails += 1
             fl = ET.SubElement(tc, "failure", message=errors[0]["message"], type=rule.category)
-            fl.text = "\n".join(f"{f['message']} | evidence: {f['evidence']}" for f in errors)
+            # the concise line: where, id, severity, category, message, evidence in full, fixability
+            fl.text = "\n".join(finding_line(doc, f) for f in errors)
         if found and not errors:
-            ET.SubElement(tc, "system-out").text = "\n".join(f"{f['severity']}: {f['message']}" for f in found)
+            ET.SubElement(tc, "system-out").text = "\n".join(finding_line(doc, f) for f in found)
     static.set("tests", str(n))
     static.set("failures", str(fails))
     static.set("skipped", str(skips))
