@@ -49,7 +49,8 @@ def finding_path(doc: dict[str, Any], f: dict[str, Any]) -> str:
 
 def finding_line(doc: dict[str, Any], f: dict[str, Any]) -> str:
     ev = "; ".join(evidence_text(e) for e in f.get("evidence") or [])
-    parts = [f"{finding_path(doc, f)}: {f['id']} {f['severity']} [{f['category']}] {one_line(f['message'])}"]
+    category = f" [{f['category']}]" if f.get("category") else ""
+    parts = [f"{finding_path(doc, f)}: {f['id']} {f.get('severity', 'error')}{category} {one_line(f.get('message', ''))}"]
     if ev:
         parts.append(f"({ev})")
     tag = fix_tag(f)
