@@ -9,6 +9,7 @@ EXIT_OK = 0
 EXIT_FINDINGS = 1  # error-level findings, or a failed gate
 EXIT_USAGE = 2  # bad usage or unreadable input
 EXIT_ENGINE = 3  # the engine could not run the live test
+EXIT_INTERNAL = 70  # an unexpected exception: a kconvert bug (EX_SOFTWARE of sysexits.h)
 
 
 class KConvertError(Exception):
@@ -51,6 +52,18 @@ class AmbiguityError(KConvertError):
 
 class UnfixableError(KConvertError):
     """Error-level findings remain that no op can repair."""
+
+    exit_code = EXIT_FINDINGS
+
+
+class NothingToFixError(KConvertError):
+    """`fix --only` named rules none of which has a finding in this checkpoint: nothing was written."""
+
+    exit_code = EXIT_FINDINGS
+
+
+class SelfCheckError(KConvertError):
+    """fix's own output would still carry a fixable error (a kconvert bug); the output was not written."""
 
     exit_code = EXIT_FINDINGS
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kconvert.engines.expectations import engine_rules
-from kconvert.errors import AmbiguityError, UnfixableError, UsageError
+from kconvert.errors import AmbiguityError, NothingToFixError, SelfCheckError, UnfixableError, UsageError
 from kconvert.formats import speculators
 from kconvert.formats.layouts import renames
 from kconvert.formats.model import KeyLayout
@@ -20,12 +20,17 @@ from kconvert.target import TargetModel, load_target
 
 @dataclass
 class FixResult:
+    """What `kconvert.fix` planned and wrote. `to_dict()` is the `kconvert fix --json` report."""
+
     inspect: InspectResult
     plan: Plan
     written: Path | None = None
     write_result: Any = None
     after: InspectResult | None = None  # inspect of the output
     notes: list[str] = field(default_factory=list)
+    only: set[str] | None = None  # the rule ids `--only` selected
+    only_without_finding: list[str] = field(default_factory=list)  # of those, the ids with no finding here
+    dry_run: bool = False
 
     @property
     def ops(self) -> list[Op]:
@@ -38,7 +43,41 @@ class FixResult:
     def remaining_fixable(self) -> list[Finding]:
         if self.after is None:
             return []
-        return [f for f in self.after.findings if f.severity == "error" and f.ops]
+        return remaining_fixable(self.after, self.only)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if (self.plan.unfixable or self.remaining_fixable()) else 0
+
+    @property
+    def verdict(self) -> str:
+        return "fail" if self.exit_code else "pass"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON report (schemas/report.schema.json) with its `fix` section, as `kconvert fix --json` prints."""
+        from kconvert.report.document import build_report
+
+        return build_report(self.inspect, command="fix", extra={"fix": fix_summary(self)}, exit_code=self.exit_code,
+                            written=str(self.written) if self.written else None)
+
+
+def remaining_fixable(after: InspectResult, only: set[str] | None = None) -> list[Finding]:
+    """Error-level findings of fix's output that an op could still repair (those `--only` selected)."""
+    return [f for f in after.findings if f.severity == "error" and f.ops and (not only or f.id in only)]
+
+
+def check_only(only: set[str] | None) -> set[str] | None:
+    """`--only` ids, upper-cased; an id that names no rule is a usage error that lists the known ones."""
+    if only is None:
+        return None
+    from kconvert.rules import REGISTRY
+
+    ids = {x.strip().upper() for x in only if x.strip()}
+    unknown = sorted(ids - set(REGISTRY))
+    if unknown or not ids:
+        raise UsageError(f"--only {','.join(unknown) or '(empty)'}: no such rule id; known ids: "
+                         f"{', '.join(sorted(REGISTRY))}", hint="`kconvert rules` explains each")
+    return ids
 
 
 def _format_ops(res: InspectResult, plan: Plan, to_format: str | None) -> list[Op]:
@@ -97,6 +136,8 @@ def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | 
         engine_version: str | None = None, options: Options | None = None, only: set[str] | None = None,
         dry_run: bool = False, partial: bool = False, force: bool = False, to_format: str | None = None,
         progress: Callable[[int, int, str], None] | None = None, durable: bool = True) -> FixResult:
+    """Plan and write a corrected copy; see `kconvert.fix` (the package-level function) for the arguments."""
+    only = check_only(only)
     ckpt = open_checkpoint(source)
     tgt = load_target(target) if isinstance(target, str) else target
     rules = engine_rules(engine, engine_version)
@@ -113,7 +154,15 @@ def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | 
                                        "lm_head.weight", d.raw_names.get("d2t", "d2t"),
                                        "re-select rows full[d2t + arange] from the full-vocabulary head"))
         plan.ops = order_ops(plan.ops)
-    result = FixResult(inspect=res, plan=plan)
+    result = FixResult(inspect=res, plan=plan, only=only, dry_run=dry_run)
+    if only:
+        present = {f.id for f in res.findings}
+        result.only_without_finding = sorted(only - present)
+        if not only & present:
+            raise NothingToFixError(
+                f"--only {','.join(sorted(only))}: no such finding in this checkpoint, so nothing to fix; nothing "
+                f"written (its findings: {', '.join(sorted(present)) or 'none'})",
+                hint="`kconvert inspect` lists the findings; drop --only to apply every fix")
     if plan.blocking:
         lines = "; ".join(f"{f.id} {f.message} → decide with {f.needs_decision}" for f in plan.blocking)
         raise AmbiguityError(f"fix does not guess: {lines}",
@@ -143,11 +192,20 @@ def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | 
     aux_record = _aux_record(res, plan, opts)
     if aux_record:
         provenance["aux_ids"] = aux_record
+
+    def self_check(folder: Path) -> None:
+        # The output must not carry a fixable error any more (of those --only selected). Checked before the
+        # rename, so that a failed fix leaves no folder behind.
+        result.after = analyse(open_checkpoint(str(folder)), tgt, rules, Options())
+        left = remaining_fixable(result.after, only)
+        if left:
+            raise SelfCheckError(
+                f"self-check: the output would still carry fixable errors ({', '.join(f.id for f in left)}); "
+                f"nothing written to {out}", hint="this is a kconvert bug; please report it with the input's config.json")
+
     result.write_result = write_checkpoint(ckpt, plan.ops, out, force=force, provenance=provenance,
-                                           progress=progress, durable=durable)
+                                           progress=progress, durable=durable, before_commit=self_check)
     result.written = out
-    # Self-check: the output must not carry a fixable error any more.
-    result.after = analyse(open_checkpoint(str(out)), tgt, rules, Options())
     return result
 
 
@@ -168,9 +226,15 @@ def _aux_record(res: InspectResult, plan: Plan, opts: Options) -> dict[str, Any]
 
 
 def fix_summary(result: FixResult) -> dict[str, Any]:
+    from kconvert.plan.ops import describe
+
     p = result.plan
     return {
         "ops": [op_to_dict(o) for o in p.ops],
+        "steps": [describe(o) for o in p.ops],
+        "only": sorted(result.only) if result.only else None,
+        "only_without_finding": list(result.only_without_finding),
+        "dry_run": result.dry_run,
         "applied_findings": [f.id for f in p.applied_findings],
         "unfixable": [f.to_dict() for f in p.unfixable],
         "left": [f.to_dict() for f in p.left],

@@ -2,10 +2,12 @@
 engine. Reads headers and a few small tensors (d2t, t2d, a handful of embedding rows) only."""
 from __future__ import annotations
 
+import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
 
 from kconvert.engines.expectations import EngineRules, engine_rules, installed_version
+from kconvert.errors import UsageError
 from kconvert.formats import read_draft
 from kconvert.formats.model import DraftModel
 from kconvert.rules import Context, Finding, Options, run_rules
@@ -13,22 +15,57 @@ from kconvert.source.checkpoint import Checkpoint, open_checkpoint
 from kconvert.target import TargetModel, load_target
 
 
+# The severities a gate can fail on, most severe first; `fail_on` names the least severe one that fails.
+FAIL_ON = ("error", "warning")
+
+
+def check_fail_on(fail_on: str) -> str:
+    if fail_on not in FAIL_ON:
+        raise UsageError(f"--fail-on {fail_on!r}: choose {' or '.join(FAIL_ON)}")
+    return fail_on
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
 @dataclass
 class InspectResult:
+    """What `kconvert.inspect` found. `to_dict()` is the `kconvert inspect --json` report."""
+
     checkpoint: Checkpoint
     draft: DraftModel
     target: TargetModel | None
     engine: EngineRules
     findings: list[Finding]
     options: Options = field(default_factory=Options)
+    fail_on: str = "error"  # "warning": warnings fail the gate too (`--fail-on warning`)
+    created: str = field(default_factory=lambda: _now())  # looked up per call: tests pin the clock
 
     @property
     def errors(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == "error"]
 
     @property
+    def failing(self) -> list[Finding]:
+        """The findings that fail the gate: errors, and warnings under `fail_on="warning"`."""
+        bad = FAIL_ON[: FAIL_ON.index(self.fail_on) + 1]
+        return [f for f in self.findings if f.severity in bad]
+
+    @property
     def exit_code(self) -> int:
-        return 1 if self.errors else 0
+        return 1 if self.failing else 0
+
+    @property
+    def verdict(self) -> str:
+        return "fail" if self.exit_code else "pass"
+
+    def to_dict(self, *, hashes: bool = False) -> dict[str, Any]:
+        """The JSON report (schemas/report.schema.json), as `kconvert inspect --json` prints it; `hashes` adds the
+        sha256 of every local file (`--hash`)."""
+        from kconvert.report.document import build_report
+
+        return build_report(self, command="inspect", hashes=hashes)
 
     def counts(self) -> dict[str, int]:
         c = {"error": 0, "warning": 0, "info": 0}
@@ -39,18 +76,21 @@ class InspectResult:
 
 
 def analyse(ckpt: Checkpoint, target: TargetModel | None, engine: EngineRules,
-            options: Options | None = None) -> InspectResult:
+            options: Options | None = None, *, fail_on: str = "error") -> InspectResult:
     draft = read_draft(ckpt)
     opts = options or Options()
     findings = run_rules(Context(draft=draft, target=target, engine=engine, options=opts))
-    return InspectResult(ckpt, draft, target, engine, findings, opts)
+    return InspectResult(ckpt, draft, target, engine, findings, opts, fail_on=check_fail_on(fail_on))
 
 
 def inspect(source: str, *, target: str | TargetModel | None = None, engine: str = "vllm",
-            engine_version: str | None = None, options: Options | None = None) -> InspectResult:
+            engine_version: str | None = None, options: Options | None = None,
+            fail_on: str = "error") -> InspectResult:
+    """Static checks of one draft; see `kconvert.inspect` (the package-level function) for the arguments."""
+    check_fail_on(fail_on)
     ckpt = open_checkpoint(source)
     tgt = load_target(target) if isinstance(target, str) else target
-    return analyse(ckpt, tgt, engine_rules(engine, engine_version), options)
+    return analyse(ckpt, tgt, engine_rules(engine, engine_version), options, fail_on=fail_on)
 
 
 def engine_info(rules: EngineRules) -> dict[str, Any]:

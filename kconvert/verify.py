@@ -2,7 +2,6 @@
 the engine's own counters, an optional lossless check, thresholds, and one report."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -29,7 +28,9 @@ class VerifySettings:
     engine_args: dict[str, Any] = field(default_factory=dict)
     timeout_s: float = 1200.0
     skip_static: bool = False
-    lossless: bool | None = None  # None: on in CI (CI env var set), off otherwise
+    # Opt-in: in bf16 a k+1-token verify step and a one-token decode step round differently, so a good draft can
+    # change greedy outputs; the check proves losslessness in float32 (engine_args={"dtype": "float32"}).
+    lossless: bool = False
     max_prompts: int | None = None
     # further keys of vLLM's speculative_config from a replayed production serve line (passed as written)
     speculative_extra: dict[str, Any] = field(default_factory=dict)
@@ -75,6 +76,14 @@ class VerifyResult:
     def exit_code(self) -> int:
         return 0 if self.passed else 1
 
+    @property
+    def verdict(self) -> str:
+        return "pass" if self.passed else "fail"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON report (schemas/report.schema.json), as `kconvert verify --json` prints it."""
+        return build_verify_report(self)
+
 
 def resolve_target(ref: str) -> tuple[TargetModel, str]:
     """The target's facts for the static checks, and what the engine loads (a profile maps to its Hub id)."""
@@ -93,10 +102,6 @@ def _profile_hub_id(name: str) -> str:
     if not data.get("hub_id"):
         raise UsageError(f"profile {name} names no Hub id; pass the target's folder or Hub id")
     return data["hub_id"]
-
-
-def lossless_default() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 def compare_outputs(spec: list[list[int]], base: list[list[int]]) -> dict[str, Any]:
@@ -143,7 +148,8 @@ def refuse_parallel_split(res: InspectResult, st: VerifySettings) -> None:
 
 def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str | None = None,
            settings: VerifySettings | None = None, thresholds: Thresholds | None = None,
-           options: Options | None = None, progress: Progress | None = None) -> VerifyResult:
+           options: Options | None = None, progress: Progress | None = None, fail_on: str = "error") -> VerifyResult:
+    """Static checks, then a live engine run; see `kconvert.verify` (the package-level function) for the arguments."""
     from kconvert.engines.live import LiveRequest
     from kconvert.prompts import load_prompts
 
@@ -154,14 +160,14 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     tgt, engine_target = resolve_target(target)
     ckpt = open_checkpoint(draft)
     opts = replace(options or Options(), tp=st.tp, draft_tp=st.draft_tp)
-    res = analyse(ckpt, tgt, engine_rules(engine, engine_version), opts)
+    res = analyse(ckpt, tgt, engine_rules(engine, engine_version), opts, fail_on=fail_on)
     refuse_parallel_split(res, st)
     out = VerifyResult(inspect=res, settings=st, engine_target=engine_target, thresholds=thresholds)
     set_name, prompts = load_prompts(st.prompts)
     if st.max_prompts:
         prompts = prompts[: st.max_prompts]
     out.prompt_set = set_name
-    if res.errors and not st.skip_static:
+    if res.failing and not st.skip_static:
         out.static_blocked = True
         return out
     if ckpt.root is None:
@@ -176,8 +182,7 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     say("speculative run")
     out.live = run_vllm(req, progress=say)
     out.acceptance = out.live.acceptance()
-    lossless = st.lossless if st.lossless is not None else lossless_default()
-    if lossless:
+    if st.lossless:
         say("lossless baseline (no draft)")
         base = run_vllm(LiveRequest(**{**req.to_dict(), "draft": None}), progress=say)
         out.lossless = compare_outputs(out.live.output_token_ids, base.output_token_ids)

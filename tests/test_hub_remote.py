@@ -132,7 +132,9 @@ def test_a_bad_range_answer_stops_inspect_with_one_line(tmp_path, mode, scope, m
         r = inspect(REPO, hub_read_env(hub, tmp_path / "hf_home"))
     line = assert_one_line_refusal(r)
     assert "model.safetensors" in line and message in line, line
-    assert r.stdout.strip() == ""
+    # under --json the refusal is also a JSON error object on stdout, with the same exit code and message
+    err = json.loads(r.stdout)
+    assert err["verdict"] == "error" and err["exit_code"] == 2 and message in err["error"]["message"]
     if mode == "full200":
         # The body was not read to its end: the client hung up long before the 64 MB were written.
         size = (draft / "model.safetensors").stat().st_size

@@ -17,6 +17,7 @@ from kconvert.engines.live import LiveCounters, LiveRequest, LiveResult, LiveTim
 from kconvert.engines.vllm_live import (
     build_engine_args,
     classify_failure,
+    detect_platform,
     error_lines,
     meaningful_lines,
     patched_draft_folder,
@@ -417,9 +418,14 @@ def test_speculative_run_reports_the_engines_own_counters(spec_run):
 def test_speculative_run_records_what_the_engine_ran_with(spec_run):
     result, _ = spec_run
     assert result.engine == "vllm" and result.engine_version.startswith("0.")
-    assert result.platform == "cpu"
-    assert result.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
-    assert result.engine_args["enforce_eager"] is True
+    # The platform vLLM picked is the one kconvert detects; the CPU settings are applied only there (a GPU build
+    # runs the same test without them).
+    assert result.platform == detect_platform()
+    if result.platform == "cpu":
+        assert result.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+        assert result.engine_args["enforce_eager"] is True
+    else:
+        assert "VLLM_CPU_KVCACHE_SPACE" not in result.env and "enforce_eager" not in result.engine_args
     assert result.engine_args["speculative_config"]["method"] == "eagle3"
     assert result.num_prompts == 8 and len(result.output_token_ids) == 8 and len(result.output_texts) == 8
     assert all(0 < len(ids) <= 32 for ids in result.output_token_ids)
@@ -458,6 +464,9 @@ def test_timeout_raises_engine_error_and_leaves_nothing(tiny, smoke_prompts):
 def test_kv_cache_beyond_physical_memory_is_an_out_of_memory_engine_error(tiny, smoke_prompts):
     # vLLM's CPU worker refuses at load: "Available memory on node 0 (... GiB) on kv cache allocation is less
     # than requested memory for kv (4096.0 GiB). Decrease --kv-cache-memory-bytes, VLLM_CPU_KVCACHE_SPACE, ..."
+    if detect_platform() != "cpu":
+        pytest.skip("VLLM_CPU_KVCACHE_SPACE sizes the KV cache of vLLM's CPU platform only; a GPU build sizes it "
+                    "from gpu_memory_utilization and never reads it")
     watch = ProcessWatch()
     with pytest.raises(EngineError) as exc:
         _run(tiny["target"], tiny["draft"], smoke_prompts[:1], watch, env={"VLLM_CPU_KVCACHE_SPACE": "4096"})

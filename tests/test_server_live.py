@@ -234,6 +234,34 @@ def test_live_server_figures_equal_the_metrics_deltas(live_server):
 
 
 @pytest.mark.live
+@pytest.mark.timeout(300)
+def test_verify_server_cli_measures_the_running_server(live_server, capsys):
+    """`kconvert verify --server URL` (no draft, no target: the deployment has both) in json and concise."""
+    from kconvert.cli import main
+    from kconvert.schemas import validate
+
+    capsys.readouterr()
+    argv = ["verify", "--server", live_server.url, "--prompts", "_smoke", "--max-tokens", "32", "-k", "3"]
+    assert main(argv + ["--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["server"] == live_server.url and doc["engine"] == "vllm" and doc["prompt_set"] == "_smoke"
+    c = doc["counters"]
+    assert c["drafts"] > 0 and sum(c["accepted_per_pos"]) == c["accepted"] and c["draft_tokens"] == 3 * c["drafts"]
+    assert doc["acceptance"] == summarize(c["drafts"], c["draft_tokens"], c["accepted"], c["accepted_per_pos"], 3)
+    assert main(argv + ["--output-format", "concise"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith(f"server: vllm {live_server.url}, 8 prompts of '_smoke'")
+    assert "mean_acceptance_length" in out[0]
+    # formats that carry a checkpoint's findings are refused for a server, as a usage error
+    assert main(argv + ["--output-format", "sarif"]) == 2
+    err = capsys.readouterr()
+    validate_sarif = json.loads(err.out)
+    assert validate_sarif["runs"][0]["invocations"][0]["executionSuccessful"] is False
+    assert "--server" in err.err
+    del validate
+
+
+@pytest.mark.live
 @pytest.mark.timeout(120)
 def test_live_server_stop_leaves_no_process(live_server):
     import psutil

@@ -14,7 +14,7 @@ app = typer.Typer(
          "Pipeline: inspect (static checks) → fix (write a corrected copy) → verify (live acceptance in a real "
          "engine) → push (publish only what passed).\n\n"
          "Exit codes: 0 passed; 1 error-level findings or a failed gate; 2 bad usage or unreadable input; "
-         "3 the engine could not run the live test.",
+         "3 the engine could not run the live test; 70 internal error (a kconvert bug).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -46,41 +46,52 @@ def _register() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kconvert.cli._output import error_line
-    from kconvert.errors import EXIT_USAGE, KConvertError
+    """Run the command line; return the exit code (0 pass, 1 findings or failed gate, 2 bad usage or unreadable
+    input, 3 engine could not run, 70 a kconvert bug)."""
+    from typer._click.exceptions import ClickException  # typer 0.29 raises its bundled click's, not click's
+    from typer.rich_utils import rich_format_error
+
+    from kconvert.cli import _output
+    from kconvert.errors import EXIT_INTERNAL, EXIT_USAGE, KConvertError
 
     _register()
+    args = sys.argv[1:] if argv is None else list(argv)
+    _output.reset()
     try:
-        rc = app(args=argv, standalone_mode=False)
+        rc = app(args=args, standalone_mode=False, prog_name="kconvert")
     except KConvertError as e:
-        error_line(e.message, e.hint)
+        _output.error_line(e.message, e.hint)
         last = getattr(e, "last_lines", None)
         if last:
-            from kconvert.cli._output import err_console
-
-            err_console.print("[dim]engine's last lines:[/]")
+            _output.err_console.print("[dim]engine's last lines:[/]")
             for line in last:
-                err_console.print(f"  {line}", highlight=False, markup=False)
+                _output.err_console.print(f"  {line}", highlight=False, markup=False)
+        _output.emit_failure(type(e).__name__, e.message, e.exit_code, hint=e.hint, last_lines=last)
         return e.exit_code
     except typer.Exit as e:
         return e.exit_code
-    except typer.Abort:
-        error_line("aborted")
+    except (typer.Abort, KeyboardInterrupt):
+        _output.error_line("interrupted")
         return 130
-    except KeyboardInterrupt:
-        error_line("interrupted")
-        return 130
-    except Exception as e:  # click usage errors and real bugs: one line, never a traceback
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            return EXIT_USAGE
+    except ClickException as e:
+        # A mistyped command, an unknown option, a missing argument: typer's usage message, exit 2.
+        rich_format_error(e)
+        fmt = _output.format_from_argv(args)
+        if fmt is not None and not (fmt == "full" or fmt == "concise"):
+            _output.emit_failure("UsageError", e.format_message(), EXIT_USAGE, fmt=fmt)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        # `kconvert inspect ... | head -1`: the reader left; say nothing more on a closed pipe
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except Exception as e:  # a kconvert bug: one line, never a traceback, its own exit code
         if os.environ.get("KCONVERT_DEBUG"):
             raise
-        error_line(f"internal error: {type(e).__name__}: {e}", "this is a kconvert bug; rerun with KCONVERT_DEBUG=1 "
-                                                               "for the traceback and report it")
-        return EXIT_USAGE
+        message = f"internal error: {type(e).__name__}: {e}"
+        _output.error_line(message, "this is a kconvert bug; rerun with KCONVERT_DEBUG=1 for the traceback and "
+                                    "report it")
+        _output.emit_failure("InternalError", message, EXIT_INTERNAL)
+        return EXIT_INTERNAL
     return rc if isinstance(rc, int) else 0
 
 

@@ -9,8 +9,8 @@ import typer
 from rich.table import Table
 
 from kconvert.cli import app
-from kconvert.cli._common import JsonOpt
-from kconvert.cli._output import console, emit_json, err_console
+from kconvert.cli._common import json_opt
+from kconvert.cli._output import begin, console, emit_json, err_console
 from kconvert.errors import InputError, UsageError
 
 EXAMPLES = """
@@ -59,6 +59,7 @@ def acceptance_from_scrapes(after_text: str, before_text: str | None = None, *, 
     if model is None and len(after["model_names"]) > 1:
         warnings.append(f"counters summed over {len(after['model_names'])} model names; pick one with --model")
     c = {key: counters[key] for key in ("drafts", "draft_tokens", "accepted", "accepted_per_pos")}
+    check_counters(c, k, after_name if before is None else f"{before_name} → {after_name}")
     return {
         "command": "acceptance",
         "engine": "vllm",
@@ -71,6 +72,32 @@ def acceptance_from_scrapes(after_text: str, before_text: str | None = None, *, 
         "acceptance": summarize(c["drafts"], c["draft_tokens"], c["accepted"], c["accepted_per_pos"], k),
         "warnings": warnings,
     }
+
+
+def check_counters(c: dict[str, Any], k: int | None, what: str) -> None:
+    """Refuse counters that no vLLM server can produce: a per-position count is the number of verify steps that
+    accepted at least i+1 tokens, so the counts fall with the position, none exceeds the steps, and together they
+    are the accepted total (a scrape that mixes servers or label sets breaks these)."""
+    drafts, tokens, accepted = c["drafts"], c["draft_tokens"], c["accepted"]
+    per = list(c.get("accepted_per_pos") or [])
+    problem = None
+    if accepted > tokens:
+        problem = f"{accepted} accepted tokens exceed the {tokens} draft tokens"
+    elif k is not None and tokens > drafts * k:
+        problem = f"{tokens} draft tokens exceed {drafts} drafts × k={k}"
+    elif sum(per) > accepted:
+        problem = (f"the per-position counts {per} add up to {sum(per)}, more than the {accepted} accepted tokens")
+    elif per and per[0] > drafts:
+        problem = f"{per[0]} acceptances at position 1 exceed the {drafts} drafts"
+    else:
+        rise = next((i for i in range(1, len(per)) if per[i] > per[i - 1]), None)
+        if rise is not None:
+            problem = (f"position {rise + 1} was accepted {per[rise]} times, more than position {rise} "
+                       f"({per[rise - 1]}): a token is accepted only after the one before it")
+    if problem:
+        raise InputError(f"{what}: inconsistent spec-decode counters: {problem}",
+                         hint="scrape one vLLM server (or pick one with --model); a scrape mixing servers or "
+                              "restarts cannot be summarised")
 
 
 def _num(v: float | None) -> str:
@@ -118,7 +145,7 @@ def acceptance_command(
     k: Annotated[Optional[int], typer.Option(
         "-k", "--num-speculative-tokens", min=1,
         help="Speculative tokens per step (default: the draft positions the scrape exports).")] = None,
-    as_json: JsonOpt = False,
+    as_json: json_opt("acceptance") = False,
 ) -> None:
     """Acceptance rate, mean acceptance length and per-position rates from vLLM's spec-decode counters.
 
@@ -126,6 +153,7 @@ def acceptance_command(
     _num_accepted_tokens_per_pos (with or without _total), summed over engines. One scrape gives the figures
     since the server started; --before gives those of the traffic between two scrapes.
     """
+    begin("acceptance", "json" if as_json else "full", source=metrics)
     if before is not None and before == metrics == "-":
         raise UsageError("only one of the scrapes can come from stdin")
     doc = acceptance_from_scrapes(

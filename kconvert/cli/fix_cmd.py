@@ -5,11 +5,13 @@ from typing import Annotated, Optional
 
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+from rich.markup import escape
 from rich.syntax import Syntax
 
 from kconvert.cli import app
-from kconvert.cli._common import AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, JsonOpt, SourceArg, TargetOpt
-from kconvert.cli._output import console, emit_json, err_console
+from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, JsonOpt, OutputFormatOpt,
+                                  SourceArg, TargetOpt)
+from kconvert.cli._output import begin, console, emit_report, err_console
 from kconvert.cli.inspect_cmd import build_options
 from kconvert.errors import UsageError
 
@@ -19,6 +21,8 @@ Examples:
   kconvert fix AQ-MedAI/Kimi-K25-eagle3 -o ./kimi-draft-vllm --target kimi-k2.5
 
   kconvert fix ./draft -o ./draft-sglang --engine sglang --dry-run
+
+  kconvert fix ./draft --target kimi-k2.5 --dry-run --output-format concise
 
   kconvert fix ./draft -o ./fixed --target ./target --aux-ids 2,30,58
 
@@ -62,17 +66,19 @@ def fix_command(
         help="Flush the output to disk before renaming it into place (default), so that even a power cut "
              "cannot leave a complete-looking folder with data missing. --no-fsync leaves the flushing to the "
              "OS like cp does (faster on slow disks); an interrupted or killed fix still leaves nothing.")] = True,
+    output_format: OutputFormatOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Write a corrected copy of a draft that the chosen engine loads with the intended meaning.
 
     Streams the tensors (unchanged ones are copied by byte range), keeps sharding, writes into a temporary folder
-    beside the destination and renames it into place, and records every op in kconvert.json. Never modifies the
-    input. Stops, naming the flag to pass, where the files cannot settle a decision.
+    beside the destination, checks the result and renames it into place, and records every op in kconvert.json.
+    Never modifies the input; a failed fix leaves no output folder. Stops, naming the flag to pass, where the
+    files cannot settle a decision. Exit 0 written (or planned), 1 unfixable or ambiguous, 2 bad input.
     """
-    from kconvert.fix import fix, fix_summary
-    from kconvert.plan.ops import describe
+    from kconvert.fix import check_only, fix
 
+    fmt = begin("fix", output_format, as_json, source)
     cast_dtype = None
     if cast is not None:
         cast_dtype = CAST.get(cast.lower())
@@ -80,11 +86,11 @@ def fix_command(
             raise UsageError(f"--cast {cast!r}: choose bf16, fp16 or fp32")
     opts = build_options(aux_ids, aux_convention, d2t, lm_head_source=lm_head_from, cast_dtype=cast_dtype,
                          rope_from_target=rope_from_target)
-    only_set = {x.strip().upper() for x in only.split(",") if x.strip()} if only else None
+    only_set = check_only(set(only.split(","))) if only is not None else None
     if not dry_run and output is None:
         raise UsageError("fix needs -o/--output DIR (or --dry-run to only print the plan)")
 
-    quiet = as_json or not err_console.is_terminal
+    quiet = fmt != "full" or not err_console.is_terminal
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), DownloadColumn(),
                   TransferSpeedColumn(), TimeRemainingColumn(), console=err_console, disable=quiet,
                   transient=True) as prog:
@@ -96,42 +102,47 @@ def fix_command(
         result = fix(source, output, target=target, engine=engine, engine_version=engine_version, options=opts,
                      only=only_set, dry_run=dry_run, partial=partial, force=force, to_format=to_format,
                      progress=progress, durable=fsync)
-    summary = fix_summary(result)
-    if as_json:
-        from kconvert.report.document import build_report
+    doc = result.to_dict()
+    emit_report(doc, fmt, lambda: render_fix(result, doc))
+    raise typer.Exit(result.exit_code)
 
-        doc = build_report(result.inspect, command="fix", extra={"fix": summary},
-                           exit_code=1 if result.plan.unfixable else 0)
-        emit_json(doc)
-    else:
-        plan = result.plan
-        if result.noop:
+
+def render_fix(result, doc: dict) -> None:
+    from kconvert.plan.ops import describe
+    from kconvert.report.terminal import render_next
+
+    plan = result.plan
+    only = result.only
+    for rid in result.only_without_finding:
+        console.print(f"[yellow]--only {rid}:[/] no {rid} finding in this checkpoint")
+    unselected = [f for f in plan.left if only and f.id not in only]
+    if result.noop:
+        if unselected or plan.unfixable:
+            console.print("[yellow]0 ops: nothing selected can change this checkpoint[/]")
+        else:
             console.print("[green]0 ops: the checkpoint already loads as intended on "
                           f"{result.inspect.engine.engine}; nothing to change.[/]")
-        else:
-            diff = plan.config_diff()
-            if diff:
-                console.print(Syntax(diff, "diff", theme="ansi_dark", word_wrap=True))
-            tops = plan.tensor_ops
-            if tops:
-                console.print(f"[bold]{len(tops)} tensor op(s):[/]")
-                for line in [describe(o) for o in tops][:40]:
-                    console.print(f"  {line}", highlight=False)
-                if len(tops) > 40:
-                    console.print(f"  ... and {len(tops) - 40} more")
-            fixed = ", ".join(f.id for f in plan.applied_findings)
-            console.print(f"[bold]{len(plan.ops)} op(s)[/] from findings {fixed}")
-        for f in plan.unfixable:
-            console.print(f"[red]left (not fixable):[/] {f.id} {f.message}")
-        for f in plan.left:
-            console.print(f"[yellow]left as is:[/] {f.id} {f.message}"
-                          + (f" (decide with {f.needs_decision})" if f.needs_decision else ""))
-        if dry_run:
-            console.print("[dim]dry run: nothing written[/]")
-        elif result.written:
-            console.print(f"[green]wrote[/] {result.written} (provenance in kconvert.json)")
-            rem = result.remaining_fixable()
-            if rem:
-                console.print(f"[red]self-check: fixable errors remain in the output: {', '.join(f.id for f in rem)}"
-                              " (a kconvert bug, please report)[/]")
-    raise typer.Exit(1 if (result.plan.unfixable or result.remaining_fixable()) else 0)
+    else:
+        diff = plan.config_diff()
+        if diff:
+            console.print(Syntax(diff, "diff", theme="ansi_dark", word_wrap=True))
+        tops = plan.tensor_ops
+        if tops:
+            console.print(f"[bold]{len(tops)} tensor op(s):[/]")
+            for line in [describe(o) for o in tops][:40]:
+                console.print(f"  {line}", highlight=False, markup=False)
+            if len(tops) > 40:
+                console.print(f"  ... and {len(tops) - 40} more")
+        fixed = ", ".join(f.id for f in plan.applied_findings)
+        console.print(f"[bold]{len(plan.ops)} op(s)[/] from findings {fixed}")
+    for f in plan.unfixable:
+        console.print(f"[red]left (not fixable):[/] {f.id} {escape(f.message)}")
+    for f in plan.left:
+        why = " (not selected by --only)" if f in unselected else ""
+        console.print(f"[yellow]left as is{why}:[/] {f.id} {escape(f.message)}"
+                      + (f" (decide with {escape(f.needs_decision)})" if f.needs_decision else ""))
+    if result.dry_run:
+        console.print("[dim]dry run: nothing written[/]")
+    elif result.written:
+        console.print(f"[green]wrote[/] {escape(str(result.written))} (provenance in kconvert.json)")
+    render_next(console, doc)

@@ -6,8 +6,9 @@ from typing import Annotated, Optional
 import typer
 
 from kconvert.cli import app
-from kconvert.cli._common import AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, JsonOpt, SourceArg, TargetOpt
-from kconvert.cli._output import console, emit_json
+from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, FailOnOpt, JsonOpt,
+                                  OutputFormatOpt, SourceArg, TargetOpt)
+from kconvert.cli._output import begin, console, emit_report
 from kconvert.errors import UsageError
 
 EXAMPLES = """
@@ -16,6 +17,10 @@ Examples:
   kconvert inspect AQ-MedAI/Kimi-K25-eagle3 --target kimi-k2.5
 
   kconvert inspect ./my-draft --target ./tiny-target --engine sglang --json
+
+  kconvert inspect ./draft --target kimi-k2.5 --output-format github --fail-on warning
+
+  kconvert inspect ./draft --target kimi-k2.5 --output-format sarif > kconvert.sarif
 
   kconvert inspect lightseekorg/kimi-k2.5-eagle3@main --target moonshotai/Kimi-K2.5
 """
@@ -55,28 +60,36 @@ def inspect_command(
     aux_ids: AuxIdsOpt = None,
     aux_convention: AuxConvOpt = None,
     d2t: D2tOpt = None,
+    fail_on: FailOnOpt = "error",
+    output_format: OutputFormatOpt = None,
     as_json: JsonOpt = False,
     hashes: Annotated[bool, typer.Option("--hash", help="Also compute the sha256 of every local file "
                                                          "(reads all bytes; off by default).")] = False,
     report: Annotated[Optional[str], typer.Option("--report", help="Also write the JSON report to this file.")] = None,
+    sarif: Annotated[Optional[str], typer.Option("--sarif", help="Also write SARIF 2.1.0 to this file (for GitHub "
+                                                 "code scanning), whatever --output-format prints.")] = None,
 ) -> None:
     """Describe a draft, name its producer and list every incompatibility with the target and engine.
 
     Reads config.json, the index and the safetensors headers, plus a few small tensors (d2t, t2d, a handful of
-    embedding rows); never loads the weights, never runs code from the checkpoint.
+    embedding rows); never loads the weights, never runs code from the checkpoint. Exit 0 when nothing fails the
+    gate (--fail-on), 1 otherwise, 2 for unreadable input.
     """
-    from kconvert.inspect import inspect
-    from kconvert.report.document import build_report
+    from kconvert.inspect import check_fail_on, inspect
     from kconvert.report.terminal import render_report
     from kconvert.writer_util import write_json_atomic
 
+    fmt = begin("inspect", output_format, as_json, source)
     opts = build_options(aux_ids, aux_convention, d2t)
-    result = inspect(source, target=target, engine=engine, engine_version=engine_version, options=opts)
-    doc = build_report(result, command="inspect", hashes=hashes)
+    result = inspect(source, target=target, engine=engine, engine_version=engine_version, options=opts,
+                     fail_on=check_fail_on(fail_on))
+    doc = result.to_dict(hashes=hashes)
     if report:
         write_json_atomic(report, doc)
-    if as_json:
-        emit_json(doc)
-    else:
-        render_report(console, doc)
+    if sarif:
+        from kconvert.report.sarif import render_sarif
+        from kconvert.writer_util import write_text_atomic
+
+        write_text_atomic(sarif, render_sarif(doc))
+    emit_report(doc, fmt, lambda: render_report(console, doc))
     raise typer.Exit(result.exit_code)

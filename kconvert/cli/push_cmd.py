@@ -8,7 +8,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from rich.table import Table
 
 from kconvert.cli import app
-from kconvert.cli._output import console, emit_json, err_console
+from kconvert.cli._output import begin, console, emit_json, err_console
 
 EXAMPLES = """
 Examples:
@@ -52,7 +52,8 @@ def push_command(
     token: Annotated[Optional[str], typer.Option("--token", help="Hub token (default: HF_TOKEN or the saved "
                                                                  "login).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document (operations, card, commit) "
-                                                         "instead of the terminal output.")] = False,
+                                                         "instead of the terminal output; a failure prints a JSON "
+                                                         "error object (schemas/error.schema.json).")] = False,
 ) -> None:
     """Publish a draft only if it is, byte for byte, the checkpoint a passing `kconvert verify` report measured.
 
@@ -63,6 +64,7 @@ def push_command(
     """
     from kconvert.hub import push
 
+    begin("push", "json" if as_json else "full", source=folder)
     quiet = as_json or not err_console.is_terminal
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), DownloadColumn(),
                   TransferSpeedColumn(), TimeRemainingColumn(), console=err_console, disable=quiet,

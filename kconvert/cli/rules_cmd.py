@@ -7,20 +7,21 @@ import typer
 from rich.table import Table
 
 from kconvert.cli import app
-from kconvert.cli._common import JsonOpt
-from kconvert.cli._output import console, emit_json
+from kconvert.cli._common import json_opt
+from kconvert.cli._output import begin, console, emit_json
 from kconvert.errors import UsageError
 
 
 @app.command("rules")
 def rules_command(
     rule_id: Annotated[Optional[str], typer.Argument(help="A rule id such as K404 to explain one rule.")] = None,
-    as_json: JsonOpt = False,
+    as_json: json_opt("rules") = False,
 ) -> None:
     """List every rule (id, category, severity, summary), or explain one: what it checks, what the engine does
     with the defect (with the source of that fact), and what fix does and whether it is safe."""
     from kconvert.rules import REGISTRY
 
+    begin("rules", "json" if as_json else "full")
     rules = sorted(REGISTRY.values(), key=lambda r: r.id)
     if rule_id:
         r = REGISTRY.get(rule_id.upper())

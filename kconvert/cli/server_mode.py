@@ -1,17 +1,23 @@
 """`kconvert verify --server URL`: measure a running deployment instead of starting an engine."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import typer
 
-from kconvert.cli._output import console, emit_json
+from kconvert.cli._output import console, emit_json, write
 from kconvert.errors import UsageError
 
 
 def run_server_mode(url: str, *, engine: str, prompts: str, k: int, max_tokens: int, max_prompts: int | None,
-                    as_json: bool, report: str | None) -> None:
+                    fmt: str, report: str | None) -> None:
     from kconvert.prompts import load_prompts
+
+    if fmt not in ("full", "concise", "github", "json"):
+        # gitlab, junit and sarif carry a checkpoint's findings; a running server has none to report
+        raise UsageError(f"--server: --output-format {fmt} reports a checkpoint's findings and a server "
+                         "measurement has none; use full, concise, github or json")
 
     set_name, plist = load_prompts(prompts)
     if max_prompts:
@@ -31,13 +37,23 @@ def run_server_mode(url: str, *, engine: str, prompts: str, k: int, max_tokens: 
         from kconvert.writer_util import write_json_atomic
 
         write_json_atomic(report, result)
-    if as_json:
+    acc = result.get("acceptance") or {}
+    if fmt == "json":
         emit_json(result)
-    else:
-        acc = result.get("acceptance") or {}
-        console.print(f"[bold]{engine} server {url}[/] ({len(plist)} prompts of '{set_name}')")
+    elif fmt == "full":
+        console.print(f"[bold]{engine} server {url}[/] ({len(plist)} prompts of '{set_name}')", highlight=False)
         for key in ("drafts", "draft_tokens", "accepted", "acceptance_rate", "mean_acceptance_length",
                     "sglang_accept_length", "per_position"):
             if key in acc:
-                console.print(f"  {key}: {acc[key]}")
+                console.print(f"  {key}: {acc[key]}", highlight=False)
+    else:
+        figures = ", ".join(f"{key} {json.dumps(acc[key])}" for key in (
+            "mean_acceptance_length", "acceptance_rate", "per_position", "drafts", "draft_tokens", "accepted",
+            "sglang_accept_length") if key in acc)
+        line = f"server: {engine} {url}, {len(plist)} prompts of '{set_name}': {figures}"
+        if fmt == "github":
+            from kconvert.report.github import command
+
+            line = command("notice", line, title="kconvert verify --server")
+        write(line + "\n")
     raise typer.Exit(0)

@@ -8,8 +8,9 @@ import typer
 from rich.table import Table
 
 from kconvert.cli import app
-from kconvert.cli._common import AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, JsonOpt
-from kconvert.cli._output import console, emit_json, err_console
+from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, FailOnOpt, JsonOpt,
+                                  OutputFormatOpt)
+from kconvert.cli._output import begin, console, emit_report, err_console
 from kconvert.errors import UsageError
 
 EXAMPLES = """
@@ -23,6 +24,10 @@ Examples:
   kconvert verify ./draft --target ./target --engine-arg max_model_len=4096 --engine-arg kv_cache_dtype=fp8
 
   kconvert verify ./draft --target kimi-k2.5 --policy gate.toml --prompts math
+
+  kconvert verify ./draft --target moonshotai/Kimi-K2.5 --tp 8 --output-format sarif > verify.sarif
+
+  kconvert verify --server http://localhost:8000 --prompts math --output-format concise
 """
 
 
@@ -51,9 +56,11 @@ def _floats(s: str | None, what: str) -> list[float]:
 
 @app.command("verify", epilog=EXAMPLES)
 def verify_command(
-    draft: Annotated[str, typer.Argument(help="Draft checkpoint folder (or Hub id in the cache).", show_default=False)],
-    target: Annotated[str, typer.Option("--target", "-t", help="Target: a local folder, a Hub id, or a profile "
-                                                               "name (mapped to its Hub id).")],
+    draft: Annotated[Optional[str], typer.Argument(help="Draft checkpoint folder (or Hub id in the cache); not "
+                                                        "needed with --server.", show_default=False)] = None,
+    target: Annotated[Optional[str], typer.Option("--target", "-t", help="Target: a local folder, a Hub id, or a "
+                                                  "profile name (mapped to its Hub id); not needed with --server.",
+                                                  show_default=False)] = None,
     engine: EngineOpt = "vllm",
     engine_version: EngineVersionOpt = None,
     tp: Annotated[int, typer.Option("--tp", help="Tensor parallel size of the target (8 for Kimi-K2.5).")] = 1,
@@ -71,9 +78,11 @@ def verify_command(
     timeout: Annotated[float, typer.Option("--timeout", help="Hard limit for one engine run, in seconds.")] = 1200.0,
     skip_static: Annotated[bool, typer.Option("--skip-static", help="Run live even when static checks find "
                                                                     "errors (to measure a defect).")] = False,
-    lossless: Annotated[Optional[bool], typer.Option("--lossless/--no-lossless", help="Also run without the "
-                                                     "draft and require identical greedy outputs (one more engine "
-                                                     "run). Default: on when CI is set.")] = None,
+    lossless: Annotated[bool, typer.Option("--lossless/--no-lossless", help="Also run without the draft and "
+                                           "require identical greedy outputs (one more engine run). Off by default: "
+                                           "in bf16 a k+1-token verify step and a one-token decode step round "
+                                           "differently, so a good draft can change greedy outputs; it proves "
+                                           "losslessness with --engine-arg dtype=float32.")] = False,
     min_al: Annotated[Optional[float], typer.Option("--min-acceptance-length", help="Gate: minimum mean "
                                                     "acceptance length (vLLM's, bonus token included).")] = None,
     min_rate: Annotated[Optional[float], typer.Option("--min-acceptance-rate", help="Gate: minimum acceptance "
@@ -98,6 +107,10 @@ def verify_command(
     report: Annotated[Optional[str], typer.Option("--report", help="Write the JSON report here.")] = None,
     junit: Annotated[Optional[str], typer.Option("--junit", help="Write JUnit XML here.")] = None,
     markdown: Annotated[Optional[str], typer.Option("--markdown", help="Write the model-card section here.")] = None,
+    sarif: Annotated[Optional[str], typer.Option("--sarif", help="Write SARIF 2.1.0 here (for GitHub code "
+                                                 "scanning), whatever --output-format prints.")] = None,
+    fail_on: FailOnOpt = "error",
+    output_format: OutputFormatOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Load the draft next to the target in a real engine and measure acceptance live.
@@ -111,13 +124,18 @@ def verify_command(
     """
     from kconvert.cli.inspect_cmd import build_options
     from kconvert.gate import Thresholds, apply_expected, load_policy
-    from kconvert.verify import VerifySettings, build_verify_report, verify
+    from kconvert.inspect import check_fail_on
+    from kconvert.verify import VerifySettings, verify
 
+    fmt = begin("verify", output_format, as_json, draft)
+    check_fail_on(fail_on)
+    if not server and (draft is None or target is None):
+        raise UsageError("verify needs a DRAFT and --target TARGET (or --server URL to measure a running deployment)")
     if server:
         from kconvert.cli.server_mode import run_server_mode
 
         run_server_mode(server, engine=engine, prompts=prompts, k=k, max_tokens=max_tokens, max_prompts=max_prompts,
-                        as_json=as_json, report=report)
+                        fmt=fmt, report=report)
         return
     settings = VerifySettings(tp=tp, draft_tp=draft_tp, num_speculative_tokens=k, prompts=prompts,
                               max_tokens=max_tokens, trust_remote_code=trust_remote_code,
@@ -133,7 +151,7 @@ def verify_command(
     if expected is not None:
         apply_expected(th, expected, expected_convention, tolerance, "--expected-accept-length")
     opts = build_options(aux_ids, aux_convention, d2t)
-    quiet = as_json or not err_console.is_terminal
+    quiet = fmt != "full" or not err_console.is_terminal
     with err_console.status("verify: static checks", spinner="dots") if not quiet else _Null() as status:
         def progress(stage: str) -> None:
             if quiet:
@@ -142,20 +160,17 @@ def verify_command(
                 status.update(f"verify: {stage}")
         for note in th.notes:
             err_console.print(f"[dim]{note}[/]")
-        if settings.lossless or (settings.lossless is None and __import__("kconvert.verify").verify.lossless_default()):
+        if settings.lossless:
             err_console.print("[dim]lossless check on: one more engine run without the draft[/]")
         vr = verify(draft, target, engine=engine, engine_version=engine_version, settings=settings,
-                    thresholds=None if th.empty else th, options=opts, progress=progress)
+                    thresholds=None if th.empty else th, options=opts, progress=progress, fail_on=fail_on)
         if diagnose and vr.live is not None:
             from kconvert.diagnose import diagnose as run_diagnose
 
             vr.diagnosis = run_diagnose(vr, progress=progress, console=err_console)
-    doc = build_verify_report(vr)
-    _write_reports(doc, report, junit, markdown)
-    if as_json:
-        emit_json(doc)
-    else:
-        render_verify(doc, vr)
+    doc = vr.to_dict()
+    _write_reports(doc, report, junit, markdown, sarif)
+    emit_report(doc, fmt, lambda: render_verify(doc, vr))
     raise typer.Exit(vr.exit_code)
 
 
@@ -170,9 +185,14 @@ class _Null:
         pass
 
 
-def _write_reports(doc: dict, report: str | None, junit: str | None, markdown: str | None) -> None:
+def _write_reports(doc: dict, report: str | None, junit: str | None, markdown: str | None,
+                   sarif: str | None = None) -> None:
     from kconvert.writer_util import write_json_atomic, write_text_atomic
 
+    if sarif:
+        from kconvert.report.sarif import render_sarif
+
+        write_text_atomic(sarif, render_sarif(doc))
     if report:
         write_json_atomic(report, doc)
     if junit:
@@ -186,12 +206,14 @@ def _write_reports(doc: dict, report: str | None, junit: str | None, markdown: s
 
 
 def render_verify(doc: dict, vr) -> None:
-    from kconvert.report.terminal import render_report
+    from kconvert.report.terminal import render_next, render_report
 
-    render_report(console, doc)
+    render_report(console, doc, next_steps=False)
     if vr.static_blocked:
-        console.print("[red]static checks found errors: no engine was started (fix them with `kconvert fix`, or "
+        what = "errors" if vr.inspect.fail_on == "error" else "errors or warnings (--fail-on warning)"
+        console.print(f"[red]static checks found {what}: no engine was started (fix them with `kconvert fix`, or "
                       "measure the defect with --skip-static)[/]")
+        render_next(console, doc)
         return
     live = doc["live"]
     acc = live["acceptance"]
@@ -232,6 +254,7 @@ def render_verify(doc: dict, vr) -> None:
     except Exception:  # serve lines are a convenience; never fail a verify on them
         pass
     console.print(f"verdict: {'[bold green]PASS' if doc['verdict'] == 'pass' else '[bold red]FAIL'}[/]")
+    render_next(console, doc)
 
 
 def _pct(v):

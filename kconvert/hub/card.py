@@ -24,6 +24,7 @@ END = "<!-- kconvert:validation:end -->"
 _SECTION = re.compile(re.escape(START) + r".*?" + re.escape(END) + r"\n?", re.DOTALL)
 
 BASE_TAGS = ("eagle3", "speculative-decoding")
+TARGET_PLACEHOLDER = "<target-hub-id>"
 
 
 def target_hub_id(report: dict[str, Any]) -> str | None:
@@ -72,8 +73,12 @@ def _trust_remote_code(report: dict[str, Any]) -> bool:
 
 def serve_commands(report: dict[str, Any], repo_id: str, *, target: str | None = None,
                    tp: int | None = None) -> dict[str, str]:
-    """The vLLM and SGLang command lines that serve `target` with this draft at the verified k."""
-    tgt = target or target_hub_id(report) or (report.get("target") or {}).get("name") or "<target>"
+    """The vLLM and SGLang command lines that serve `target` with this draft at the verified k.
+
+    A card is read on the Hub, where the folder verify ran against means nothing: the target is named by its
+    Hub id (`target`, else the one the report records) and never by a local path; without one the line says
+    `<target-hub-id>` (push notes that --base-model names it)."""
+    tgt = target or target_hub_id(report) or TARGET_PLACEHOLDER
     k = num_speculative_tokens(report) or 3
     n = tp or tensor_parallel_size(report)
     trc = " --trust-remote-code" if _trust_remote_code(report) else ""
@@ -149,7 +154,13 @@ def render_section(report: dict[str, Any], repo_id: str, provenance: dict[str, A
     cmds = serve_commands(report, repo_id, target=target, tp=tp)
     engine = (report.get("live") or {}).get("engine") or (report.get("engine") or {}).get("name")
     other = "SGLang" if engine == "vllm" else "vLLM"
-    body = render_markdown_section(report, heading_level=2)
+    shown = report
+    if report.get("target"):
+        # the card names the target by its Hub id: a folder on the machine that ran verify means nothing there
+        hub_id = target or target_hub_id(report)
+        shown = {**report, "target": {**report["target"],
+                                      "name": hub_id or "a local folder (its Hub id was not given)"}}
+    body = render_markdown_section(shown, heading_level=2)
     serve = ["### Serve", "",
              "vLLM" + (" (verified):" if engine == "vllm" else ":"), "", "```bash", cmds["vllm"], "```", "",
              "SGLang" + (" (verified):" if engine == "sglang" else ":"), "", "```bash", cmds["sglang"], "```", "",
@@ -203,7 +214,7 @@ def render_card(report: dict[str, Any], repo_id: str, *, provenance: dict[str, A
         else:
             text = text.rstrip("\n") + "\n\n" + section
     else:
-        base = new.get("base_model") or (report.get("target") or {}).get("name") or "its target"
+        base = new.get("base_model") or "its target"
         text = (f"# {repo_id.split('/')[-1]}\n\nAn EAGLE-3 speculative-decoding draft model for `{base}`, "
                 "checked and verified live with kconvert before upload.\n\n" + section)
     card = ModelCard("---\n" + data.to_yaml() + "\n---\n\n" + text.lstrip("\n"))

@@ -32,8 +32,15 @@ class PushResult:
     def total_bytes(self) -> int:
         return sum(f.size for f in self.files) + len(self.readme.encode("utf-8"))
 
+    @property
+    def verdict(self) -> str:
+        # push returns only when the gate passed (a refusal raises GateError): committed, or would be (dry run)
+        return "pass"
+
     def to_dict(self) -> dict[str, Any]:
+        """The document `kconvert push --json` prints."""
         return {
+            "verdict": self.verdict,
             "repo_id": self.repo_id, "revision": self.revision, "create_pr": self.create_pr,
             "private": self.private, "dry_run": self.dry_run, "commit_message": self.commit_message,
             "base_model": self.base_model,
@@ -129,7 +136,8 @@ def push(folder: str | Path, repo_id: str, *, report: str | Path | dict[str, Any
                         commit_message=commit_message or _default_message(doc), files=files, readme=card,
                         base_model=base_model or target_hub_id(doc))
     if result.base_model is None:
-        result.notes.append("no base_model in the card: the report's target is a local folder; pass --base-model")
+        result.notes.append("no base_model in the card and its serve lines say <target-hub-id>: the report's target "
+                            "is a local folder; pass --base-model org/name")
     if dry_run:
         return result
 

@@ -1,7 +1,6 @@
 """The one JSON report shape shared by inspect, fix and verify (schemas/report.schema.json)."""
 from __future__ import annotations
 
-import datetime as _dt
 from typing import Any
 
 from kconvert import __version__
@@ -22,30 +21,46 @@ def subject(result: InspectResult, *, hashes: bool = False) -> dict[str, Any]:
             "files": files}
 
 
+def findings(result: InspectResult) -> list[dict[str, Any]]:
+    """The findings as the report holds them, each with the checkpoint file (and config line) it points at."""
+    from kconvert.report.locations import finding_locations
+
+    out = []
+    for f, loc in zip(result.findings, finding_locations(result)):
+        d = f.to_dict()
+        d["location"] = loc
+        out.append(d)
+    return out
+
+
 def build_report(result: InspectResult, *, command: str, hashes: bool = False,
                  live: dict[str, Any] | None = None, thresholds: dict[str, Any] | None = None,
                  verdict: str | None = None, exit_code: int | None = None,
-                 extra: dict[str, Any] | None = None) -> dict[str, Any]:
+                 extra: dict[str, Any] | None = None, written: str | None = None) -> dict[str, Any]:
+    from kconvert.report.next_steps import next_steps
+
     counts = result.counts()
     code = result.exit_code if exit_code is None else exit_code
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "kconvert", "version": __version__},
         "command": command,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": result.created,
         "subject": subject(result, hashes=hashes),
         "format": {"producer": result.draft.format.producer, "confidence": result.draft.format.confidence,
                    "evidence": result.draft.format.evidence},
         "draft": result.draft.summary(),
         "target": result.target.summary() if result.target else None,
         "engine": engine_info(result.engine),
-        "findings": [f.to_dict() for f in result.findings],
+        "findings": findings(result),
+        "fail_on": result.fail_on,
         "summary": {"errors": counts["error"], "warnings": counts["warning"], "info": counts["info"],
                     "fixable": counts["fixable"]},
         "live": live,
         "thresholds": thresholds,
         "verdict": verdict or ("fail" if code else "pass"),
         "exit_code": code,
+        **next_steps(result, command=command, written=written, live=live is not None),
     }
     if extra:
         doc.update(extra)

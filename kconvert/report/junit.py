@@ -9,6 +9,7 @@ from typing import Any
 
 
 def render_junit(doc: dict[str, Any]) -> str:
+    from kconvert.report.concise import finding_line
     from kconvert.rules import REGISTRY
 
     suites = ET.Element("testsuites", name="kconvert")
@@ -21,16 +22,18 @@ def render_junit(doc: dict[str, Any]) -> str:
         n += 1
         tc = ET.SubElement(static, "testcase", classname=f"static.{rule.category}", name=f"{rid} {rule.name}")
         found = by_id.get(rid, [])
-        errors = [f for f in found if f["severity"] == "error"]
+        failing = ("error", "warning") if doc.get("fail_on") == "warning" else ("error",)
+        errors = [f for f in found if f["severity"] in failing]
         if rule.needs_target and doc.get("target") is None:
             ET.SubElement(tc, "skipped", message="needs --target")
             skips += 1
         elif errors:
             fails += 1
             fl = ET.SubElement(tc, "failure", message=errors[0]["message"], type=rule.category)
-            fl.text = "\n".join(f"{f['message']} | evidence: {f['evidence']}" for f in errors)
+            # the concise line: where, id, severity, category, message, evidence in full, fixability
+            fl.text = "\n".join(finding_line(doc, f) for f in errors)
         if found and not errors:
-            ET.SubElement(tc, "system-out").text = "\n".join(f"{f['severity']}: {f['message']}" for f in found)
+            ET.SubElement(tc, "system-out").text = "\n".join(finding_line(doc, f) for f in found)
     static.set("tests", str(n))
     static.set("failures", str(fails))
     static.set("skipped", str(skips))
@@ -63,5 +66,17 @@ def render_junit(doc: dict[str, Any]) -> str:
     gate.set("failures", str(gf))
     suites.set("tests", str(n + gn))
     suites.set("failures", str(fails + gf))
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def render_junit_error(command: str, kind: str, message: str, hint: str | None = None) -> str:
+    """A run that could not judge the draft (bad input, engine failure) as one errored testcase, so a CI test
+    report shows the failure instead of an empty suite."""
+    suites = ET.Element("testsuites", name="kconvert", tests="1", failures="0", errors="1")
+    suite = ET.SubElement(suites, "testsuite", name=f"kconvert.{command}", tests="1", failures="0", errors="1")
+    tc = ET.SubElement(suite, "testcase", classname="kconvert", name=command)
+    err = ET.SubElement(tc, "error", message=message, type=kind)
+    err.text = message + (f"\nhint: {hint}" if hint else "")
     ET.indent(suites)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"

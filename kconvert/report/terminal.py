@@ -1,89 +1,142 @@
-"""Human rendering of reports with rich. Computing lives elsewhere; this only draws."""
+"""The full view (rich), readable down to 80 columns: computing lives elsewhere, this only draws.
+
+At 80 columns (rich's width when stdout is not a terminal) nothing that carries meaning is cut: findings are a
+list whose message and evidence wrap under their header instead of table cells, the verdict has a line of its
+own, table cells fold instead of ending in an ellipsis, and commands are printed unwrapped so they copy whole.
+"""
 from __future__ import annotations
 
 from typing import Any
 
+from rich import box
 from rich.console import Console, Group
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
+
+from kconvert.report.concise import evidence_text, finding_path, one_line
 
 SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 def _fmt(v: Any) -> str:
+    """A fact as a reader wants it: lists without brackets and quotes, floats short, None as a dash."""
     if v is None:
         return "—"
     if isinstance(v, float):
         return f"{v:.4g}"
-    s = str(v)
-    return s if len(s) <= 60 else s[:57] + "..."
+    if isinstance(v, (list, tuple)):
+        if all(isinstance(x, str) for x in v):
+            return ", ".join(v) if v else "[]"
+        return "[" + ", ".join(_fmt(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}: {_fmt(x)}" for k, x in v.items())
+    return one_line(v)
 
 
-def facts_table(doc: dict[str, Any]) -> Table:
+def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]], label_width: int | None = None) -> Table:
+    tab = Table(title=title, box=box.SIMPLE_HEAD, expand=False, title_justify="left", pad_edge=False)
+    for i, col in enumerate(columns):
+        # Values keep their longest word whole (an architecture name, a config key) where the width allows: the
+        # short labels of the first column wrap first. Past that, values fold rather than end in an ellipsis.
+        longest = max((len(w) for r in rows for w in r[i].split()), default=0) if i else None
+        tab.add_column(col, overflow="fold", no_wrap=False, min_width=longest, max_width=None if i else label_width,
+                       style="bold" if i == 0 else None)
+    for r in rows:
+        tab.add_row(*r)
+    return tab
+
+
+def facts_table(doc: dict[str, Any]) -> Group:
     d = doc.get("draft") or {}
     t = doc.get("target") or {}
-    tab = Table(title="Draft and target", show_lines=False, expand=False)
-    tab.add_column("fact")
-    tab.add_column("draft")
-    tab.add_column("target")
     rows = [
         ("architectures", d.get("architectures"), t.get("architectures")),
         ("model_type", d.get("model_type"), t.get("text_model_type") or t.get("model_type")),
         ("layer family", d.get("layer_family"), "mla" if t.get("mla") else ("llama" if t else None)),
         ("layers", d.get("num_hidden_layers"), t.get("num_hidden_layers")),
         ("hidden size", d.get("hidden_size"), t.get("hidden_size")),
-        ("target hidden (declared)", d.get("target_hidden_size"), None),
-        ("fc shape", d.get("fc_shape"), None),
-        ("aux layer ids", d.get("aux_layer_ids"), None),
-        ("aux ids source / convention", f"{d.get('aux_layer_ids_source')} / {d.get('aux_convention')}", None),
         ("vocab", d.get("vocab_size"), t.get("vocab_size")),
-        ("draft vocab / lm_head rows", f"{d.get('draft_vocab_size')} / {d.get('lm_head_rows')}", None),
-        ("d2t / t2d / embeddings", f"{d.get('has_d2t')} / {d.get('has_t2d')} / {d.get('has_embeddings')}", None),
         ("max positions", d.get("max_position_embeddings"), t.get("max_position_embeddings")),
-        ("dtype (config / tensors)", f"{d.get('torch_dtype')} / {d.get('tensor_dtypes')}", t.get("torch_dtype")),
-        ("key layout", d.get("key_layout"), t.get("weight_prefix") or None),
+        ("dtype", d.get("torch_dtype"), t.get("torch_dtype")),
+        ("key layout / prefix", d.get("key_layout"), t.get("weight_prefix") or None),
     ]
-    for name, a, b in rows:
-        tab.add_row(name, _fmt(a), _fmt(b))
-    return tab
+    both = _table("Draft and target", ("fact", "draft", "target"), [(n, _fmt(a), _fmt(b)) for n, a, b in rows],
+                  label_width=13)
+    only = [
+        ("target hidden (declared)", d.get("target_hidden_size")),
+        ("fc shape", d.get("fc_shape")),
+        ("aux layer ids", d.get("aux_layer_ids")),
+        ("aux ids read from", d.get("aux_layer_ids_source")),
+        ("aux ids convention", d.get("aux_convention")),
+        ("draft vocab / lm_head rows", f"{_fmt(d.get('draft_vocab_size'))} / {_fmt(d.get('lm_head_rows'))}"),
+        ("d2t / t2d / embeddings", f"{_fmt(d.get('has_d2t'))} / {_fmt(d.get('has_t2d'))} / "
+                                   f"{_fmt(d.get('has_embeddings'))}"),
+        ("tensor dtypes", d.get("tensor_dtypes")),
+    ]
+    draft = _table("Draft only", ("fact", "value"), [(n, _fmt(v)) for n, v in only])
+    return Group(both, draft)
 
 
-def findings_table(findings: list[dict[str, Any]]) -> Table:
-    tab = Table(title="Findings", expand=False, show_lines=True)
-    tab.add_column("id", no_wrap=True)
-    tab.add_column("severity", no_wrap=True)
-    tab.add_column("category", no_wrap=True)
-    tab.add_column("message")
-    tab.add_column("evidence (observed → expected)")
-    tab.add_column("fix", no_wrap=True)
-    for f in findings:
-        ev = "\n".join(f"{e['where']}: {_fmt(e.get('observed'))} → {_fmt(e.get('expected'))}"
-                       for e in f.get("evidence", [])[:3])
-        fix = "yes" if f["fixable"] and not f.get("needs_decision") else (
-            "needs flag" if f.get("needs_decision") else "no")
-        tab.add_row(f["id"], Text(f["severity"], style=SEV_STYLE[f["severity"]]), f["category"], f["message"], ev, fix)
-    return tab
+def _fix_label(f: dict[str, Any]) -> Text:
+    if f.get("needs_decision"):
+        return Text("needs a decision", style="yellow")
+    return Text("fixable", style="green") if f.get("fixable") else Text("not fixable", style="dim")
 
 
-def render_report(console: Console, doc: dict[str, Any]) -> None:
+def findings_view(doc: dict[str, Any]) -> Group:
+    parts: list[Any] = [Text("Findings", style="italic")]
+    for f in doc.get("findings") or []:
+        head = Text.assemble((f["id"], "bold"), " ", (f["severity"], SEV_STYLE.get(f["severity"], "")), " ",
+                             (f"[{f['category']}]", "dim"), " · ", _fix_label(f))
+        body = [Text(one_line(f["message"])), Text(f"at {finding_path(doc, f)}", style="dim")]
+        body += [Text(f"evidence: {evidence_text(e)}") for e in f.get("evidence") or []]
+        if f.get("needs_decision"):
+            body.append(Text(f"decide with {one_line(f['needs_decision'])}", style="yellow"))
+        parts += [head, Padding(Group(*body), (0, 0, 1, 2))]
+    return Group(*parts)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def header(doc: dict[str, Any]) -> Panel:
     fmt = doc.get("format") or {}
     s = doc["summary"]
-    head = Text.assemble(
-        (f"{doc['subject']['source']}", "bold"), "  producer: ",
-        (f"{fmt.get('producer')} ({fmt.get('confidence', 0):.0%})", "bold"),
-        f"  engine: {doc['engine']['name']} {doc['engine'].get('rules_version', '')}",
-    )
-    evid = Text("evidence: " + "; ".join(fmt.get("evidence", [])), style="dim")
+    eng = doc.get("engine") or {}
     verdict_style = "bold green" if doc["verdict"] == "pass" else "bold red"
-    summary = Text.assemble((f"{s['errors']} error(s)", SEV_STYLE["error"] if s["errors"] else ""), ", ",
-                            (f"{s['warnings']} warning(s)", "yellow" if s["warnings"] else ""), ", ",
-                            f"{s['info']} info, {s.get('fixable', 0)} fixable by `kconvert fix`   verdict: ",
-                            (doc["verdict"].upper(), verdict_style))
-    console.print(Panel(Group(head, evid, summary), title=f"kconvert {doc['command']}"))
+    lines = [
+        Text(str(doc["subject"]["source"]), style="bold"),
+        Text.assemble("producer: ", (f"{fmt.get('producer')} ({fmt.get('confidence', 0):.0%})", "bold"),
+                      f" · engine: {eng.get('name')} {eng.get('rules_version', '')}".rstrip()),
+        Text("evidence: " + "; ".join(fmt.get("evidence", [])), style="dim"),
+        Text.assemble((_plural(s["errors"], "error"), SEV_STYLE["error"] if s["errors"] else ""), ", ",
+                      (_plural(s["warnings"], "warning"), "yellow" if s["warnings"] else ""), ", ",
+                      f"{s['info']} info · {s.get('fixable', 0)} fixable by `kconvert fix`"),
+        Text.assemble("verdict: ", (str(doc["verdict"]).upper(), verdict_style),
+                      (" (--fail-on warning)" if doc.get("fail_on") == "warning" else "", "dim")),
+    ]
+    return Panel(Group(*lines), title=f"kconvert {doc['command']}", title_align="left", box=box.ROUNDED)
+
+
+def render_next(console: Console, doc: dict[str, Any]) -> None:
+    gaps = doc.get("not_checked") or []
+    if gaps:
+        console.print("Static checks passed. They cannot see:", style="bold")
+        for g in gaps:
+            console.print(Padding(Text(f"- {one_line(g)}"), (0, 0, 0, 2)))
+    for step in doc.get("next_steps") or []:
+        console.print(Text(f"Next ({one_line(step['why'])}):", style="bold"))
+        # unwrapped: a terminal folds it for the eye, and a copy of it stays one command
+        console.print(f"  {step['command']}", markup=False, highlight=False, soft_wrap=True)
+
+
+def render_report(console: Console, doc: dict[str, Any], *, next_steps: bool = True) -> None:
+    console.print(header(doc))
     console.print(facts_table(doc))
     if doc["findings"]:
-        console.print(findings_table(doc["findings"]))
-    needs = [f for f in doc["findings"] if f.get("needs_decision")]
-    for f in needs:
-        console.print(Text(f"{f['id']}: decide with {f['needs_decision']}", style="yellow"))
+        console.print(findings_view(doc))
+    if next_steps:
+        render_next(console, doc)

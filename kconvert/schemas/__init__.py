@@ -14,6 +14,12 @@ def load_schema(name: str) -> dict[str, Any]:
     return json.loads((resources.files("kconvert.schemas") / f"{name}.schema.json").read_text())
 
 
+@lru_cache(maxsize=None)
+def load_sarif_schema() -> dict[str, Any]:
+    """The published SARIF 2.1.0 schema (JSON Schema draft-04), vendored; its origin is in SOURCES.md."""
+    return json.loads((resources.files("kconvert.schemas") / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
+
+
 def validate(doc: Any, name: str, *, what: str | None = None) -> None:
     """Validate `doc` against schemas/<name>.schema.json; raise InputError naming the first problem."""
     import jsonschema

@@ -565,7 +565,8 @@ def write_checkpoint(ckpt: Checkpoint, ops: list[Any], out_dir: os.PathLike[str]
                      provenance: dict[str, Any] | None = None, progress: Progress | None = None,
                      check_space: bool = True, copy_mode: str = "read_write",
                      chunk_bytes: int = CHUNK_BYTES, durable: bool = True,
-                     workers: int | None = None) -> WriteResult:
+                     workers: int | None = None,
+                     before_commit: Callable[[Path], None] | None = None) -> WriteResult:
     """Write `ckpt` with `ops` applied to `out_dir`, atomically.
 
     - `ops`: plan ops in order (kconvert.plan.ops); all are checked before anything is written.
@@ -581,6 +582,8 @@ def write_checkpoint(ckpt: Checkpoint, ops: list[Any], out_dir: os.PathLike[str]
       destination, but a power cut soon after may leave the renamed folder with data missing.
     - `workers`: shards written at once (default: one per core, at most 4); each worker has its own two
       hash threads, so the sha256 streams of several shards run on several cores.
+    - `before_commit(temp_folder)`: called with the complete output before it is renamed into place; an
+      exception it raises discards the output (fix's self-check: a failed fix leaves no folder behind).
 
     Raises UsageError (bad op, existing destination) or InputError (unreadable input, unwritable
     destination, full disk); the destination is then untouched and no temporary folder remains.
@@ -693,6 +696,8 @@ def write_checkpoint(ckpt: Checkpoint, ops: list[Any], out_dir: os.PathLike[str]
             size, _ = s.write_small(tmp.path / PROVENANCE_NAME, data)
             for st in streamers:
                 st.wait_syncs()
+            if before_commit is not None:
+                before_commit(tmp.path)
             tmp.commit(force=force, durable=durable)
         except OSError as e:
             tmp.discard()

@@ -1,0 +1,141 @@
+"""The concise format: one line per finding, for CI logs and grep (ruff's `--output-format concise`).
+
+    path[:line]: K404 error [aux-layers] message (where: observed → expected) [fixable]
+
+Evidence is printed whole: a line may be long, but it never holds a fragment. The lines after the findings carry
+the live figures and gate checks of a verify report, the plan of a fix report, a summary with the verdict, and
+the next command to run. Pure: a report dict (schemas/report.schema.json) in, text out.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kconvert.report.locations import display_path
+
+# Every character str.splitlines() breaks a line at: escaped, so one finding stays one line.
+LINE_BREAKS = str.maketrans({c: c.encode("unicode_escape").decode("ascii")
+                             for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"})
+
+
+def one_line(s: Any) -> str:
+    return str(s).translate(LINE_BREAKS)
+
+
+def value(v: Any) -> str:
+    """An evidence value in full: strings as they are, everything else as compact JSON; None as a dash."""
+    if v is None:
+        return "—"
+    if isinstance(v, str):
+        return one_line(v)
+    return one_line(json.dumps(v, ensure_ascii=False, default=str))
+
+
+def evidence_text(e: dict[str, Any]) -> str:
+    return f"{one_line(e.get('where'))}: {value(e.get('observed'))} → {value(e.get('expected'))}"
+
+
+def fix_tag(f: dict[str, Any]) -> str:
+    if f.get("needs_decision"):
+        return f"[needs {one_line(f['needs_decision'].split(' (')[0])}]"
+    return "[fixable]" if f.get("fixable") else ""
+
+
+def finding_path(doc: dict[str, Any], f: dict[str, Any]) -> str:
+    loc = f.get("location") or {}
+    path = display_path(doc, loc.get("file"))
+    return f"{path}:{loc['line']}" if loc.get("line") else path
+
+
+def finding_line(doc: dict[str, Any], f: dict[str, Any]) -> str:
+    ev = "; ".join(evidence_text(e) for e in f.get("evidence") or [])
+    category = f" [{f['category']}]" if f.get("category") else ""
+    parts = [f"{finding_path(doc, f)}: {f['id']} {f.get('severity', 'error')}{category} {one_line(f.get('message', ''))}"]
+    if ev:
+        parts.append(f"({ev})")
+    tag = fix_tag(f)
+    if tag:
+        parts.append(tag)
+    return " ".join(parts)
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 or word == "info" else "s")
+
+
+def _num(v: Any, digits: int = 3) -> str:
+    return "n/a" if v is None else f"{v:.{digits}f}"
+
+
+def live_lines(doc: dict[str, Any]) -> list[str]:
+    """The live run of a verify report and its gate checks, one line each."""
+    live = doc.get("live")
+    out: list[str] = []
+    if doc.get("static_blocked"):
+        out.append("live: not run: static checks failed (fix them, or measure the defect with --skip-static)")
+    if live:
+        acc = live.get("acceptance") or {}
+        c = live.get("counters") or {}
+        per = " / ".join(_num(x) for x in acc.get("per_position") or [])
+        rate = acc.get("acceptance_rate")
+        out.append(
+            f"live: {live.get('engine')} {live.get('engine_version')} on {live.get('platform')}, "
+            f"k={live.get('num_speculative_tokens')}, {live.get('num_prompts')} prompts of "
+            f"'{live.get('prompt_set')}': mean acceptance length {_num(acc.get('mean_acceptance_length'))}, "
+            f"acceptance rate {'n/a' if rate is None else f'{rate:.2%}'}, per position {per or 'n/a'} "
+            f"(drafts {c.get('drafts')}, draft tokens {c.get('draft_tokens')}, accepted {c.get('accepted')})")
+        ll = live.get("lossless")
+        if ll is not None:
+            out.append("lossless: greedy outputs identical with and without the draft" if ll.get("identical")
+                       else f"lossless: outputs DIFFER, first difference {json.dumps(ll.get('first_difference'))}")
+    for chk in (doc.get("thresholds") or {}).get("checks") or []:
+        out.append(f"gate: {'pass' if chk.get('passed') else 'FAIL'} {one_line(chk.get('message') or chk.get('name'))}")
+    diag = doc.get("diagnosis")
+    if diag:
+        for c in diag.get("candidates") or []:
+            al = c.get("mean_acceptance_length")
+            out.append(f"diagnose: {one_line(c.get('candidate'))}: "
+                       + (f"mean acceptance length {_num(al)}" if al is not None else f"error {one_line(c.get('error'))}"))
+        if diag.get("best"):
+            out.append(f"diagnose: best reading {one_line(diag['best'])}; apply it with: {one_line(diag.get('fix_command'))}")
+        elif not diag.get("ran"):
+            out.append(f"diagnose: not run: {one_line(diag.get('reason'))}")
+        else:
+            out.append("diagnose: no candidate beats the draft as loaded")
+    return out
+
+
+def fix_lines(doc: dict[str, Any]) -> list[str]:
+    fx = doc.get("fix")
+    if not fx:
+        return []
+    out = [f"plan: {one_line(s)}" for s in fx.get("steps") or []]
+    for rid in fx.get("only_without_finding") or []:
+        out.append(f"only: {rid} has no finding in this checkpoint")
+    if fx.get("output"):
+        out.append(f"wrote: {fx['output']} (provenance in kconvert.json)")
+    elif fx.get("dry_run"):
+        out.append(f"dry run: {len(fx.get('ops') or [])} op(s) planned, nothing written")
+    return out
+
+
+def summary_line(doc: dict[str, Any]) -> str:
+    s = doc.get("summary") or {}
+    fail_on = " (--fail-on warning)" if doc.get("fail_on") == "warning" else ""
+    fixable = f" ({s.get('fixable')} fixable)" if s.get("fixable") else ""
+    counts = f"{_n(s.get('errors', 0), 'error')}, {_n(s.get('warnings', 0), 'warning')}, {s.get('info', 0)} info"
+    if doc.get("command") == "fix":  # the findings are the input's; the verdict is the fix's
+        return f"{display_path(doc, None)}: input has {counts}{fixable}; fix verdict: {str(doc.get('verdict')).upper()}"
+    return f"{display_path(doc, None)}: {counts}{fixable}; verdict: {str(doc.get('verdict')).upper()}{fail_on}"
+
+
+def next_lines(doc: dict[str, Any]) -> list[str]:
+    out = [f"not checked statically: {one_line(x)}" for x in doc.get("not_checked") or []]
+    out += [f"next: {one_line(s['command'])}  # {one_line(s['why'])}" for s in doc.get("next_steps") or []]
+    return out
+
+
+def render_concise(doc: dict[str, Any]) -> str:
+    lines = [finding_line(doc, f) for f in doc.get("findings") or []]
+    lines += fix_lines(doc) + live_lines(doc) + [summary_line(doc)] + next_lines(doc)
+    return "\n".join(lines) + "\n"
