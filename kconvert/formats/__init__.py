@@ -44,13 +44,15 @@ def detect_format(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess:
 
 
 def _read_provenance(ckpt: Checkpoint) -> dict[str, Any] | None:
-    if "kconvert.json" not in ckpt.files or ckpt.root is None:
+    from kconvert.source.names import PROVENANCE_NAME
+
+    if PROVENANCE_NAME not in ckpt.files or ckpt.root is None:
         return None
     from kconvert.errors import KConvertError
     from kconvert.source.checkpoint import read_json_file
 
     try:
-        prov = read_json_file(ckpt.root / "kconvert.json", "kconvert.json")
+        prov = read_json_file(ckpt.root / PROVENANCE_NAME, PROVENANCE_NAME)
     except KConvertError:
         return None
     return prov if isinstance(prov, dict) else None

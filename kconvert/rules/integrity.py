@@ -27,7 +27,7 @@ def values_unreadable(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K001", "pickle-weights", "security", "warning",
-      summary="Pickle-based weight files (.bin/.pt/.pth/.ckpt/.pkl) are present.",
+      summary="Pickle files (.bin/.pt/.pth/.ckpt/.pkl/.pickle: weights, optimizer or trainer state) are present.",
       why="Unpickling executes code chosen by whoever wrote the file. kconvert never opens them; engines may load "
           "them when no safetensors file is present (vLLM falls back to *.bin/*.pt).",
       fix="fix does not copy them into its output; safe. Keep only the safetensors files.")

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from kconvert.errors import HeaderError, InputError
+from kconvert.source.names import CONFIG_NAME, INDEX_NAME, is_pickle
 from kconvert.source.safetensors_header import (
-    INDEX_NAME,
     MAX_INDEX_BYTES,
     TensorInfo,
     check_relative_path,
@@ -29,7 +29,6 @@ from kconvert.source.safetensors_header import (
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 # Small tensors inspect may read (d2t, t2d, norms); anything larger is only described by its header.
 MAX_SMALL_TENSOR_BYTES = 64 * 1024 * 1024
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
 
 @dataclass
@@ -209,13 +208,13 @@ def load_folder(root: Path, *, ref: str, kind: str = "local", allowed_root: Path
         raise InputError(f"{ref}: permission denied")
     ckpt = Checkpoint(ref=ref, kind=kind, root=root, allowed_root=allowed_root)
     ckpt.files = _list_files(root, allowed_root)
-    if "config.json" not in ckpt.files:
-        raise InputError(f"{ref}: no config.json (is this a model folder?)")
-    cfg = read_json_file(root / "config.json", "config.json")
+    if CONFIG_NAME not in ckpt.files:
+        raise InputError(f"{ref}: no {CONFIG_NAME} (is this a model folder?)")
+    cfg = read_json_file(root / CONFIG_NAME, CONFIG_NAME)
     if not isinstance(cfg, dict):
         raise InputError("config.json: not a JSON object")
     ckpt.config = cfg
-    ckpt.pickle_files = sorted(f for f in ckpt.files if f.lower().endswith(PICKLE_SUFFIXES))
+    ckpt.pickle_files = sorted(f for f in ckpt.files if is_pickle(f))
     if read_tensors:
         load_tensors(ckpt, root)
     return ckpt
