@@ -477,8 +477,7 @@ def test_several_defects_at_once_fix_clean_and_refix_to_nothing(tmp_path, target
         rename_all(t, lambda k: "model." + k)
 
     src = draft(tmp_path, producer, family=family, tensors=defects, shards=2 if family == "mla" else 1)
-    opts = Options(aux_convention="input") if producer == "modelopt" else None  # ModelOpt does not say
-    res = fix(str(src), tmp_path / "out", target=target, engine=engine, options=opts)
+    res = fix(str(src), tmp_path / "out", target=target, engine=engine)
     assert [f.id for f in res.after.findings if f.severity == "error"] == []
     assert res.remaining_fixable() == []
     out = arrays(tmp_path / "out")

@@ -43,6 +43,10 @@ class AuxIds:
     locations: dict[str, Any] = field(default_factory=dict)  # every path that holds ids -> value
     convention: str | None = None  # convention the producer writes: "input" (vLLM) | "output" (SGLang) | None
     convention_evidence: str = ""
+    # How much the convention above weighs (rules.aux_layers.settle_convention): "record" (kconvert.json),
+    # "producer" (a producer recognised by its stamp or full signature, whose code fixes the convention), "weak"
+    # (a producer guessed from the architecture alone, or a key only one engine reads), None.
+    convention_strength: str | None = None
 
 
 @dataclass

@@ -39,4 +39,7 @@ def detect(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess | None:
 def aux_convention(cfg: dict[str, Any], layout: KeyLayout) -> tuple[str | None, str]:
     if "eagle_aux_hidden_state_layer_ids" in cfg:
         return "input", "ids at the top-level key that only vLLM reads"
-    return "output", "SpecForge writes SGLang's output-of-layer ids (default [1, L/2-1, L-4])"
+    # SpecForge (scripts/train_eagle3.py, specforge/modeling/target/eagle3_target_model.py as of 2026-02): the HF
+    # backend registers forward hooks on layers[idx] (outputs), the SGLang backend calls
+    # set_eagle3_layers_to_capture, which adds +1; default [1, L//2-1, L-4].
+    return "output", "SpecForge captures the outputs of layers[i] (default [1, L//2-1, L-4])"
