@@ -237,11 +237,22 @@ def test_model_prefixed_keys_are_renamed_for_vllm(tmp_path):
 
 
 def test_layers0_keys_are_renamed_to_midlayer_for_sglang(tmp_path):
-    res = run(tmp_path, engine="sglang", tensors=lambda t: rename_all(t, lambda k: k.replace("midlayer.", "layers.0.")))
+    # SGLang's Llama draft loaded only midlayer.* before PR #24663 (pinned: the newest row loads both).
+    res = run(tmp_path, engine="sglang", engine_version="pre-25454",
+              tensors=lambda t: rename_all(t, lambda k: k.replace("midlayer.", "layers.0.")))
     f = the(res, "K201", "error")
     renames = {o.old: o.new for o in f.ops}
     assert renames["layers.0.mlp.down_proj.weight"] == "midlayer.mlp.down_proj.weight"
     assert "fc.weight" not in renames  # unchanged names are not renamed
+
+
+@pytest.mark.parametrize("engine,version,family", [("sglang", "post-25454", "llama"), ("sglang", "post-32334", "llama"),
+                                                    ("sglang", "pre-25454", "mla"), ("sglang", "post-32334", "mla")])
+def test_layers0_keys_load_on_sglang_rows_that_read_them(tmp_path, engine, version, family):
+    # PR #24663 (Llama draft, both names) and deepseek_eagle3.py's own layers.0. -> midlayer. rename (MLA draft).
+    res = run(tmp_path, engine=engine, engine_version=version, family=family,
+              tensors=lambda t: rename_all(t, lambda k: k.replace("midlayer.", "layers.0.")))
+    assert "K201" not in ids(res)
 
 
 def test_layers0_keys_are_fine_on_vllm(tmp_path):

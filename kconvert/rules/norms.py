@@ -18,7 +18,10 @@ def norms_missing(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     if not d.tensors:
         return
-    missing = [n for n in NORMS if n not in d.tensors]
+    from kconvert.rules.tensors import no_aux_head
+
+    missing = [n for n in NORMS if n not in d.tensors
+               and not (n == "layers.0.hidden_norm.weight" and no_aux_head(d))]
     if missing:
         yield norms_missing.finding(f"norm tensor(s) missing, the engine will use weight 1: {', '.join(missing)}",
                                     evidence=[Evidence(n, "absent", "present") for n in missing])
