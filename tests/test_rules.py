@@ -710,15 +710,18 @@ def test_embeddings_of_another_vocabulary_are_k701_and_dropped(tmp_path):
     assert f.ops == [DropTensor("embed_tokens.weight", f.ops[0].reason)]
 
 
-def test_randomly_initialised_embeddings_are_a_k701_warning(tmp_path):
+def test_randomly_initialised_embeddings_are_a_k701_error_on_vllm_and_nothing_on_sglang(tmp_path):
+    # TorchSpec issue #38: vLLM keeps the draft's own (random) embed_tokens and acceptance collapses; SGLang
+    # replaces them with the target's. (Was a warning on every engine.)
     def fresh(t):
         rng = np.random.default_rng(1)
         t["embed_tokens.weight"] = ("BF16", (TINY.vocab, TINY.hidden),
                                     rng.normal(0, 1, size=(TINY.vocab, TINY.hidden)).astype(np.float32))
 
     res = run(tmp_path, embeddings=True, tensors=fresh)
-    f = the(res, "K701", "warning")
+    f = the(res, "K701", "error")
     assert "std" in f.message and f.ops == [DropTensor("embed_tokens.weight", f.ops[0].reason)]
+    assert "K701" not in ids(run(tmp_path, embeddings=True, tensors=fresh, engine="sglang", name="sg"))
 
 
 def test_trained_embeddings_pass(tmp_path):
@@ -878,7 +881,7 @@ COVERAGE: dict[str, list[str]] = {
     "K605": ["test_norm_output_from_specforge_is_a_k605_warning", "test_norm_output_from_speculators_is_k605_info"],
     "K606": ["test_modelopt_last_layernorm_flag_is_k606"],
     "K701": ["test_embeddings_of_another_vocabulary_are_k701_and_dropped",
-             "test_randomly_initialised_embeddings_are_a_k701_warning"],
+             "test_randomly_initialised_embeddings_are_a_k701_error_on_vllm_and_nothing_on_sglang"],
     "K801": ["test_missing_lm_head_with_draft_vocab_size_is_k801_error",
              "test_missing_full_vocab_lm_head_is_a_k801_warning"],
     "K901": ["test_max_positions_below_the_targets_is_info_on_vllm_which_raises_it",

@@ -166,7 +166,8 @@ _VLLM_COMMON: dict[str, Any] = dict(
     layer_names={"llama": ("midlayer.", "layers."), "mla": ("midlayer.", "layers.")},
     multi_layer=frozenset({"llama", "mla"}),  # vLLM PR #26164: layer 0 takes 2H, later layers H
     uses_draft_embeddings=True,  # llm_base_proposer._maybe_share_embeddings: own embed_tokens kept unless equal
-    norm_before_fc={"llama": True, "mla": None},  # llama_eagle3.py: eagle_config first, then top level
+    # llama_eagle3.py: eagle_config first, then top level; deepseek_eagle3.py has no input_norm (fc_norm only)
+    norm_before_fc={"llama": True, "mla": False},
     fc_norm=True,
     norm_output=True,
     architectures=VLLM_ARCHS,

@@ -279,13 +279,18 @@ def hidden_size(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K701", "embeddings", "embeddings", "error",
-      summary="`embed_tokens` is present but not shaped like the target's embedding, or looks untrained.",
-      why="vLLM uses the draft's own embed_tokens when present and shares the target's otherwise; a wrongly "
-          "shaped one fails at load, and a randomly initialised one (TorchSpec issue #38: a converter saved a "
-          "fresh nn.Embedding) loads silently and collapses acceptance. kconvert samples a few rows by byte range: "
-          "nn.Embedding's N(0, 1) init has row std about 1, trained embeddings are far smaller.",
+      summary="`embed_tokens` is present but not shaped like the target's embedding, or looks untrained on an "
+              "engine that uses it.",
+      why="vLLM 0.32/0.33 keep a draft's own embed_tokens unless they equal the target's "
+          "(llm_base_proposer._maybe_share_embeddings) and share the target's otherwise; SGLang replaces the "
+          "draft's with the target's unconditionally (TorchSpec issue #38). A wrongly shaped one fails at load on "
+          "both. A randomly initialised one (TorchSpec issue #38: convert_to_hf.py saved a fresh nn.Embedding "
+          "until TorchSpec PR #39; lightseekorg/kimi-k2.5-eagle3 'did not work' in vLLM, vLLM PR #35966) loads "
+          "silently on vLLM and acceptance collapses, while SGLang is unaffected. kconvert samples a few rows by "
+          "byte range: nn.Embedding's N(0, 1) init has row std about 1, trained embeddings are far smaller.",
       fix="fix drops embed_tokens so that the engine shares the target's (safe when the draft's hidden size equals "
-          "the target's, which EAGLE-3 drafts of Kimi/DeepSeek/Llama targets have).")
+          "the target's, which EAGLE-3 drafts of Kimi/DeepSeek/Llama targets have; it is what SGLang does "
+          "anyway).")
 def embeddings(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     info = d.tensors.get("embed_tokens.weight")
@@ -311,12 +316,12 @@ def embeddings(ctx: Context) -> Iterator[Finding]:
             ctx.unreadable.setdefault(info.name, e.message)
             return
         std = float(np.std(sample.astype(np.float64)))
-        if 0.8 <= std <= 1.2:
+        if 0.8 <= std <= 1.2 and ctx.engine.uses_draft_embeddings:
             yield embeddings.finding(
                 f"embed_tokens rows have std {std:.2f}, like a fresh nn.Embedding (N(0,1)); trained embeddings "
-                "are far smaller: it was probably never trained (TorchSpec issue #38)",
-                severity="warning", evidence=[Evidence("embed_tokens.weight", f"row std {std:.3f}", "<< 1")],
-                ops=drop)
+                f"are far smaller: it was probably never trained (TorchSpec issue #38), and {ctx.engine.key} "
+                "uses it instead of the target's", evidence=[Evidence("embed_tokens.weight", f"row std {std:.3f}",
+                                                                       "<< 1")], ops=drop)
 
 
 @rule("K801", "lm-head-missing", "lm-head", "error",
