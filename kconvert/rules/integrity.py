@@ -75,12 +75,24 @@ def _speculators_own_auto_map(auto_map: object) -> bool:
 
 
 @rule("K003", "no-tensors", "integrity", "error",
-      summary="No safetensors tensor was found.",
-      why="Without safetensors weights an engine either fails or falls back to pickle files.",
-      fix="Not fixable: convert the weights to safetensors with a trusted tool first.")
+      summary="No tensor was found (neither safetensors nor a PyTorch weight file kconvert can read statically); "
+              "or the weights are PyTorch pickle files (info).",
+      why="Without weights an engine fails. A draft that ships only `pytorch_model.bin` (the EAGLE reference "
+          "trainer's deepspeed save_16bit_model, e.g. yuhuili/EAGLE3-LLaMA3.1-Instruct-8B) is loaded by vLLM and "
+          "SGLang from the .bin; kconvert describes it statically (kconvert.source.torch_zip: the pickle's "
+          "opcodes are walked, never executed) and says so.",
+      fix="`kconvert fix --from-pickle` converts PyTorch weight files to safetensors through "
+          "torch.load(weights_only=True), only when asked; with no weights at all nothing can be fixed.")
 def no_tensors(ctx: Context) -> Iterator[Finding]:
-    if not ctx.draft.checkpoint.tensors and not any(
-            "not in the cache" in n or "tensor checks are skipped" in n for n in ctx.draft.checkpoint.notes):
+    ck = ctx.draft.checkpoint
+    if ck.torch_files:
+        yield no_tensors.finding(
+            f"the weights are PyTorch pickle files ({', '.join(ck.torch_files[:3])}), described statically and "
+            "never unpickled; engines load them when no safetensors file is present; `kconvert fix --from-pickle` "
+            "converts them to safetensors", severity="info",
+            evidence=[Evidence(ck.torch_files[0], "PyTorch zip", "safetensors")])
+    elif not ck.tensors and not any(
+            "not in the cache" in n or "tensor checks are skipped" in n for n in ck.notes):
         yield no_tensors.finding("the checkpoint holds no safetensors tensor",
                                  evidence=[Evidence("*.safetensors", 0, ">= 1 file")])
     for note in ctx.draft.checkpoint.notes:
