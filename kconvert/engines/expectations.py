@@ -32,8 +32,10 @@ VLLM_ARCHS = {
     "DeepseekV2ForCausalLM": "mla", "DeepseekV3ForCausalLM": "mla",
     "Eagle3Speculator": "llama",
 }
+# SGLang's ModelConfig renames a draft's LlamaForCausalLM to LlamaForCausalLMEagle3 (and DeepseekV3ForCausalLM to
+# the MTP class DeepseekV3ForCausalLMNextN, which is not an EAGLE-3 draft).
 SGLANG_ARCHS = {
-    "LlamaForCausalLMEagle3": "llama", "Eagle3LlamaForCausalLM": "llama",
+    "LlamaForCausalLMEagle3": "llama", "Eagle3LlamaForCausalLM": "llama", "LlamaForCausalLM": "llama",
     "DeepseekV3ForCausalLMEagle3": "mla", "Eagle3DeepseekV2ForCausalLM": "mla",
     "Eagle3DeepseekV3ForCausalLM": "mla",
 }

@@ -206,17 +206,31 @@ def aux_ids_invalid(ctx: Context) -> Iterator[Finding]:
     if ctx.target is None:
         return
     L = ctx.target.num_hidden_layers
+    lo, hi = ctx.engine.collectable(L, ctx.target)
     phys = physical_ids(ctx)
-    if phys is None:
-        return
-    bad = [p for p in phys if not 0 <= p <= L]
+    bad = [p for p in phys if not 0 <= p <= L] if phys is not None else []
     if bad:
         yield aux_ids_invalid.finding(
             f"aux ids {ids} ({settle_convention(ctx).convention} convention) name streams {phys}; a {L}-layer "
             f"target has streams 0..{L}", evidence=[Evidence(d.aux.source, ids, f"streams within 0..{L}")],
             needs_decision=DECIDE_IDS)
         return
-    lo, hi = ctx.engine.collectable(L, ctx.target)
+    fed = fed_ids(ctx) or []
+    if fed and max(fed) > hi:
+        # Whatever convention the ids were trained in, this engine asks for a stream it never collects.
+        repairable = phys is not None and max(phys) <= hi and \
+            (w := ctx.engine.written_ids(phys, ctx.target)) is not None and \
+            max(ctx.engine.physical_ids(w, ctx.target)) <= hi
+        if not repairable:
+            yield aux_ids_invalid.finding(
+                f"{ctx.engine.key} reads the aux ids {ids} as streams {fed} and collects at most stream {hi} on a "
+                f"{L}-layer {target_family(ctx.target)} target: fc gets {sum(1 for f in fed if f <= hi)} of "
+                f"{len(fed)} states and the draft fails (sglang PR #32334: crash)",
+                evidence=[Evidence(d.aux.source, ids, f"streams within {lo}..{hi} on {ctx.engine.key}")],
+                fixable=False)
+            return
+    if phys is None:
+        return
     beyond = [p for p in phys if p > hi]
     if beyond:
         yield aux_ids_invalid.finding(

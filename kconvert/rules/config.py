@@ -59,11 +59,15 @@ def rope(ctx: Context) -> Iterator[Finding]:
                                evidence=[Evidence("rope_theta", d.config["rope_theta"], t.rope_theta)])
         if t.rope_scaling and not rs and not (isinstance(rp, dict) and rp.get("factor")):
             restore = ctx.options.rope_from_target
-            if "rope_scaling" in d.config and not restore:
+            # The EAGLE reference trainer's config template (eagle/traineagle3/config.json) has no rope keys at all:
+            # its drafts were trained with LlamaConfig's defaults, not stripped by a converter.
+            if ("rope_scaling" in d.config or d.format.producer == "eagle") and not restore:
                 # `rope_scaling: null` written out is the producer's statement (SpecForge's Kimi-K2.5 template,
                 # configs/kimi-k25-eagle3.json); a key that is absent may have been dropped by a converter.
+                stated = "states rope_scaling null" if "rope_scaling" in d.config else \
+                    "comes from the EAGLE reference trainer, whose config has no rope_scaling"
                 yield rope.finding(
-                    f"the draft states rope_scaling null: it was trained without the target's "
+                    f"the draft {stated}: it was trained without the target's "
                     f"{_rope_kind(t.rope_scaling)[0]} scaling, so positions past the original window are rotated "
                     "differently from the target (a training choice; kconvert keeps it)", severity="info",
                     evidence=[Evidence("rope_scaling", None, t.rope_scaling)])
