@@ -696,8 +696,10 @@ def test_norm_output_from_specforge_is_a_k605_warning(tmp_path):
 
 
 def test_norm_output_from_speculators_is_k605_info(tmp_path):
-    res = run(tmp_path, "speculators", config=lambda c: c.update(norm_output=False))
+    res = run(tmp_path, "speculators", config=lambda c: c.update(norm_output=True))
     assert the(res, "K605", "info").ops == []
+    # false is every engine's default reading: nothing to say (was an info finding)
+    assert "K605" not in ids(run(tmp_path, "speculators", name="off", config=lambda c: c.update(norm_output=False)))
 
 
 def test_modelopt_last_layernorm_flag_is_k606(tmp_path):

@@ -23,7 +23,7 @@ AUX_PATHS: tuple[tuple[str, ...], ...] = (
 MLA_KEYS = ("kv_lora_rank", "qk_rope_head_dim")
 # Detection confidence from which a producer's known convention counts as evidence (SpecForge's full signature
 # scores 0.85, TorchSpec's and speculators' stamps 0.99, ModelOpt's flags 0.8+; an architecture name alone 0.6).
-PRODUCER_EVIDENCE_CONFIDENCE = 0.75
+PRODUCER_EVIDENCE_CONFIDENCE = 0.8
 
 
 def get_path(cfg: dict[str, Any], path: tuple[str, ...]) -> Any:

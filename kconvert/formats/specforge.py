@@ -22,7 +22,8 @@ def detect(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess | None:
     if layout.layer == "midlayer.":
         ev.append("tensor names midlayer.*")
         score += 0.15
-    if "d2t" in ckpt.tensors and "t2d" in ckpt.tensors:
+    # (under the layout's prefix: a `model.`-prefixed SpecForge draft is still SpecForge's)
+    if all(n in ckpt.tensors or layout.prefix + n in ckpt.tensors for n in ("d2t", "t2d")):
         ev.append("d2t and t2d tensors")
         score += 0.15
     ec = cfg.get("eagle_config")

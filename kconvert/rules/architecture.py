@@ -87,7 +87,8 @@ def num_hidden_layers(ctx: Context) -> Iterator[Finding]:
     if not d.decoder_layers:
         return
     count = draft_layers(d)[0]
-    multi_ok = d.layer_family in ctx.engine.multi_layer and not (d.is_speculators and ctx.engine.engine != "vllm")
+    # (A speculators draft reaches SGLang through fix's conversion to the flat layout, which keeps the layers.)
+    multi_ok = d.layer_family in ctx.engine.multi_layer
     if count > 1 and not multi_ok:
         yield num_hidden_layers.finding(
             f"the draft has {count} decoder layers; {ctx.engine.key} builds a one-layer {d.layer_family} draft "

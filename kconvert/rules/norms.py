@@ -124,7 +124,8 @@ def fc_norm(ctx: Context) -> Iterator[Finding]:
       fix="Not decided by the files: check how the producer meant it and set it for the engine yourself.")
 def norm_output(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
-    if "norm_output" in d.config:
+    # false is every engine's default reading (speculators' field default, SGLang's, vLLM's getattr): no finding.
+    if d.config.get("norm_output"):
         sure = d.format.producer in ("speculators", "torchspec", "modelopt", "eagle") and ctx.engine.norm_output
         yield norm_output.finding(
             f"norm_output={d.config['norm_output']!r} written by {d.format.producer}; "

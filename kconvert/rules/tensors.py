@@ -31,6 +31,13 @@ def draft_layers(d) -> tuple[int, list[str]]:
     return count, strays
 
 
+def embedding_sample_rows(n_rows: int) -> list[int]:
+    """The embed_tokens rows K701 reads by byte range: 16 rows drawn with a fixed seed (sparse replicas in tests
+    write exactly these and leave the rest of the tensor as a hole)."""
+    rng = np.random.default_rng(0)
+    return sorted(set(rng.integers(0, n_rows, size=min(16, n_rows)).tolist()))
+
+
 def no_aux_head(d) -> bool:
     """eagle_config.use_aux_hidden_state false and no fc: an EAGLE-3 head that reads only the last hidden state."""
     ec = d.config.get("eagle_config") if isinstance(d.config.get("eagle_config"), dict) else {}
@@ -308,8 +315,7 @@ def embeddings(ctx: Context) -> Iterator[Finding]:
         from kconvert.errors import KConvertError
         from kconvert.source.checkpoint import read_rows
 
-        rng = np.random.default_rng(0)
-        rows = sorted(set(rng.integers(0, info.shape[0], size=min(16, info.shape[0])).tolist()))
+        rows = embedding_sample_rows(info.shape[0])
         try:
             sample = read_rows(d.checkpoint, info, rows)
         except KConvertError as e:
