@@ -28,8 +28,10 @@ def values_unreadable(ctx: Context) -> Iterator[Finding]:
 
 @rule("K001", "pickle-weights", "security", "warning",
       summary="Pickle files (.bin/.pt/.pth/.ckpt/.pkl/.pickle: weights, optimizer or trainer state) are present.",
-      why="Unpickling executes code chosen by whoever wrote the file. kconvert never opens them; engines may load "
-          "them when no safetensors file is present (vLLM falls back to *.bin/*.pt).",
+      why="Unpickling executes code chosen by whoever wrote the file. kconvert never unpickles them: PyTorch weight "
+          "files are described by walking their pickle opcodes without executing any (kconvert.source.torch_zip; "
+          "see SECURITY.md), other pickles are only listed. Engines load *.bin/*.pt when no safetensors file is "
+          "present (vLLM's fallback), with whatever unpickler they use.",
       fix="fix does not copy them into its output; safe. Keep only the safetensors files.")
 def pickle_weights(ctx: Context) -> Iterator[Finding]:
     files = ctx.draft.checkpoint.pickle_files
