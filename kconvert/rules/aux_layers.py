@@ -42,16 +42,6 @@ class Settled:
     votes: dict[str, list[str]] = field(default_factory=dict)  # convention -> strong reasons
     weak: dict[str, list[str]] = field(default_factory=dict)  # convention -> weak reasons
 
-    @property
-    def conflict(self) -> bool:
-        both = set(self.votes) | set(self.weak)
-        return len(both) == 2 and bool(self.votes)
-
-
-def written_convention(ctx: Context) -> str | None:
-    """The convention the ids are read in, when settled (kept for callers that only need the answer)."""
-    return settle_convention(ctx).convention
-
 
 def settle_convention(ctx: Context) -> Settled:
     d = ctx.draft
