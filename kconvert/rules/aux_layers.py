@@ -32,7 +32,8 @@ DIAGNOSE = "`kconvert verify --diagnose` measures both readings live"
 COST_LATE = ("one layer late: about 0.10 accept length lost on Kimi-K2.5 (61 layers; "
              "lightseekorg/kimi-k2.5-eagle3-mla on SGLang, sglang PR #25454)")
 COST_EARLY = ("one layer early: position-0 acceptance ~10% instead of ~45% on MiniMax-M2.5 (62 layers; vLLM PR "
-              "#43671), mean acceptance length 2.57 -> 2.01 on the 8-layer tiny example")
+              "#43671); the tiny example's aux-ids-sglang-convention variant loses acceptance live the same way "
+              "(examples/tiny/README.md)")
 
 
 @dataclass
