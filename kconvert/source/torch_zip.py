@@ -22,6 +22,7 @@ import math
 import pickletools
 import stat
 import struct
+import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,14 +47,15 @@ REBUILDERS = {("torch._utils", "_rebuild_tensor_v2"), ("torch._utils", "_rebuild
 ALLOWED_GLOBALS = ({("collections", "OrderedDict")} | REBUILDERS
                    | {("torch", name) for name in STORAGE_DTYPES})
 
-# Opcodes a state dict of tensors needs; everything else is refused before it could matter.
+# Opcodes a state dict of tensors needs (torch.save writes protocol 2); everything else, the text opcodes of
+# protocols 0/1 included, is refused before it could matter.
 _ALLOWED_OPS = {
     "PROTO", "FRAME", "STOP", "MARK", "POP", "POP_MARK", "DUP",
     "EMPTY_DICT", "EMPTY_LIST", "EMPTY_TUPLE", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3", "LIST", "DICT",
-    "BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8", "UNICODE", "BINSTRING", "SHORT_BINSTRING", "STRING",
-    "BININT", "BININT1", "BININT2", "INT", "LONG", "LONG1", "LONG4", "BINFLOAT", "FLOAT",
+    "BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8",
+    "BININT", "BININT1", "BININT2", "LONG1", "LONG4", "BINFLOAT",
     "NONE", "NEWTRUE", "NEWFALSE", "BINBYTES", "SHORT_BINBYTES", "BINBYTES8",
-    "BINPUT", "LONG_BINPUT", "PUT", "MEMOIZE", "BINGET", "LONG_BINGET", "GET",
+    "BINPUT", "LONG_BINPUT", "MEMOIZE", "BINGET", "LONG_BINGET",
     "GLOBAL", "STACK_GLOBAL", "BINPERSID", "REDUCE", "BUILD",
     "SETITEM", "SETITEMS", "APPEND", "APPENDS",
 }
@@ -135,8 +137,7 @@ def _walk_pickle(file: str, data: bytes) -> Any:
         return stack.pop()
 
     try:
-        ops = pickletools.genops(data)
-        for op, arg, _pos in ops:
+        for op, arg, _pos in _quiet(pickletools.genops(data)):
             n_ops += 1
             if n_ops > MAX_OPS:
                 raise _refuse(file, f"data.pkl: more than {MAX_OPS} opcodes")
@@ -180,11 +181,11 @@ def _walk_pickle(file: str, data: bytes) -> Any:
                 if len(items) % 2:
                     raise _refuse(file, "data.pkl: odd number of dict items")
                 stack.append(_to_dict(file, items))
-            elif name in ("BINPUT", "LONG_BINPUT", "PUT"):
+            elif name in ("BINPUT", "LONG_BINPUT"):
                 memo[int(arg)] = stack[-1] if stack else pop()
             elif name == "MEMOIZE":
                 memo[len(memo)] = stack[-1] if stack else pop()
-            elif name in ("BINGET", "LONG_BINGET", "GET"):
+            elif name in ("BINGET", "LONG_BINGET"):
                 if int(arg) not in memo:
                     raise _refuse(file, f"data.pkl: memo {arg} read before written")
                 stack.append(memo[int(arg)])
@@ -244,6 +245,20 @@ def _walk_pickle(file: str, data: bytes) -> Any:
     except (ValueError, struct.error, IndexError, TypeError, KeyError) as e:
         raise _refuse(file, f"data.pkl: not a readable pickle ({type(e).__name__}: {e})") from None
     raise _refuse(file, "data.pkl: no STOP opcode")
+
+
+def _quiet(ops):
+    """genops, lazily, with its argument decoders' warnings silenced: under -W error a decoder's warning would
+    otherwise escape as something other than this reader's refusal."""
+    it = iter(ops)
+    while True:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                item = next(it)
+            except StopIteration:
+                return
+        yield item
 
 
 def _to_dict(file: str, items: list[Any]) -> dict[Any, Any]:
