@@ -33,12 +33,12 @@ def candidates(vr) -> list[Candidate]:
     d = res.draft
     out: list[Candidate] = []
     L = res.target.num_hidden_layers if res.target else None
-    fed = res.engine.physical_ids(d.aux.ids) if d.aux.ids is not None else (
+    fed = res.engine.physical_ids(d.aux.ids, res.target) if d.aux.ids is not None else (
         res.engine.default_physical_ids(L) if L else None)
     if fed:
         for shift in (-1, 1):
             ids = [i + shift for i in fed]
-            if L and not all(1 <= i <= L - 1 for i in ids):
+            if L and not all(1 <= i <= res.engine.collectable(L, res.target)[1] for i in ids):
                 continue
             out.append(Candidate(f"aux ids {ids}", f"aux ids as fed ({fed}) shifted by {shift:+d}",
                                  _ids_override(ids), ["--aux-ids", ",".join(map(str, ids))]))

@@ -14,7 +14,7 @@ from kconvert.inspect import InspectResult, analyse
 from kconvert.plan import Plan, apply_config_ops, build_plan, diff_ops, order_ops
 from kconvert.plan.ops import DeleteConfig, Op, RenameTensor, op_to_dict
 from kconvert.rules import Finding, Options
-from kconvert.source.checkpoint import open_checkpoint
+from kconvert.source.checkpoint import Checkpoint, open_checkpoint
 from kconvert.target import TargetModel, load_target
 
 
@@ -132,13 +132,38 @@ def plan_fix(res: InspectResult, *, only: set[str] | None = None, to_format: str
     return plan
 
 
-def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | None = None, engine: str = "vllm",
-        engine_version: str | None = None, options: Options | None = None, only: set[str] | None = None,
-        dry_run: bool = False, partial: bool = False, force: bool = False, to_format: str | None = None,
-        progress: Callable[[int, int, str], None] | None = None, durable: bool = True) -> FixResult:
+def fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | TargetModel | None = None,
+        engine: str = "vllm", engine_version: str | None = None, options: Options | None = None,
+        only: set[str] | None = None, dry_run: bool = False, partial: bool = False, force: bool = False,
+        to_format: str | None = None, progress: Callable[[int, int, str], None] | None = None, durable: bool = True,
+        from_pickle: bool = False) -> FixResult:
     """Plan and write a corrected copy; see `kconvert.fix` (the package-level function) for the arguments."""
+    return _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version, options=options,
+                only=only, dry_run=dry_run, partial=partial, force=force, to_format=to_format, progress=progress,
+                durable=durable, from_pickle=from_pickle)
+
+
+def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | TargetModel | None = None,
+         engine: str = "vllm", engine_version: str | None = None, options: Options | None = None,
+         only: set[str] | None = None, dry_run: bool = False, partial: bool = False, force: bool = False,
+         to_format: str | None = None, progress: Callable[[int, int, str], None] | None = None, durable: bool = True,
+         from_pickle: bool = False, converted: dict[str, Any] | None = None) -> FixResult:
+    # `converted`: provenance of a --from-pickle conversion, whose safetensors copy is fixed here
     only = check_only(only)
-    ckpt = open_checkpoint(source)
+    ckpt = source if isinstance(source, Checkpoint) else open_checkpoint(source)
+    if ckpt.torch_files and not from_pickle:
+        # Writing without them would leave a folder with no weights; converting unasked would run torch.load.
+        raise AmbiguityError(f"the weights of {ckpt.ref} are PyTorch pickle files ({', '.join(ckpt.torch_files[:3])});"
+                             " fix converts them to safetensors only when asked",
+                             hint="rerun with --from-pickle (torch.load(weights_only=True), after a static check)")
+    if from_pickle and not ckpt.torch_files:
+        raise UsageError(f"--from-pickle: {ckpt.ref} holds no PyTorch weight file to convert")
+    if from_pickle and not dry_run:
+        if out_dir is None:
+            raise UsageError("fix needs -o/--output DIR (or --dry-run)")
+        return _fix_from_pickle(ckpt, Path(out_dir), target=target, engine=engine, engine_version=engine_version,
+                                options=options, only=only, partial=partial, force=force, to_format=to_format,
+                                progress=progress, durable=durable)
     tgt = load_target(target) if isinstance(target, str) else target
     rules = engine_rules(engine, engine_version)
     opts = options or Options()
@@ -192,6 +217,8 @@ def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | 
     aux_record = _aux_record(res, plan, opts)
     if aux_record:
         provenance["aux_ids"] = aux_record
+    if converted:
+        provenance["input"].update(converted)
 
     def self_check(folder: Path) -> None:
         # The output must not carry a fixable error any more (of those --only selected). Checked before the
@@ -207,6 +234,26 @@ def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | 
                                            progress=progress, durable=durable, before_commit=self_check)
     result.written = out
     return result
+
+
+def _fix_from_pickle(ckpt, out: Path, **kw) -> FixResult:
+    """Convert the PyTorch weights into a temporary safetensors copy beside the destination, then fix that copy
+    (the provenance names the original files and their sha256); the copy is removed whatever happens."""
+    import shutil
+    import tempfile
+
+    from kconvert.source.checkpoint import load_folder
+    from kconvert.source.torch_convert import convert_to_safetensors
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.kconvert-pickle-", dir=out.parent))
+    try:
+        converted = convert_to_safetensors(ckpt, tmp)
+        copy = load_folder(tmp, ref=ckpt.ref)
+        copy.revision, copy.commit = ckpt.revision, ckpt.commit
+        return _fix(copy, out, converted=converted, **kw)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _aux_record(res: InspectResult, plan: Plan, opts: Options) -> dict[str, Any] | None:

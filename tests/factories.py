@@ -147,8 +147,9 @@ def draft_config(s: Shape, producer: str, family: str, *, full_vocab: bool = Fal
     if producer == "eagle":
         return {"architectures": ["LlamaForCausalLM"], **base}
     if producer == "modelopt":
+        # ModelOpt hooks the outputs of layers[i] and writes its ids as they are (hf_spec_export.py): [1, L//2-1, L-4]
         return {"architectures": ["LlamaForCausalLM"], **base,
-                "eagle_config": {"eagle_aux_hidden_state_layer_ids": in_ids, "use_input_layernorm_in_first_layer": True,
+                "eagle_config": {"eagle_aux_hidden_state_layer_ids": out_ids, "use_input_layernorm_in_first_layer": True,
                                  "use_last_layernorm": False, "use_mtp_layernorm": False}}
     if producer == "speculators":
         layer = {k: v for k, v in base.items() if k not in ("draft_vocab_size",)}

@@ -23,7 +23,9 @@ CASES = {
     ("torchspec", "mla"): ("torchspec", "midlayer", "input", "in", False),
     ("eagle", "llama"): ("eagle", "midlayer", "input", None, False),
     ("speculators", "llama"): ("speculators", "layers.0", "input", "in", True),
-    ("modelopt", "llama"): ("modelopt", "midlayer", None, "in", False),
+    # ModelOpt's export code hooks layers[i] outputs (modelopt hf_spec_export.py / plugins): output-of-layer ids.
+    # (Was None, "cannot tell"; issue #11 shows the code settles it.)
+    ("modelopt", "llama"): ("modelopt", "midlayer", "output", "out", False),
 }
 SHAPE_NAMES = ("tiny", "kimi")
 
@@ -179,7 +181,7 @@ def errors(res):
 
 
 @pytest.mark.parametrize("producer,family", [("torchspec", "llama"), ("torchspec", "mla"), ("eagle", "llama"),
-                                             ("speculators", "llama"), ("modelopt", "llama")])
+                                             ("speculators", "llama")])
 def test_clean_kimi_draft_has_no_error_on_vllm(drafts, producer, family):
     res = inspect(str(drafts[(producer, family, "kimi")]), target="kimi-k2.5")
     assert errors(res) == [] and res.exit_code == 0
@@ -199,6 +201,16 @@ def test_specforge_kimi_draft_is_only_k404_on_vllm(drafts):
     assert [f.id for f in res.findings if f.severity == "error"] == ["K404"]
     k404 = next(f for f in res.findings if f.id == "K404")
     assert k404.evidence[0].observed == [1, 29, 57] and k404.evidence[0].expected == [2, 30, 58]
+
+
+@pytest.mark.parametrize("producer", ["specforge", "modelopt"])
+def test_output_convention_kimi_drafts_are_k404_one_layer_early_on_vllm_and_fixable(drafts, producer):
+    res = inspect(str(drafts[(producer, "llama", "kimi")]), target="kimi-k2.5")
+    k404 = [f for f in res.findings if f.id == "K404"]
+    assert len(k404) == 1 and k404[0].severity == "error" and k404[0].ops
+    assert k404[0].evidence[0].expected == [2, 30, 58]
+    res = inspect(str(drafts[(producer, "llama", "kimi")]), target="kimi-k2.5", engine="sglang")
+    assert "K404" not in {f.id for f in res.findings}
 
 
 def test_specforge_kimi_draft_has_no_error_on_sglang(drafts):

@@ -167,10 +167,17 @@ def test_mla_tensors_under_a_llama_architecture_are_k101(tmp_path):
     assert f.ops[0].value == ["Eagle3DeepseekV3ForCausalLM"]
 
 
-def test_eagle_reference_architecture_is_not_mapped_by_sglang(tmp_path):
-    res = run(tmp_path, "eagle", engine="sglang")
+def test_eagle_reference_architecture_is_mapped_by_sglang(tmp_path):
+    # SGLang's ModelConfig renames a draft's LlamaForCausalLM to LlamaForCausalLMEagle3 (yuhuili's EAGLE-3 drafts
+    # run on SGLang, sglang PR #4247). Was: K101, which the record contradicts.
+    assert "K101" not in ids(run(tmp_path, "eagle", engine="sglang"))
+
+
+def test_deepseek_v3_architecture_becomes_an_mtp_model_on_sglang(tmp_path):
+    # ... and a draft's DeepseekV3ForCausalLM to DeepseekV3ForCausalLMNextN, an MTP model, not an EAGLE-3 draft.
+    res = run(tmp_path, family="mla", engine="sglang", config=lambda c: c.update(architectures=["DeepseekV3ForCausalLM"]))
     f = the(res, "K101", "error")
-    assert f.ops[0].value == ["LlamaForCausalLMEagle3"]
+    assert f.ops[0].value == ["Eagle3DeepseekV3ForCausalLM"]
 
 
 def test_speculators_architecture_on_sglang_is_fixable_k101(tmp_path):
@@ -237,11 +244,22 @@ def test_model_prefixed_keys_are_renamed_for_vllm(tmp_path):
 
 
 def test_layers0_keys_are_renamed_to_midlayer_for_sglang(tmp_path):
-    res = run(tmp_path, engine="sglang", tensors=lambda t: rename_all(t, lambda k: k.replace("midlayer.", "layers.0.")))
+    # SGLang's Llama draft loaded only midlayer.* before PR #24663 (pinned: the newest row loads both).
+    res = run(tmp_path, engine="sglang", engine_version="pre-25454",
+              tensors=lambda t: rename_all(t, lambda k: k.replace("midlayer.", "layers.0.")))
     f = the(res, "K201", "error")
     renames = {o.old: o.new for o in f.ops}
     assert renames["layers.0.mlp.down_proj.weight"] == "midlayer.mlp.down_proj.weight"
     assert "fc.weight" not in renames  # unchanged names are not renamed
+
+
+@pytest.mark.parametrize("engine,version,family", [("sglang", "post-25454", "llama"), ("sglang", "post-32334", "llama"),
+                                                    ("sglang", "pre-25454", "mla"), ("sglang", "post-32334", "mla")])
+def test_layers0_keys_load_on_sglang_rows_that_read_them(tmp_path, engine, version, family):
+    # PR #24663 (Llama draft, both names) and deepseek_eagle3.py's own layers.0. -> midlayer. rename (MLA draft).
+    res = run(tmp_path, engine=engine, engine_version=version, family=family,
+              tensors=lambda t: rename_all(t, lambda k: k.replace("midlayer.", "layers.0.")))
+    assert "K201" not in ids(res)
 
 
 def test_layers0_keys_are_fine_on_vllm(tmp_path):
@@ -438,9 +456,30 @@ def test_missing_aux_ids_on_eagle_reference_is_info_with_the_defaults(tmp_path):
 
 
 def test_aux_id_past_the_last_layer_is_k402(tmp_path):
-    res = run(tmp_path, config=set_ids([2, 4, TINY.layers]))
+    # Stream L (after the last layer) exists and vLLM 0.32 collects it (llama.py/deepseek_v2.py/gpt_oss.py):
+    # an id of L is valid there; L + 1 names no stream at all.
+    res = run(tmp_path, config=set_ids([2, 4, TINY.layers + 1]))
     f = the(res, "K402", "error")
     assert f.ops == [] and f.fixable and "--aux-ids" in f.needs_decision
+    assert "K402" not in ids(run(tmp_path, config=set_ids([2, 4, TINY.layers]), name="final"))
+
+
+def test_final_boundary_id_on_an_engine_that_cannot_collect_it_is_k402_not_fixable(tmp_path):
+    # SGLang's capture fires before layer i: stream L is collected on GPT-OSS targets only since PR #32334.
+    res = run(tmp_path, engine="sglang", engine_version="post-32334", config=set_ids([2, 4, TINY.layers]))
+    f = the(res, "K402", "error")
+    assert not f.fixable and "collects at most stream" in f.message
+
+
+def test_final_boundary_id_settles_the_input_reading_over_a_guessed_producer(tmp_path):
+    # LlamaForCausalLMEagle3 alone is a SpecForge guess, not evidence; an id equal to L only exists as a stream
+    # in the input reading.
+    def mut(c):
+        set_ids([2, 4, TINY.layers], top=False)(c)
+    res = run(tmp_path, "specforge", config=mut, full_vocab=True,
+              tensors=lambda t: rename_all(t, lambda k: k.replace("midlayer.", "layers.0.")))
+    assert res.draft.aux.convention_strength == "weak"
+    assert "K404" not in ids(res) and "K402" not in ids(res)
 
 
 def test_duplicated_aux_ids_are_k402(tmp_path):
@@ -486,17 +525,46 @@ def test_unknown_producer_ids_with_output_convention_are_converted(tmp_path):
 
 
 def test_input_ids_starting_at_1_cannot_be_expressed_on_sglang_post_25454(tmp_path):
-    written = [1, 3, 4]  # torchspec top-level key: vLLM's input convention
+    written = [1, 3, 4]
     assert SGLANG_CURRENT.physical_ids(written) != written and SGLANG_CURRENT.written_ids(written) is None
+    # The top-level key says input, the first id 1 says output: unsettled (was: an error on the top-level key's
+    # word alone). Decided as input, streams starting at 1 cannot be written for SGLang after PR #25454.
     res = run(tmp_path, engine="sglang", engine_version="post-25454", config=set_ids(written))
+    f = the(res, "K404", "warning")
+    assert "disagrees" in f.message and "--diagnose" in f.message and "--aux-convention" in f.needs_decision
+    res = run(tmp_path, engine="sglang", engine_version="post-25454", config=set_ids(written), name="decided",
+              options=Options(aux_convention="input"))
     f = the(res, "K404", "error")
     assert not f.fixable and "cannot express" in f.message
+
+
+def test_producer_and_first_id_disagreeing_is_a_warning_that_names_both_and_blocks_fix(tmp_path):
+    # AQ-MedAI/Kimi-K25-eagle3's shape: SpecForge's signature, ids [2, L//2, L-3] (vLLM PR #35966 measured
+    # 51.78% acceptance with it on vLLM).
+    phys = [2, TINY.layers // 2, TINY.layers - 3]
+    res = run(tmp_path, "specforge", config=set_ids(phys, top=False))
+    f = the(res, "K404", "warning")
+    assert "specforge" in f.message and "first id is 2" in f.message and "--diagnose" in f.message
+    assert f.ops == [] and "--aux-convention" in f.needs_decision
+
+
+def test_a_one_layer_late_shift_is_a_warning_with_the_measured_cost(tmp_path):
+    # SGLang before #25454 adds +1 to input-convention ids: one layer late (sglang PR #25454 measured ~0.10).
+    res = run(tmp_path, engine="sglang", engine_version="pre-25454", config=set_ids([2, 4, 5]))
+    f = the(res, "K404", "warning")
+    assert "0.10" in f.message and f.ops
+
+
+def test_a_one_layer_early_shift_is_an_error_with_the_measured_cost(tmp_path):
+    res = run(tmp_path, "specforge")
+    f = the(res, "K404", "error")
+    assert "#43671" in f.message
 
 
 def test_input_ids_are_shifted_down_for_sglang_pre_25454(tmp_path):
     phys = [2, 4, 5]
     res = run(tmp_path, engine="sglang", engine_version="pre-25454", config=set_ids(phys))
-    f = the(res, "K404", "error")
+    f = the(res, "K404", "warning")  # one layer late (sglang PR #25454: ~0.10 accept length); was an error
     assert f.ops == [SetConfig(EC_AUX, SGLANG_LEGACY.written_ids(phys), f.ops[0].reason)]
     assert SGLANG_LEGACY.physical_ids(f.ops[0].value) == phys
 
@@ -509,7 +577,7 @@ def test_input_ids_not_starting_at_1_pass_unchanged_on_sglang_post_25454(tmp_pat
 
 def test_input_ids_not_starting_at_1_are_k404_on_sglang_pre_25454(tmp_path):
     res = run(tmp_path, engine="sglang", engine_version="pre-25454", config=set_ids([3, 4, 5]))
-    assert the(res, "K404", "error").ops[0].value == [2, 3, 4]
+    assert the(res, "K404", "warning").ops[0].value == [2, 3, 4]  # one layer late: a warning (was an error)
 
 
 def test_ids_only_at_the_top_level_key_are_mirrored_into_eagle_config(tmp_path):
@@ -693,8 +761,10 @@ def test_norm_output_from_specforge_is_a_k605_warning(tmp_path):
 
 
 def test_norm_output_from_speculators_is_k605_info(tmp_path):
-    res = run(tmp_path, "speculators", config=lambda c: c.update(norm_output=False))
+    res = run(tmp_path, "speculators", config=lambda c: c.update(norm_output=True))
     assert the(res, "K605", "info").ops == []
+    # false is every engine's default reading: nothing to say (was an info finding)
+    assert "K605" not in ids(run(tmp_path, "speculators", name="off", config=lambda c: c.update(norm_output=False)))
 
 
 def test_modelopt_last_layernorm_flag_is_k606(tmp_path):
@@ -714,15 +784,18 @@ def test_embeddings_of_another_vocabulary_are_k701_and_dropped(tmp_path):
     assert f.ops == [DropTensor("embed_tokens.weight", f.ops[0].reason)]
 
 
-def test_randomly_initialised_embeddings_are_a_k701_warning(tmp_path):
+def test_randomly_initialised_embeddings_are_a_k701_error_on_vllm_and_nothing_on_sglang(tmp_path):
+    # TorchSpec issue #38: vLLM keeps the draft's own (random) embed_tokens and acceptance collapses; SGLang
+    # replaces them with the target's. (Was a warning on every engine.)
     def fresh(t):
         rng = np.random.default_rng(1)
         t["embed_tokens.weight"] = ("BF16", (TINY.vocab, TINY.hidden),
                                     rng.normal(0, 1, size=(TINY.vocab, TINY.hidden)).astype(np.float32))
 
     res = run(tmp_path, embeddings=True, tensors=fresh)
-    f = the(res, "K701", "warning")
+    f = the(res, "K701", "error")
     assert "std" in f.message and f.ops == [DropTensor("embed_tokens.weight", f.ops[0].reason)]
+    assert "K701" not in ids(run(tmp_path, embeddings=True, tensors=fresh, engine="sglang", name="sg"))
 
 
 def test_trained_embeddings_pass(tmp_path):
@@ -825,7 +898,7 @@ COVERAGE: dict[str, list[str]] = {
     "K004": ["test_unknown_producer_is_k004_info"],
     "K101": ["test_deepseek_eagle3_architecture_is_not_mapped_by_vllm",
              "test_mla_tensors_under_a_llama_architecture_are_k101",
-             "test_eagle_reference_architecture_is_not_mapped_by_sglang",
+             "test_deepseek_v3_architecture_becomes_an_mtp_model_on_sglang",
              "test_speculators_architecture_on_sglang_is_fixable_k101"],
     "K102": ["test_mla_draft_with_model_type_deepseek_v3_is_refused_by_vllm",
              "test_mla_model_type_deepseek_v3_for_a_deepseek_target_becomes_deepseek_v2"],
@@ -852,6 +925,7 @@ COVERAGE: dict[str, list[str]] = {
              "test_missing_aux_ids_with_user_ids_writes_them_where_vllm_reads",
              "test_missing_aux_ids_on_eagle_reference_is_info_with_the_defaults"],
     "K402": ["test_aux_id_past_the_last_layer_is_k402", "test_duplicated_aux_ids_are_k402",
+             "test_final_boundary_id_on_an_engine_that_cannot_collect_it_is_k402_not_fixable",
              "test_malformed_aux_ids_are_k402"],
     "K403": ["test_aux_id_count_against_fc_width_is_k403"],
     "K404": ["test_specforge_output_convention_ids_are_k404_on_vllm",
@@ -859,7 +933,10 @@ COVERAGE: dict[str, list[str]] = {
              "test_unknown_producer_ids_with_output_convention_are_converted",
              "test_input_ids_starting_at_1_cannot_be_expressed_on_sglang_post_25454",
              "test_input_ids_are_shifted_down_for_sglang_pre_25454",
-             "test_input_ids_not_starting_at_1_are_k404_on_sglang_pre_25454"],
+             "test_input_ids_not_starting_at_1_are_k404_on_sglang_pre_25454",
+             "test_producer_and_first_id_disagreeing_is_a_warning_that_names_both_and_blocks_fix",
+             "test_a_one_layer_late_shift_is_a_warning_with_the_measured_cost",
+             "test_a_one_layer_early_shift_is_an_error_with_the_measured_cost"],
     "K405": ["test_ids_only_at_the_top_level_key_are_mirrored_into_eagle_config",
              "test_different_ids_at_two_keys_are_a_k405_error", "test_user_aux_ids_replace_recorded_ones_as_k405_info"],
     "K406": ["test_aux_states_switched_off_on_an_eagle3_draft_is_k406",
@@ -882,7 +959,7 @@ COVERAGE: dict[str, list[str]] = {
     "K605": ["test_norm_output_from_specforge_is_a_k605_warning", "test_norm_output_from_speculators_is_k605_info"],
     "K606": ["test_modelopt_last_layernorm_flag_is_k606"],
     "K701": ["test_embeddings_of_another_vocabulary_are_k701_and_dropped",
-             "test_randomly_initialised_embeddings_are_a_k701_warning"],
+             "test_randomly_initialised_embeddings_are_a_k701_error_on_vllm_and_nothing_on_sglang"],
     "K801": ["test_missing_lm_head_with_draft_vocab_size_is_k801_error",
              "test_missing_full_vocab_lm_head_is_a_k801_warning"],
     "K901": ["test_max_positions_below_the_targets_is_info_on_vllm_which_raises_it",

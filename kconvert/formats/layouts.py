@@ -21,6 +21,9 @@ LAYER_COMMON = ("mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.wei
                 "input_layernorm.weight", "hidden_norm.weight", "post_attention_layernorm.weight")
 TOP_REQUIRED = ("fc.weight", "norm.weight")
 TOP_OPTIONAL = ("lm_head.weight", "embed_tokens.weight", "d2t", "t2d", "input_norm.weight")
+# Decoder layers after the first (multi-layer drafts, vLLM PR #26164) take H inputs and need these besides the
+# projections; hidden_norm is used by layer 0 only (vLLM llama_eagle3.py / deepseek_eagle3.py forward).
+LATER_LAYER_NORMS = ("input_layernorm.weight", "post_attention_layernorm.weight")
 NORMS = ("layers.0.input_layernorm.weight", "layers.0.hidden_norm.weight",
          "layers.0.post_attention_layernorm.weight", "norm.weight")
 
@@ -33,22 +36,37 @@ ENGINE_LAYOUTS = {
 }
 
 
-def required_layer_tensors(family: str, q_lora: bool) -> tuple[str, ...]:
+def required_layer_tensors(family: str, q_lora: bool, layer: int = 0) -> tuple[str, ...]:
     if family == "mla":
         q = MLA_ATTN_LORA_Q if q_lora else MLA_ATTN_PLAIN_Q
-        return tuple(f"layers.0.{n}" for n in q + MLA_ATTN + LAYER_COMMON)
-    return tuple(f"layers.0.{n}" for n in LLAMA_LAYER)
+        names = q + MLA_ATTN + LAYER_COMMON
+    else:
+        names = LLAMA_LAYER
+    if layer > 0:
+        names = tuple(n for n in names if n.endswith("_proj.weight") or n in LATER_LAYER_NORMS
+                      or n.startswith("self_attn."))
+    return tuple(f"layers.{layer}.{n}" for n in names)
+
+
+def layer_index(name: str) -> int | None:
+    """N of a canonical `layers.N.*` name."""
+    if not name.startswith("layers."):
+        return None
+    head = name[len("layers."):].split(".", 1)[0]
+    return int(head) if head.isdigit() and (head == "0" or not head.startswith("0")) else None
 
 
 def known_canonical(name: str) -> bool:
     if name in TOP_REQUIRED or name in TOP_OPTIONAL:
         return True
-    if name.startswith("layers.0."):
-        rest = name[len("layers.0."):]
+    n = layer_index(name)
+    if n is not None:
+        rest = name.split(".", 2)[2]
         return rest in LLAMA_LAYER or rest in MLA_ATTN_LORA_Q + MLA_ATTN_PLAIN_Q + MLA_ATTN + LAYER_COMMON
     if name.startswith("fc_norm.") and name.endswith(".weight"):
         return True
-    return False
+    # P-EAGLE (speculators `peagle`, vLLM llama_eagle3.py load_weights): the parallel-drafting mask embedding.
+    return name == "mask_hidden"
 
 
 def detect_layout(raw_names: list[str]) -> KeyLayout:

@@ -43,6 +43,10 @@ class AuxIds:
     locations: dict[str, Any] = field(default_factory=dict)  # every path that holds ids -> value
     convention: str | None = None  # convention the producer writes: "input" (vLLM) | "output" (SGLang) | None
     convention_evidence: str = ""
+    # How much the convention above weighs (rules.aux_layers.settle_convention): "record" (kconvert.json),
+    # "producer" (a producer recognised by its stamp or full signature, whose code fixes the convention), "weak"
+    # (a producer guessed from the architecture alone, or a key only one engine reads), None.
+    convention_strength: str | None = None
 
 
 @dataclass
@@ -100,6 +104,13 @@ class DraftModel:
         return "lm_head.weight" in self.tensors
 
     @property
+    def decoder_layers(self) -> list[int]:
+        """Indices N of the `layers.N.*` decoder layers present in the tensors (multi-layer drafts: 0..N-1)."""
+        from kconvert.formats.layouts import layer_index
+
+        return sorted({i for n in self.tensors if (i := layer_index(n)) is not None})
+
+    @property
     def has_embeddings(self) -> bool:
         return "embed_tokens.weight" in self.tensors
 
@@ -133,6 +144,7 @@ class DraftModel:
             "num_key_value_heads": self.num_key_value_heads,
             "head_dim": self.head_dim,
             "num_hidden_layers": self.num_hidden_layers,
+            "decoder_layers_present": len(self.decoder_layers),
             "vocab_size": self.vocab_size,
             "draft_vocab_size": self.draft_vocab_size,
             "lm_head_rows": self.lm_head_rows,

@@ -27,4 +27,8 @@ def detect(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess | None:
 def aux_convention(cfg: dict[str, Any], layout: KeyLayout) -> tuple[str | None, str]:
     if "eagle_aux_hidden_state_layer_ids" in cfg:
         return "input", "ids at the top-level key that only vLLM reads"
-    return None, "ModelOpt does not say which convention its eagle_config ids follow"
+    # modelopt/torch/speculative/plugins/transformers.py registers _collect_aux_hidden_states_forward_hook on
+    # layers[i] for every id i (the *output* of layer i) and defaults to [1, L//2-1, L-4]; the Megatron plugin
+    # hooks TransformerLayer outputs the same way (layer_number - 1 in ids). hf_spec_export.py writes them
+    # into eagle_config unchanged.
+    return "output", "ModelOpt hooks the outputs of layers[i] (default [1, L//2-1, L-4])"

@@ -22,7 +22,8 @@ def detect(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess | None:
     if layout.layer == "midlayer.":
         ev.append("tensor names midlayer.*")
         score += 0.15
-    if "d2t" in ckpt.tensors and "t2d" in ckpt.tensors:
+    # (under the layout's prefix: a `model.`-prefixed SpecForge draft is still SpecForge's)
+    if all(n in ckpt.tensors or layout.prefix + n in ckpt.tensors for n in ("d2t", "t2d")):
         ev.append("d2t and t2d tensors")
         score += 0.15
     ec = cfg.get("eagle_config")
@@ -39,4 +40,7 @@ def detect(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess | None:
 def aux_convention(cfg: dict[str, Any], layout: KeyLayout) -> tuple[str | None, str]:
     if "eagle_aux_hidden_state_layer_ids" in cfg:
         return "input", "ids at the top-level key that only vLLM reads"
-    return "output", "SpecForge writes SGLang's output-of-layer ids (default [1, L/2-1, L-4])"
+    # SpecForge (scripts/train_eagle3.py, specforge/modeling/target/eagle3_target_model.py as of 2026-02): the HF
+    # backend registers forward hooks on layers[idx] (outputs), the SGLang backend calls
+    # set_eagle3_layers_to_capture, which adds +1; default [1, L//2-1, L-4].
+    return "output", "SpecForge captures the outputs of layers[i] (default [1, L//2-1, L-4])"

@@ -60,7 +60,10 @@ def to_flat(config: dict[str, Any], *, architecture: str = "LlamaForCausalLMEagl
             out[k] = v
     out["architectures"] = [architecture]
     out.setdefault("model_type", "llama")
-    out["num_hidden_layers"] = 1
+    # A multi-layer draft keeps its layers (vLLM PR #26164); one layer is the EAGLE-3 default.
+    inner = config.get("transformer_layer_config") if isinstance(config.get("transformer_layer_config"), dict) else {}
+    n = inner.get("num_hidden_layers")
+    out["num_hidden_layers"] = n if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else 1
     # The speculators format's default (Eagle3SpeculatorConfig) is false; say it where flat readers look.
     out.setdefault("norm_before_residual", False)
     ids = out.get("eagle_aux_hidden_state_layer_ids")
@@ -81,7 +84,8 @@ def to_speculators(config: dict[str, Any], *, verifier: str | None = None,
              and not k.startswith("_")}
     layer["architectures"] = ["LlamaForCausalLM"]
     layer["model_type"] = "llama"
-    layer["num_hidden_layers"] = 1
+    n = config.get("num_hidden_layers")
+    layer["num_hidden_layers"] = n if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else 1
     ec = config.get("eagle_config") if isinstance(config.get("eagle_config"), dict) else {}
     out: dict[str, Any] = {"architectures": list(ARCHITECTURES), "speculators_model_type": "eagle3"}
     for k in TOP_LEVEL:

@@ -14,14 +14,7 @@ from typing import Any, Callable
 
 from kconvert.errors import GateError, InputError
 
-INDEX_NAME = "model.safetensors.index.json"
-CONFIG_NAME = "config.json"
-TOKENIZER_FILES = frozenset({
-    "tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json", "added_tokens.json",
-    "vocab.json", "merges.txt", "tiktoken.model", "chat_template.jinja", "generation_config.json",
-})
-# Weights kconvert never verifies nor publishes: an engine could load them instead of the safetensors.
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
+from kconvert.source.names import CONFIG_NAME, INDEX_NAME, TOKENIZER_FILES, is_pickle
 
 Progress = Callable[[int, int, str], None]
 
@@ -99,7 +92,8 @@ def bind(folder: Path, doc: dict[str, Any], *, progress: Progress | None = None)
 
     local = list_folder(folder)
     local.pop("README.md", None)
-    pickles = sorted(n for n in local if n.lower().endswith(PICKLE_SUFFIXES))
+    # Weights kconvert never verifies nor publishes: an engine could load them instead of the safetensors.
+    pickles = sorted(n for n in local if is_pickle(n))
     if pickles:
         raise GateError(f"{pickles[0]}: pickle weights are not covered by a verify report and are never pushed",
                         hint="remove them from the folder (kconvert fix never writes them)")

@@ -8,8 +8,7 @@ from typing import Any, Callable
 
 from kconvert.errors import GateError, InputError, UsageError
 from kconvert.hub.gate import LocalFile, Progress, bind, check_report, load_report
-
-PROVENANCE_NAME = "kconvert.json"
+from kconvert.source.names import PROVENANCE_NAME
 
 
 @dataclass

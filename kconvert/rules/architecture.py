@@ -68,20 +68,41 @@ def mla_model_type(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K103", "num-hidden-layers", "config-hygiene", "error",
-      summary="`num_hidden_layers` is not 1 (often copied from the target).",
-      why="vLLM builds `num_hidden_layers` draft decoder layers (llama_eagle3.py: `for layer_idx in "
-          "range(config.num_hidden_layers)`); only layer 0 has weights, the others stay uninitialised memory and "
-          "run on every draft step: garbage proposals and wasted time, without a word.",
-      fix="fix sets num_hidden_layers to the number of decoder layers present in the tensors (1); safe.")
+      summary="`num_hidden_layers` disagrees with the decoder layers in the tensors (often copied from the "
+              "target), or the engine version cannot build a draft of that many layers.",
+      why="vLLM builds `num_hidden_layers` draft decoder layers (llama_eagle3.py and deepseek_eagle3.py: `for "
+          "layer_idx in range(config.num_hidden_layers)`); since vLLM PR #26164 layer 0 takes 2H inputs and "
+          "later layers H, so a multi-layer draft (nm-testing/random-weights-llama3.1.8b-2layer-eagle3, its "
+          "smoke test) is valid there. Layers without weights stay uninitialised memory and run on every draft "
+          "step, silently. SGLang's Llama draft raised for num_hidden_layers != 1 until PR #24663 (multi-layer "
+          "drafts); its DeepSeek/MLA draft (deepseek_eagle3.py) still raises.",
+      fix="fix sets num_hidden_layers to the number of decoder layers present in the tensors when that count is "
+          "what the engine builds (safe); a multi-layer draft on an engine version that builds one layer is not "
+          "fixable (dropping trained layers would make another draft).")
 def num_hidden_layers(ctx: Context) -> Iterator[Finding]:
+    from kconvert.rules.tensors import draft_layers
+
     d = ctx.draft
     n = d.num_hidden_layers
-    if n is not None and n != 1:
-        same = ctx.target is not None and n == ctx.target.num_hidden_layers
+    if not d.decoder_layers:
+        return
+    count = draft_layers(d)[0]
+    # (A speculators draft reaches SGLang through fix's conversion to the flat layout, which keeps the layers.)
+    multi_ok = d.layer_family in ctx.engine.multi_layer
+    if count > 1 and not multi_ok:
         yield num_hidden_layers.finding(
-            f"num_hidden_layers is {n}{' (the target’s layer count)' if same else ''} but the draft has 1 layer",
-            evidence=[Evidence("num_hidden_layers", n, 1)],
-            ops=[SetConfig(ctx.key_path("num_hidden_layers"), 1, "the draft has one decoder layer")])
+            f"the draft has {count} decoder layers; {ctx.engine.key} builds a one-layer {d.layer_family} draft "
+            "and refuses num_hidden_layers != 1 (use vLLM, or SGLang with PR #24663 for a Llama draft)",
+            evidence=[Evidence("num_hidden_layers", n, 1)], fixable=False)
+        return
+    if n is not None and n != count:
+        same = ctx.target is not None and n == ctx.target.num_hidden_layers
+        layers = "1 layer" if count == 1 else f"{count} layers"
+        yield num_hidden_layers.finding(
+            f"num_hidden_layers is {n}{' (the target’s layer count)' if same else ''} but the draft has {layers}",
+            evidence=[Evidence("num_hidden_layers", n, count)],
+            ops=[SetConfig(ctx.key_path("num_hidden_layers"), count,
+                           f"the draft has {layers} in its tensors")])
 
 
 # MoE fields are left alone: vLLM's DeepSeek layer reads them even for the dense draft layer.

@@ -1,17 +1,92 @@
-"""Aux layer ids: presence, range, duplicates, count, and the convention they are written in."""
+"""Aux layer ids: presence, range, duplicates, count, location, and the convention they are written in.
+
+Which residual streams a draft was trained on is rarely written down; the ids are, in one of two conventions.
+`settle_convention` weighs what the files say about it:
+
+- kconvert.json (a previous `kconvert fix` recorded the streams) or --aux-convention: decisive;
+- the producer's code, when the producer is recognised by a stamp or its full signature (SpecForge, TorchSpec,
+  ModelOpt hook layer outputs; speculators and TorchSpec's vLLM export write vLLM's input ids): strong;
+- ids at the top-level key only vLLM reads: strong (whoever wrote them wrote them for vLLM);
+- an id equal to the target's layer count: strong for the input reading (the output of layer L does not exist);
+- the first id (SGLang PR #25454: 1 = output of layer 1, 2 = input of layer 2): weak;
+- a producer guessed from the architecture name alone: not counted.
+
+The convention is settled when strong evidence points one way and nothing points the other. Disagreement, or
+weak evidence alone, is reported as such with the measurement that settles it (`kconvert verify --diagnose`),
+and fix waits for --aux-convention or --aux-ids instead of guessing.
+"""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Iterator
 
+from kconvert.engines.expectations import target_family
 from kconvert.plan.ops import SetConfig
 from kconvert.rules.base import Context, Evidence, Finding, rule
 
 DECIDE_IDS = "--aux-ids L1,L2,L3 (layers in vLLM's input-of-layer numbering) or --aux-ids default"
 DECIDE_CONV = "--aux-convention input|output (which convention the ids were trained in)"
+DIAGNOSE = "`kconvert verify --diagnose` measures both readings live"
+
+# Measured costs the severity of a one-layer shift rests on.
+COST_LATE = ("one layer late: about 0.10 accept length lost on Kimi-K2.5 (61 layers; "
+             "lightseekorg/kimi-k2.5-eagle3-mla on SGLang, sglang PR #25454)")
+COST_EARLY = ("one layer early: position-0 acceptance ~10% instead of ~45% on MiniMax-M2.5 (62 layers; vLLM PR "
+              "#43671); the tiny example's aux-ids-sglang-convention variant loses acceptance live the same way "
+              "(examples/tiny/README.md)")
 
 
-def written_convention(ctx: Context) -> str | None:
-    return ctx.options.aux_convention or ctx.draft.aux.convention
+@dataclass
+class Settled:
+    convention: str | None  # "input" | "output" | None (not settled)
+    why: str  # what it rests on, for the finding's message
+    votes: dict[str, list[str]] = field(default_factory=dict)  # convention -> strong reasons
+    weak: dict[str, list[str]] = field(default_factory=dict)  # convention -> weak reasons
+
+
+def settle_convention(ctx: Context) -> Settled:
+    d = ctx.draft
+    if ctx.options.aux_convention:
+        return Settled(ctx.options.aux_convention, "decided by --aux-convention")
+    ids = d.aux.ids
+    if d.aux.convention_strength == "record" and d.aux.convention:
+        return Settled(d.aux.convention, d.aux.convention_evidence)
+    votes: dict[str, list[str]] = {}
+    weak: dict[str, list[str]] = {}
+    guessed = ""
+    if d.aux.convention and d.aux.convention_strength == "producer":
+        votes.setdefault(d.aux.convention, []).append(f"{d.format.producer}: {d.aux.convention_evidence}")
+    elif d.aux.convention and d.format.producer != "unknown" and d.aux.convention_strength == "weak" \
+            and not d.aux.convention_evidence.startswith("ids at the top-level key"):
+        # Named in the message, never weighed: the guess rests on an architecture name half the ecosystem writes.
+        guessed = (f"; not counted: {d.format.producer}'s convention ({d.aux.convention}), the producer being "
+                   "guessed from the architecture alone")
+    if "eagle_aux_hidden_state_layer_ids" in d.aux.locations:
+        votes.setdefault("input", []).append("the ids sit at the top-level key that only vLLM reads")
+    if ids:
+        if ctx.target is not None and max(ids) == ctx.target.num_hidden_layers:
+            votes.setdefault("input", []).append(
+                f"id {max(ids)} is the {ctx.target.num_hidden_layers}-layer target's final boundary (there is no "
+                f"layer {max(ids)} whose output it could name)")
+        if ids[0] == 1:
+            weak.setdefault("output", []).append("the first id is 1 (SGLang's first-id rule, PR #25454)")
+        elif ids[0] == 2:
+            weak.setdefault("input", []).append("the first id is 2 (SGLang's first-id rule, PR #25454)")
+    strong = set(votes)
+    if len(strong) == 1:
+        conv = next(iter(strong))
+        other = "output" if conv == "input" else "input"
+        if other not in weak:
+            reasons = votes[conv] + weak.get(conv, [])
+            return Settled(conv, "; ".join(reasons) + guessed, votes, weak)
+    if len(strong) == 2 or (strong and set(weak) - strong):
+        parts = [f"{c}: {'; '.join(votes.get(c, []) + weak.get(c, []))}" for c in ("input", "output")
+                 if c in votes or c in weak]
+        return Settled(None, "the evidence disagrees (" + " | ".join(parts) + ")" + guessed, votes, weak)
+    if weak:
+        parts = [f"{c}: {'; '.join(r)}" for c, r in weak.items()]
+        return Settled(None, "only weak evidence (" + " | ".join(parts) + ")" + guessed, votes, weak)
+    return Settled(None, (d.aux.convention_evidence or "nothing in the files says") + guessed, votes, weak)
 
 
 def physical_ids(ctx: Context) -> list[int] | None:
@@ -25,7 +100,7 @@ def physical_ids(ctx: Context) -> list[int] | None:
         if ctx.draft.format.producer == "eagle" and ctx.target is not None:
             return ctx.engine.default_physical_ids(ctx.target.num_hidden_layers)
         return None
-    conv = written_convention(ctx)
+    conv = settle_convention(ctx).convention
     if conv == "input":
         return list(ids)
     if conv == "output":
@@ -33,12 +108,17 @@ def physical_ids(ctx: Context) -> list[int] | None:
     return None
 
 
+def fed_ids(ctx: Context) -> list[int] | None:
+    """The streams the engine feeds for the ids as written."""
+    ids = ctx.draft.aux.ids
+    return ctx.engine.physical_ids(list(ids), ctx.target) if ids is not None else None
+
+
 def write_ops(ctx: Context, physical: list[int], reason: str) -> list[SetConfig]:
-    written = ctx.engine.written_ids(physical)
+    written = ctx.engine.written_ids(physical, ctx.target)
     if written is None:
         return []
-    ops = [SetConfig(p, written, reason) for p in ctx.engine.aux_write_paths]
-    return ops
+    return [SetConfig(p, written, reason) for p in ctx.engine.aux_write_paths]
 
 
 def _paths_disagree(ctx: Context) -> bool:
@@ -46,16 +126,24 @@ def _paths_disagree(ctx: Context) -> bool:
     return len(set(vals)) > 1
 
 
+def _no_aux_head(ctx: Context) -> bool:
+    ec = ctx.draft.config.get("eagle_config") if isinstance(ctx.draft.config.get("eagle_config"), dict) else {}
+    return ec.get("use_aux_hidden_state") is False and "fc.weight" not in ctx.draft.tensors
+
+
 @rule("K401", "aux-ids-missing", "aux-layers", "warning",
       summary="No aux layer ids are recorded in the config.",
       why="Both engines then feed their default layers, the inputs of (2, L//2, L-3). A draft trained on other "
-          "layers loads silently and collapses (vLLM PR #50170: missing ids gave 1.2% acceptance, slower than no "
-          "draft). Only the EAGLE reference code hard-codes exactly those defaults.",
+          "layers loads silently and collapses (vLLM PR #50170: nvidia/Llama-3.3-70B-Instruct-Eagle3 omits the "
+          "ids; 1.21% acceptance against 58.9% when configured, slower than no draft). The files cannot tell "
+          "which layers it was trained on (SpecForge's, TorchSpec's and ModelOpt's defaults [1, L//2-1, L-4] in "
+          "the output convention are the engines' defaults; the nvidia head was trained elsewhere), so this stays "
+          "a warning and `kconvert verify` measures it. Only the EAGLE reference code hard-codes the defaults.",
       fix="fix writes the ids where the engine reads them once you say which layers (--aux-ids); it does not "
           "guess. `--aux-ids default` records the engine defaults explicitly.", )
 def aux_ids_missing(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
-    if d.aux.ids is not None or "_invalid" in d.aux.locations:
+    if d.aux.ids is not None or "_invalid" in d.aux.locations or _no_aux_head(ctx):
         return
     L = ctx.target.num_hidden_layers if ctx.target else None
     default = ctx.engine.default_physical_ids(L) if L else None
@@ -76,17 +164,22 @@ def aux_ids_missing(ctx: Context) -> Iterator[Finding]:
     yield aux_ids_missing.finding(
         "no aux layer ids recorded: the engine will feed its defaults"
         + (f" (inputs of layers {default})" if default else "")
-        + "; if the draft was trained on other layers acceptance collapses",
+        + "; a draft trained on other layers collapses (vLLM PR #50170), which only `kconvert verify` can see",
         evidence=[Evidence("eagle_aux_hidden_state_layer_ids", None, "the layers the draft was trained on")],
         needs_decision=DECIDE_IDS)
 
 
 @rule("K402", "aux-ids-invalid", "aux-layers", "error",
-      summary="Aux ids are malformed, out of the target's layer range, or duplicated.",
-      why="vLLM collects hidden states only for ids within the target's layers (and 0 is the embedding output); "
-          "an id past the last layer is never collected and the draft's fc gets fewer states than it needs; "
-          "duplicates feed the same stream twice.",
-      fix="Not fixable without knowing the trained layers: pass --aux-ids.", needs_target=False)
+      summary="Aux ids are malformed, duplicated, or name streams the engine cannot collect from this target.",
+      why="vLLM 0.32/0.33 collect streams 0..L: 0 is the embedding output and L the stream after the last layer, "
+          "before the final norm (llama.py and gpt_oss.py call _maybe_add_hidden_state(idx + 1) after every "
+          "layer; deepseek_v2.py adds `end_layer`). SGLang's capture fires before layer i, so it collects "
+          "0..L-1, and since PR #32334 also L on GPT-OSS targets; before it, nvidia/gpt-oss-120b-Eagle3-v3's "
+          "[24, 30, 36] became [25, 31, 37], only two states were collected and the draft crashed (8,640 vs "
+          "5,760 wide). A stream never collected gives fc fewer states than it was trained on; duplicates feed "
+          "the same stream twice.",
+      fix="Not fixable without knowing the trained layers: pass --aux-ids. A stream the engine version cannot "
+          "collect needs another engine version (the ids are right).", needs_target=False)
 def aux_ids_invalid(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     if "_invalid" in d.aux.locations:
@@ -100,18 +193,43 @@ def aux_ids_invalid(ctx: Context) -> Iterator[Finding]:
     if len(set(ids)) != len(ids):
         yield aux_ids_invalid.finding(f"aux ids {ids} repeat a layer", evidence=[Evidence(d.aux.source, ids, None)],
                                       needs_decision=DECIDE_IDS)
+        return
     if ctx.target is None:
         return
     L = ctx.target.num_hidden_layers
+    lo, hi = ctx.engine.collectable(L, ctx.target)
     phys = physical_ids(ctx)
-    if phys is None:
-        return
-    bad = [p for p in phys if not 1 <= p <= L - 1]
+    bad = [p for p in phys if not 0 <= p <= L] if phys is not None else []
     if bad:
         yield aux_ids_invalid.finding(
-            f"aux ids {ids} ({written_convention(ctx)} convention) name streams {phys}; a {L}-layer target has "
-            f"inputs of layers 1..{L - 1}", evidence=[Evidence(d.aux.source, ids, f"within 1..{L - 1}")],
+            f"aux ids {ids} ({settle_convention(ctx).convention} convention) name streams {phys}; a {L}-layer "
+            f"target has streams 0..{L}", evidence=[Evidence(d.aux.source, ids, f"streams within 0..{L}")],
             needs_decision=DECIDE_IDS)
+        return
+    fed = fed_ids(ctx) or []
+    if fed and max(fed) > hi:
+        # Whatever convention the ids were trained in, this engine asks for a stream it never collects.
+        repairable = phys is not None and max(phys) <= hi and \
+            (w := ctx.engine.written_ids(phys, ctx.target)) is not None and \
+            max(ctx.engine.physical_ids(w, ctx.target)) <= hi
+        if not repairable:
+            yield aux_ids_invalid.finding(
+                f"{ctx.engine.key} reads the aux ids {ids} as streams {fed} and collects at most stream {hi} on a "
+                f"{L}-layer {target_family(ctx.target)} target: fc gets {sum(1 for f in fed if f <= hi)} of "
+                f"{len(fed)} states and the draft fails (sglang PR #32334: crash)",
+                evidence=[Evidence(d.aux.source, ids, f"streams within {lo}..{hi} on {ctx.engine.key}")],
+                fixable=False)
+            return
+    if phys is None:
+        return
+    beyond = [p for p in phys if p > hi]
+    if beyond:
+        yield aux_ids_invalid.finding(
+            f"the draft was trained on stream {beyond[0]} (after the last of {L} layers); {ctx.engine.key} does not "
+            f"collect it on a {target_family(ctx.target)} target, so fc gets {len(phys) - len(beyond)} of "
+            f"{len(phys)} states and the draft fails (sglang PR #32334)",
+            evidence=[Evidence(d.aux.source, ids, f"streams within {lo}..{hi} on {ctx.engine.key}")],
+            fixable=False)
 
 
 @rule("K403", "aux-ids-count", "aux-layers", "error",
@@ -134,13 +252,18 @@ def aux_ids_count(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K404", "aux-ids-convention", "aux-layers", "error",
-      summary="Aux ids are written in another engine's convention, so the engine feeds the wrong layers.",
-      why="vLLM reads id k as the residual entering layer k; SGLang historically added +1 (output of layer k) and, "
-          "since PR #25454, adds it only when the first id is 1. SpecForge writes SGLang's convention, so "
-          "[1, 29, 57] is right on SGLang and one layer early on vLLM. The draft loads silently and acceptance "
-          "drops (vLLM PR #43671: position-0 acceptance ~10% instead of ~45%).",
-      fix="fix rewrites the ids so that the chosen engine feeds the layers the draft was trained on (safe when the "
-          "producer's convention is known; otherwise fix asks for --aux-convention).")
+      summary="The engine feeds other streams than the draft was trained on, because the aux ids are read in "
+              "another convention; or the files cannot settle which convention they follow.",
+      why="vLLM reads id k as the stream entering layer k; SGLang added +1 (output of layer k) and, since PR "
+          "#25454, adds it only when the first id is 1 (on GPT-OSS targets it kept +1 until PR #32334, which reads "
+          "boundaries). kconvert weighs the producer's code, the top-level key, a final-boundary id and the first "
+          "id (see `settle_convention`). Severity follows the measured damage of a one-layer shift: " + COST_EARLY
+          + " (error); " + COST_LATE + " (warning); larger shifts are errors. When the evidence disagrees "
+          "(AQ-MedAI/Kimi-K25-eagle3: SpecForge's code says output, the first id 2 says input, and it measured "
+          "51.78% acceptance on vLLM, vLLM PR #35966) the finding is a warning naming both readings.",
+      fix="fix rewrites the ids so that the chosen engine feeds the streams the draft was trained on, when the "
+          "convention is settled; otherwise it stops and asks for --aux-convention (after `kconvert verify "
+          "--diagnose` has measured both readings), never guessing.")
 def aux_ids_convention(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     ids = d.aux.ids
@@ -148,34 +271,54 @@ def aux_ids_convention(ctx: Context) -> Iterator[Finding]:
         return
     if ctx.options.aux_ids is not None:
         return  # K405 writes the user's ids
-    conv = written_convention(ctx)
-    if conv is None:
+    st = settle_convention(ctx)
+    fed = fed_ids(ctx)
+    eng = ctx.engine.key
+    if st.convention is None:
+        readings = []
+        for conv in ("input", "output"):
+            trained = list(ids) if conv == "input" else [i + 1 for i in ids]
+            readings.append(f"read as {conv}, {eng} feeds " + ("the trained streams" if trained == fed else
+                            f"{fed} against trained {trained}"))
         yield aux_ids_convention.finding(
-            f"cannot tell which convention the aux ids {ids} follow ({d.aux.convention_evidence})",
-            severity="warning", evidence=[Evidence(d.aux.source, ids, None)], needs_decision=DECIDE_CONV)
+            f"cannot settle which convention the aux ids {ids} follow: {st.why}; " + "; ".join(readings)
+            + f"; {DIAGNOSE}", severity="warning", evidence=[Evidence(d.aux.source, ids, None)],
+            needs_decision=DECIDE_CONV)
         return
     phys = physical_ids(ctx)
-    fed = ctx.engine.physical_ids(list(ids))
-    if phys == fed:
+    if phys is None or phys == fed:
         return
-    written = ctx.engine.written_ids(phys)
+    written = ctx.engine.written_ids(phys, ctx.target)
     if written is None:
         yield aux_ids_convention.finding(
-            f"{ctx.engine.engine} {ctx.engine.version} cannot express streams {phys}: ids starting at 1 are "
-            "shifted by its first-id rule", evidence=[Evidence(d.aux.source, ids, phys)])
+            f"{eng} cannot express streams {phys}: ids starting at 1 are shifted by its first-id rule",
+            evidence=[Evidence(d.aux.source, ids, phys)])
         return
+    shifts = {f - p for f, p in zip(fed, phys)}
+    hi = ctx.engine.collectable(ctx.target.num_hidden_layers, ctx.target)[1] if ctx.target else None
+    if hi is not None and max(fed) > hi:
+        severity, cost = "error", f"stream {max(fed)} is never collected, so fc gets fewer states than it needs"
+    elif shifts == {1}:
+        severity, cost = "warning", COST_LATE
+    elif shifts == {-1}:
+        severity, cost = "error", COST_EARLY
+    else:
+        severity, cost = "error", "a shift of more than one layer"
     yield aux_ids_convention.finding(
-        f"aux ids {ids} are in the {conv} convention ({d.aux.convention_evidence}); {ctx.engine.engine} would "
-        f"feed streams {fed} instead of {phys}",
+        f"aux ids {ids} are in the {st.convention} convention ({st.why}); {eng} would feed streams {fed} instead "
+        f"of {phys}: {cost}", severity=severity,
         evidence=[Evidence(d.aux.source, ids, written)],
-        ops=write_ops(ctx, phys, f"convert {conv}-convention ids for {ctx.engine.engine}"))
+        ops=write_ops(ctx, phys, f"convert {st.convention}-convention ids for {ctx.engine.engine}"))
 
 
 @rule("K405", "aux-ids-location", "aux-layers", "warning",
       summary="Aux ids are not written (or not consistently) at every config key the engine version reads.",
-      why="vLLM 0.32's V1 runner reads the top-level key, then eagle_config; its fc sizing reads only "
-          "eagle_config (else assumes 3); the V2 runner reads the top-level key or eagle_config.layer_ids; SGLang "
-          "reads eagle_config. Ids at one key only, or different ids at two keys, make runners disagree.",
+      why="vLLM 0.32/0.33's V1 model runner reads the top-level key, then eagle_config; fc is sized from "
+          "eagle_config (else 3). Model Runner V2, the default wherever Triton runs (GPUs; config/vllm.py "
+          "use_v2_model_runner), reads only the top-level key or eagle_config.layer_ids "
+          "(gpu/spec_decode/eagle/eagle3_utils.py) and otherwise feeds the defaults (2, L//2, L-3): ids only in "
+          "eagle_config that differ from those are ignored there, which collapses acceptance as in vLLM PR "
+          "#50170 (error). SGLang reads eagle_config. Different ids at two keys make runners disagree.",
       fix="fix writes the same ids at every key the engine reads (safe once the ids are settled).")
 def aux_ids_location(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
@@ -187,34 +330,48 @@ def aux_ids_location(ctx: Context) -> Iterator[Finding]:
         return
     if d.aux.ids is None:
         return
-    phys = physical_ids(ctx)
     if _paths_disagree(ctx):
         yield aux_ids_location.finding(
             f"aux ids differ between config keys: {d.aux.locations}", severity="error",
             evidence=[Evidence(k, v, None) for k, v in d.aux.locations.items()], needs_decision=DECIDE_IDS)
         return
-    if phys is None or ctx.engine.physical_ids(list(d.aux.ids)) != phys:
-        return  # K404 rewrites them everywhere
+    phys = physical_ids(ctx)
+    if phys is None or fed_ids(ctx) != phys:
+        return  # K404 rewrites them everywhere (or asks first)
     if d.is_speculators and ctx.engine.engine == "vllm":
         return  # vLLM's speculators adapter places the top-level ids itself
     missing = [".".join(p) for p in ctx.engine.aux_write_paths if ".".join(p) not in d.aux.locations]
-    if missing:
-        yield aux_ids_location.finding(
-            f"aux ids are only at {', '.join(d.aux.locations)}; {ctx.engine.engine} {ctx.engine.version} also "
-            f"reads {', '.join(missing)}",
-            evidence=[Evidence(m, None, d.aux.ids) for m in missing],
-            ops=write_ops(ctx, phys, "mirror ids at every key the engine reads"))
+    if not missing:
+        return
+    severity = None
+    why = ""
+    if ctx.engine.engine == "vllm" and "eagle_aux_hidden_state_layer_ids" in missing and ctx.target is not None:
+        dflt = ctx.engine.default_physical_ids(ctx.target.num_hidden_layers)
+        if dflt != phys:
+            severity = "error"
+            why = (f": Model Runner V2 (vLLM's default on GPUs) does not read eagle_config and feeds the defaults "
+                   f"{dflt} instead of {phys}")
+        else:
+            why = f" (Model Runner V2 falls back to the defaults {dflt}, which are these streams)"
+    yield aux_ids_location.finding(
+        f"aux ids are only at {', '.join(d.aux.locations)}; {ctx.engine.key} also reads {', '.join(missing)}{why}",
+        severity=severity, evidence=[Evidence(m, None, d.aux.ids) for m in missing],
+        ops=write_ops(ctx, phys, "mirror ids at every key the engine reads"))
 
 
 @rule("K406", "aux-states-disabled", "aux-layers", "error",
-      summary="The config switches the aux hidden states off (`eagle_config.use_aux_hidden_state: false`) or "
-              "declares `num_aux_hidden_states` that disagrees with fc, so the draft runs as plain EAGLE.",
-      why="vLLM drops `fc.*` when use_aux_hidden_state is false (llama_eagle3.py load_weights) and feeds only the "
-          "last hidden state; an EAGLE-3 draft served like that skips its fc and accepts almost nothing "
-          "(sglang issue #21272: acceptance length exactly 1.0). vLLM sizes fc from num_aux_hidden_states when it "
-          "is set, before looking at the ids.",
-      fix="fix sets use_aux_hidden_state to true and num_aux_hidden_states to the count fc implies (safe: the "
-          "fc weight is the evidence).")
+      summary="`eagle_config.use_aux_hidden_state` disagrees with the tensors, `num_aux_hidden_states` disagrees "
+              "with fc, or the engine version does not honour a head without aux states.",
+      why="A head trained without aux states (use_aux_hidden_state false, no fc: nvidia/gpt-oss-120b-Eagle3-v2) "
+          "reads the target's last hidden state like EAGLE-1 (vLLM PR #27688, sglang PR #14920). vLLM drops "
+          "`fc.*` when the flag is false (llama_eagle3.py load_weights), so an EAGLE-3 draft that has an fc but "
+          "the flag false runs without it and accepts almost nothing (sglang issue #21272: acceptance length "
+          "exactly 1.0). vLLM 0.32's Model Runner V2 (the default on GPUs) collects aux states regardless and "
+          "lowers a no-aux head's acceptance (vLLM issue #40551); 0.33's honours the flag "
+          "(eagle3_utils.requires_aux_hidden_states). vLLM sizes fc from num_aux_hidden_states when it is set.",
+      fix="fix sets use_aux_hidden_state to true when the draft has an fc, and num_aux_hidden_states to the count "
+          "fc implies (safe: the fc weight is the evidence). The runner issue is not a file defect: run vLLM 0.32 "
+          "with VLLM_USE_V2_MODEL_RUNNER=0, or 0.33.")
 def aux_states_disabled(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     ec = d.config.get("eagle_config") if isinstance(d.config.get("eagle_config"), dict) else {}
@@ -223,6 +380,12 @@ def aux_states_disabled(ctx: Context) -> Iterator[Finding]:
             "eagle_config.use_aux_hidden_state is false but the draft has an fc layer: the engine would drop it",
             evidence=[Evidence("eagle_config.use_aux_hidden_state", False, True)],
             ops=[SetConfig(("eagle_config", "use_aux_hidden_state"), True, "the draft is an EAGLE-3 draft")])
+    elif _no_aux_head(ctx) and ctx.engine.no_aux_heads != "yes":
+        yield aux_states_disabled.finding(
+            f"a head without aux states (use_aux_hidden_state false): {ctx.engine.key}'s Model Runner V2, its "
+            "default on GPUs, still collects aux states and acceptance drops (vLLM issue #40551); its V1 runner "
+            "honours the flag", severity="warning",
+            evidence=[Evidence("eagle_config.use_aux_hidden_state", False, None)], fixable=False)
     n = d.config.get("num_aux_hidden_states")
     th = ctx.target.hidden_size if ctx.target else (d.target_hidden_size or d.hidden_size)
     if isinstance(n, int) and d.fc_in and th and d.fc_in % th == 0 and d.fc_in // th != n:

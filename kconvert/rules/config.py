@@ -23,8 +23,12 @@ def max_positions(ctx: Context) -> Iterator[Finding]:
     if t is None or t.max_position_embeddings is None:
         return
     if d.max_position_embeddings is None or d.max_position_embeddings < t.max_position_embeddings:
+        # An absent key reads as the config class's default (LlamaConfig 2048, DeepseekV3Config 4096), not None.
+        have = ("max_position_embeddings is not set (the config class's default applies)"
+                if d.max_position_embeddings is None else f"max_position_embeddings {d.max_position_embeddings}")
         yield max_positions.finding(
-            f"max_position_embeddings {d.max_position_embeddings} < the target's {t.max_position_embeddings}",
+            f"{have}, below the target's {t.max_position_embeddings}"
+            + ("; vLLM raises it to the target's" if ctx.engine.raises_max_positions else ""),
             severity="info" if ctx.engine.raises_max_positions else "warning",
             evidence=[Evidence("max_position_embeddings", d.max_position_embeddings, t.max_position_embeddings)],
             ops=[SetConfig(ctx.key_path("max_position_embeddings"), t.max_position_embeddings, "target's maximum")])
@@ -55,12 +59,25 @@ def rope(ctx: Context) -> Iterator[Finding]:
                                evidence=[Evidence("rope_theta", d.config["rope_theta"], t.rope_theta)])
         if t.rope_scaling and not rs and not (isinstance(rp, dict) and rp.get("factor")):
             restore = ctx.options.rope_from_target
-            yield rope.finding(f"the target uses {_rope_kind(t.rope_scaling)[0]} rope scaling, the draft none "
-                               "(dropped by a converter, or trained without it?)",
-                               evidence=[Evidence("rope_scaling", None, t.rope_scaling)],
-                               ops=[SetConfig(ctx.key_path("rope_scaling"), t.rope_scaling, "--rope-from-target")]
-                               if restore else [],
-                               needs_decision=None if restore else "--rope-from-target (if a converter dropped it)")
+            # The EAGLE reference trainer's config template (eagle/traineagle3/config.json) has no rope keys at all:
+            # its drafts were trained with LlamaConfig's defaults, not stripped by a converter.
+            if ("rope_scaling" in d.config or d.format.producer == "eagle") and not restore:
+                # `rope_scaling: null` written out is the producer's statement (SpecForge's Kimi-K2.5 template,
+                # configs/kimi-k25-eagle3.json); a key that is absent may have been dropped by a converter.
+                stated = "states rope_scaling null" if "rope_scaling" in d.config else \
+                    "comes from the EAGLE reference trainer, whose config has no rope_scaling"
+                yield rope.finding(
+                    f"the draft {stated}: it was trained without the target's "
+                    f"{_rope_kind(t.rope_scaling)[0]} scaling, so positions past the original window are rotated "
+                    "differently from the target (a training choice; kconvert keeps it)", severity="info",
+                    evidence=[Evidence("rope_scaling", None, t.rope_scaling)])
+            else:
+                yield rope.finding(f"the target uses {_rope_kind(t.rope_scaling)[0]} rope scaling and the draft config "
+                                   "has no rope_scaling key (dropped by a converter, or trained without it?)",
+                                   evidence=[Evidence("rope_scaling", None, t.rope_scaling)],
+                                   ops=[SetConfig(ctx.key_path("rope_scaling"), t.rope_scaling,
+                                                  "--rope-from-target")] if restore else [],
+                                   needs_decision=None if restore else "--rope-from-target (if a converter dropped it)")
         elif t.rope_scaling and rs and _rope_kind(rs) != _rope_kind(t.rope_scaling):
             yield rope.finding(f"rope scaling {_rope_kind(rs)} != the target's {_rope_kind(t.rope_scaling)}",
                                evidence=[Evidence("rope_scaling", rs, t.rope_scaling)])

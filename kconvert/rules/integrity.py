@@ -27,9 +27,11 @@ def values_unreadable(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K001", "pickle-weights", "security", "warning",
-      summary="Pickle-based weight files (.bin/.pt/.pth/.ckpt/.pkl) are present.",
-      why="Unpickling executes code chosen by whoever wrote the file. kconvert never opens them; engines may load "
-          "them when no safetensors file is present (vLLM falls back to *.bin/*.pt).",
+      summary="Pickle files (.bin/.pt/.pth/.ckpt/.pkl/.pickle: weights, optimizer or trainer state) are present.",
+      why="Unpickling executes code chosen by whoever wrote the file. kconvert never unpickles them: PyTorch weight "
+          "files are described by walking their pickle opcodes without executing any (kconvert.source.torch_zip; "
+          "see SECURITY.md), other pickles are only listed. Engines load *.bin/*.pt when no safetensors file is "
+          "present (vLLM's fallback), with whatever unpickler they use.",
       fix="fix does not copy them into its output; safe. Keep only the safetensors files.")
 def pickle_weights(ctx: Context) -> Iterator[Finding]:
     files = ctx.draft.checkpoint.pickle_files
@@ -43,13 +45,21 @@ def pickle_weights(ctx: Context) -> Iterator[Finding]:
       summary="The config asks for remote code (auto_map / trust_remote_code).",
       why="Remote code runs Python from the repository inside the engine when --trust-remote-code is given. "
           "EAGLE-3 drafts need none: vLLM and SGLang implement them natively.",
-      fix="fix removes auto_map from the draft config (safe: both engines map EAGLE-3 drafts natively).")
+      fix="fix removes auto_map from the draft config (safe: both engines map EAGLE-3 drafts natively). The "
+          "`auto_map` that speculators writes itself ({\"\": \"eagle3.Eagle3SpeculatorConfig\"}, naming a module "
+          "the folder does not hold) is reported as info and left alone: nothing can be imported from it.")
 def remote_code(ctx: Context) -> Iterator[Finding]:
     from kconvert.plan.ops import DeleteConfig
 
     cfg = ctx.draft.checkpoint.config
     keys = [k for k in ("auto_map", "trust_remote_code") if k in cfg]
     py = [f for f in ctx.draft.checkpoint.files if f.endswith(".py")]
+    if keys == ["auto_map"] and not py and ctx.draft.is_speculators and _speculators_own_auto_map(cfg["auto_map"]):
+        yield remote_code.finding(
+            f"auto_map {cfg['auto_map']} is the one speculators writes itself; it names a module this folder does "
+            "not hold, so nothing can be imported, and vLLM reads the speculators format natively", severity="info",
+            evidence=[Evidence("auto_map", cfg["auto_map"], None)])
+        return
     if keys or py:
         yield remote_code.finding(
             "remote code is referenced (never imported by kconvert): "
@@ -58,13 +68,33 @@ def remote_code(ctx: Context) -> Iterator[Finding]:
             ops=[DeleteConfig((k,), "EAGLE-3 drafts need no remote code") for k in keys])
 
 
+def _speculators_own_auto_map(auto_map: object) -> bool:
+    """speculators' save_pretrained writes {"": "<algorithm>.<Name>SpeculatorConfig"} (its registry key)."""
+    if not isinstance(auto_map, dict) or not auto_map:
+        return False
+    return all(isinstance(k, str) and isinstance(v, str) and v.count(".") == 1 and v.endswith("SpeculatorConfig")
+               for k, v in auto_map.items())
+
+
 @rule("K003", "no-tensors", "integrity", "error",
-      summary="No safetensors tensor was found.",
-      why="Without safetensors weights an engine either fails or falls back to pickle files.",
-      fix="Not fixable: convert the weights to safetensors with a trusted tool first.")
+      summary="No tensor was found (neither safetensors nor a PyTorch weight file kconvert can read statically); "
+              "or the weights are PyTorch pickle files (info).",
+      why="Without weights an engine fails. A draft that ships only `pytorch_model.bin` (the EAGLE reference "
+          "trainer's deepspeed save_16bit_model, e.g. yuhuili/EAGLE3-LLaMA3.1-Instruct-8B) is loaded by vLLM and "
+          "SGLang from the .bin; kconvert describes it statically (kconvert.source.torch_zip: the pickle's "
+          "opcodes are walked, never executed) and says so.",
+      fix="`kconvert fix --from-pickle` converts PyTorch weight files to safetensors through "
+          "torch.load(weights_only=True), only when asked; with no weights at all nothing can be fixed.")
 def no_tensors(ctx: Context) -> Iterator[Finding]:
-    if not ctx.draft.checkpoint.tensors and not any(
-            "not in the cache" in n or "tensor checks are skipped" in n for n in ctx.draft.checkpoint.notes):
+    ck = ctx.draft.checkpoint
+    if ck.torch_files:
+        yield no_tensors.finding(
+            f"the weights are PyTorch pickle files ({', '.join(ck.torch_files[:3])}), described statically and "
+            "never unpickled; engines load them when no safetensors file is present; `kconvert fix --from-pickle` "
+            "converts them to safetensors", severity="info",
+            evidence=[Evidence(ck.torch_files[0], "PyTorch zip", "safetensors")])
+    elif not ck.tensors and not any(
+            "not in the cache" in n or "tensor checks are skipped" in n for n in ck.notes):
         yield no_tensors.finding("the checkpoint holds no safetensors tensor",
                                  evidence=[Evidence("*.safetensors", 0, ">= 1 file")])
     for note in ctx.draft.checkpoint.notes:

@@ -18,7 +18,10 @@ def norms_missing(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     if not d.tensors:
         return
-    missing = [n for n in NORMS if n not in d.tensors]
+    from kconvert.rules.tensors import no_aux_head
+
+    missing = [n for n in NORMS if n not in d.tensors
+               and not (n == "layers.0.hidden_norm.weight" and no_aux_head(d))]
     if missing:
         yield norms_missing.finding(f"norm tensor(s) missing, the engine will use weight 1: {', '.join(missing)}",
                                     evidence=[Evidence(n, "absent", "present") for n in missing])
@@ -50,12 +53,15 @@ def norm_before_residual(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K603", "norm-before-fc", "norms", "error",
-      summary="`norm_before_fc` and the `input_norm` tensor disagree.",
-      why="vLLM builds input_norm (an RMSNorm over the concatenated aux states) only when norm_before_fc is set "
-          "(eagle_config first, then top level) and drops an `input_norm.weight` otherwise (llama_eagle3.py "
-          "load_weights); vLLM PR #38111 and sglang PR #32334 were needed because the flag was not honoured.",
+      summary="`norm_before_fc` and the `input_norm` tensor disagree, or the engine version ignores them.",
+      why="EAGLE 3.1's norm_before_fc (speculators PR #337, vLLM PR #36545) is one RMSNorm over the concatenated "
+          "aux states. vLLM 0.32/0.33 build it for Llama drafts only when the flag is set (eagle_config first, "
+          "then top level; the speculators adapter propagates it, algos.py) and drop an `input_norm.weight` "
+          "otherwise (llama_eagle3.py load_weights); its MLA draft (deepseek_eagle3.py) has no input_norm and "
+          "rejects the tensor. SGLang ignored flag and tensor until PR #32334: nvidia/gpt-oss-120b-Eagle3-v3 then "
+          "loaded but acceptance stayed low; after it, accept length 2.720 on MT-Bench.",
       fix="fix sets norm_before_fc when the tensor is present (safe: the trained norm is then applied); a flag "
-          "without its tensor is not fixable.")
+          "without its tensor is not fixable, nor is an engine version that ignores it (use one that honours it).")
 def norm_before_fc(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     ec = d.config.get("eagle_config") if isinstance(d.config.get("eagle_config"), dict) else {}
@@ -68,12 +74,27 @@ def norm_before_fc(ctx: Context) -> Iterator[Finding]:
     elif flag and not has:
         yield norm_before_fc.finding("norm_before_fc is set but input_norm.weight is missing: it stays 1",
                                      evidence=[Evidence("input_norm.weight", "absent", "present")])
+    if has:
+        honoured = ctx.engine.norm_before_fc.get(d.layer_family)
+        if honoured is False:
+            yield norm_before_fc.finding(
+                f"{ctx.engine.key} does not apply norm_before_fc/input_norm.weight to a {d.layer_family} draft: the "
+                "draft runs without the norm it was trained with (sglang PR #32334: acceptance stayed low)",
+                evidence=[Evidence("input_norm.weight", "present", f"an engine version that applies it")],
+                fixable=False)
+        elif honoured is None:
+            yield norm_before_fc.finding(
+                f"no source kconvert read shows {ctx.engine.key} applying norm_before_fc to a {d.layer_family} draft; "
+                "`kconvert verify` measures it", severity="warning",
+                evidence=[Evidence("input_norm.weight", "present", None)], fixable=False)
 
 
 @rule("K604", "fc-norm", "norms", "error",
-      summary="`fc_norm` and the per-aux-state `fc_norm.*` tensors disagree.",
-      why="vLLM builds one RMSNorm per aux state when fc_norm is set; the tensors are otherwise unknown names, "
-          "and a flag without tensors leaves the norms at 1.",
+      summary="`fc_norm` and the per-aux-state `fc_norm.*` tensors disagree, or the engine's support is unknown.",
+      why="EAGLE 3.1's per-state fc_norm (speculators PR #610's follow-up; Inferact/MiniMax-M3-EAGLE3, tokenspeed "
+          "PR #751). vLLM 0.32/0.33 build one RMSNorm per aux state when the top-level fc_norm is set (Llama and "
+          "MLA drafts; the speculators adapter propagates it); the tensors are otherwise unknown names, and a flag "
+          "without tensors leaves the norms at 1. No SGLang source kconvert read applies fc_norm.",
       fix="fix sets fc_norm when the tensors are present (safe); a flag without tensors is not fixable.")
 def fc_norm(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
@@ -86,21 +107,33 @@ def fc_norm(ctx: Context) -> Iterator[Finding]:
     elif flag and not has:
         yield fc_norm.finding("fc_norm is set but no fc_norm.* tensor exists", evidence=[Evidence("fc_norm.0.weight",
                                                                                                  "absent", "present")])
+    if has and ctx.engine.fc_norm is None:
+        yield fc_norm.finding(
+            f"{len(has)} fc_norm tensors: no source kconvert read shows {ctx.engine.key} applying them; "
+            "`kconvert verify` measures it", severity="warning",
+            evidence=[Evidence("fc_norm", d.config.get("fc_norm"), None)], fixable=False)
 
 
 @rule("K605", "norm-output", "norms", "warning",
-      summary="`norm_output` is set; SpecForge and vLLM/speculators give it opposite meanings.",
-      why="In vLLM/speculators norm_output applies the final norm to the hidden state handed to the next draft "
-          "step; SpecForge's flag of the same name says the opposite (eagle3-facts.md section 7). The same file "
-          "means different things to different engines.",
+      summary="`norm_output` is set; what it means depends on who wrote it and which engine reads it.",
+      why="In vLLM and speculators (PR #610, EAGLE 3.1) norm_output feeds the post-norm hidden state to the next "
+          "draft step; vLLM 0.32/0.33 read it at top level (llama_eagle3.py, deepseek_eagle3.py) and the "
+          "speculators adapter propagates it (vLLM PR #46488, in 0.32's algos.py). SpecForge's flag of the same "
+          "name meant neither EAGLE 3 nor 3.1 when false until SpecForge PR #879 (2026-09) aligned it. SGLang "
+          "reads a norm_output field (cited by SpecForge PR #879) in releases kconvert has not pinned.",
       fix="Not decided by the files: check how the producer meant it and set it for the engine yourself.")
 def norm_output(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
-    if "norm_output" in d.config:
+    # false is every engine's default reading (speculators' field default, SGLang's, vLLM's getattr): no finding.
+    if d.config.get("norm_output"):
+        sure = d.format.producer in ("speculators", "torchspec", "modelopt", "eagle") and ctx.engine.norm_output
         yield norm_output.finding(
-            f"norm_output={d.config['norm_output']!r} written by {d.format.producer}; its meaning differs between "
-            "SpecForge and vLLM/speculators", evidence=[Evidence("norm_output", d.config["norm_output"], None)],
-            severity="warning" if d.format.producer in ("specforge", "unknown") else "info")
+            f"norm_output={d.config['norm_output']!r} written by {d.format.producer}; "
+            + ("vLLM reads it as speculators defines it (post-norm state fed forward)" if sure else
+               "its meaning differs between SpecForge (before its PR #879) and vLLM/speculators, and "
+               f"{ctx.engine.key}'s reading is not pinned"),
+            evidence=[Evidence("norm_output", d.config["norm_output"], None)],
+            severity="info" if sure else "warning")
 
 
 @rule("K606", "modelopt-norm-flags", "norms", "warning",

@@ -5,9 +5,43 @@ from typing import Iterator
 
 import numpy as np
 
-from kconvert.formats.layouts import NORMS, TOP_REQUIRED, renames, required_layer_tensors
+from kconvert.formats.layouts import NORMS, TOP_REQUIRED, layer_index, renames, required_layer_tensors
 from kconvert.plan.ops import DropTensor, RenameTensor, SetConfig
 from kconvert.rules.base import Context, Evidence, Finding, rule
+
+
+def draft_layers(d) -> tuple[int, list[str]]:
+    """The decoder layers the draft really has (0..count-1) and the raw names of tensors past them.
+
+    A layer after the first counts when the config declares it or when all its projections are there (a complete
+    layer the config forgot: K103 corrects the count); anything else under `layers.N.` is a stray (K203).
+    """
+    q_lora = "layers.0.self_attn.q_a_proj.weight" in d.tensors or isinstance(d.config.get("q_lora_rank"), int)
+    declared = d.num_hidden_layers if isinstance(d.num_hidden_layers, int) and d.num_hidden_layers >= 1 else 1
+    count = 1 if d.decoder_layers[:1] == [0] else 0
+    for i in d.decoder_layers[1:]:
+        if i != count:
+            break
+        projections = [n for n in required_layer_tensors(d.layer_family, q_lora, layer=i) if n.endswith("_proj.weight")]
+        if i < declared or all(n in d.tensors for n in projections):
+            count += 1
+        else:
+            break
+    strays = sorted(d.raw_names[c] for c in d.tensors if (li := layer_index(c)) is not None and li >= count)
+    return count, strays
+
+
+def embedding_sample_rows(n_rows: int) -> list[int]:
+    """The embed_tokens rows K701 reads by byte range: 16 rows drawn with a fixed seed (sparse replicas in tests
+    write exactly these and leave the rest of the tensor as a hole)."""
+    rng = np.random.default_rng(0)
+    return sorted(set(rng.integers(0, n_rows, size=min(16, n_rows)).tolist()))
+
+
+def no_aux_head(d) -> bool:
+    """eagle_config.use_aux_hidden_state false and no fc: an EAGLE-3 head that reads only the last hidden state."""
+    ec = d.config.get("eagle_config") if isinstance(d.config.get("eagle_config"), dict) else {}
+    return ec.get("use_aux_hidden_state") is False and "fc.weight" not in d.tensors
 
 
 def _engine_aux_count(ctx: Context) -> int:
@@ -26,16 +60,20 @@ def _engine_aux_count(ctx: Context) -> int:
 
 
 @rule("K201", "key-layout", "tensor-names", "error",
-      summary="Tensor names are written in a layout the engine does not load as intended.",
+      summary="Tensor names are written in a layout the engine version does not load as intended.",
       why="vLLM maps `midlayer.` to `layers.0.` and prefixes `model.` to every name but lm_head "
-          "(llama_eagle3.py load_weights), so `model.`-prefixed names become `model.model.*` and do not match; "
-          "SGLang's draft holds `midlayer` and reads `midlayer.*` names.",
+          "(llama_eagle3.py load_weights), so `model.`-prefixed names become `model.model.*` and do not match. "
+          "SGLang's Llama draft held `midlayer` and silently skipped other names until PR #24663, which renamed "
+          "it `layers.0` and kept loading `midlayer.*`; its DeepSeek/MLA draft renames `layers.0.` to "
+          "`midlayer.` itself (deepseek_eagle3.py load_weights), so `layers.0.*` MLA drafts load there "
+          "(lightseekorg/kimi-k2.5-eagle3-mla is served in SGLang's CI).",
       fix="fix renames every tensor into the engine's layout (headers only, bytes untouched; always safe).")
 def key_layout(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     want = ctx.engine.layout
     bad_prefix = bool(d.key_layout.prefix)
-    bad_layer = ctx.engine.engine == "sglang" and d.key_layout.layer != want.layer
+    accepted = ctx.engine.layer_names.get(d.layer_family, (want.layer,))
+    bad_layer = not d.key_layout.layer.startswith(accepted)
     if not (bad_prefix or bad_layer):
         return
     ops = [RenameTensor(old, new, f"{ctx.engine.engine} layout") for old, new in renames(d.raw_names, want)]
@@ -55,7 +93,12 @@ def missing_tensors(ctx: Context) -> Iterator[Finding]:
     if not d.checkpoint.tensors:
         return
     q_lora = "layers.0.self_attn.q_a_proj.weight" in d.tensors or isinstance(d.config.get("q_lora_rank"), int)
-    need = list(required_layer_tensors(d.layer_family, q_lora)) + list(TOP_REQUIRED)
+    need = list(required_layer_tensors(d.layer_family, q_lora))
+    for i in range(1, draft_layers(d)[0]):
+        need += required_layer_tensors(d.layer_family, q_lora, layer=i)
+    # A head without aux states has no fc (ModelOpt hf_spec_export.py: "fc and hidden_norm are only present
+    # when use_aux_hidden_state=True"; vLLM PR #27688 drops fc. for it).
+    need += [n for n in TOP_REQUIRED if not (n == "fc.weight" and no_aux_head(d))]
     missing = [n for n in need if n not in d.tensors and n not in NORMS]
     if missing:
         yield missing_tensors.finding(
@@ -71,10 +114,11 @@ def missing_tensors(ctx: Context) -> Iterator[Finding]:
           "anyway; other tensors are listed so that you can check they are not needed).")
 def unexpected_tensors(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
-    if not d.unmapped:
+    strays = draft_layers(d)[1] if d.decoder_layers else []
+    if not d.unmapped and not strays:
         return
     biases = [n for n in d.unmapped if n.endswith(".bias")]
-    others = [n for n in d.unmapped if not n.endswith(".bias")]
+    others = [n for n in d.unmapped if not n.endswith(".bias")] + strays
     if biases:
         yield unexpected_tensors.finding(
             f"{len(biases)} bias tensor(s) that the engine ignores: {', '.join(biases[:4])}", severity="warning",
@@ -168,6 +212,13 @@ def attention_shapes(ctx: Context) -> Iterator[Finding]:
         if o and o != (H, heads * hd):
             yield attention_shapes.finding(f"o_proj is {list(o)}, expected {[H, heads * hd]}",
                                            evidence=[Evidence("layers.0.self_attn.o_proj.weight", list(o), [H, heads * hd])])
+        for i in d.decoder_layers[1:]:
+            # vLLM PR #26164: only layer 0 concatenates the embeddings; later layers take H inputs.
+            qi = d.shape(f"layers.{i}.self_attn.q_proj.weight")
+            if qi and (len(qi) != 2 or qi[1] != H):
+                yield attention_shapes.finding(
+                    f"layers.{i}.self_attn.q_proj takes {qi[-1]} inputs; layers after the first take hidden = {H}",
+                    evidence=[Evidence(f"layers.{i}.self_attn.q_proj.weight", list(qi), [qi[0], H])])
         return
     # MLA layer
     cfg = d.config
@@ -235,13 +286,18 @@ def hidden_size(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K701", "embeddings", "embeddings", "error",
-      summary="`embed_tokens` is present but not shaped like the target's embedding, or looks untrained.",
-      why="vLLM uses the draft's own embed_tokens when present and shares the target's otherwise; a wrongly "
-          "shaped one fails at load, and a randomly initialised one (TorchSpec issue #38: a converter saved a "
-          "fresh nn.Embedding) loads silently and collapses acceptance. kconvert samples a few rows by byte range: "
-          "nn.Embedding's N(0, 1) init has row std about 1, trained embeddings are far smaller.",
+      summary="`embed_tokens` is present but not shaped like the target's embedding, or looks untrained on an "
+              "engine that uses it.",
+      why="vLLM 0.32/0.33 keep a draft's own embed_tokens unless they equal the target's "
+          "(llm_base_proposer._maybe_share_embeddings) and share the target's otherwise; SGLang replaces the "
+          "draft's with the target's unconditionally (TorchSpec issue #38). A wrongly shaped one fails at load on "
+          "both. A randomly initialised one (TorchSpec issue #38: convert_to_hf.py saved a fresh nn.Embedding "
+          "until TorchSpec PR #39; lightseekorg/kimi-k2.5-eagle3 'did not work' in vLLM, vLLM PR #35966) loads "
+          "silently on vLLM and acceptance collapses, while SGLang is unaffected. kconvert samples a few rows by "
+          "byte range: nn.Embedding's N(0, 1) init has row std about 1, trained embeddings are far smaller.",
       fix="fix drops embed_tokens so that the engine shares the target's (safe when the draft's hidden size equals "
-          "the target's, which EAGLE-3 drafts of Kimi/DeepSeek/Llama targets have).")
+          "the target's, which EAGLE-3 drafts of Kimi/DeepSeek/Llama targets have; it is what SGLang does "
+          "anyway).")
 def embeddings(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     info = d.tensors.get("embed_tokens.weight")
@@ -259,20 +315,19 @@ def embeddings(ctx: Context) -> Iterator[Finding]:
         from kconvert.errors import KConvertError
         from kconvert.source.checkpoint import read_rows
 
-        rng = np.random.default_rng(0)
-        rows = sorted(set(rng.integers(0, info.shape[0], size=min(16, info.shape[0])).tolist()))
+        rows = embedding_sample_rows(info.shape[0])
         try:
             sample = read_rows(d.checkpoint, info, rows)
         except KConvertError as e:
             ctx.unreadable.setdefault(info.name, e.message)
             return
         std = float(np.std(sample.astype(np.float64)))
-        if 0.8 <= std <= 1.2:
+        if 0.8 <= std <= 1.2 and ctx.engine.uses_draft_embeddings:
             yield embeddings.finding(
                 f"embed_tokens rows have std {std:.2f}, like a fresh nn.Embedding (N(0,1)); trained embeddings "
-                "are far smaller: it was probably never trained (TorchSpec issue #38)",
-                severity="warning", evidence=[Evidence("embed_tokens.weight", f"row std {std:.3f}", "<< 1")],
-                ops=drop)
+                f"are far smaller: it was probably never trained (TorchSpec issue #38), and {ctx.engine.key} "
+                "uses it instead of the target's", evidence=[Evidence("embed_tokens.weight", f"row std {std:.3f}",
+                                                                       "<< 1")], ops=drop)
 
 
 @rule("K801", "lm-head-missing", "lm-head", "error",

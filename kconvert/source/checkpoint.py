@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from kconvert.errors import HeaderError, InputError
+from kconvert.source.names import CONFIG_NAME, INDEX_NAME, TORCH_INDEX_NAME, is_pickle, is_torch_weights
 from kconvert.source.safetensors_header import (
-    INDEX_NAME,
     MAX_INDEX_BYTES,
     TensorInfo,
     check_relative_path,
@@ -29,7 +29,6 @@ from kconvert.source.safetensors_header import (
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 # Small tensors inspect may read (d2t, t2d, norms); anything larger is only described by its header.
 MAX_SMALL_TENSOR_BYTES = 64 * 1024 * 1024
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
 
 @dataclass
@@ -53,6 +52,10 @@ class Checkpoint:
     shard_metadata: dict[str, dict[str, str]] = field(default_factory=dict)
     index: dict[str, str] | None = None  # tensor -> shard, when sharded
     pickle_files: list[str] = field(default_factory=list)
+    # PyTorch weight files whose tensors were described statically (kconvert.source.torch_zip), when the folder
+    # holds no safetensors weights; and tensors among them whose bytes cannot be read by range.
+    torch_files: list[str] = field(default_factory=list)
+    unreadable_tensors: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     # For Hub checkpoints whose weights are not cached: how to read a byte range remotely.
     remote_reader: Any = None
@@ -70,6 +73,8 @@ class Checkpoint:
         return p if p.exists() else None
 
     def read_bytes(self, info: TensorInfo) -> bytes:
+        if info.file in self.torch_files and info.name in self.unreadable_tensors:
+            raise InputError(f"{info.file} [{info.name}]: {self.unreadable_tensors[info.name]}")
         if info.nbytes > MAX_SMALL_TENSOR_BYTES:
             raise InputError(f"{info.file} [{info.name}]: {info.nbytes} bytes is more than inspect reads")
         p = self.local_path(info.file)
@@ -209,13 +214,13 @@ def load_folder(root: Path, *, ref: str, kind: str = "local", allowed_root: Path
         raise InputError(f"{ref}: permission denied")
     ckpt = Checkpoint(ref=ref, kind=kind, root=root, allowed_root=allowed_root)
     ckpt.files = _list_files(root, allowed_root)
-    if "config.json" not in ckpt.files:
-        raise InputError(f"{ref}: no config.json (is this a model folder?)")
-    cfg = read_json_file(root / "config.json", "config.json")
+    if CONFIG_NAME not in ckpt.files:
+        raise InputError(f"{ref}: no {CONFIG_NAME} (is this a model folder?)")
+    cfg = read_json_file(root / CONFIG_NAME, CONFIG_NAME)
     if not isinstance(cfg, dict):
         raise InputError("config.json: not a JSON object")
     ckpt.config = cfg
-    ckpt.pickle_files = sorted(f for f in ckpt.files if f.lower().endswith(PICKLE_SUFFIXES))
+    ckpt.pickle_files = sorted(f for f in ckpt.files if is_pickle(f))
     if read_tensors:
         load_tensors(ckpt, root)
     return ckpt
@@ -261,6 +266,9 @@ def load_tensors(ckpt: Checkpoint, root: Path) -> None:
             ckpt.notes.append(f"safetensors files not named by the index are ignored: {', '.join(unindexed)}")
     else:
         st_files = sorted(f for f in ckpt.files if f.endswith(".safetensors"))
+        if not st_files:
+            load_torch_tensors(ckpt, root)
+            return
         seen = {}
         for rel in st_files:
             check_relative_path(root, rel, rel, allowed_root=ckpt.allowed_root)
@@ -271,6 +279,51 @@ def load_tensors(ckpt: Checkpoint, root: Path) -> None:
                 seen[name] = rel
             ckpt.tensors.update(h.tensors)
             ckpt.shard_metadata[rel] = h.metadata
+
+
+def load_torch_tensors(ckpt: Checkpoint, root: Path) -> None:
+    """No safetensors weights: describe the PyTorch weight files an engine would load instead (vLLM falls back to
+    *.bin/*.pt), statically and validated, never unpickled (kconvert.source.torch_zip)."""
+    from kconvert.source.torch_zip import read_torch_zip
+
+    if TORCH_INDEX_NAME in ckpt.files:
+        size = ckpt.files[TORCH_INDEX_NAME].size
+        if size is not None and size > MAX_INDEX_BYTES:
+            raise HeaderError(TORCH_INDEX_NAME, f"index is {size} bytes (cap {MAX_INDEX_BYTES})")
+        try:
+            raw = (root / TORCH_INDEX_NAME).read_bytes()
+        except OSError as e:
+            raise InputError(f"{TORCH_INDEX_NAME}: cannot read: {e.strerror or e}") from None
+        wm = parse_index(raw, TORCH_INDEX_NAME)
+        for name, shard in wm.items():
+            check_relative_path(root, shard, f"{TORCH_INDEX_NAME} [{name}]", allowed_root=ckpt.allowed_root)
+        files = sorted(set(wm.values()))
+        for f in files:
+            if f not in ckpt.files:
+                raise HeaderError(f, f"shard named in {TORCH_INDEX_NAME} is missing")
+    else:
+        wm = None
+        files = sorted(f for f in ckpt.files if "/" not in f and is_torch_weights(f))
+    seen: dict[str, str] = {}
+    for rel in files:
+        check_relative_path(root, rel, rel, allowed_root=ckpt.allowed_root)
+        z = read_torch_zip(root / rel, rel)
+        for name in z.tensors:
+            if name in seen:
+                raise HeaderError(rel, f"tensor is also in {seen[name]} (a name in two files)", tensor=name)
+            if wm is not None and wm.get(name) != rel:
+                raise HeaderError(rel, f"tensor is in the file but {TORCH_INDEX_NAME} does not place it here",
+                                  tensor=name)
+            seen[name] = rel
+        ckpt.tensors.update(z.tensors)
+        ckpt.unreadable_tensors.update(z.unreadable)
+        ckpt.notes.extend(z.notes)
+        ckpt.torch_files.append(rel)
+    if wm is not None:
+        lacking = [n for n in wm if n not in seen]
+        if lacking:
+            raise HeaderError(wm[lacking[0]], f"{TORCH_INDEX_NAME} places this tensor here but the file lacks it",
+                              tensor=lacking[0])
 
 
 def open_checkpoint(ref: str | os.PathLike[str]) -> Checkpoint:

@@ -21,8 +21,8 @@ from kconvert.source.checkpoint import (
     load_folder,
     load_tensors,
 )
+from kconvert.source.names import INDEX_NAME
 from kconvert.source.safetensors_header import (
-    INDEX_NAME,
     MAX_INDEX_BYTES,
     check_relative_path,
     header_length,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kconvert.errors import HeaderError
+from kconvert.source.names import INDEX_NAME  # noqa: F401  (re-exported: older imports name it here)
 
 # safetensors itself refuses headers above 100 MB; a draft's header is a few KB.
 MAX_HEADER_BYTES = 100 * 1024 * 1024
@@ -32,8 +33,6 @@ DTYPE_SIZES: dict[str, int] = {
     "I32": 4, "U32": 4, "F32": 4,
     "I64": 8, "U64": 8, "F64": 8,
 }
-
-INDEX_NAME = "model.safetensors.index.json"
 
 
 @dataclass(frozen=True)

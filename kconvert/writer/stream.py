@@ -43,16 +43,14 @@ from kconvert.errors import InputError
 from kconvert.plan.apply_config import apply_config
 from kconvert.plan.ops import op_to_dict
 from kconvert.source import hashcache
-from kconvert.source.checkpoint import PICKLE_SUFFIXES, Checkpoint
-from kconvert.source.safetensors_header import INDEX_NAME
+from kconvert.source.checkpoint import Checkpoint
+from kconvert.source.names import CONFIG_NAME, INDEX_NAME, PROVENANCE_NAME, is_pickle
 from kconvert.writer.atomic import TempFolder, check_destination, interrupt_guard, os_error_reason
 from kconvert.writer.layout import Layout, OutTensor, build_layout
 
 CHUNK_BYTES = 8 * 1024 * 1024
 N_BUFFERS = 3
 PROGRESS_EVERY = 64 * 1024 * 1024
-PROVENANCE_NAME = "kconvert.json"
-CONFIG_NAME = "config.json"
 
 Progress = Callable[[int, int, str], None]
 
@@ -611,7 +609,7 @@ def write_checkpoint(ckpt: Checkpoint, ops: list[Any], out_dir: os.PathLike[str]
             continue
         if rel in regenerated:
             continue
-        if rel.lower().endswith(PICKLE_SUFFIXES):
+        if is_pickle(rel):
             skipped[rel] = "pickle file: kconvert never unpickles nor copies it"
             continue
         copies.append(rel)

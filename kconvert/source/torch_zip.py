@@ -1,0 +1,453 @@
+"""Static reading of PyTorch zip checkpoints (`torch.save`: `pytorch_model.bin`, `*.pt`, `*.pth`): tensor names,
+dtypes, shapes and byte spans, without unpickling anything.
+
+A `torch.save` file is a zip archive: `<archive>/data.pkl` (a pickle whose tensors refer to storages by key) and
+one member per storage, `<archive>/data/<key>`, holding the raw bytes. Unpickling runs whatever callables the
+pickle names, so kconvert never does it here. It walks the opcodes with `pickletools.genops` and interprets only
+what a state dict of tensors needs, the same short list torch's own weights-only unpickler allows for tensor
+rebuilding: `collections.OrderedDict`, `torch._utils._rebuild_tensor_v2` (and `_rebuild_tensor`,
+`_rebuild_parameter`), and the `torch.*Storage` dtype classes named by persistent ids. Any other global, any
+opcode that builds arbitrary objects (INST, OBJ, NEWOBJ, EXT*, ...), or a REDUCE of anything but those callables
+is refused with a one-line error (exit 2). Nothing named by the pickle is imported or called.
+
+Every name, offset and size is validated like a safetensors header: member names stay inside one archive folder
+(no absolute path, '..', backslash or control character), members are stored uncompressed (torch's writer never
+compresses), each storage member lies inside the file and holds exactly numel x itemsize bytes, and every tensor
+view (offset, shape, stride) stays inside its storage. Contiguous little-endian tensors get absolute byte spans in
+the file, so inspect can read d2t/t2d and norms by byte range as it does for safetensors.
+"""
+from __future__ import annotations
+
+import math
+import pickletools
+import stat
+import struct
+import warnings
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kconvert.errors import HeaderError
+from kconvert.source.safetensors_header import MAX_RANK, MAX_TENSORS, TensorInfo
+
+MAX_PICKLE_BYTES = 64 * 1024 * 1024
+MAX_MEMBERS = 200_000
+MAX_OPS = 20_000_000
+MAX_STACK = 100_000
+
+# torch.<Name>Storage -> (safetensors dtype, bytes per element)
+STORAGE_DTYPES: dict[str, tuple[str, int]] = {
+    "FloatStorage": ("F32", 4), "DoubleStorage": ("F64", 8), "HalfStorage": ("F16", 2),
+    "BFloat16Storage": ("BF16", 2), "LongStorage": ("I64", 8), "IntStorage": ("I32", 4),
+    "ShortStorage": ("I16", 2), "CharStorage": ("I8", 1), "ByteStorage": ("U8", 1), "BoolStorage": ("BOOL", 1),
+}
+REBUILDERS = {("torch._utils", "_rebuild_tensor_v2"), ("torch._utils", "_rebuild_tensor"),
+              ("torch._utils", "_rebuild_parameter")}
+ALLOWED_GLOBALS = ({("collections", "OrderedDict")} | REBUILDERS
+                   | {("torch", name) for name in STORAGE_DTYPES})
+
+# Opcodes a state dict of tensors needs (torch.save writes protocol 2); everything else, the text opcodes of
+# protocols 0/1 included, is refused before it could matter.
+_ALLOWED_OPS = {
+    "PROTO", "FRAME", "STOP", "MARK", "POP", "POP_MARK", "DUP",
+    "EMPTY_DICT", "EMPTY_LIST", "EMPTY_TUPLE", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3", "LIST", "DICT",
+    "BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8",
+    "BININT", "BININT1", "BININT2", "LONG1", "LONG4", "BINFLOAT",
+    "NONE", "NEWTRUE", "NEWFALSE", "BINBYTES", "SHORT_BINBYTES", "BINBYTES8",
+    "BINPUT", "LONG_BINPUT", "MEMOIZE", "BINGET", "LONG_BINGET",
+    "GLOBAL", "STACK_GLOBAL", "BINPERSID", "REDUCE", "BUILD",
+    "SETITEM", "SETITEMS", "APPEND", "APPENDS",
+}
+
+
+class _Mark:
+    pass
+
+
+_MARK = _Mark()
+
+
+@dataclass(frozen=True)
+class _Global:
+    module: str
+    name: str
+
+
+@dataclass(frozen=True)
+class _Storage:
+    key: str
+    dtype: str
+    itemsize: int
+    numel: int
+
+
+@dataclass(frozen=True)
+class _Tensor:
+    storage: _Storage
+    offset: int
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+
+
+class _OrderedDict(dict):
+    """What the walker builds for collections.OrderedDict(): a plain dict (insertion-ordered anyway)."""
+
+
+@dataclass
+class TorchZipFile:
+    file: str
+    tensors: dict[str, TensorInfo] = field(default_factory=dict)
+    # tensor -> why its bytes cannot be read by range (non-contiguous view, big-endian archive)
+    unreadable: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _refuse(file: str, msg: str, tensor: str | None = None) -> HeaderError:
+    return HeaderError(file, msg, tensor=tensor)
+
+
+def _check_member_name(file: str, name: str) -> None:
+    if not name or "\x00" in name or "\\" in name or any(ord(c) < 32 or c == "\x7f" for c in name):
+        raise _refuse(file, f"zip member {name!r} holds a NUL, backslash or control character")
+    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
+        raise _refuse(file, f"zip member {name!r} is an absolute path")
+    if any(p in ("..", "") for p in name.rstrip("/").split("/")):
+        raise _refuse(file, f"zip member {name!r} leaves the archive folder or is malformed")
+
+
+def _walk_pickle(file: str, data: bytes) -> Any:
+    """Interpret the pickle's opcodes for the allowed subset; returns the top-level object (never executes)."""
+    stack: list[Any] = []
+    memo: dict[int, Any] = {}
+    marks: list[int] = []
+    n_ops = 0
+
+    def pop_mark() -> list[Any]:
+        if not marks:
+            raise _refuse(file, "data.pkl: MARK expected")
+        at = marks.pop()
+        items = stack[at:]
+        del stack[at:]
+        return items
+
+    def pop() -> Any:
+        if not stack:
+            raise _refuse(file, "data.pkl: stack underflow")
+        return stack.pop()
+
+    try:
+        for op, arg, _pos in _quiet(pickletools.genops(data)):
+            n_ops += 1
+            if n_ops > MAX_OPS:
+                raise _refuse(file, f"data.pkl: more than {MAX_OPS} opcodes")
+            if len(stack) > MAX_STACK or len(memo) > MAX_STACK * 20:
+                raise _refuse(file, "data.pkl: stack or memo too large")
+            name = op.name
+            if name not in _ALLOWED_OPS:
+                raise _refuse(file, f"data.pkl: opcode {name} builds arbitrary objects; only tensor state dicts are "
+                                    "read (refused, nothing executed)")
+            if name in ("PROTO", "FRAME"):
+                continue
+            if name == "STOP":
+                return pop()
+            if name == "MARK":
+                marks.append(len(stack))
+            elif name == "POP":
+                pop()
+            elif name == "POP_MARK":
+                pop_mark()
+            elif name == "DUP":
+                stack.append(stack[-1] if stack else pop())
+            elif name == "EMPTY_DICT":
+                stack.append({})
+            elif name == "EMPTY_LIST":
+                stack.append([])
+            elif name == "EMPTY_TUPLE":
+                stack.append(())
+            elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
+                k = int(name[-1])
+                if len(stack) < k:
+                    raise _refuse(file, "data.pkl: stack underflow")
+                items = stack[-k:]
+                del stack[-k:]
+                stack.append(tuple(items))
+            elif name == "TUPLE":
+                stack.append(tuple(pop_mark()))
+            elif name == "LIST":
+                stack.append(list(pop_mark()))
+            elif name == "DICT":
+                items = pop_mark()
+                if len(items) % 2:
+                    raise _refuse(file, "data.pkl: odd number of dict items")
+                stack.append(_to_dict(file, items))
+            elif name in ("BINPUT", "LONG_BINPUT"):
+                memo[int(arg)] = stack[-1] if stack else pop()
+            elif name == "MEMOIZE":
+                memo[len(memo)] = stack[-1] if stack else pop()
+            elif name in ("BINGET", "LONG_BINGET"):
+                if int(arg) not in memo:
+                    raise _refuse(file, f"data.pkl: memo {arg} read before written")
+                stack.append(memo[int(arg)])
+            elif name == "GLOBAL":
+                module, _, attr = str(arg).partition(" ")
+                stack.append(_global(file, module, attr))
+            elif name == "STACK_GLOBAL":
+                attr, module = pop(), pop()
+                if not (isinstance(module, str) and isinstance(attr, str)):
+                    raise _refuse(file, "data.pkl: STACK_GLOBAL of non-strings")
+                stack.append(_global(file, module, attr))
+            elif name == "BINPERSID":
+                stack.append(_storage(file, pop()))
+            elif name == "REDUCE":
+                args = pop()
+                fn = pop()
+                stack.append(_reduce(file, fn, args))
+            elif name == "BUILD":
+                state = pop()
+                obj = stack[-1] if stack else None
+                # OrderedDict state dicts carry `_metadata` as instance state; it is data, and it is dropped.
+                if not isinstance(obj, _OrderedDict) or not isinstance(state, (dict, tuple, type(None))):
+                    raise _refuse(file, "data.pkl: BUILD of an object other than an OrderedDict (refused, nothing "
+                                        "executed)")
+            elif name == "SETITEM":
+                v, k = pop(), pop()
+                d = stack[-1] if stack else None
+                if not isinstance(d, dict):
+                    raise _refuse(file, "data.pkl: SETITEM on a non-dict")
+                d[_key(file, k)] = v
+            elif name == "SETITEMS":
+                items = pop_mark()
+                d = stack[-1] if stack else None
+                if not isinstance(d, dict) or len(items) % 2:
+                    raise _refuse(file, "data.pkl: SETITEMS on a non-dict")
+                d.update(_to_dict(file, items))
+            elif name == "APPEND":
+                v = pop()
+                if not stack or not isinstance(stack[-1], list):
+                    raise _refuse(file, "data.pkl: APPEND on a non-list")
+                stack[-1].append(v)
+            elif name == "APPENDS":
+                items = pop_mark()
+                if not stack or not isinstance(stack[-1], list):
+                    raise _refuse(file, "data.pkl: APPENDS on a non-list")
+                stack[-1].extend(items)
+            elif name in ("NONE",):
+                stack.append(None)
+            elif name == "NEWTRUE":
+                stack.append(True)
+            elif name == "NEWFALSE":
+                stack.append(False)
+            else:  # strings, ints, floats, bytes: the decoded argument itself
+                stack.append(arg)
+    except HeaderError:
+        raise
+    except (ValueError, struct.error, IndexError, TypeError, KeyError) as e:
+        raise _refuse(file, f"data.pkl: not a readable pickle ({type(e).__name__}: {e})") from None
+    raise _refuse(file, "data.pkl: no STOP opcode")
+
+
+def _quiet(ops):
+    """genops, lazily, with its argument decoders' warnings silenced: under -W error a decoder's warning would
+    otherwise escape as something other than this reader's refusal."""
+    it = iter(ops)
+    while True:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                item = next(it)
+            except StopIteration:
+                return
+        yield item
+
+
+def _to_dict(file: str, items: list[Any]) -> dict[Any, Any]:
+    out: dict[Any, Any] = {}
+    for i in range(0, len(items), 2):
+        out[_key(file, items[i])] = items[i + 1]
+    return out
+
+
+def _key(file: str, k: Any) -> Any:
+    if not isinstance(k, (str, int, bool, type(None), tuple)):
+        raise _refuse(file, f"data.pkl: dict key of type {type(k).__name__}")
+    return k
+
+
+def _global(file: str, module: str, attr: str) -> _Global:
+    if (module, attr) not in ALLOWED_GLOBALS:
+        raise _refuse(file, f"data.pkl names global {module}.{attr}; only tensor rebuilding is allowed "
+                            "(collections.OrderedDict, torch._utils._rebuild_tensor_v2, torch.*Storage): refused, "
+                            "nothing imported or executed")
+    return _Global(module, attr)
+
+
+def _storage(file: str, pid: Any) -> _Storage:
+    if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
+        raise _refuse(file, f"data.pkl: persistent id {pid!r:.80} is not a tensor storage")
+    _, cls, key, _location, numel = pid
+    if not (isinstance(cls, _Global) and cls.module == "torch" and cls.name in STORAGE_DTYPES):
+        raise _refuse(file, "data.pkl: storage of an unknown type")
+    if not (isinstance(key, str) and key and all(c.isalnum() or c in "_-" for c in key)):
+        raise _refuse(file, f"data.pkl: storage key {key!r:.40} is not a plain name")
+    if not (isinstance(numel, int) and not isinstance(numel, bool) and numel >= 0):
+        raise _refuse(file, f"data.pkl: storage {key} has an invalid size {numel!r:.40}")
+    dtype, itemsize = STORAGE_DTYPES[cls.name]
+    return _Storage(key, dtype, itemsize, numel)
+
+
+def _ints(x: Any) -> tuple[int, ...] | None:
+    if isinstance(x, tuple) and all(isinstance(i, int) and not isinstance(i, bool) for i in x):
+        return x
+    return None
+
+
+def _reduce(file: str, fn: Any, args: Any) -> Any:
+    if not isinstance(fn, _Global) or not isinstance(args, tuple):
+        raise _refuse(file, "data.pkl: REDUCE of something other than an allowed callable (refused, nothing "
+                            "executed)")
+    if (fn.module, fn.name) == ("collections", "OrderedDict"):
+        if args not in ((), ([],)):
+            raise _refuse(file, "data.pkl: OrderedDict built with arguments")
+        return _OrderedDict()
+    if fn.name == "_rebuild_parameter":
+        if not args or not isinstance(args[0], _Tensor):
+            raise _refuse(file, "data.pkl: _rebuild_parameter without a tensor")
+        return args[0]
+    if (fn.module, fn.name) in REBUILDERS:
+        if len(args) < 4 or not isinstance(args[0], _Storage):
+            raise _refuse(file, "data.pkl: tensor rebuilt without a storage")
+        storage, offset, shape, stride = args[:4]
+        shape_t, stride_t = _ints(shape), _ints(stride)
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0 or shape_t is None \
+                or stride_t is None or len(shape_t) != len(stride_t) or len(shape_t) > MAX_RANK \
+                or any(s < 0 for s in shape_t) or any(s < 0 for s in stride_t):
+            raise _refuse(file, f"data.pkl: invalid tensor view on storage {storage.key} (offset {offset!r:.20}, "
+                                f"shape {shape!r:.60}, stride {stride!r:.60})")
+        return _Tensor(storage, offset, shape_t, stride_t)
+    raise _refuse(file, f"data.pkl: REDUCE of {fn.module}.{fn.name} (refused, nothing executed)")
+
+
+def _data_start(fh, file: str, info: zipfile.ZipInfo, size: int) -> int:
+    """Absolute offset of a stored member's bytes, from its local header (validated against the file size)."""
+    fh.seek(info.header_offset)
+    head = fh.read(30)
+    if len(head) != 30 or head[:4] != b"PK\x03\x04":
+        raise _refuse(file, f"zip member {info.filename}: no local header at offset {info.header_offset}")
+    name_len, extra_len = struct.unpack("<HH", head[26:30])
+    start = info.header_offset + 30 + name_len + extra_len
+    if start + info.compress_size > size:
+        raise _refuse(file, f"zip member {info.filename}: its data runs past the end of the file (truncated)")
+    return start
+
+
+def read_torch_zip(path: Path, rel: str) -> TorchZipFile:
+    """Describe a torch.save zip archive; HeaderError (one line, exit 2) on anything not a plain tensor dict."""
+    try:
+        st = path.stat()
+    except OSError as e:
+        raise _refuse(rel, f"cannot read: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise _refuse(rel, "not a regular file")
+    size = st.st_size
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(4)
+            if magic != b"PK\x03\x04":
+                raise _refuse(rel, "not a zip archive: the legacy (pre-1.6) torch.save format is not read statically; "
+                                   "re-save it with a current torch, or convert it with a trusted tool")
+            try:
+                zf = zipfile.ZipFile(fh)
+            except (zipfile.BadZipFile, ValueError, OSError) as e:
+                raise _refuse(rel, f"not a readable zip archive ({e})") from None
+            infos = zf.infolist()
+            if len(infos) > MAX_MEMBERS:
+                raise _refuse(rel, f"{len(infos)} zip members (cap {MAX_MEMBERS})")
+            names = [i.filename for i in infos]
+            if len(set(names)) != len(names):
+                raise _refuse(rel, "the zip archive holds two members of the same name")
+            for n in names:
+                _check_member_name(rel, n)
+            pkls = [i for i in infos if i.filename.endswith("/data.pkl") and i.filename.count("/") == 1]
+            if len(pkls) != 1:
+                raise _refuse(rel, "not a torch.save archive: expected exactly one <archive>/data.pkl")
+            prefix = pkls[0].filename[: -len("data.pkl")]
+            stray = [n for n in names if not n.startswith(prefix) and not n.startswith(".data/")]
+            if stray:
+                raise _refuse(rel, f"zip member {stray[0]!r} lies outside the archive folder {prefix!r}")
+            for i in infos:
+                if i.compress_type != zipfile.ZIP_STORED or i.compress_size != i.file_size:
+                    raise _refuse(rel, f"zip member {i.filename} is compressed; torch.save stores members "
+                                       "uncompressed (refused)")
+                if i.flag_bits & 0x1:
+                    raise _refuse(rel, f"zip member {i.filename} is encrypted")
+            pkl = pkls[0]
+            if pkl.file_size > MAX_PICKLE_BYTES:
+                raise _refuse(rel, f"data.pkl is {pkl.file_size} bytes (cap {MAX_PICKLE_BYTES})")
+            fh.seek(_data_start(fh, rel, pkl, size))
+            data = fh.read(pkl.file_size)
+            if len(data) != pkl.file_size:
+                raise _refuse(rel, "data.pkl is truncated")
+            byteorder = "little"
+            bo = next((i for i in infos if i.filename == prefix + "byteorder"), None)
+            if bo is not None and bo.file_size <= 16:
+                fh.seek(_data_start(fh, rel, bo, size))
+                byteorder = fh.read(bo.file_size).decode("ascii", "replace").strip()
+            members = {i.filename[len(prefix) + len("data/"):]: i for i in infos
+                       if i.filename.startswith(prefix + "data/")}
+            top = _walk_pickle(rel, data)
+            out = TorchZipFile(rel)
+            if not isinstance(top, dict):
+                raise _refuse(rel, "data.pkl does not hold a dict of tensors")
+            if len(top) > MAX_TENSORS:
+                raise _refuse(rel, f"{len(top)} entries (cap {MAX_TENSORS})")
+            skipped = [str(k) for k, v in top.items() if not isinstance(v, _Tensor)]
+            if skipped:
+                out.notes.append(f"{rel}: {len(skipped)} entries that are not tensors were ignored "
+                                 f"({', '.join(skipped[:3])})")
+            starts: dict[str, int] = {}
+            for name, t in top.items():
+                if not isinstance(t, _Tensor):
+                    continue
+                if not isinstance(name, str) or not name or any(ord(c) < 32 or c == "\x7f" for c in name):
+                    raise _refuse(rel, f"tensor name {name!r:.60} is not a plain string")
+                s = t.storage
+                member = members.get(s.key)
+                if member is None:
+                    raise _refuse(rel, f"storage {s.key} is not in the archive", tensor=name)
+                if member.file_size != s.numel * s.itemsize:
+                    raise _refuse(rel, f"storage {s.key} holds {member.file_size} bytes, the pickle declares "
+                                       f"{s.numel} x {s.itemsize}", tensor=name)
+                numel = math.prod(t.shape)
+                if numel:
+                    last = t.offset + sum((d - 1) * st_ for d, st_ in zip(t.shape, t.stride))
+                    if last >= s.numel:
+                        raise _refuse(rel, f"view (offset {t.offset}, shape {list(t.shape)}, stride "
+                                           f"{list(t.stride)}) runs past storage {s.key} of {s.numel} elements",
+                                      tensor=name)
+                if s.key not in starts:
+                    starts[s.key] = _data_start(fh, rel, member, size)
+                begin = starts[s.key] + t.offset * s.itemsize
+                contiguous = list(t.stride) == _row_major(t.shape)
+                out.tensors[name] = TensorInfo(name, rel, s.dtype, t.shape, begin, begin + numel * s.itemsize)
+                if numel and not contiguous:
+                    out.unreadable[name] = "a non-contiguous view in a PyTorch file (not readable by byte range)"
+                elif byteorder != "little":
+                    out.unreadable[name] = f"a {byteorder}-endian PyTorch archive"
+            return out
+    except HeaderError:
+        raise
+    except OSError as e:
+        raise _refuse(rel, f"cannot read: {e.strerror or e}") from None
+
+
+def _row_major(shape: tuple[int, ...]) -> list[int]:
+    out = []
+    acc = 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= max(d, 1)
+    return list(reversed(out))
+
+
+__all__ = ["ALLOWED_GLOBALS", "STORAGE_DTYPES", "TorchZipFile", "read_torch_zip"]

@@ -1,0 +1,204 @@
+"""The engine rows (kconvert.engines.expectations) and the rules that consult them: what differs between vLLM
+0.32/0.33 and SGLang before/after PRs #25454 and #32334, each on a draft built here. The published drafts these
+facts were read from are the zoo (tests/zoo)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kconvert.engines.expectations import ALL_ROWS, KNOWN, NEWEST, engine_rules, target_family
+from kconvert.errors import UsageError
+from kconvert.inspect import inspect
+from kconvert.target import load_profile
+from tests.factories import TINY, make_draft, make_target, rename_all
+
+ROOT = Path(__file__).resolve().parent.parent
+AUX = "eagle_aux_hidden_state_layer_ids"
+
+
+def run(tmp_path: Path, producer: str = "torchspec", *, engine: str = "vllm", version: str | None = None,
+        name: str = "draft", **kw):
+    folder = make_draft(tmp_path / name, producer, **kw)
+    target = str(make_target(tmp_path / "target"))
+    return inspect(str(folder), target=target, engine=engine, engine_version=version)
+
+
+def found(res, rid: str) -> list:
+    return [f for f in res.findings if f.id == rid]
+
+
+# --- --engine-version -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("engine,version", [("vllm", "0.32"), ("vllm", "0.32.0"), ("vllm", "0.33"), ("vllm", "0.33.0"),
+                                            ("vllm", "0.32.4"), ("sglang", "pre-25454"), ("sglang", "post-32334")])
+def test_known_versions_and_their_patch_releases_are_accepted(engine, version):
+    assert engine_rules(engine, version).engine == engine
+
+
+@pytest.mark.parametrize("engine,version", [("vllm", "9.9"), ("vllm", "0.34"), ("vllm", "0.31"), ("vllm", "latest"),
+                                            ("sglang", "0.5.23"), ("sglang", "post-99999")])
+def test_an_unknown_version_is_refused_with_the_known_ones_listed(engine, version):
+    with pytest.raises(UsageError) as e:
+        engine_rules(engine, version)
+    assert all(v in e.value.message for v in KNOWN[engine])
+
+
+def test_engine_version_9_9_exits_2_naming_the_known_versions(tmp_path):
+    folder = make_draft(tmp_path / "d", "torchspec")
+    r = subprocess.run([sys.executable, "-m", "kconvert", "inspect", str(folder), "--engine-version", "9.9"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "0.32" in r.stderr and "0.33" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_without_a_version_the_installed_row_or_the_newest_is_used():
+    assert engine_rules("sglang").version == NEWEST["sglang"]
+    assert engine_rules("vllm").version in KNOWN["vllm"]
+
+
+def test_every_row_names_its_source():
+    for row in ALL_ROWS:
+        assert row.source and row.key.startswith(row.engine)
+
+
+# --- aux ids per target family ----------------------------------------------------------------------------------
+
+def test_gpt_oss_targets_kept_the_shift_until_32334_and_read_boundaries_after():
+    gpt_oss = load_profile("gpt-oss-120b")
+    kimi = load_profile("kimi-k2.5")
+    assert target_family(gpt_oss) == "gpt_oss" and target_family(kimi) == "deepseek"
+    v3 = [24, 30, 36]  # nvidia/gpt-oss-120b-Eagle3-v3 (sglang PR #32334)
+    assert engine_rules("sglang", "post-25454").physical_ids(v3, gpt_oss) == [25, 31, 37]
+    assert engine_rules("sglang", "post-32334").physical_ids(v3, gpt_oss) == v3
+    assert engine_rules("sglang", "post-32334").collectable(36, gpt_oss) == (0, 36)
+    assert engine_rules("sglang", "post-32334").collectable(61, kimi) == (0, 60)
+    assert engine_rules("vllm", "0.32").collectable(61, kimi) == (0, 61)
+    assert engine_rules("sglang", "post-32334").physical_ids([1, 29, 57], kimi) == [2, 30, 58]
+
+
+# --- EAGLE 3.1 fields -------------------------------------------------------------------------------------------
+
+def _input_norm(t):
+    t["input_norm.weight"] = ("BF16", (3 * TINY.hidden,), np.ones(3 * TINY.hidden, np.float32))
+
+
+@pytest.mark.parametrize("engine,version,severity", [("vllm", "0.32", None), ("sglang", "post-25454", "error"),
+                                                     ("sglang", "post-32334", None)])
+def test_norm_before_fc_is_ignored_by_sglang_before_32334(tmp_path, engine, version, severity):
+    res = run(tmp_path, engine=engine, version=version, config=lambda c: c.update(norm_before_fc=True),
+              tensors=_input_norm)
+    k603 = found(res, "K603")
+    assert [f.severity for f in k603] == ([severity] if severity else [])
+
+
+def test_norm_before_fc_on_an_mla_draft_is_refused_by_vllm(tmp_path):
+    res = run(tmp_path, family="mla", config=lambda c: c.update(norm_before_fc=True), tensors=_input_norm)
+    assert [f.severity for f in found(res, "K603")] == ["error"]
+
+
+def test_fc_norm_is_applied_by_vllm_and_unknown_on_sglang(tmp_path):
+    def norms(t):
+        for i in range(3):
+            t[f"fc_norm.{i}.weight"] = ("BF16", (TINY.hidden,), np.ones(TINY.hidden, np.float32))
+
+    vllm = run(tmp_path, config=lambda c: c.update(fc_norm=True), tensors=norms)
+    assert found(vllm, "K604") == []
+    sg = run(tmp_path, engine="sglang", name="sg", config=lambda c: c.update(fc_norm=True), tensors=norms)
+    assert [f.severity for f in found(sg, "K604")] == ["warning"]
+
+
+# --- heads without aux states -----------------------------------------------------------------------------------
+
+def _no_aux(c):
+    c.pop(AUX, None)
+    c["eagle_config"] = {"use_aux_hidden_state": False}
+
+
+def _drop_fc(t):
+    t.pop("fc.weight")
+    t.pop("midlayer.hidden_norm.weight")
+
+
+@pytest.mark.parametrize("engine,version,k406", [("vllm", "0.32", ["warning"]), ("vllm", "0.33", []),
+                                                 ("sglang", "post-32334", [])])
+def test_a_head_without_aux_states_is_no_defect_and_vllm_032s_runner_v2_is_named(tmp_path, engine, version, k406):
+    res = run(tmp_path, engine=engine, version=version, config=_no_aux, tensors=_drop_fc)
+    assert [f.severity for f in found(res, "K406")] == k406
+    assert not {"K202", "K601", "K401"} & {f.id for f in res.findings}
+
+
+# --- multi-layer drafts -----------------------------------------------------------------------------------------
+
+def _second_layer(t):
+    rng = np.random.default_rng(3)
+    H, hd = TINY.hidden, TINY.head_dim
+
+    def w(*s):
+        return ("BF16", s, rng.normal(0, 0.02, size=s).astype(np.float32))
+
+    for n, s in {"self_attn.q_proj": (TINY.heads * hd, H), "self_attn.k_proj": (TINY.kv_heads * hd, H),
+                 "self_attn.v_proj": (TINY.kv_heads * hd, H), "self_attn.o_proj": (H, TINY.heads * hd),
+                 "mlp.gate_proj": (TINY.inter, H), "mlp.up_proj": (TINY.inter, H), "mlp.down_proj": (H, TINY.inter)}.items():
+        t[f"layers.1.{n}.weight"] = w(*s)
+    for n in ("input_layernorm", "post_attention_layernorm"):
+        t[f"layers.1.{n}.weight"] = ("BF16", (H,), np.ones(H, np.float32))
+
+
+def _two_layers(t):
+    rename_all(t, lambda k: k.replace("midlayer.", "layers.0."))
+    _second_layer(t)
+
+
+@pytest.mark.parametrize("engine,version,errors", [("vllm", "0.32", []), ("sglang", "pre-25454", ["K103", "K201"]),
+                                                   ("sglang", "post-25454", [])])
+def test_a_two_layer_draft_is_valid_where_the_engine_builds_two_layers(tmp_path, engine, version, errors):
+    # vLLM PR #26164 (nm-testing/random-weights-llama3.1.8b-2layer-eagle3); SGLang PR #24663.
+    res = run(tmp_path, engine=engine, version=version, config=lambda c: c.update(num_hidden_layers=2),
+              tensors=_two_layers)
+    assert sorted(f.id for f in res.findings if f.severity == "error") == errors
+    if errors:
+        assert not found(res, "K103")[0].fixable  # never drops a trained layer
+
+
+def test_a_complete_second_layer_the_config_forgot_sets_num_hidden_layers_to_2(tmp_path):
+    res = run(tmp_path, tensors=_two_layers)
+    k103 = found(res, "K103")
+    assert k103 and k103[0].ops[0].value == 2
+
+
+def test_a_second_layer_with_wrong_input_width_is_k302(tmp_path):
+    def wide(t):
+        _two_layers(t)
+        t["layers.1.self_attn.q_proj.weight"] = ("BF16", (TINY.heads * TINY.head_dim, 2 * TINY.hidden),
+                                                 np.zeros((TINY.heads * TINY.head_dim, 2 * TINY.hidden), np.float32))
+
+    res = run(tmp_path, config=lambda c: c.update(num_hidden_layers=2), tensors=wide)
+    assert any("layers.1" in f.message for f in found(res, "K302"))
+
+
+# --- smaller false alarms ---------------------------------------------------------------------------------------
+
+def test_the_auto_map_speculators_writes_itself_is_info_and_left_alone(tmp_path):
+    res = run(tmp_path, "speculators", config=lambda c: c.update(auto_map={"": "eagle3.Eagle3SpeculatorConfig"}))
+    k002 = found(res, "K002")
+    assert [f.severity for f in k002] == ["info"] and k002[0].ops == []
+    other = run(tmp_path, "speculators", name="other", config=lambda c: c.update(auto_map={"AutoModel": "m.M"}))
+    assert [f.severity for f in found(other, "K002")] == ["warning"]
+
+
+def test_an_unset_max_position_embeddings_is_named_as_unset_not_none(tmp_path):
+    res = run(tmp_path, config=lambda c: c.pop("max_position_embeddings"))
+    msg = found(res, "K901")[0].message
+    assert "None" not in msg and "not set" in msg
+
+
+def test_rope_scaling_stated_null_is_a_training_choice_not_a_dropped_key(tmp_path):
+    res = run(tmp_path, config=lambda c: c.update(rope_scaling=None))
+    k902 = found(res, "K902")
+    assert [f.severity for f in k902] == ["info"] and "converter" not in k902[0].message
+    absent = run(tmp_path, name="absent", config=lambda c: c.pop("rope_scaling"))
+    assert "converter" in found(absent, "K902")[0].message
