@@ -35,8 +35,8 @@ def text_config_dict() -> dict:
         "intermediate_size": 256,
         "moe_intermediate_size": 64,
         "num_hidden_layers": C.NUM_LAYERS,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 2,
+        "num_attention_heads": C.NUM_HEADS,
+        "num_key_value_heads": C.NUM_HEADS,
         "q_lora_rank": 64,
         "kv_lora_rank": 512,
         "qk_nope_head_dim": 32,
@@ -191,7 +191,9 @@ def train_target(seqs: list[list[int]], seed: int, steps: int, batch: int, lr: f
     with torch.no_grad():
         for i, layer in enumerate(model.model.layers):
             g = LAYER_GAIN ** i
-            layer.self_attn.o_proj.weight.mul_(g)
+            # o_proj sums NUM_HEADS heads: scaled by sqrt(2 / NUM_HEADS), the attention output keeps the size
+            # the 2-head design (init_std, LAYER_GAIN) was tuned at.
+            layer.self_attn.o_proj.weight.mul_(g * (2 / C.NUM_HEADS) ** 0.5)
             mlp = layer.mlp
             if hasattr(mlp, "experts"):
                 mlp.experts.down_proj.mul_(g)
