@@ -1,0 +1,427 @@
+"""Score one reading of a draft over a trace: load the draft's weights (streamed, one tensor at a time), run
+the draft on every sequence, and walk the verify steps an engine would take.
+
+The walk (greedy, vLLM's scheduler and rejection sampler, `v1/core/sched/scheduler.py`): after the prefill the
+engine has emitted one token; each verify step checks the k drafted tokens against the target's greedy tokens,
+accepts the longest matching prefix and emits it plus the target's own next token; steps continue while the
+request has emitted fewer than its output length (max_tokens, or up to and including EOS). The counters count
+every step's k drafted tokens and every accepted one, also those that land past the end of the output (the
+scheduler counts them before the output is truncated): that is why a trace carries lookahead tokens.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from kconvert.errors import InputError, UsageError
+from kconvert.formats.model import DraftModel
+from kconvert.report.acceptance import summarize
+from kconvert.score.reading import Reading
+from kconvert.score.trace import Sequence, Trace
+
+import torch  # noqa: E402  (imported by kconvert.score only once torch is known to be there)
+
+from kconvert.score.draft import (  # noqa: E402
+    DTYPES, DraftFailure, DraftRunner, EmbeddingTable, draft_spec)
+
+FLOAT_DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}
+
+
+# ---------------------------------------------------------------------------------------------- weights ---
+
+def read_tensor(d: DraftModel, raw_name: str) -> torch.Tensor:
+    """One tensor of the draft by byte range from its validated header (never the whole file)."""
+    ck = d.checkpoint
+    info = ck.tensors.get(raw_name)
+    if info is None:
+        raise InputError(f"{raw_name}: not in the draft's files")
+    p = ck.local_path(info.file)
+    if p is None:
+        raise UsageError(f"{ck.ref}: score needs the draft's weights on disk ({info.file} is not local); "
+                         "download the draft first")
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            buf = bytearray(info.nbytes)
+            view = memoryview(buf)
+            got = 0
+            while got < info.nbytes:
+                n = os.preadv(fd, [view[got:]], info.start + got)
+                if n <= 0:
+                    break
+                got += n
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise InputError(f"{info.file} [{raw_name}]: cannot read: {e.strerror or e}") from None
+    if got != info.nbytes:
+        raise InputError(f"{info.file} [{raw_name}]: only {got} of {info.nbytes} bytes (truncated)")
+    if info.dtype in FLOAT_DTYPES:
+        dt = FLOAT_DTYPES[info.dtype]
+    elif info.dtype == "I64":
+        dt = torch.int64
+    elif info.dtype == "I32":
+        dt = torch.int32
+    elif info.dtype == "BOOL":
+        dt = torch.bool
+    else:
+        raise InputError(f"{raw_name}: dtype {info.dtype} is not a weight dtype score reads")
+    t = torch.frombuffer(buf, dtype=dt) if info.nbytes else torch.empty(0, dtype=dt)
+    return t.reshape(info.shape)
+
+
+def layer_raw_name(d: DraftModel, canonical: str) -> str | None:
+    """The file's name for a canonical tensor, layers past the first included (multi-layer drafts)."""
+    if canonical in d.raw_names:
+        return d.raw_names[canonical]
+    if canonical.startswith("layers."):
+        _, idx, rest = canonical.split(".", 2)
+        for cand in (f"{d.key_layout.prefix}layers.{idx}.{rest}", f"layers.{idx}.{rest}",
+                     f"{d.key_layout.prefix}midlayers.{idx}.{rest}"):
+            if cand in d.checkpoint.tensors:
+                return cand
+    return None
+
+
+def required_weights(family: str, num_layers: int, q_lora: bool) -> list[str]:
+    names = ["fc.weight", "norm.weight"]
+    for l in range(num_layers):
+        p = f"layers.{l}."
+        if family == "llama":
+            names += [p + f"self_attn.{n}_proj.weight" for n in "qkvo"]
+        else:
+            q = ["q_a_proj", "q_a_layernorm", "q_b_proj"] if q_lora else ["q_proj"]
+            names += [p + f"self_attn.{n}.weight" for n in q + ["kv_a_proj_with_mqa", "kv_a_layernorm",
+                                                                 "kv_b_proj", "o_proj"]]
+        names += [p + f"mlp.{n}_proj.weight" for n in ("gate", "up", "down")]
+        names += [p + f"{n}.weight" for n in ("input_layernorm", "post_attention_layernorm")]
+        if l == 0:
+            names.append(p + "hidden_norm.weight")
+    return names
+
+
+class WeightCache:
+    """The draft's weights in the compute dtype, read once and shared by every reading tried."""
+
+    def __init__(self, d: DraftModel, dtype: torch.dtype, device: torch.device):
+        self.d = d
+        self.dtype = dtype
+        self.device = device
+        self._t: dict[str, torch.Tensor] = {}
+        self.bytes_read = 0
+
+    def get(self, canonical: str, *, float_: bool = True) -> torch.Tensor | None:
+        if canonical not in self._t:
+            raw = layer_raw_name(self.d, canonical)
+            if raw is None:
+                return None
+            t = read_tensor(self.d, raw)
+            self.bytes_read += t.numel() * t.element_size()
+            self._t[canonical] = t.to(self.device, self.dtype) if float_ and t.is_floating_point() else t
+        return self._t[canonical]
+
+
+# ------------------------------------------------------------------------------------------- the runner ---
+
+def _config_float(cfg: dict[str, Any], key: str, default: float) -> float:
+    v = cfg.get(key, default)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else default
+
+
+def build_runner(d: DraftModel, reading: Reading, trace: Trace, weights: WeightCache,
+                 lm_head_source: Callable[[str], torch.Tensor] | None = None) -> DraftRunner:
+    """A DraftRunner for one reading. Raises DraftFailure where vLLM would fail to load or run the draft."""
+    m = trace.meta
+    cfg = d.config
+    V = m.vocab_size
+    fc = weights.get("fc.weight")
+    if fc is None:
+        raise DraftFailure("the draft has no fc.weight: vLLM would leave it uninitialised (EAGLE-3 needs it)")
+    num_aux = len(reading.aux_ids)
+    draft_vocab = d.draft_vocab_size or d.vocab_size or V
+    spec = draft_spec(cfg, d.layer_family, target_vocab=V, target_hidden=m.hidden_size, num_aux=num_aux,
+                      draft_vocab=draft_vocab, fc_in=fc.shape[1])
+    if spec.target_hidden_size != m.hidden_size:
+        raise DraftFailure(f"the draft expects target hidden size {spec.target_hidden_size}, the trace's target has "
+                           f"{m.hidden_size}")
+    if fc.shape != (spec.hidden_size, num_aux * m.hidden_size):
+        raise DraftFailure(f"fc.weight is {list(fc.shape)} but the reading feeds {num_aux} aux states of width "
+                           f"{m.hidden_size} ({list(reading.aux_ids)}): vLLM fails to load it (shape mismatch)")
+    names = required_weights(spec.family, spec.num_layers, bool(spec.q_lora_rank))
+    missing = [n for n in names if layer_raw_name(d, n) is None]
+    if missing:
+        raise DraftFailure(f"the draft lacks {', '.join(missing[:4])}: vLLM leaves missing tensors "
+                           "uninitialised, score does not guess them")
+    w: dict[str, torch.Tensor] = {n: weights.get(n) for n in names}  # type: ignore[misc]
+    if reading.norm_before_fc:
+        t = weights.get("input_norm.weight")
+        if t is None:
+            raise DraftFailure("norm_before_fc is set but input_norm.weight is missing")
+        w["input_norm.weight"] = t
+    if reading.fc_norm:
+        for i in range(num_aux):
+            t = weights.get(f"fc_norm.{i}.weight")
+            if t is None:
+                raise DraftFailure(f"fc_norm is set but fc_norm.{i}.weight is missing")
+            w[f"fc_norm.{i}.weight"] = t
+    # lm_head rows, and what a draft id means
+    if reading.lm_head == "target":
+        head = trace.lm_head()
+        if head is None:
+            raise UsageError("the draft has no lm_head, so the engine shares the target's; this trace does not "
+                             "hold it: record the trace with --lm-head")
+        head = head.to(weights.device, weights.dtype)
+        rows = V
+    elif reading.lm_head == "reselected":
+        if lm_head_source is None or reading.lm_head_source is None:
+            raise UsageError("re-selecting lm_head rows needs --lm-head-from DIR (a full-vocabulary head)")
+        full = lm_head_source(reading.lm_head_source)
+        sel = _draft_rows_for(d, weights, draft_vocab)
+        if full.shape[0] != V or int(sel.min()) < 0 or int(sel.max()) >= V:
+            raise UsageError(f"--lm-head-from: its lm_head has {full.shape[0]} rows; re-selection needs the full "
+                             f"target vocabulary ({V}) and d2t offsets inside it")
+        head = full[sel].to(weights.device, weights.dtype)
+        rows = draft_vocab
+    else:
+        head = weights.get("lm_head.weight")
+        if head is None:
+            raise DraftFailure("the draft has no lm_head.weight")
+        rows = head.shape[0]
+    if head.shape[1] != spec.hidden_size:
+        raise DraftFailure(f"lm_head is {list(head.shape)}; the draft's hidden size is {spec.hidden_size}")
+    target_ids = _target_ids(d, reading, rows, draft_vocab, V, weights)
+    # embeddings
+    if reading.embeddings == "draft":
+        emb = weights.get("embed_tokens.weight")
+        if emb is None:
+            raise UsageError("reading embeddings=draft: the draft has no embed_tokens")
+        if emb.shape != (V, spec.hidden_size):
+            raise DraftFailure(f"embed_tokens is {list(emb.shape)}, expected [{V}, {spec.hidden_size}]")
+        table = EmbeddingTable(emb, None, V, weights.device)
+    else:
+        if spec.hidden_size != m.hidden_size:
+            raise DraftFailure(f"the draft's hidden size {spec.hidden_size} differs from the target's "
+                               f"{m.hidden_size}: it cannot share the target's embeddings and has none of its own")
+        ids, rows_t = trace.embedding_rows()
+        table = EmbeddingTable(rows_t.to(weights.dtype), torch.from_numpy(ids.copy()), V, weights.device)
+    return DraftRunner(spec, w, dtype=weights.dtype, device=weights.device, embed=table, lm_head=head,
+                       target_ids=target_ids, norm_before_residual=reading.norm_before_residual,
+                       norm_before_fc=reading.norm_before_fc, fc_norm=reading.fc_norm,
+                       norm_output=reading.norm_output, logit_scale=_config_float(cfg, "logit_scale", 1.0))
+
+
+def _target_ids(d: DraftModel, reading: Reading, rows: int, draft_vocab: int, V: int,
+                weights: WeightCache) -> torch.Tensor | None:
+    if reading.lm_head == "target":
+        return None
+    if reading.d2t == "none":
+        if rows != V:
+            raise DraftFailure(f"lm_head has {rows} rows but no draft-to-target mapping applies (the draft "
+                               f"vocabulary equals the target's {V}): vLLM fails its logits shape check")
+        return None
+    if rows != draft_vocab:
+        raise DraftFailure(f"lm_head has {rows} rows, draft_vocab_size is {draft_vocab}: vLLM fails to load it")
+    d2t = weights.get("d2t", float_=False)
+    if d2t is None:
+        # vLLM keeps its zero-initialised draft_id_to_target_id when no d2t is loaded
+        d2t = torch.zeros(draft_vocab, dtype=torch.long)
+    d2t = d2t.to(torch.long).cpu()
+    if d2t.shape != (draft_vocab,):
+        raise DraftFailure(f"d2t is {list(d2t.shape)}, expected [{draft_vocab}]: vLLM fails to load it")
+    ids = d2t if reading.d2t == "absolute" else d2t + torch.arange(draft_vocab)
+    bad = ids[(ids < 0) | (ids >= V)]
+    if bad.numel():
+        raise DraftFailure(f"d2t read as {reading.d2t} maps draft ids to target ids outside 0..{V - 1} (e.g. "
+                           f"{int(bad[0])}): vLLM indexes past the vocabulary ('index {int(bad[0])} is out of "
+                           f"bounds for dimension 0 with size {V}')")
+    return ids.to(weights.device)
+
+
+def _draft_rows_for(d: DraftModel, weights: WeightCache, draft_vocab: int) -> torch.Tensor:
+    """Rows of a full-vocabulary head for the draft vocabulary: full[d2t + arange] (offsets, as vLLM reads
+    d2t), the selection kconvert fix --lm-head-from writes."""
+    d2t = weights.get("d2t", float_=False)
+    if d2t is None:
+        raise UsageError("re-selecting lm_head rows needs the draft's d2t")
+    return d2t.to(torch.long).cpu() + torch.arange(draft_vocab)
+
+
+# ------------------------------------------------------------------------------------------------ walks ---
+
+@dataclass
+class SequenceScore:
+    index: int
+    steps: list[int] = field(default_factory=list)  # accepted drafts per verify step
+    positions: int = 0  # cursors the draft ran at
+    unknown: int = 0  # drafted tokens past the trace's lookahead (counted as rejected)
+
+
+def replay(seq: Sequence, drafts: np.ndarray, first_cursor: int, k: int) -> SequenceScore:
+    """The engine's verify steps over a greedy trace: drafts[c - first_cursor] are the k tokens drafted at
+    cursor c (the position whose next token was the last one emitted)."""
+    x = seq.input_ids
+    N = x.shape[0]
+    out = SequenceScore(seq.index, positions=drafts.shape[0])
+    c = seq.prompt_len - 1
+    while c + 2 < seq.stop:  # the request has emitted c - P + 2 tokens, fewer than its output
+        d = drafts[c - first_cursor]
+        a = 0
+        while a < k:
+            idx = c + 2 + a
+            if idx >= N:
+                out.unknown += k - a
+                break
+            if d[a] != x[idx]:
+                break
+            a += 1
+        out.steps.append(a)
+        c += a + 1
+    return out
+
+
+def every_position(seq: Sequence, drafts: np.ndarray, cursors: np.ndarray, k: int) -> SequenceScore:
+    """Teacher-forced estimate for traces whose tokens are not the target's greedy continuation (offline
+    training dumps): each cursor whose next token is the target's own is one step; drafted token j is accepted
+    while it equals the target's greedy token and the tokens before it in the trace are the target's own."""
+    x, y = seq.input_ids, seq.next_token
+    N = x.shape[0]
+    out = SequenceScore(seq.index, positions=len(cursors))
+    for row, c in enumerate(cursors.tolist()):
+        a = 0
+        while a < k:
+            pos = c + 1 + a  # position whose greedy token drafted token a must match
+            if pos >= N or (a > 0 and x[pos] != y[pos - 1]):
+                out.unknown += k - a
+                break
+            if drafts[row, a] != y[pos]:
+                break
+            a += 1
+        out.steps.append(a)
+    return out
+
+
+def sequence_inputs(trace: Trace, seq: Sequence, layers: tuple[int, ...], mode: str):
+    """(tokens_next, aux, cursors, first_cursor) for one sequence: the positions whose KV the draft needs and
+    the cursors at which it drafts."""
+    P = seq.prompt_len
+    if mode == "replay":
+        last = seq.stop - 3  # the last cursor a step can start from
+        if last < P - 1:
+            return None
+        T = last + 1
+        cursors = np.arange(P - 1, last + 1)
+    else:
+        last = min(seq.stop - 2, seq.length - 2)
+        if last < P - 1:
+            return None
+        T = last + 1
+        span = np.arange(P - 1, last + 1)
+        cursors = span[seq.input_ids[span + 1] == seq.next_token[span]]
+        if cursors.size == 0:
+            return None
+    tokens_next = torch.from_numpy(seq.input_ids[1:T + 1].copy())
+    aux = torch.cat([trace.hidden(seq, k, count=T) for k in layers], dim=-1)
+    return tokens_next, aux, cursors, int(cursors[0])
+
+
+@dataclass
+class ReadingScore:
+    reading: Reading
+    sequences: list[SequenceScore] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+    k: int = 3
+    mode: str = "replay"
+
+    def counters(self) -> dict[str, Any]:
+        steps = [a for s in self.sequences for a in s.steps]
+        per_pos = [sum(1 for a in steps if a > i) for i in range(self.k)]
+        return {"drafts": len(steps), "draft_tokens": len(steps) * self.k, "accepted": int(sum(steps)),
+                "accepted_per_pos": per_pos}
+
+    def acceptance(self) -> dict[str, Any] | None:
+        if self.error is not None:
+            return None
+        c = self.counters()
+        return summarize(c["drafts"], c["draft_tokens"], c["accepted"], c["accepted_per_pos"], self.k)
+
+    @property
+    def mean_acceptance_length(self) -> float | None:
+        acc = self.acceptance()
+        return acc["mean_acceptance_length"] if acc else None
+
+    @property
+    def positions(self) -> int:
+        return sum(s.positions for s in self.sequences)
+
+    @property
+    def unknown(self) -> int:
+        return sum(s.unknown for s in self.sequences)
+
+
+def score_reading(d: DraftModel, reading: Reading, trace: Trace, weights: WeightCache, *, k: int, mode: str,
+                  lm_head_source: Callable[[str], torch.Tensor] | None = None,
+                  sequences: list[int] | None = None, progress: Callable[[int, int], None] | None = None
+                  ) -> ReadingScore:
+    if k < 1:
+        raise UsageError("-k must be at least 1")
+    out = ReadingScore(reading, k=k, mode=mode)
+    t0 = time.perf_counter()
+    missing = [i for i in reading.aux_ids if i not in trace.meta.layers]
+    if missing:
+        raise UsageError(f"the reading feeds target layers {list(reading.aux_ids)}, the trace holds "
+                         f"{trace.meta.layers} (missing {missing}); record the trace with --layers including them")
+    try:
+        runner = build_runner(d, reading, trace, weights, lm_head_source)
+    except DraftFailure as e:
+        out.error = str(e)
+        out.seconds = time.perf_counter() - t0
+        return out
+    idx = range(trace.num_sequences) if sequences is None else sequences
+    for n, i in enumerate(idx):
+        seq = trace.sequence(i)
+        inputs = sequence_inputs(trace, seq, reading.aux_ids, mode)
+        if inputs is None:
+            out.sequences.append(SequenceScore(i))
+            continue
+        tokens_next, aux, cursors, first = inputs
+        drafts = runner.propose(tokens_next, aux, torch.from_numpy(cursors - 0), k).numpy()
+        if mode == "replay":
+            out.sequences.append(replay(seq, drafts, first, k))
+        else:
+            out.sequences.append(every_position(seq, drafts, cursors, k))
+        if progress:
+            progress(n + 1, len(idx))
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
+def set_threads(n: int | None) -> None:
+    if n is None:
+        return
+    if n < 1:
+        raise UsageError("--threads must be at least 1")
+    torch.set_num_threads(n)
+
+
+def resolve_device(name: str | None) -> torch.device:
+    if name in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        raise UsageError(f"--device {name!r}: cpu, cuda or cuda:N") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: no GPU is visible to torch")
+    return dev
+
+
+def resolve_dtype(name: str | None, trace: Trace) -> torch.dtype:
+    key = name or trace.meta.dtype
+    if key not in DTYPES:
+        raise UsageError(f"--dtype {key!r}: choose bfloat16, float16 or float32")
+    return DTYPES[key]
