@@ -186,7 +186,7 @@ def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str |
 
 def score_section(sr: ScoreResult) -> dict[str, Any] | None:
     """The report's `score` section: verify's counters and acceptance fields, plus the trace and reading."""
-    if sr.static_blocked:
+    if sr.result is None:
         return None
     r = sr.result
     k = sr.settings.num_speculative_tokens

@@ -106,28 +106,4 @@ def engine_reading(d: DraftModel, engine: EngineRules, num_target_layers: int, t
                    norm_output=_bool(cfg.get("norm_output"), False), notes=tuple(notes))
 
 
-def fix_args_for(reading: Reading, base: Reading, d: DraftModel, engine: EngineRules) -> list[str] | None:
-    """The `kconvert fix` flags that make the engine read the files the way `reading` does (None: no flag can)."""
-    args: list[str] = []
-    for what in reading.differs(base):
-        if what == "aux_ids":
-            args += ["--aux-ids", ",".join(map(str, reading.aux_ids))]
-        elif what == "d2t":
-            if reading.d2t == "absolute" and base.d2t == "offsets":
-                args += ["--d2t", "absolute"]
-            else:
-                return None
-        elif what == "lm_head" and reading.lm_head == "reselected" and reading.lm_head_source:
-            args += ["--lm-head-from", reading.lm_head_source]
-        elif what == "norm_before_residual":
-            # fix writes the flag the producer trained with (K602 and friends); the reading names the value.
-            args += [f"(set norm_before_residual: {str(reading.norm_before_residual).lower()})"]
-        elif what == "embeddings":
-            args += ["(drop the draft's embed_tokens: the engine then shares the target's)"
-                     if reading.embeddings == "target" else "(keep the draft's embed_tokens)"]
-        else:
-            return None
-    return args
-
-
-__all__ = ["Reading", "engine_reading", "declared_ids", "fix_args_for", "AUX_KEY"]
+__all__ = ["Reading", "engine_reading", "declared_ids", "AUX_KEY"]

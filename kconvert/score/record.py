@@ -40,7 +40,7 @@ class TraceRequest:
     prompts: str = "all"
     max_prompts: int | None = None
     max_tokens: int = 64
-    layers: list[int] | None = None  # None: defaults (aux ids ±1)
+    layers: list[int] | str | None = None  # None: defaults (aux ids ±1); "all": every stream 0..L
     aux_ids: list[int] | None = None  # centres of the default layers (besides the engine defaults)
     dtype: str = "bfloat16"
     device: str | None = None
@@ -254,7 +254,12 @@ def record_trace(req: TraceRequest, progress: Callable[[str], None] | None = Non
     L = int(tgt.text_config["num_hidden_layers"])
     H = int(tgt.text_config["hidden_size"])
     V = int(tgt.text_config["vocab_size"])
-    layers = sorted(set(req.layers)) if req.layers else default_layers(L, req.aux_ids)
+    if req.layers == "all":
+        layers = list(range(L + 1))
+    elif req.layers:
+        layers = sorted(set(req.layers))
+    else:
+        layers = default_layers(L, req.aux_ids)
     bad = [k for k in layers if not 0 <= k <= L]
     if bad:
         raise UsageError(f"--layers {bad}: a {L}-layer target has streams 0..{L} (k = input of layer k)")
