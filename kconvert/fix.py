@@ -96,7 +96,8 @@ def plan_fix(res: InspectResult, *, only: set[str] | None = None, to_format: str
 def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | None = None, engine: str = "vllm",
         engine_version: str | None = None, options: Options | None = None, only: set[str] | None = None,
         dry_run: bool = False, partial: bool = False, force: bool = False, to_format: str | None = None,
-        progress: Callable[[int, int, str], None] | None = None, durable: bool = True) -> FixResult:
+        progress: Callable[[int, int, str], None] | None = None, durable: bool = True,
+        decided_by: dict[str, Any] | None = None) -> FixResult:
     ckpt = open_checkpoint(source)
     tgt = load_target(target) if isinstance(target, str) else target
     rules = engine_rules(engine, engine_version)
@@ -140,6 +141,8 @@ def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | 
         "findings_fixed": [f.id for f in plan.applied_findings],
         "findings_left": [f.id for f in plan.unfixable + plan.left],
     }
+    if decided_by:
+        provenance["decided_by"] = decided_by  # the measurement behind the decision flags (score --diagnose)
     aux_record = _aux_record(res, plan, opts)
     if aux_record:
         provenance["aux_ids"] = aux_record

@@ -71,16 +71,23 @@ def candidates(base: Reading, d: Any, trace_layers: list[int], num_layers: int, 
 
 
 def _paired(base_steps: list[list[int]], cand_steps: list[list[int]]) -> tuple[float, float]:
-    """Mean and standard error of the per-sequence difference in mean acceptance length."""
-    diffs = []
-    for a, b in zip(base_steps, cand_steps):
-        if a and b:
-            diffs.append(sum(b) / len(b) - sum(a) / len(a))
-    if len(diffs) < 2:
-        return (diffs[0] if diffs else 0.0), float("inf")
-    m = sum(diffs) / len(diffs)
-    var = sum((x - m) ** 2 for x in diffs) / (len(diffs) - 1)
-    return m, math.sqrt(var / len(diffs))
+    """Difference in mean acceptance length (candidate - as loaded) and its jackknife standard error over
+    sequences: AL is a ratio of sums, so whole sequences are left out one at a time."""
+    pairs = [(sum(a), len(a), sum(b), len(b)) for a, b in zip(base_steps, cand_steps) if a and b]
+    n = len(pairs)
+    if n == 0:
+        return 0.0, float("inf")
+    tot = [sum(p[i] for p in pairs) for i in range(4)]
+
+    def diff(s: list[float]) -> float:
+        return s[2] / s[3] - s[0] / s[1] if s[1] and s[3] else 0.0
+
+    full = diff(tot)
+    if n < 2:
+        return full, float("inf")
+    loo = [diff([tot[i] - p[i] for i in range(4)]) for p in pairs]
+    m = sum(loo) / n
+    return full, math.sqrt((n - 1) / n * sum((x - m) ** 2 for x in loo))
 
 
 def search_aux(evaluate: Callable[[tuple[int, ...]], float | None], start: tuple[int, ...], layers: list[int],
@@ -116,7 +123,7 @@ def search_aux(evaluate: Callable[[tuple[int, ...]], float | None], start: tuple
 
 def run_diagnosis(sr: Any, *, asked: set[str], lm_head_from: str | None, search: bool | None,
                   progress: Callable[[str], None] | None = None, draft_ref: str | None = None,
-                  target_ref: str | None = None, trace_ref: str | None = None) -> dict[str, Any]:
+                  target_ref: str | None = None, report_ref: str | None = None) -> dict[str, Any]:
     """Score the candidate readings of `sr` (a ScoreResult of the draft as loaded) on the same trace."""
     from kconvert.score import lm_head_loader
     from kconvert.score.run import score_reading
@@ -192,8 +199,8 @@ def run_diagnosis(sr: Any, *, asked: set[str], lm_head_from: str | None, search:
                 if target_ref:
                     cmd += ["--target", target_ref]
                 cmd += args
-                if trace_ref:
-                    cmd += ["--decided-by", "SCORE.json"]
+                if report_ref:
+                    cmd += ["--decided-by", report_ref]
                 out["fix_command"] = shlex.join(cmd)
     return out
 

@@ -43,35 +43,48 @@ def read_tensor(d: DraftModel, raw_name: str) -> torch.Tensor:
     if p is None:
         raise UsageError(f"{ck.ref}: score needs the draft's weights on disk ({info.file} is not local); "
                          "download the draft first")
+    return read_span(p, info)
+
+
+def read_span(path: Any, info: Any, first_row: int = 0, rows: int | None = None) -> torch.Tensor:
+    """Rows `first_row .. first_row + rows` (all by default) of a tensor whose span a validated safetensors
+    header gave (kconvert.source.safetensors_header.TensorInfo), read with pread into one buffer."""
+    shape = tuple(info.shape)
+    row_elems = 1
+    for n in shape[1:]:
+        row_elems *= n
+    if info.dtype in FLOAT_DTYPES:
+        dt = FLOAT_DTYPES[info.dtype]
+    else:
+        dt = {"I64": torch.int64, "I32": torch.int32, "BOOL": torch.bool}.get(info.dtype)
+        if dt is None:
+            raise InputError(f"{info.name}: dtype {info.dtype} is not one score reads")
+    size = torch.empty(0, dtype=dt).element_size()
+    total_rows = shape[0] if shape else 1
+    count = total_rows - first_row if rows is None else rows
+    if not 0 <= first_row <= first_row + count <= total_rows:
+        raise InputError(f"{info.name}: rows {first_row}..{first_row + count} outside 0..{total_rows}")
+    start = info.start + first_row * row_elems * size
+    nbytes = count * row_elems * size if shape else info.nbytes
+    buf = bytearray(nbytes)
+    view = memoryview(buf)
+    got = 0
     try:
-        fd = os.open(p, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
-            buf = bytearray(info.nbytes)
-            view = memoryview(buf)
-            got = 0
-            while got < info.nbytes:
-                n = os.preadv(fd, [view[got:]], info.start + got)
+            while got < nbytes:
+                n = os.preadv(fd, [view[got:]], start + got)
                 if n <= 0:
                     break
                 got += n
         finally:
             os.close(fd)
     except OSError as e:
-        raise InputError(f"{info.file} [{raw_name}]: cannot read: {e.strerror or e}") from None
-    if got != info.nbytes:
-        raise InputError(f"{info.file} [{raw_name}]: only {got} of {info.nbytes} bytes (truncated)")
-    if info.dtype in FLOAT_DTYPES:
-        dt = FLOAT_DTYPES[info.dtype]
-    elif info.dtype == "I64":
-        dt = torch.int64
-    elif info.dtype == "I32":
-        dt = torch.int32
-    elif info.dtype == "BOOL":
-        dt = torch.bool
-    else:
-        raise InputError(f"{raw_name}: dtype {info.dtype} is not a weight dtype score reads")
-    t = torch.frombuffer(buf, dtype=dt) if info.nbytes else torch.empty(0, dtype=dt)
-    return t.reshape(info.shape)
+        raise InputError(f"{info.file} [{info.name}]: cannot read: {e.strerror or e}") from None
+    if got != nbytes:
+        raise InputError(f"{info.file} [{info.name}]: only {got} of {nbytes} bytes (truncated)")
+    t = torch.frombuffer(buf, dtype=dt) if nbytes else torch.empty(0, dtype=dt)
+    return t.reshape((count,) + shape[1:] if shape else ())
 
 
 def layer_raw_name(d: DraftModel, canonical: str) -> str | None:
