@@ -116,7 +116,7 @@ def score_command(
             sr.diagnosis = run_diagnosis(sr, asked=asked, lm_head_from=lm_head_from, search=search_aux,
                                          progress=progress, draft_ref=draft,
                                          target_ref=target or str(sr.trace.meta.target.get("source")),
-                                         trace_ref=trace)
+                                         report_ref=report)
     doc = build_score_report(sr)
     if report:
         from kconvert.writer_util import write_json_atomic

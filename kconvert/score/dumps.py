@@ -164,8 +164,7 @@ def trace_from_dump(req: DumpRequest, progress: Callable[[str], None] | None = N
         recorder={"tool": "kconvert trace --from-dump", "version": __version__, "backend": "speculators dump",
                   "torch": torch.__version__, "device": str(device)},
         notes=notes)
-    writer = TraceWriter(req.out, meta, force=req.force)
-    try:
+    with TraceWriter(req.out, meta, force=req.force) as writer:
         norm_w = tgt.read(tgt.norm).to(device) if labels_from == "target" else None
         for i, f in enumerate(files):
             h = read_header(f, f.name)
@@ -195,10 +194,6 @@ def trace_from_dump(req: DumpRequest, progress: Callable[[str], None] | None = N
 
         head = tgt.read(tgt.lm_head) if req.lm_head and tgt.lm_head is not None else None
         return writer.finish(embed_rows, head)
-    except BaseException:
-        if not writer.done:
-            writer.abort()
-        raise
 
 
 def _greedy_labels(tgt: _TargetTensors, normed: Any, V: int, device: Any) -> Any:

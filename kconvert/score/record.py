@@ -110,7 +110,7 @@ def _resolve_folder(ref: str) -> tuple[Path, str | None, str | None]:
     return Path(path), revision, Path(path).name
 
 
-def load_target_model(ref: str, dtype: str, device: Any) -> LoadedTarget:
+def load_target_model(ref: str, dtype: str, device: Any, *, need_tokenizer: bool = True) -> LoadedTarget:
     torch = _torch()
     try:
         import transformers
@@ -154,11 +154,13 @@ def load_target_model(ref: str, dtype: str, device: Any) -> LoadedTarget:
         except (OSError, ValueError, RuntimeError) as e:
             raise InputError(f"{ref}: transformers could not load the target: {str(e).splitlines()[0]}") from None
     model.eval().to(device)
+    tok = None
     try:
         tok = AutoTokenizer.from_pretrained(str(root), trust_remote_code=False)
     except Exception as e:  # noqa: BLE001 - a tokenizer that needs code, or none at all
-        raise InputError(f"{ref}: the tokenizer cannot be loaded without running the checkpoint's code "
-                         f"({type(e).__name__}); give token ids with --continuations") from None
+        if need_tokenizer:
+            raise InputError(f"{ref}: the tokenizer cannot be loaded without running the checkpoint's code "
+                             f"({type(e).__name__}); give token ids with --continuations") from None
     eos: set[int] = set()
     if isinstance(getattr(tok, "eos_token_id", None), int):
         eos.add(tok.eos_token_id)
@@ -250,7 +252,7 @@ def record_trace(req: TraceRequest, progress: Callable[[str], None] | None = Non
     set_threads(req.threads)
     t0 = time.perf_counter()
     say("loading the target")
-    tgt = load_target_model(req.target, req.dtype, device)
+    tgt = load_target_model(req.target, req.dtype, device, need_tokenizer=req.continuations is None)
     L = int(tgt.text_config["num_hidden_layers"])
     H = int(tgt.text_config["hidden_size"])
     V = int(tgt.text_config["vocab_size"])
@@ -300,8 +302,7 @@ def record_trace(req: TraceRequest, progress: Callable[[str], None] | None = Non
         recorder={"tool": "kconvert trace", "version": __version__, "backend": f"transformers {transformers.__version__}",
                   "torch": torch.__version__, "device": str(device)},
         notes=list(req.notes))
-    writer = TraceWriter(req.out, meta, force=req.force)
-    try:
+    with TraceWriter(req.out, meta, force=req.force) as writer:
         model = tgt.model
         cap = _Capture(_decoder_layers(model), layers)
         try:
@@ -333,10 +334,6 @@ def record_trace(req: TraceRequest, progress: Callable[[str], None] | None = Non
             head = out_emb.weight.detach().cpu() if out_emb is not None else None
         meta.recorder["seconds"] = round(time.perf_counter() - t0, 3)
         return writer.finish(lambda ids: emb[torch.tensor(ids, device=emb.device)].cpu(), head)
-    except BaseException:
-        if not writer.done:
-            writer.abort()
-        raise
 
 
 def _generate(torch, model, cap: _Capture, starts: list[list[int]], budgets: list[int], eos: list[int],

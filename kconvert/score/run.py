@@ -117,6 +117,42 @@ def required_weights(family: str, num_layers: int, q_lora: bool) -> list[str]:
     return names
 
 
+def expected_shape(name: str, s: Any, inter: int | None) -> tuple[int, ...] | None:
+    """The shape vLLM allocates for a draft tensor (None: not checked here)."""
+    H = s.hidden_size
+    if name == "norm.weight":
+        return (H,)
+    if not name.startswith("layers."):
+        return None
+    l = int(name.split(".")[1])
+    inp = 2 * H if l == 0 else H
+    rest = name.split(".", 2)[2]
+    if rest.endswith("layernorm.weight") and "self_attn" not in rest or rest == "hidden_norm.weight":
+        return (H,)
+    if rest.startswith("mlp."):
+        if inter is None:
+            return None
+        return {"mlp.gate_proj.weight": (inter, H), "mlp.up_proj.weight": (inter, H),
+                "mlp.down_proj.weight": (H, inter)}.get(rest)
+    if s.family == "llama":
+        hd = s.head_dim
+        return {"self_attn.q_proj.weight": (s.num_heads * hd, inp), "self_attn.k_proj.weight": (s.num_kv_heads * hd, inp),
+                "self_attn.v_proj.weight": (s.num_kv_heads * hd, inp),
+                "self_attn.o_proj.weight": (H, s.num_heads * hd)}.get(rest)
+    qk = s.qk_nope_head_dim + s.qk_rope_head_dim
+    table = {"self_attn.kv_a_proj_with_mqa.weight": (s.kv_lora_rank + s.qk_rope_head_dim, inp),
+             "self_attn.kv_a_layernorm.weight": (s.kv_lora_rank,),
+             "self_attn.kv_b_proj.weight": (s.num_heads * (s.qk_nope_head_dim + s.v_head_dim), s.kv_lora_rank),
+             "self_attn.o_proj.weight": (H, s.num_heads * s.v_head_dim)}
+    if s.q_lora_rank:
+        table.update({"self_attn.q_a_proj.weight": (s.q_lora_rank, inp),
+                      "self_attn.q_a_layernorm.weight": (s.q_lora_rank,),
+                      "self_attn.q_b_proj.weight": (s.num_heads * qk, s.q_lora_rank)})
+    else:
+        table["self_attn.q_proj.weight"] = (s.num_heads * qk, inp)
+    return table.get(rest)
+
+
 class WeightCache:
     """The draft's weights in the compute dtype, read once and shared by every reading tried."""
 
@@ -170,6 +206,10 @@ def build_runner(d: DraftModel, reading: Reading, trace: Trace, weights: WeightC
         raise DraftFailure(f"the draft lacks {', '.join(missing[:4])}: vLLM leaves missing tensors "
                            "uninitialised, score does not guess them")
     w: dict[str, torch.Tensor] = {n: weights.get(n) for n in names}  # type: ignore[misc]
+    for n, t in w.items():
+        want = expected_shape(n, spec, d.intermediate_size)
+        if want is not None and tuple(t.shape) != want:
+            raise DraftFailure(f"{n} is {list(t.shape)}, the config implies {list(want)}: vLLM fails to load it")
     if reading.norm_before_fc:
         t = weights.get("input_norm.weight")
         if t is None:

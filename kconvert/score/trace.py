@@ -302,6 +302,14 @@ class TraceWriter:
         self.close_spools()
         self.tmp.discard()
 
+    def __enter__(self) -> "TraceWriter":
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        # an unfinished trace never stays behind, whatever stopped it
+        if not self.done:
+            self.abort()
+
 
 # --------------------------------------------------------------------------------------------- reading ---
 
@@ -423,6 +431,8 @@ def open_trace(path: str | os.PathLike[str], *, check_data_sha256: bool = True) 
         raise InputError(f"{META_NAME}: {e}") from None
     validate(doc, "trace", what=META_NAME)
     meta = TraceMeta.from_dict(doc)
+    if any(k < 0 or k > meta.num_hidden_layers for k in meta.layers) or len(set(meta.layers)) != len(meta.layers):
+        raise InputError(f"{META_NAME}: layers {meta.layers} must be distinct ids within 0..{meta.num_hidden_layers}")
     data_path = root / DATA_NAME
     if meta.data.get("file") != DATA_NAME or not data_path.is_file():
         raise InputError(f"{root}: no {DATA_NAME}")
@@ -459,8 +469,6 @@ def open_trace(path: str | os.PathLike[str], *, check_data_sha256: bool = True) 
     extra = sorted(set(t) - set(want) - {"embed_tokens", "lm_head"})
     if extra:
         raise InputError(f"{DATA_NAME}: unexpected tensors {', '.join(extra[:5])}")
-    if any(k < 0 or k > meta.num_hidden_layers for k in meta.layers) or len(set(meta.layers)) != len(meta.layers):
-        raise InputError(f"{META_NAME}: layers {meta.layers} must be distinct ids within 0..{meta.num_hidden_layers}")
     trace = Trace(root, meta, hashlib.sha256(raw).hexdigest(), t, np.zeros(0), np.zeros(0), np.zeros(0),
                   np.zeros(0))
     offsets = trace._int_rows("seq_offsets", 0, S + 1)
