@@ -307,6 +307,30 @@ def test_batched_runner_drafts_what_the_engine_step_by_step_computation_drafts(t
     assert got.tolist() == want
 
 
+def test_chained_steps_only_where_the_chain_is_still_accepted_count_the_same(tmp_path):
+    from kconvert.score.run import reference_tokens, sequence_inputs
+
+    good, trace = _good_and_trace(tmp_path)
+    d, reading = _reading(good)
+    tr = open_trace(trace)
+    runner = build_runner(d, reading, tr, WeightCache(d, torch.float32, torch.device("cpu")))
+    pruned_any = False
+    for i in range(tr.num_sequences):
+        seq = tr.sequence(i)
+        for mode, walk in (("replay", replay), ("every-position", None)):
+            tokens_next, aux, cursors, first = sequence_inputs(tr, seq, reading.aux_ids, mode)
+            ref = torch.from_numpy(reference_tokens(seq, cursors, 3, mode))
+            full = runner.propose(tokens_next, aux, torch.from_numpy(cursors), 3)
+            lazy = runner.propose(tokens_next, aux, torch.from_numpy(cursors), 3, ref)
+            pruned_any |= bool((lazy < 0).any())
+            if walk is replay:
+                assert replay(seq, full.numpy(), first, 3).steps == replay(seq, lazy.numpy(), first, 3).steps
+            else:
+                assert (every_position(seq, full.numpy(), cursors, 3).steps
+                        == every_position(seq, lazy.numpy(), cursors, 3).steps)
+    assert pruned_any
+
+
 def test_rope_tables_match_transformers():
     transformers = pytest.importorskip("transformers")
     from transformers.models.deepseek_v3.configuration_deepseek_v3 import DeepseekV3Config

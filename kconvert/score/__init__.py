@@ -176,6 +176,7 @@ def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str |
                                progress=lambda i, n: say(f"scoring: {i}/{n} sequences"))
     out.timings["score_s"] = time.perf_counter() - t1
     out.timings["weights_bytes"] = float(weights.bytes_read)
+    out.timings["flops"] = float(out.result.flops)
     out._weights = weights  # reused by diagnose
     acc = out.acceptance
     if thresholds is not None and acc is not None:

@@ -280,10 +280,13 @@ class DraftRunner:
         self.fc_norm = fc_norm
         self.norm_output = norm_output
         self.logit_sign = 1.0 if logit_scale >= 0 else -1.0
+        self.flops = 0  # multiply-adds x 2 of every matmul run (bench/score_speed.py's FLOP bound)
 
     # -- pieces ---------------------------------------------------------------------------------------------
     def _lin(self, x: torch.Tensor, name: str) -> torch.Tensor:
-        return F.linear(x, self.w[name])
+        w = self.w[name]
+        self.flops += 2 * (x.numel() // x.shape[-1]) * w.shape[0] * w.shape[1]
+        return F.linear(x, w)
 
     def combine(self, aux: torch.Tensor) -> torch.Tensor:
         s = self.spec
@@ -362,6 +365,7 @@ class DraftRunner:
         return normed, (normed if self.norm_output else prenorm)
 
     def greedy(self, normed: torch.Tensor) -> torch.Tensor:
+        self.flops += 2 * normed.shape[0] * self.lm_head.shape[0] * self.lm_head.shape[1]
         logits = F.linear(normed, self.lm_head).float() * self.logit_sign
         top = logits.argmax(dim=-1)
         return top if self.target_ids is None else self.target_ids[top]
@@ -377,6 +381,7 @@ class DraftRunner:
         for a in range(0, T, step):
             b = min(T, a + step)
             qf = q[a:b].float().transpose(0, 1)  # [H, n, dk]
+            self.flops += 2 * H * (b - a) * b * (q.shape[-1] + v.shape[-1])
             sc = torch.matmul(qf, kf[:, :b].transpose(1, 2)) * self.spec.scale  # [H, n, b]
             mask = torch.arange(b, device=q.device)[None, :] > torch.arange(a, b, device=q.device)[:, None]
             sc = sc.masked_fill(mask[None], float("-inf"))
@@ -398,6 +403,7 @@ class DraftRunner:
         for a in range(0, C, step):
             b = min(C, a + step)
             qf = q[a:b].float()  # [n, H, dk]
+            self.flops += 2 * (b - a) * H * (T + ck.shape[2]) * (q.shape[-1] + kv.v0.shape[-1])
             s0 = torch.einsum("nhd,htd->nht", qf, k0) * self.spec.scale
             mask = torch.arange(T, device=q.device)[None, :] > cursors[a:b, None]
             s0 = s0.masked_fill(mask[:, None, :], float("-inf"))
@@ -409,11 +415,15 @@ class DraftRunner:
 
     # -- the proposer ---------------------------------------------------------------------------------------
     @torch.no_grad()
-    def propose(self, tokens_next: torch.Tensor, aux: torch.Tensor, cursors: torch.Tensor, k: int) -> torch.Tensor:
+    def propose(self, tokens_next: torch.Tensor, aux: torch.Tensor, cursors: torch.Tensor, k: int,
+                reference: torch.Tensor | None = None) -> torch.Tensor:
         """Draft tokens (target ids) [C, k] for every cursor c: the first from the first pass over positions
         0..T-1 (token t+1 and the target's aux states of t at position t), the rest chained.
 
         tokens_next [T]: the token following each position; aux [T, num_aux * target_hidden]; cursors [C] < T.
+        With `reference` [C, k] (the tokens a verify step accepts), chained step j runs only for the cursors whose
+        drafts 0..j-1 all matched: later drafts of a rejected chain never change what an engine counts. Those not
+        computed are -1.
         """
         s = self.spec
         T = tokens_next.shape[0]
@@ -429,21 +439,37 @@ class DraftRunner:
             hidden, residual = self._layer_out(l, self._o(l, self._attend_causal(q, kk, v)), residual)
         normed, fed = self._final(hidden, residual)
         cur = cursors.to(self.device)
-        tokens = [self.greedy(normed[cur])]
+        C = cur.shape[0]
+        out = torch.full((C, k), -1, dtype=torch.long)
+        alive = torch.arange(C, device=self.device)  # rows of `out` still drafting
+        last = self.greedy(normed[cur])
+        out[:, 0] = last.cpu()
         h = fed[cur]
+        ref = reference.to(self.device) if reference is not None else None
         for j in range(1, k):
-            positions = cur + j
-            emb = self.embed(tokens[-1])
+            if ref is not None:
+                keep = last == ref[alive, j - 1]
+                if not bool(keep.all()):
+                    alive, last, h = alive[keep], last[keep], h[keep]
+                    for c in caches:
+                        c.chain_k = [t[keep] for t in c.chain_k]
+                        c.chain_v = [t[keep] for t in c.chain_v]
+                if alive.numel() == 0:
+                    break
+            positions = cur[alive] + j
+            emb = self.embed(last)
             hidden, residual = h, None
             for l in range(s.num_layers):
                 x, residual = self._layer_in(l, emb, hidden, residual)
                 q, kk, v = self._qkv(l, x, positions)
                 caches[l].chain_k.append(kk)
                 caches[l].chain_v.append(v)
-                hidden, residual = self._layer_out(l, self._o(l, self._attend_chain(q, caches[l], cur)), residual)
+                hidden, residual = self._layer_out(l, self._o(l, self._attend_chain(q, caches[l], cur[alive])),
+                                                   residual)
             normed, h = self._final(hidden, residual)
-            tokens.append(self.greedy(normed))
-        return torch.stack(tokens, dim=1).cpu()
+            last = self.greedy(normed)
+            out[alive.cpu(), j] = last.cpu()
+        return out
 
 
 class EmbeddingTable:

@@ -381,6 +381,27 @@ def sequence_inputs(trace: Trace, seq: Sequence, layers: tuple[int, ...], mode: 
     return tokens_next, aux, cursors, int(cursors[0])
 
 
+def reference_tokens(seq: Sequence, cursors: np.ndarray, k: int, mode: str) -> np.ndarray:
+    """[C, k]: the token each drafted token must equal to be accepted (-1: none can be, e.g. past the trace)."""
+    x, y = seq.input_ids, seq.next_token
+    N = x.shape[0]
+    ref = np.full((len(cursors), k), -1, dtype=np.int64)
+    for j in range(k):
+        if mode == "replay":
+            idx = cursors + 2 + j
+            ok = idx < N
+            ref[ok, j] = x[idx[ok]]
+        else:
+            pos = cursors + 1 + j
+            ok = pos < N
+            if j > 0:
+                ok &= np.where(ok, x[np.minimum(pos, N - 1)] == y[np.minimum(pos - 1, N - 1)], False)
+            ref[ok, j] = y[pos[ok]]
+            if j > 0:
+                ref[:, j] = np.where(ref[:, j - 1] < 0, -1, ref[:, j])
+    return ref
+
+
 @dataclass
 class ReadingScore:
     reading: Reading
@@ -389,6 +410,7 @@ class ReadingScore:
     seconds: float = 0.0
     k: int = 3
     mode: str = "replay"
+    flops: int = 0
 
     def counters(self) -> dict[str, Any]:
         steps = [a for s in self.sequences for a in s.steps]
@@ -442,7 +464,8 @@ def score_reading(d: DraftModel, reading: Reading, trace: Trace, weights: Weight
             out.sequences.append(SequenceScore(i))
             continue
         tokens_next, aux, cursors, first = inputs
-        drafts = runner.propose(tokens_next, aux, torch.from_numpy(cursors - 0), k).numpy()
+        ref = reference_tokens(seq, cursors, k, mode)
+        drafts = runner.propose(tokens_next, aux, torch.from_numpy(cursors), k, torch.from_numpy(ref)).numpy()
         if mode == "replay":
             out.sequences.append(replay(seq, drafts, first, k))
         else:
@@ -450,6 +473,7 @@ def score_reading(d: DraftModel, reading: Reading, trace: Trace, weights: Weight
         if progress:
             progress(n + 1, len(idx))
     out.seconds = time.perf_counter() - t0
+    out.flops = runner.flops
     return out
 
 
