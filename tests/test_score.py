@@ -485,6 +485,20 @@ def test_diagnose_searches_the_recorded_layers_when_no_aux_ids_are_declared(tmp_
     assert sr.diagnosis["aux_search"]
 
 
+def test_prefixed_tensor_names_do_not_run_as_loaded_and_diagnose_names_the_rename(tmp_path):
+    from tests.factories import rename_all
+
+    good, trace = _good_and_trace(tmp_path, family="llama", producer="speculators")
+    broken = make_draft(tmp_path / "b", "speculators", config=lambda c: _ids(c, [2, 5, 7]),
+                        tensors=lambda t: rename_all(t, lambda n: n if n == "lm_head.weight" else "model." + n))
+    sr = _diagnose(broken, trace)
+    assert "raises on names it does not know" in sr.result.error
+    assert sr.diagnosis["best"] == "tensor names without the prefix"
+    good_al = score(str(good), str(trace), settings=ScoreSettings(threads=1)).acceptance["mean_acceptance_length"]
+    best = next(c for c in sr.diagnosis["candidates"] if c["candidate"] == sr.diagnosis["best"])
+    assert best["mean_acceptance_length"] == pytest.approx(good_al)
+
+
 def test_diagnose_keeps_the_draft_as_loaded_when_no_reading_is_resolvably_better(tmp_path):
     good, trace = _good_and_trace(tmp_path)
     sr = _diagnose(good, trace, asked=["all"])

@@ -55,7 +55,7 @@ def score_command(
                                            "open (or those of --try) and name the best by measured acceptance "
                                            "length.")] = False,
     try_: Annotated[Optional[str], typer.Option(
-        "--try", help="Readings to try with --diagnose: aux,d2t,embeddings,lm-head,norm or all.")] = None,
+        "--try", help="Readings to try with --diagnose: aux,d2t,embeddings,lm-head,norm,names or all.")] = None,
     search_aux: Annotated[Optional[bool], typer.Option(
         "--search-aux/--no-search-aux", help="With --diagnose: search the recorded layers for the aux ids "
                                              "(default: when the config declares none).")] = None,

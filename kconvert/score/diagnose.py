@@ -19,11 +19,11 @@ from typing import Any, Callable
 
 from kconvert.score.reading import Reading
 
-CHOICES = ("aux", "d2t", "embeddings", "lm-head", "norm")
+CHOICES = ("aux", "d2t", "embeddings", "lm-head", "norm", "names")
 LOW_AL_FRACTION = 0.6  # as verify --diagnose: below 60% of k + 1 is low
 MIN_GAIN = 0.02
 CATEGORY_CHOICES = {"aux-layers": "aux", "vocab-mapping": "d2t", "embeddings": "embeddings", "lm-head": "lm-head",
-                    "norms": "norm"}
+                    "norms": "norm", "tensor-names": "names"}
 
 
 @dataclass
@@ -63,6 +63,9 @@ def candidates(base: Reading, d: Any, trace_layers: list[int], num_layers: int, 
     if "lm-head" in choices and lm_head_from and base.lm_head == "stored" and "d2t" in d.tensors:
         out.append(Candidate("lm_head re-selected", base.with_(lm_head="reselected", lm_head_source=lm_head_from),
                              f"lm_head rows re-selected as full[d2t + arange] from {lm_head_from}"))
+    if "names" in choices and base.keys == "as written" and d.key_layout.prefix:
+        out.append(Candidate("tensor names without the prefix", base.with_(keys="canonical"),
+                             f"names read without {d.key_layout.prefix!r}, as `kconvert fix` renames them"))
     if "norm" in choices:
         v = not base.norm_before_residual
         out.append(Candidate(f"norm_before_residual {str(v).lower()}", base.with_(norm_before_residual=v),
@@ -224,6 +227,8 @@ def fix_args(reading: Reading, base: Reading) -> list[str] | None:
             args += ["--lm-head-from", reading.lm_head_source]
         elif what == "norm_before_residual" and reading.norm_before_residual is False:
             continue  # fix writes norm_before_residual: false where the engine would default it to true (K602)
+        elif what == "keys" and reading.keys == "canonical":
+            continue  # fix renames the tensors to the engine's layout (K201)
         else:
             return None
     return args

@@ -29,19 +29,21 @@ class Reading:
     fc_norm: bool = False
     norm_output: bool = False
     lm_head_source: str | None = None  # folder of a full-vocabulary head for `reselected`
+    keys: str = "as written"  # as written | canonical (the names an engine would need, e.g. without `model.`)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def describe(self) -> dict[str, Any]:
         return {"aux_ids": list(self.aux_ids), "d2t": self.d2t, "embeddings": self.embeddings,
                 "lm_head": self.lm_head, "lm_head_source": self.lm_head_source,
                 "norm_before_residual": self.norm_before_residual, "norm_before_fc": self.norm_before_fc,
-                "fc_norm": self.fc_norm, "norm_output": self.norm_output, "notes": list(self.notes)}
+                "fc_norm": self.fc_norm, "norm_output": self.norm_output, "keys": self.keys,
+                "notes": list(self.notes)}
 
     def differs(self, other: "Reading") -> list[str]:
         """Names of the choices in which this reading departs from `other`."""
         out = []
         for f in ("aux_ids", "d2t", "embeddings", "lm_head", "norm_before_residual", "norm_before_fc", "fc_norm",
-                  "norm_output"):
+                  "norm_output", "keys"):
             if getattr(self, f) != getattr(other, f):
                 out.append(f)
         return out
