@@ -234,6 +234,24 @@ def test_engine_reading_follows_vllm_032(tmp_path):
     assert r.embeddings == "draft"
 
 
+def test_draft_embeddings_equal_to_the_targets_are_shared_as_vllm_does(tmp_path):
+    g = torch.Generator().manual_seed(3)
+    E = torch.randn(V, H, generator=g).to(torch.bfloat16).float()
+    m = meta(layers=[2, 4, 5])
+    n = 12
+    seq = {"ids": list(range(20, 20 + n)), "next": list(range(21, 21 + n)), "prompt_len": 4, "output_len": 6,
+           "hidden": {k: torch.randn(n, H, generator=g) for k in m.layers}}
+    trace = write_trace(tmp_path / "t", [seq], m, E)
+
+    def embed(table):
+        return lambda t: t.__setitem__("embed_tokens.weight", ("BF16", (V, H), table.numpy()))
+
+    same = make_draft(tmp_path / "same", "torchspec", embeddings=True, tensors=embed(E))
+    other = make_draft(tmp_path / "other", "torchspec", embeddings=True, tensors=embed(E * 2))
+    assert score(str(same), str(trace), settings=ScoreSettings(threads=1)).reading.embeddings == "target"
+    assert score(str(other), str(trace), settings=ScoreSettings(threads=1)).reading.embeddings == "draft"
+
+
 # --------------------------------------------------------------- the runner against an engine-style loop ---
 
 def _reference_drafts(runner, tokens_next, aux, cursor: int, k: int) -> list[int]:
