@@ -8,7 +8,7 @@ bfloat16: the engine's greedy output depends on the draft (the k+1-token verific
 decode step round differently; examples/tiny/README.md), so a single trace cannot hold every run's tokens. A trace
 teacher-forced on the tokens the live run produced (`kconvert trace --continuations`) isolates score's own
 fidelity: then only the target's hidden states differ (HF vs vLLM kernels, in bf16). The tolerance below is the
-largest such difference measured on the 13 runs of bench/score_agreement.py, with margin.
+largest such difference measured on the 13 runs of bench/score_agreement.py (0.034), with margin.
 
 `score --diagnose` on the float32 trace names, for each broken variant, the reading that the fix restores, and
 the fixed draft scores as the good draft does.
@@ -33,9 +33,11 @@ from tests.live_runs import FP32, GOOD, TARGET, TINY, al, run_verify  # noqa: E4
 
 pytestmark = pytest.mark.live
 
-# |score AL - live AL| in bf16 on a trace teacher-forced on the live run's own tokens (bench/score_agreement.py:
-# largest measured difference 0.0089 over 10 runs, see README "Without the target").
-BF16_TOLERANCE = 0.02
+# |score AL - live AL| in bf16 on a trace teacher-forced on the live run's own tokens. Measured
+# (bench/score_agreement.py, 13 runs): at most 0.034, for the Llama-layer draft, whose target runs vLLM's non-MLA
+# path (HF's argmax differs from the engine's token at 22 % of output positions there, 8 % on the MLA path, 0 %
+# in float32); the draft's own arithmetic moves AL by at most 0.002. README "Without the target".
+BF16_TOLERANCE = 0.05
 
 
 def _counters(c) -> dict:
