@@ -95,8 +95,10 @@ def score_command(
         raise UsageError("--try, --search-aux and --lm-head-from go with --diagnose")
     opts = build_options(aux_ids, None, None)
     th = Thresholds(min_acceptance_length=min_al, min_acceptance_rate=min_rate)
-    st = ScoreSettings(num_speculative_tokens=k, dtype=dtype, device=device, mode=mode, skip_static=skip_static,
-                       aux_ids=ids, max_sequences=max_sequences, threads=threads, lm_head_from=lm_head_from)
+    # with --diagnose the draft is scored whatever the static checks say: the readings are what decides them
+    st = ScoreSettings(num_speculative_tokens=k, dtype=dtype, device=device, mode=mode,
+                       skip_static=skip_static or diagnose, aux_ids=ids, max_sequences=max_sequences, threads=threads,
+                       lm_head_from=lm_head_from)
     quiet = as_json or not err_console.is_terminal
     with err_console.status("score", spinner="dots") if not quiet else _Null() as status:
         def progress(stage: str) -> None:
@@ -107,12 +109,7 @@ def score_command(
         if diagnose:
             from kconvert.score.diagnose import run_diagnosis
 
-            if sr.result is None:
-                # static errors blocked the score; the readings are what decides them
-                st.skip_static = True
-                sr = score(draft, trace, engine=engine, engine_version=engine_version, settings=st,
-                           thresholds=None if th.empty else th, options=opts, target=target, progress=progress)
-                sr.static_blocked = bool(sr.inspect.errors)
+            sr.static_blocked = bool(sr.inspect.errors) and not skip_static
             sr.diagnosis = run_diagnosis(sr, asked=asked, lm_head_from=lm_head_from, search=search_aux,
                                          progress=progress, draft_ref=draft,
                                          target_ref=target or str(sr.trace.meta.target.get("source")),
