@@ -190,7 +190,8 @@ def build_runner(d: DraftModel, reading: Reading, trace: Trace, weights: WeightC
     if reading.keys == "as written" and d.key_layout.prefix:
         # llama_eagle3 / deepseek_eagle3 load_weights prefix every name but lm_head with `model.`: a file name
         # `model.layers.0...` becomes `model.model.layers.0...`, which the loader does not know and raises on.
-        example = next(iter(sorted(n for n in d.raw_names.values() if n.startswith(d.key_layout.prefix))), "")
+        example = next(iter(sorted(n for n in d.raw_names.values()
+                                   if n.startswith(d.key_layout.prefix) and "layers" in n)), "")
         raise DraftFailure(f"tensor names carry the prefix {d.key_layout.prefix!r} (e.g. {example}): vLLM's EAGLE-3 "
                            "loader raises on names it does not know")
     fc = weights.get("fc.weight")
