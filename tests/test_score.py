@@ -716,3 +716,9 @@ def test_cli_trace_records_and_summarises(tmp_path, hf_target, capsys):
     assert doc["layers"] == [1, 2] and doc["num_sequences"] == 3 and "config" not in doc["target"]
     rc, _, err = _main(capsys, "trace", str(hf_target), "--prompts", str(prompts), "-o", str(tmp_path / "tr"))
     assert rc == 2 and "already exists" in err
+    dump = _dump(tmp_path / "dump", _hf_model(hf_target), n_files=2)
+    rc, out, err = _main(capsys, "trace", str(hf_target), "--from-dump", str(dump), "--dump-aux-ids", "1,2,3",
+                         "-o", str(tmp_path / "dtr"), "--threads", "1", "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["continuation"]["source"] == "dataset" and doc["layers"] == [1, 2, 3] and doc["num_sequences"] == 2
