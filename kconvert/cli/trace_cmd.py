@@ -21,7 +21,7 @@ Examples:
 
   kconvert trace examples/tiny/target --continuations outputs.jsonl -o forced-trace
 
-  kconvert trace ./target --from-dump ./specforge-hidden-states -o dump-trace --format specforge
+  kconvert trace ./target --from-dump ./speculators-hidden-states -o dump-trace --dump-aux-ids 2,30,58,61
 """
 
 MAX_CONTINUATION_BYTES = 512 * 1024 * 1024
@@ -103,7 +103,10 @@ def trace_command(
     from_dump: Annotated[Optional[str], typer.Option(
         "--from-dump", help="Build the trace from an offline training dump of hidden states instead of running "
                             "the target's layers (see --format).")] = None,
-    dump_format: Annotated[str, typer.Option("--format", help="Format of --from-dump: specforge.")] = "specforge",
+    dump_format: Annotated[str, typer.Option(
+        "--format", help="Format of --from-dump: speculators (vLLM extract_hidden_states safetensors files: "
+                         "token_ids [T], hidden_states [T, n, H]). SpecForge's torch.save dumps are not read.")
+    ] = "speculators",
     dump_aux_ids: Annotated[Optional[str], typer.Option(
         "--dump-aux-ids", help="With --from-dump: the streams the dump's aux states are (input-of-layer "
                                "numbering; default: the engines' defaults (2, L//2, L-3), what SpecForge "
