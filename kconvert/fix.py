@@ -136,18 +136,19 @@ def fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | T
         engine: str = "vllm", engine_version: str | None = None, options: Options | None = None,
         only: set[str] | None = None, dry_run: bool = False, partial: bool = False, force: bool = False,
         to_format: str | None = None, progress: Callable[[int, int, str], None] | None = None, durable: bool = True,
-        from_pickle: bool = False) -> FixResult:
+        from_pickle: bool = False, decided_by: dict[str, Any] | None = None) -> FixResult:
     """Plan and write a corrected copy; see `kconvert.fix` (the package-level function) for the arguments."""
     return _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version, options=options,
                 only=only, dry_run=dry_run, partial=partial, force=force, to_format=to_format, progress=progress,
-                durable=durable, from_pickle=from_pickle)
+                durable=durable, from_pickle=from_pickle, decided_by=decided_by)
 
 
 def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | TargetModel | None = None,
          engine: str = "vllm", engine_version: str | None = None, options: Options | None = None,
          only: set[str] | None = None, dry_run: bool = False, partial: bool = False, force: bool = False,
          to_format: str | None = None, progress: Callable[[int, int, str], None] | None = None, durable: bool = True,
-         from_pickle: bool = False, converted: dict[str, Any] | None = None) -> FixResult:
+         from_pickle: bool = False, converted: dict[str, Any] | None = None,
+         decided_by: dict[str, Any] | None = None) -> FixResult:
     # `converted`: provenance of a --from-pickle conversion, whose safetensors copy is fixed here
     only = check_only(only)
     ckpt = source if isinstance(source, Checkpoint) else open_checkpoint(source)
@@ -163,7 +164,7 @@ def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | 
             raise UsageError("fix needs -o/--output DIR (or --dry-run)")
         return _fix_from_pickle(ckpt, Path(out_dir), target=target, engine=engine, engine_version=engine_version,
                                 options=options, only=only, partial=partial, force=force, to_format=to_format,
-                                progress=progress, durable=durable)
+                                progress=progress, durable=durable, decided_by=decided_by)
     tgt = load_target(target) if isinstance(target, str) else target
     rules = engine_rules(engine, engine_version)
     opts = options or Options()
@@ -214,6 +215,8 @@ def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | 
         "findings_fixed": [f.id for f in plan.applied_findings],
         "findings_left": [f.id for f in plan.unfixable + plan.left],
     }
+    if decided_by:
+        provenance["decided_by"] = decided_by  # the measurement behind the decision flags (score --diagnose)
     aux_record = _aux_record(res, plan, opts)
     if aux_record:
         provenance["aux_ids"] = aux_record
