@@ -10,11 +10,11 @@ from kconvert.errors import AmbiguityError, NothingToFixError, SelfCheckError, U
 from kconvert.formats import speculators
 from kconvert.formats.layouts import renames
 from kconvert.formats.model import KeyLayout
-from kconvert.inspect import InspectResult, analyse
+from kconvert.inspect import InspectResult, analyse, open_draft
 from kconvert.plan import Plan, apply_config_ops, build_plan, diff_ops, order_ops
 from kconvert.plan.ops import DeleteConfig, Op, RenameTensor, op_to_dict
 from kconvert.rules import Finding, Options
-from kconvert.source.checkpoint import Checkpoint, open_checkpoint
+from kconvert.source.checkpoint import Checkpoint
 from kconvert.target import TargetModel, load_target
 
 
@@ -150,7 +150,7 @@ def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | 
          from_pickle: bool = False, converted: dict[str, Any] | None = None) -> FixResult:
     # `converted`: provenance of a --from-pickle conversion, whose safetensors copy is fixed here
     only = check_only(only)
-    ckpt = source if isinstance(source, Checkpoint) else open_checkpoint(source)
+    ckpt = source if isinstance(source, Checkpoint) else open_draft(source)
     if ckpt.torch_files and not from_pickle:
         # Writing without them would leave a folder with no weights; converting unasked would run torch.load.
         raise AmbiguityError(f"the weights of {ckpt.ref} are PyTorch pickle files ({', '.join(ckpt.torch_files[:3])});"
@@ -223,7 +223,7 @@ def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | 
     def self_check(folder: Path) -> None:
         # The output must not carry a fixable error any more (of those --only selected). Checked before the
         # rename, so that a failed fix leaves no folder behind.
-        result.after = analyse(open_checkpoint(str(folder)), tgt, rules, Options())
+        result.after = analyse(open_draft(str(folder)), tgt, rules, Options())
         left = remaining_fixable(result.after, only)
         if left:
             raise SelfCheckError(

@@ -8,10 +8,11 @@ from typing import Any
 
 from kconvert.engines.expectations import EngineRules, engine_rules, installed_version
 from kconvert.errors import UsageError
-from kconvert.formats import read_draft
+from kconvert.formats import read_draft, token_map_names
 from kconvert.formats.model import DraftModel
 from kconvert.rules import Context, Finding, Options, run_rules
-from kconvert.source.checkpoint import Checkpoint, open_checkpoint
+from kconvert.source import open_checkpoint
+from kconvert.source.checkpoint import Checkpoint
 from kconvert.target import TargetModel, load_target
 
 
@@ -75,6 +76,11 @@ class InspectResult:
         return c
 
 
+def open_draft(source: str) -> Checkpoint:
+    """The draft's files and headers; from the Hub, its vocabulary maps are read up front (a bad answer stops here)."""
+    return open_checkpoint(source, prefetch=token_map_names)
+
+
 def analyse(ckpt: Checkpoint, target: TargetModel | None, engine: EngineRules,
             options: Options | None = None, *, fail_on: str = "error") -> InspectResult:
     draft = read_draft(ckpt)
@@ -88,7 +94,7 @@ def inspect(source: str, *, target: str | TargetModel | None = None, engine: str
             fail_on: str = "error") -> InspectResult:
     """Static checks of one draft; see `kconvert.inspect` (the package-level function) for the arguments."""
     check_fail_on(fail_on)
-    ckpt = open_checkpoint(source)
+    ckpt = open_draft(source)
     tgt = load_target(target) if isinstance(target, str) else target
     return analyse(ckpt, tgt, engine_rules(engine, engine_version), options, fail_on=fail_on)
 

@@ -9,9 +9,8 @@ from kconvert.engines.expectations import engine_rules
 from kconvert.engines.serve_lines import ServeReplay
 from kconvert.errors import UsageError
 from kconvert.gate import Check, Thresholds, evaluate
-from kconvert.inspect import InspectResult, analyse
+from kconvert.inspect import InspectResult, analyse, open_draft
 from kconvert.rules import Options
-from kconvert.source.checkpoint import open_checkpoint
 from kconvert.target import TargetModel, load_profile, load_target, profile_names
 
 Progress = Callable[[str], None]
@@ -158,7 +157,7 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     st = settings or VerifySettings()
     say = progress or (lambda _s: None)
     tgt, engine_target = resolve_target(target)
-    ckpt = open_checkpoint(draft)
+    ckpt = open_draft(draft)
     opts = replace(options or Options(), tp=st.tp, draft_tp=st.draft_tp)
     res = analyse(ckpt, tgt, engine_rules(engine, engine_version), opts, fail_on=fail_on)
     refuse_parallel_split(res, st)

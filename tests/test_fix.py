@@ -16,7 +16,7 @@ from kconvert.fix import fix
 from kconvert.formats.layouts import to_canonical
 from kconvert.rules import Options
 from kconvert.schemas import validate
-from kconvert.source.checkpoint import open_checkpoint
+from kconvert.source import open_checkpoint
 from tests.factories import SHAPES, TINY, _vocab_map, make_draft, make_target, rename_all
 
 AUX = "eagle_aux_hidden_state_layer_ids"

@@ -10,7 +10,7 @@ import pytest
 from kconvert.formats import read_draft
 from kconvert.inspect import inspect
 from kconvert.rules import Options
-from kconvert.source.checkpoint import open_checkpoint
+from kconvert.source import open_checkpoint
 from tests.factories import SHAPES, make_draft, rename_all
 
 AUX = "eagle_aux_hidden_state_layer_ids"

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from kconvert.errors import KConvertError
-from kconvert.source.checkpoint import open_checkpoint
+from kconvert.source import open_checkpoint
 from kconvert.source.safetensors_header import INDEX_NAME
 from tests.writer_factories import sha256_tree, write_draft, write_safetensors
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from kconvert.formats import eagle, modelopt, specforge, speculators, torchspec
-from kconvert.formats.layouts import detect_layout, known_canonical, to_canonical
+from kconvert.formats.layouts import detect_layout, known_canonical, to_canonical, token_map_names
 from kconvert.formats.model import AuxIds, DraftModel, FormatGuess, KeyLayout
 from kconvert.source.checkpoint import Checkpoint
 

@@ -76,11 +76,11 @@ def check_report(doc: dict[str, Any]) -> None:
 
 
 def list_folder(folder: Path) -> dict[str, LocalFile]:
-    from kconvert.source.checkpoint import _list_files
+    from kconvert.source.checkpoint import list_files
 
     if not folder.is_dir():
         raise InputError(f"{folder}: no such folder" if not folder.exists() else f"{folder}: not a folder")
-    return {rel: LocalFile(rel, folder / rel, e.size) for rel, e in _list_files(folder).items()}
+    return {rel: LocalFile(rel, folder / rel, e.size) for rel, e in list_files(folder).items()}
 
 
 def bind(folder: Path, doc: dict[str, Any], *, progress: Progress | None = None) -> list[LocalFile]:

@@ -26,7 +26,8 @@ from kconvert.plan.ops import (
     RewriteD2TOffsets,
     SetConfig,
 )
-from kconvert.source.checkpoint import MAX_SMALL_TENSOR_BYTES, Checkpoint, load_folder, open_checkpoint
+from kconvert.source import open_checkpoint
+from kconvert.source.checkpoint import MAX_SMALL_TENSOR_BYTES, Checkpoint, load_folder
 from kconvert.source.safetensors_header import DTYPE_SIZES, TensorInfo
 from kconvert.writer import rewrite
 from kconvert.writer.rewrite import ChunkSource
