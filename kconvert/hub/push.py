@@ -1,14 +1,13 @@
 """`kconvert.hub.push`: gate, render the card, upload everything in one commit."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from kconvert.errors import GateError, InputError, UsageError
 from kconvert.hub.gate import LocalFile, Progress, bind, check_report, load_report
-from kconvert.source.names import PROVENANCE_NAME
+from kconvert.source.checkpoint import read_provenance
 
 
 @dataclass
@@ -51,17 +50,6 @@ class PushResult:
             "commit_url": self.commit_url, "commit_oid": self.commit_oid, "pr_url": self.pr_url,
             "notes": list(self.notes),
         }
-
-
-def _read_provenance(folder: Path) -> dict[str, Any] | None:
-    p = folder / PROVENANCE_NAME
-    if not p.is_file():
-        return None
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise InputError(f"{PROVENANCE_NAME}: unreadable ({e})") from None
-    return data if isinstance(data, dict) else None
 
 
 def _default_message(report: dict[str, Any]) -> str:
@@ -127,7 +115,7 @@ def push(folder: str | Path, repo_id: str, *, report: str | Path | dict[str, Any
     check_report(doc)
     root = Path(folder).expanduser()
     files = bind(root, doc, progress=progress)
-    provenance = _read_provenance(root)
+    provenance = read_provenance(root)
     readme_path = root / "README.md"
     existing = readme_path.read_text(encoding="utf-8") if readme_path.is_file() else None
     card = render_card(doc, repo_id, provenance=provenance, existing=existing, target=base_model, tp=tp)

@@ -17,6 +17,7 @@ from kconvert.errors import HeaderError, InputError
 from kconvert.source.names import (
     CONFIG_NAME,
     INDEX_NAME,
+    PROVENANCE_NAME,
     SAFETENSORS_SUFFIX,
     TORCH_INDEX_NAME,
     is_pickle,
@@ -169,6 +170,16 @@ def read_json_file(path: Path, rel: str) -> Any:
         return loads_strict_json(raw, rel)
     except ValueError as e:
         raise InputError(f"{rel}: {e}") from None
+
+
+def read_provenance(folder: Path) -> dict[str, Any] | None:
+    """The `kconvert.json` that `kconvert fix` wrote into `folder`, or None when there is none (or it is not an
+    object). InputError when it cannot be read or is not strict JSON."""
+    path = folder / PROVENANCE_NAME
+    if not path.is_file():
+        return None
+    doc = read_json_file(path, PROVENANCE_NAME)
+    return doc if isinstance(doc, dict) else None
 
 
 def list_files(root: Path, allowed_root: Path | None = None) -> dict[str, FileEntry]:
