@@ -70,7 +70,8 @@ class Checkpoint:
 
     @property
     def safetensors_files(self) -> list[str]:
-        return sorted({t.file for t in self.tensors.values()} | {f for f in self.files if f.endswith(SAFETENSORS_SUFFIX)})
+        listed = {f for f in self.files if f.endswith(SAFETENSORS_SUFFIX)}
+        return sorted({t.file for t in self.tensors.values()} | listed)
 
     def local_path(self, rel: str) -> Path | None:
         if self.root is None:
@@ -259,11 +260,13 @@ def read_index(ckpt: Checkpoint, root: Path, name: str = INDEX_NAME) -> dict[str
     return index
 
 
-def add_tensors(ckpt: Checkpoint, file: str, tensors: dict[str, TensorInfo], placed: dict[str, str]) -> None:
+def add_tensors(ckpt: Checkpoint, file: str, tensors: dict[str, TensorInfo], placed: dict[str, str], *,
+                sharded: bool) -> None:
     """Add one file's tensors; `placed` (tensor -> file, filled here) refuses a name that two files hold."""
     for name in tensors:
         if name in placed:
-            raise HeaderError(file, f"tensor is also in {placed[name]} (a name in two files)", tensor=name)
+            where = "shards" if sharded else "files"
+            raise HeaderError(file, f"tensor is also in {placed[name]} (a name in two {where})", tensor=name)
         placed[name] = file
     ckpt.tensors.update(tensors)
 
@@ -273,10 +276,10 @@ def check_placement(index: dict[str, str], placed: dict[str, str], name: str = I
     index does not place there."""
     for tensor, file in index.items():
         if placed.get(tensor) != file:
-            raise HeaderError(file, f"{name} places this tensor here but the file lacks it", tensor=tensor)
+            raise HeaderError(file, f"{name} places this tensor here but the shard lacks it", tensor=tensor)
     for tensor, file in placed.items():
         if index.get(tensor) != file:
-            raise HeaderError(file, f"tensor is in the file but {name} does not place it here", tensor=tensor)
+            raise HeaderError(file, f"tensor is in the shard but not in {name}", tensor=tensor)
 
 
 def load_tensors(ckpt: Checkpoint, root: Path) -> None:
@@ -298,7 +301,7 @@ def load_tensors(ckpt: Checkpoint, root: Path) -> None:
     for rel in files:
         check_relative_path(root, rel, rel, allowed_root=ckpt.allowed_root)
         h = read_header(root / rel, rel)
-        add_tensors(ckpt, rel, h.tensors, placed)
+        add_tensors(ckpt, rel, h.tensors, placed, sharded=index is not None)
         ckpt.shard_metadata[rel] = h.metadata
     if index is not None:
         check_placement(index, placed)
@@ -325,7 +328,7 @@ def load_torch_tensors(ckpt: Checkpoint, root: Path) -> None:
     for rel in files:
         check_relative_path(root, rel, rel, allowed_root=ckpt.allowed_root)
         z = read_torch_zip(root / rel, rel)
-        add_tensors(ckpt, rel, z.tensors, placed)
+        add_tensors(ckpt, rel, z.tensors, placed, sharded=index is not None)
         ckpt.unreadable_tensors.update(z.unreadable)
         ckpt.notes.extend(z.notes)
         ckpt.torch_files.append(rel)

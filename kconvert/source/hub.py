@@ -138,7 +138,7 @@ def _load_remote_tensors(ckpt: Checkpoint, ref: str, folder: Path, repo_cache: P
         else:
             size = None
             h = parse_header_json(fname, header, data_start=0, file_size=None)
-        add_tensors(ckpt, fname, h.tensors, placed)
+        add_tensors(ckpt, fname, h.tensors, placed, sharded=index is not None)
         ckpt.shard_metadata[fname] = dict(fmeta.metadata or {})
         ckpt.files[fname] = FileEntry(fname, size)
     if meta.sharded and index is not None:
