@@ -19,7 +19,7 @@ import types
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-__version__ = "0.1.0"
+from kconvert._version import __version__
 
 if TYPE_CHECKING:
     from kconvert.fix import FixResult

@@ -12,7 +12,7 @@ from kconvert.formats.layouts import renames
 from kconvert.formats.model import KeyLayout
 from kconvert.inspect import InspectResult, analyse, open_draft
 from kconvert.plan import Plan, apply_config_ops, build_plan, diff_ops, order_ops
-from kconvert.plan.ops import DeleteConfig, Op, RenameTensor, op_to_dict
+from kconvert.writer.ops import DeleteConfig, Op, RenameTensor, op_to_dict
 from kconvert.rules import Finding, Options
 from kconvert.source.checkpoint import Checkpoint
 from kconvert.target import TargetModel, load_target
@@ -172,7 +172,7 @@ def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | 
     res = analyse(ckpt, tgt, rules, opts)
     plan = plan_fix(res, only=only, to_format=to_format)
     if opts.lm_head_source:
-        from kconvert.plan.ops import ReselectLmHead
+        from kconvert.writer.ops import ReselectLmHead
 
         d = res.draft
         plan.ops.append(ReselectLmHead(d.raw_names.get("lm_head.weight", "lm_head.weight"), opts.lm_head_source,
@@ -273,7 +273,7 @@ def _aux_record(res: InspectResult, plan: Plan, opts: Options) -> dict[str, Any]
 
 
 def fix_summary(result: FixResult) -> dict[str, Any]:
-    from kconvert.plan.ops import describe
+    from kconvert.writer.ops import describe
 
     p = result.plan
     return {

@@ -8,7 +8,8 @@ from typing import Any
 
 from kconvert.engines.expectations import EngineRules, engine_rules, installed_version
 from kconvert.errors import UsageError
-from kconvert.formats import read_draft, token_map_names
+from kconvert.formats import read_draft
+from kconvert.formats.layouts import token_map_names
 from kconvert.formats.model import DraftModel
 from kconvert.rules import Context, Finding, Options, run_rules
 from kconvert.source import open_checkpoint

@@ -11,7 +11,7 @@ import pytest
 
 from kconvert.engines.expectations import SGLANG_CURRENT, SGLANG_LEGACY
 from kconvert.inspect import InspectResult, inspect
-from kconvert.plan.ops import (CastTensor, DeleteConfig, DropTensor, RebuildT2D, RenameTensor, RewriteD2TOffsets,
+from kconvert.writer.ops import (CastTensor, DeleteConfig, DropTensor, RebuildT2D, RenameTensor, RewriteD2TOffsets,
                                SetConfig)
 from kconvert.rules import REGISTRY, Finding, Options
 from tests.factories import KIMI, SHAPES, TINY, _vocab_map, make_draft, make_target, rename_all

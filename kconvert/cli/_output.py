@@ -152,7 +152,7 @@ def error_line(message: str, hint: str | None = None) -> None:
 def error_document(kind: str, message: str, exit_code: int, *, hint: str | None = None,
                    command: str | None = None, last_lines: list[str] | None = None) -> dict[str, Any]:
     """The JSON error object (schemas/error.schema.json) printed on stdout when a `--json` run fails."""
-    from kconvert import __version__
+    from kconvert._version import __version__
 
     err: dict[str, Any] = {"type": kind, "message": message, "hint": hint}
     if last_lines:

@@ -113,7 +113,7 @@ def fix_command(
 
 
 def render_fix(result, doc: dict) -> None:
-    from kconvert.plan.ops import describe
+    from kconvert.writer.ops import describe
     from kconvert.report.terminal import render_next
 
     plan = result.plan

@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping
 
 from kconvert.engines.live import LiveRequest, LiveResult
 from kconvert.errors import EngineError, UsageError
+from kconvert.writer.config import deep_merge
 
 WORKER_MODULE = "kconvert.engines.vllm_worker"
 STAGE_MARKER = "@@kconvert-stage "  # kept equal to vllm_worker's, which must not be imported here (no vllm)
@@ -206,13 +207,6 @@ def build_engine_args(
     return args, env, auto
 
 
-def _merge(base: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in patch.items():
-        out[k] = _merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), dict) else v
-    return out
-
-
 def patched_draft_folder(draft: str, overrides: Mapping[str, Any], dest: Path) -> Path:
     """A folder that is ``draft`` with ``overrides`` merged into its ``config.json`` (other files symlinked).
 
@@ -227,7 +221,7 @@ def patched_draft_folder(draft: str, overrides: Mapping[str, Any], dest: Path) -
         if entry.name != "config.json":
             os.symlink(entry.resolve(), dest / entry.name)
     config = json.loads((src / "config.json").read_text(encoding="utf-8"))
-    (dest / "config.json").write_text(json.dumps(_merge(config, overrides), indent=2), encoding="utf-8")
+    (dest / "config.json").write_text(json.dumps(deep_merge(config, overrides), indent=2), encoding="utf-8")
     return dest
 
 

@@ -5,7 +5,7 @@ from typing import Any
 
 from kconvert.formats import eagle, modelopt, specforge, speculators, torchspec
 from kconvert.errors import KConvertError
-from kconvert.formats.layouts import detect_layout, known_canonical, to_canonical, token_map_names
+from kconvert.formats.layouts import detect_layout, known_canonical, to_canonical
 from kconvert.formats.model import AuxIds, DraftModel, FormatGuess, KeyLayout
 from kconvert.source.checkpoint import Checkpoint, read_provenance
 from kconvert.source.names import PROVENANCE_NAME

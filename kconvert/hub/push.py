@@ -53,7 +53,7 @@ class PushResult:
 
 
 def _default_message(report: dict[str, Any]) -> str:
-    from kconvert import __version__
+    from kconvert._version import __version__
     from kconvert.report.markdown import engine_label
 
     al = ((report.get("live") or {}).get("acceptance") or {}).get("mean_acceptance_length")

@@ -4,12 +4,10 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kconvert.plan.ops import DeleteConfig, Op, RenameTensor, SetConfig, describe
-
-if TYPE_CHECKING:  # rules import plan.ops; importing rules here at run time would be circular
-    from kconvert.rules import Finding
+from kconvert.rules.base import Finding
+from kconvert.writer.ops import DeleteConfig, Op, RenameTensor, SetConfig, describe
 
 # Findings whose decision changes what the draft means: fix stops until a flag settles them.
 BLOCKING_CATEGORIES = ("aux-layers", "vocab-mapping")
@@ -43,7 +41,7 @@ class Plan:
 
 
 def apply_config_ops(config: dict[str, Any], ops: list[Op]) -> dict[str, Any]:
-    from kconvert.plan.apply_config import apply_config
+    from kconvert.writer.config import apply_config
 
     return apply_config(config, [o for o in ops if isinstance(o, (SetConfig, DeleteConfig))])
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kconvert import __version__
+from kconvert._version import __version__
 from kconvert.inspect import InspectResult, engine_info
 
 SCHEMA_VERSION = 1

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from kconvert.plan.ops import DeleteConfig, SetConfig
+from kconvert.writer.ops import DeleteConfig, SetConfig
 from kconvert.rules.base import Context, Evidence, Finding, rule
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from kconvert.engines.expectations import target_family
-from kconvert.plan.ops import SetConfig
+from kconvert.writer.ops import SetConfig
 from kconvert.rules.base import Context, Evidence, Finding, rule
 
 DECIDE_IDS = "--aux-ids L1,L2,L3 (layers in vLLM's input-of-layer numbering) or --aux-ids default"

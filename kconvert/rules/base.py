@@ -11,7 +11,7 @@ import numpy as np
 from kconvert.engines.expectations import EngineRules
 from kconvert.errors import KConvertError
 from kconvert.formats.model import DraftModel
-from kconvert.plan.ops import Op
+from kconvert.writer.ops import Op
 from kconvert.target import TargetModel
 
 CATEGORIES = ("integrity", "security", "architecture", "tensor-names", "shapes", "aux-layers", "vocab-mapping",
@@ -58,7 +58,7 @@ class Finding:
         return bool(self.ops) or self.needs_decision is not None
 
     def to_dict(self) -> dict[str, Any]:
-        from kconvert.plan.ops import op_to_dict
+        from kconvert.writer.ops import op_to_dict
 
         rule = REGISTRY.get(self.id)
         return {

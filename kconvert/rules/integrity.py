@@ -49,7 +49,7 @@ def pickle_weights(ctx: Context) -> Iterator[Finding]:
           "`auto_map` that speculators writes itself ({\"\": \"eagle3.Eagle3SpeculatorConfig\"}, naming a module "
           "the folder does not hold) is reported as info and left alone: nothing can be imported from it.")
 def remote_code(ctx: Context) -> Iterator[Finding]:
-    from kconvert.plan.ops import DeleteConfig
+    from kconvert.writer.ops import DeleteConfig
 
     cfg = ctx.draft.checkpoint.config
     keys = [k for k in ("auto_map", "trust_remote_code") if k in cfg]

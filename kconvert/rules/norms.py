@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from kconvert.formats.layouts import NORMS
-from kconvert.plan.ops import SetConfig
+from kconvert.writer.ops import SetConfig
 from kconvert.rules.base import Context, Evidence, Finding, rule
 
 

@@ -6,7 +6,7 @@ from typing import Iterator
 import numpy as np
 
 from kconvert.formats.layouts import NORMS, TOP_REQUIRED, layer_index, renames, required_layer_tensors
-from kconvert.plan.ops import DropTensor, RenameTensor, SetConfig
+from kconvert.writer.ops import DropTensor, RenameTensor, SetConfig
 from kconvert.rules.base import Context, Evidence, Finding, rule
 
 

@@ -5,7 +5,7 @@ from typing import Iterator
 
 import numpy as np
 
-from kconvert.plan.ops import RebuildT2D, RewriteD2TOffsets, SetConfig
+from kconvert.writer.ops import RebuildT2D, RewriteD2TOffsets, SetConfig
 from kconvert.rules.base import Context, Evidence, Finding, rule
 
 DECIDE_D2T = "--d2t offsets|absolute (how the d2t values were written)"
