@@ -65,8 +65,8 @@ def needed(vr) -> bool:
 
 
 def diagnose(vr, *, progress: Callable[[str], None] | None = None, console=None) -> dict[str, Any]:
-    from kconvert.engines.live import LiveRequest
-    from kconvert.engines.vllm_live import run_vllm
+    from kconvert.engines.live_run import LiveRequest
+    from kconvert.engines.vllm_offline import run_vllm
     from kconvert.fix import fix
     from kconvert.rules import Options
 

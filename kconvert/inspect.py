@@ -6,7 +6,7 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from kconvert.engines.expectations import EngineRules, engine_rules, installed_version
+from kconvert.engines.expectations import EngineRules, engine_rules
 from kconvert.errors import UsageError
 from kconvert.formats import read_draft
 from kconvert.formats.layouts import token_map_names
@@ -98,8 +98,3 @@ def inspect(source: str, *, target: str | TargetModel | None = None, engine: str
     ckpt = open_draft(source)
     tgt = load_target(target) if isinstance(target, str) else target
     return analyse(ckpt, tgt, engine_rules(engine, engine_version), options, fail_on=fail_on)
-
-
-def engine_info(rules: EngineRules) -> dict[str, Any]:
-    return {"name": rules.engine, "rules_version": rules.version, "installed_version": installed_version(rules.engine),
-            "aux_convention": rules.aux_convention}

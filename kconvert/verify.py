@@ -104,9 +104,8 @@ def _profile_hub_id(name: str) -> str:
 
 
 def compare_outputs(spec: list[list[int]], base: list[list[int]]) -> dict[str, Any]:
-    """Like engines.live.compare_outputs, but stops at the first difference and names both tokens."""
-    from kconvert.engines.live import first_divergence
-
+    """The lossless check: greedy outputs with the draft must equal those without it, token for token. Names the
+    first request and position where they differ, with both tokens there."""
     for i, (a, b) in enumerate(zip(spec, base)):
         n = first_divergence(a, b)
         if n is not None:
@@ -118,6 +117,13 @@ def compare_outputs(spec: list[list[int]], base: list[list[int]]) -> dict[str, A
                                                                                 "position": 0}}
     return {"identical": True, "requests": len(spec), "tokens_compared": sum(len(a) for a in spec),
             "first_difference": None}
+
+
+def first_divergence(x: list[int], y: list[int]) -> int | None:
+    """First token position where two outputs differ (a length difference diverges at the shorter length)."""
+    if x == y:
+        return None
+    return next((j for j, (u, v) in enumerate(zip(x, y)) if u != v), min(len(x), len(y)))
 
 
 def refuse_parallel_split(res: InspectResult, st: VerifySettings) -> None:
@@ -149,7 +155,7 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
            settings: VerifySettings | None = None, thresholds: Thresholds | None = None,
            options: Options | None = None, progress: Progress | None = None, fail_on: str = "error") -> VerifyResult:
     """Static checks, then a live engine run; see `kconvert.verify` (the package-level function) for the arguments."""
-    from kconvert.engines.live import LiveRequest
+    from kconvert.engines.live_run import LiveRequest
     from kconvert.prompts import load_prompts
 
     if engine != "vllm":
@@ -171,7 +177,7 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
         return out
     if ckpt.root is None:
         raise UsageError(f"{draft}: the live test needs the weights; download the draft first")
-    from kconvert.engines.vllm_live import run_vllm
+    from kconvert.engines.vllm_offline import run_vllm
 
     req = LiveRequest(target=engine_target, draft=str(ckpt.root), prompts=prompts,
                       num_speculative_tokens=st.num_speculative_tokens, tp=st.tp, draft_tp=st.draft_tp,

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from kconvert.engines.live import LiveRequest
+from kconvert.engines.live_run import LiveRequest
 from kconvert.engines.serve_lines import parse_speculative_config
-from kconvert.engines.vllm_live import build_engine_args
+from kconvert.engines.vllm_args import build_engine_args
 from kconvert.errors import UsageError
 from kconvert.inspect import inspect
 from kconvert.rules import Options

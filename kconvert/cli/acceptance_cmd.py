@@ -40,7 +40,7 @@ def acceptance_from_scrapes(after_text: str, before_text: str | None = None, *, 
                             k: int | None = None, after_name: str = "metrics", before_name: str = "before") -> dict[str, Any]:
     """The acceptance document for one scrape (counters since the server started) or the difference of two."""
     from kconvert.engines.metrics import counters_delta, spec_decode_counters
-    from kconvert.report.acceptance import summarize
+    from kconvert.engines.acceptance import summarize
 
     after = spec_decode_counters(after_text, model=model, source=after_name)
     if not after["found"]:

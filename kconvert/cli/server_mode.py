@@ -23,7 +23,7 @@ def run_server_mode(url: str, *, engine: str, prompts: str, k: int, max_tokens: 
     if max_prompts:
         plist = plist[:max_prompts]
     if engine == "vllm":
-        from kconvert.engines.server import measure_vllm_server
+        from kconvert.engines.vllm_server import measure_vllm_server
 
         result: dict[str, Any] = measure_vllm_server(url, plist, max_tokens=max_tokens, k=k)
     elif engine == "sglang":

@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from kconvert._version import __version__
-from kconvert.inspect import InspectResult, engine_info
+from kconvert.engines.expectations import engine_info
+from kconvert.inspect import InspectResult
 
 SCHEMA_VERSION = 1
 
