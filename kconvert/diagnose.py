@@ -68,7 +68,8 @@ def diagnose(vr, *, progress: Callable[[str], None] | None = None, console=None)
     from kconvert.engines.live_run import LiveRequest
     from kconvert.engines.vllm_offline import run_vllm
     from kconvert.fix import fix
-    from kconvert.rules import Options
+    from kconvert.rules import Decisions
+    from kconvert.rules.vocab import d2t_rule
 
     say = progress or (lambda _s: None)
     base_al = (vr.acceptance or {}).get("mean_acceptance_length")
@@ -93,8 +94,8 @@ def diagnose(vr, *, progress: Callable[[str], None] | None = None, console=None)
             if c.d2t_absolute:
                 outdir = tmp / "d2t"
                 try:
-                    fix(str(draft_root), outdir, target=vr.inspect.target, options=Options(d2t_kind="absolute"),
-                        only={"K502"}, partial=True)
+                    fix(str(draft_root), outdir, target=vr.inspect.target,
+                        decisions=Decisions(d2t_kind="absolute"), only={d2t_rule.id}, partial=True)
                 except KConvertError as e:
                     results.append({"candidate": c.name, "error": e.message})
                     continue

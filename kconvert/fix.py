@@ -13,7 +13,7 @@ from kconvert.formats.model import KeyLayout
 from kconvert.inspect import InspectResult, analyse, open_draft
 from kconvert.plan import Plan, apply_config_ops, build_plan, diff_ops, order_ops
 from kconvert.writer.ops import DeleteConfig, Op, RenameTensor, op_to_dict
-from kconvert.rules import Finding, Options
+from kconvert.rules import Decisions, Finding
 from kconvert.source.checkpoint import Checkpoint
 from kconvert.target import TargetModel, load_target
 
@@ -133,18 +133,18 @@ def plan_fix(res: InspectResult, *, only: set[str] | None = None, to_format: str
 
 
 def fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | TargetModel | None = None,
-        engine: str = "vllm", engine_version: str | None = None, options: Options | None = None,
+        engine: str = "vllm", engine_version: str | None = None, decisions: Decisions | None = None,
         only: set[str] | None = None, dry_run: bool = False, partial: bool = False, force: bool = False,
         to_format: str | None = None, progress: Callable[[int, int, str], None] | None = None, durable: bool = True,
         from_pickle: bool = False) -> FixResult:
     """Plan and write a corrected copy; see `kconvert.fix` (the package-level function) for the arguments."""
-    return _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version, options=options,
+    return _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version, decisions=decisions,
                 only=only, dry_run=dry_run, partial=partial, force=force, to_format=to_format, progress=progress,
                 durable=durable, from_pickle=from_pickle)
 
 
 def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | TargetModel | None = None,
-         engine: str = "vllm", engine_version: str | None = None, options: Options | None = None,
+         engine: str = "vllm", engine_version: str | None = None, decisions: Decisions | None = None,
          only: set[str] | None = None, dry_run: bool = False, partial: bool = False, force: bool = False,
          to_format: str | None = None, progress: Callable[[int, int, str], None] | None = None, durable: bool = True,
          from_pickle: bool = False, converted: dict[str, Any] | None = None) -> FixResult:
@@ -162,11 +162,11 @@ def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | 
         if out_dir is None:
             raise UsageError("fix needs -o/--output DIR (or --dry-run)")
         return _fix_from_pickle(ckpt, Path(out_dir), target=target, engine=engine, engine_version=engine_version,
-                                options=options, only=only, partial=partial, force=force, to_format=to_format,
+                                decisions=decisions, only=only, partial=partial, force=force, to_format=to_format,
                                 progress=progress, durable=durable)
     tgt = load_target(target) if isinstance(target, str) else target
     rules = engine_rules(engine, engine_version)
-    opts = options or Options()
+    opts = decisions or Decisions()
     if opts.lm_head_source and "d2t" not in ckpt.tensors:
         raise UsageError("--lm-head-from needs a draft with d2t (the rows to re-select)")
     res = analyse(ckpt, tgt, rules, opts)
@@ -223,7 +223,7 @@ def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | 
     def self_check(folder: Path) -> None:
         # The output must not carry a fixable error any more (of those --only selected). Checked before the
         # rename, so that a failed fix leaves no folder behind.
-        result.after = analyse(open_draft(str(folder)), tgt, rules, Options())
+        result.after = analyse(open_draft(str(folder)), tgt, rules, Decisions())
         left = remaining_fixable(result.after, only)
         if left:
             raise SelfCheckError(
@@ -256,12 +256,12 @@ def _fix_from_pickle(ckpt, out: Path, **kw) -> FixResult:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _aux_record(res: InspectResult, plan: Plan, opts: Options) -> dict[str, Any] | None:
+def _aux_record(res: InspectResult, plan: Plan, opts: Decisions) -> dict[str, Any] | None:
     from kconvert.formats import get_path
-    from kconvert.rules.aux_layers import physical_ids
+    from kconvert.rules.aux_layers import trained_physical_ids
     from kconvert.rules.base import Context
 
-    phys = physical_ids(Context(res.draft, res.target, res.engine, opts))
+    phys = trained_physical_ids(Context(res.draft, res.target, res.engine, opts))
     if phys is None:
         return None
     for path in res.engine.aux_read_paths:

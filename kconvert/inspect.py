@@ -11,7 +11,7 @@ from kconvert.errors import UsageError
 from kconvert.formats import read_draft
 from kconvert.formats.layouts import token_map_names
 from kconvert.formats.model import DraftModel
-from kconvert.rules import Context, Finding, Options, run_rules
+from kconvert.rules import Context, Decisions, Finding, run_rules
 from kconvert.source import open_checkpoint
 from kconvert.source.checkpoint import Checkpoint
 from kconvert.target import TargetModel, load_target
@@ -40,7 +40,7 @@ class InspectResult:
     target: TargetModel | None
     engine: EngineRules
     findings: list[Finding]
-    options: Options = field(default_factory=Options)
+    decisions: Decisions = field(default_factory=Decisions)
     fail_on: str = "error"  # "warning": warnings fail the gate too (`--fail-on warning`)
     created: str = field(default_factory=lambda: _now())  # looked up per call: tests pin the clock
 
@@ -83,18 +83,18 @@ def open_draft(source: str) -> Checkpoint:
 
 
 def analyse(ckpt: Checkpoint, target: TargetModel | None, engine: EngineRules,
-            options: Options | None = None, *, fail_on: str = "error") -> InspectResult:
+            decisions: Decisions | None = None, *, fail_on: str = "error") -> InspectResult:
     draft = read_draft(ckpt)
-    opts = options or Options()
-    findings = run_rules(Context(draft=draft, target=target, engine=engine, options=opts))
-    return InspectResult(ckpt, draft, target, engine, findings, opts, fail_on=check_fail_on(fail_on))
+    decided = decisions or Decisions()
+    findings = run_rules(Context(draft=draft, target=target, engine=engine, decisions=decided))
+    return InspectResult(ckpt, draft, target, engine, findings, decided, fail_on=check_fail_on(fail_on))
 
 
 def inspect(source: str, *, target: str | TargetModel | None = None, engine: str = "vllm",
-            engine_version: str | None = None, options: Options | None = None,
+            engine_version: str | None = None, decisions: Decisions | None = None,
             fail_on: str = "error") -> InspectResult:
     """Static checks of one draft; see `kconvert.inspect` (the package-level function) for the arguments."""
     check_fail_on(fail_on)
     ckpt = open_draft(source)
     tgt = load_target(target) if isinstance(target, str) else target
-    return analyse(ckpt, tgt, engine_rules(engine, engine_version), options, fail_on=fail_on)
+    return analyse(ckpt, tgt, engine_rules(engine, engine_version), decisions, fail_on=fail_on)

@@ -10,7 +10,7 @@ from kconvert.engines.serve_lines import ServeReplay
 from kconvert.errors import UsageError
 from kconvert.gate import Check, Thresholds, evaluate
 from kconvert.inspect import InspectResult, analyse, open_draft
-from kconvert.rules import Options
+from kconvert.rules import Decisions
 from kconvert.target import TargetModel, load_profile, load_target, profile_names
 
 Progress = Callable[[str], None]
@@ -153,7 +153,7 @@ def refuse_parallel_split(res: InspectResult, st: VerifySettings) -> None:
 
 def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str | None = None,
            settings: VerifySettings | None = None, thresholds: Thresholds | None = None,
-           options: Options | None = None, progress: Progress | None = None, fail_on: str = "error") -> VerifyResult:
+           decisions: Decisions | None = None, progress: Progress | None = None, fail_on: str = "error") -> VerifyResult:
     """Static checks, then a live engine run; see `kconvert.verify` (the package-level function) for the arguments."""
     from kconvert.engines.live_run import LiveRequest
     from kconvert.prompts import load_prompts
@@ -164,8 +164,8 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     say = progress or (lambda _s: None)
     tgt, engine_target = resolve_target(target)
     ckpt = open_draft(draft)
-    opts = replace(options or Options(), tp=st.tp, draft_tp=st.draft_tp)
-    res = analyse(ckpt, tgt, engine_rules(engine, engine_version), opts, fail_on=fail_on)
+    decided = replace(decisions or Decisions(), tp=st.tp, draft_tp=st.draft_tp)
+    res = analyse(ckpt, tgt, engine_rules(engine, engine_version), decided, fail_on=fail_on)
     refuse_parallel_split(res, st)
     out = VerifyResult(inspect=res, settings=st, engine_target=engine_target, thresholds=thresholds)
     set_name, prompts = load_prompts(st.prompts)

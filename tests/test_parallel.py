@@ -14,7 +14,7 @@ from kconvert.engines.serve_lines import parse_speculative_config
 from kconvert.engines.vllm_args import build_engine_args
 from kconvert.errors import UsageError
 from kconvert.inspect import inspect
-from kconvert.rules import Options
+from kconvert.rules import Decisions
 from kconvert.verify import VerifyResult, VerifySettings, _serve_line, verify
 from tests.factories import make_draft, make_target
 
@@ -37,7 +37,7 @@ def k304(res):
 def test_verify_blocks_a_draft_whose_heads_do_not_split_before_any_engine(tmp_path):
     d = make_draft(tmp_path / "d", "specforge")
     t = target_with_heads(tmp_path / "t", 8)
-    assert not [f for f in k304(inspect(str(d), target=str(t), options=Options(tp=2))) if f.severity == "error"]
+    assert not [f for f in k304(inspect(str(d), target=str(t), decisions=Decisions(tp=2))) if f.severity == "error"]
     vr = verify(str(d), str(t), settings=VerifySettings(tp=8, draft_tp=8, max_prompts=1))
     assert vr.static_blocked and vr.live is None and vr.exit_code == 1
     assert any(f.id == "K304" and f.severity == "error" for f in vr.inspect.errors)

@@ -12,8 +12,8 @@ from kconvert.cli import app
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, JsonOpt, OutputFormatOpt,
                                   SourceArg, TargetOpt)
 from kconvert.cli._output import begin, console, emit_report, err_console
-from kconvert.cli.inspect_cmd import build_options
 from kconvert.errors import UsageError
+from kconvert.rules.decisions import decisions_from_flags
 
 EXAMPLES = """
 Examples:
@@ -89,8 +89,8 @@ def fix_command(
         cast_dtype = CAST.get(cast.lower())
         if cast_dtype is None:
             raise UsageError(f"--cast {cast!r}: choose bf16, fp16 or fp32")
-    opts = build_options(aux_ids, aux_convention, d2t, lm_head_source=lm_head_from, cast_dtype=cast_dtype,
-                         rope_from_target=rope_from_target)
+    decisions = decisions_from_flags(aux_ids, aux_convention, d2t, lm_head_source=lm_head_from,
+                                     cast_dtype=cast_dtype, rope_from_target=rope_from_target)
     only_set = check_only(set(only.split(","))) if only is not None else None
     if not dry_run and output is None:
         raise UsageError("fix needs -o/--output DIR (or --dry-run to only print the plan)")
@@ -104,7 +104,7 @@ def fix_command(
         def progress(done: int, total: int, message: str) -> None:
             prog.update(task, completed=done, total=total, description=message[:40])
 
-        result = fix(source, output, target=target, engine=engine, engine_version=engine_version, options=opts,
+        result = fix(source, output, target=target, engine=engine, engine_version=engine_version, decisions=decisions,
                      only=only_set, dry_run=dry_run, partial=partial, force=force, to_format=to_format,
                      progress=progress, durable=fsync, from_pickle=from_pickle)
     doc = result.to_dict()

@@ -122,9 +122,9 @@ def verify_command(
     the engine's own counters. Exit 0 pass, 1 below a threshold / static errors / outputs differ, 2 bad input,
     3 the engine could not run.
     """
-    from kconvert.cli.inspect_cmd import build_options
     from kconvert.gate import Thresholds, apply_expected, load_policy
     from kconvert.inspect import check_fail_on
+    from kconvert.rules.decisions import decisions_from_flags
     from kconvert.verify import VerifySettings, verify
 
     fmt = begin("verify", output_format, as_json, draft)
@@ -150,7 +150,7 @@ def verify_command(
                         min_per_position=_floats(min_pos, "--min-per-position"))
     if expected is not None:
         apply_expected(th, expected, expected_convention, tolerance, "--expected-accept-length")
-    opts = build_options(aux_ids, aux_convention, d2t)
+    decisions = decisions_from_flags(aux_ids, aux_convention, d2t)
     quiet = fmt != "full" or not err_console.is_terminal
     with err_console.status("verify: static checks", spinner="dots") if not quiet else _Null() as status:
         def progress(stage: str) -> None:
@@ -163,7 +163,7 @@ def verify_command(
         if settings.lossless:
             err_console.print("[dim]lossless check on: one more engine run without the draft[/]")
         vr = verify(draft, target, engine=engine, engine_version=engine_version, settings=settings,
-                    thresholds=None if th.empty else th, options=opts, progress=progress, fail_on=fail_on)
+                    thresholds=None if th.empty else th, decisions=decisions, progress=progress, fail_on=fail_on)
         if diagnose and vr.live is not None:
             from kconvert.diagnose import diagnose as run_diagnose
 
