@@ -41,8 +41,8 @@ def architecture_unmapped(ctx: Context) -> Iterator[Finding]:
         yield architecture_unmapped.finding(
             f"{ctx.engine.engine} does not map architectures {d.architectures} to an EAGLE-3 draft",
             evidence=[Evidence("architectures", d.architectures, [want])],
-            # Speculators drafts only reach here on SGLang, where fix also converts them to the flat layout
-            # (fix._format_ops); without an op the plan called this unfixable and fix refused the conversion.
+            # Speculators drafts only reach here on SGLang, where the plan also converts them to the flat layout
+            # (plan.conversion); without an op the plan would call this unfixable and refuse the conversion.
             ops=[SetConfig(("architectures",), [want], "engine maps this architecture")])
     elif fam != d.layer_family:
         yield architecture_unmapped.finding(
