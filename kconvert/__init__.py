@@ -23,8 +23,8 @@ from kconvert._version import __version__
 
 if TYPE_CHECKING:
     from kconvert.fix import FixResult
-    from kconvert.gate import Thresholds
-    from kconvert.hub.push import PushResult
+    from kconvert.verify.thresholds import Thresholds
+    from kconvert.push import PushResult
     from kconvert.inspect import InspectResult
     from kconvert.rules import Decisions
     from kconvert.target import TargetModel
@@ -123,7 +123,7 @@ def push(folder: str | Path, repo_id: str, *, report: str | Path | dict[str, Any
     Returns a `PushResult` (`.verdict`, `.to_dict()` = `kconvert push --json`). Raises `GateError` when the
     report does not pass or does not match the files, `InputError` for Hub errors, `UsageError` for a bad id.
     """
-    from kconvert.hub.push import push as _push
+    from kconvert.push import push as _push
 
     return _push(folder, repo_id, report=report, revision=revision, create_pr=create_pr, private=private,
                  dry_run=dry_run, commit_message=commit_message, token=token, endpoint=endpoint,
@@ -132,8 +132,8 @@ def push(folder: str | Path, repo_id: str, *, report: str | Path | dict[str, Any
 
 _API = {"inspect": inspect, "fix": fix, "verify": verify, "push": push}
 _TYPES = {"InspectResult": "kconvert.inspect", "FixResult": "kconvert.fix", "VerifyResult": "kconvert.verify",
-          "VerifySettings": "kconvert.verify", "PushResult": "kconvert.hub.push", "Decisions": "kconvert.rules",
-          "Thresholds": "kconvert.gate"}
+          "VerifySettings": "kconvert.verify", "PushResult": "kconvert.push", "Decisions": "kconvert.rules",
+          "Thresholds": "kconvert.verify.thresholds"}
 
 
 def __getattr__(name: str) -> Any:

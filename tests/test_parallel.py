@@ -15,7 +15,8 @@ from kconvert.engines.vllm_args import build_engine_args
 from kconvert.errors import UsageError
 from kconvert.inspect import inspect
 from kconvert.rules import Decisions
-from kconvert.verify import VerifyResult, VerifySettings, _serve_line, verify
+from kconvert.verify import VerifyResult, VerifySettings, verify
+from kconvert.verify.document import serve_line
 from tests.factories import make_draft, make_target
 
 SEED_SPEC = '{"model": "AQ-MedAI/Kimi-K25-eagle3", "method": "eagle3", "num_speculative_tokens": 4, ' \
@@ -114,7 +115,7 @@ def test_the_report_serve_line_replays_what_ran(tmp_path):
         '{"method": "eagle3", "num_speculative_tokens": 4, "draft_tensor_parallel_size": 8, '
         '"disable_padded_drafter_batch": true}', tensor_parallel_size=8))
     vr = VerifyResult(inspect=inspect(str(d), target="kimi-k2.5"), settings=st, engine_target="moonshotai/Kimi-K2.5")
-    argv = shlex.split(_serve_line(vr))
+    argv = shlex.split(serve_line(vr))
     assert argv[:5] == ["vllm", "serve", "moonshotai/Kimi-K2.5", "--tensor-parallel-size", "8"]
     assert json.loads(argv[argv.index("--speculative-config") + 1]) == {
         "model": str(d), "method": "eagle3", "num_speculative_tokens": 4, "draft_tensor_parallel_size": 8,

@@ -52,7 +52,7 @@ def inspect_command(
     """
     from kconvert.inspect import check_fail_on, inspect
     from kconvert.report.terminal import render_report
-    from kconvert.writer_util import write_json_atomic
+    from kconvert.report.files import write_json_atomic
 
     fmt = begin("inspect", output_format, as_json, source)
     decisions = decisions_from_flags(aux_ids, aux_convention, d2t)
@@ -63,7 +63,7 @@ def inspect_command(
         write_json_atomic(report, doc)
     if sarif:
         from kconvert.report.sarif import render_sarif
-        from kconvert.writer_util import write_text_atomic
+        from kconvert.report.files import write_text_atomic
 
         write_text_atomic(sarif, render_sarif(doc))
     emit_report(doc, fmt, lambda: render_report(console, doc))

@@ -5,13 +5,13 @@ import json
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from kconvert.cli import app
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, FailOnOpt, JsonOpt,
                                   OutputFormatOpt)
 from kconvert.cli._output import begin, console, emit_report, err_console
 from kconvert.errors import UsageError
+from kconvert.report.terminal import render_verify
 
 EXAMPLES = """
 Examples:
@@ -122,10 +122,10 @@ def verify_command(
     the engine's own counters. Exit 0 pass, 1 below a threshold / static errors / outputs differ, 2 bad input,
     3 the engine could not run.
     """
-    from kconvert.gate import Thresholds, apply_expected, load_policy
     from kconvert.inspect import check_fail_on
     from kconvert.rules.decisions import decisions_from_flags
     from kconvert.verify import VerifySettings, verify
+    from kconvert.verify.thresholds import Thresholds, apply_expected, load_policy
 
     fmt = begin("verify", output_format, as_json, draft)
     check_fail_on(fail_on)
@@ -165,12 +165,16 @@ def verify_command(
         vr = verify(draft, target, engine=engine, engine_version=engine_version, settings=settings,
                     thresholds=None if th.empty else th, decisions=decisions, progress=progress, fail_on=fail_on)
         if diagnose and vr.live is not None:
-            from kconvert.diagnose import diagnose as run_diagnose
+            from kconvert.verify.diagnosis import diagnose as run_diagnosis
+            from kconvert.verify.diagnosis import plan_diagnosis
 
-            vr.diagnosis = run_diagnose(vr, progress=progress, console=err_console)
+            plan = plan_diagnosis(vr)
+            if plan.needed:
+                err_console.print(f"[bold]diagnose:[/] {plan.summary()}")
+            vr.diagnosis = run_diagnosis(vr, plan, progress=progress)
     doc = vr.to_dict()
     _write_reports(doc, report, junit, markdown, sarif)
-    emit_report(doc, fmt, lambda: render_verify(doc, vr))
+    emit_report(doc, fmt, lambda: render_verify(console, doc))
     raise typer.Exit(vr.exit_code)
 
 
@@ -187,7 +191,7 @@ class _Null:
 
 def _write_reports(doc: dict, report: str | None, junit: str | None, markdown: str | None,
                    sarif: str | None = None) -> None:
-    from kconvert.writer_util import write_json_atomic, write_text_atomic
+    from kconvert.report.files import write_json_atomic, write_text_atomic
 
     if sarif:
         from kconvert.report.sarif import render_sarif
@@ -203,63 +207,3 @@ def _write_reports(doc: dict, report: str | None, junit: str | None, markdown: s
         from kconvert.report.markdown import render_markdown_section
 
         write_text_atomic(markdown, render_markdown_section(doc))
-
-
-def render_verify(doc: dict, vr) -> None:
-    from kconvert.report.terminal import render_next, render_report
-
-    render_report(console, doc, next_steps=False)
-    if vr.static_blocked:
-        what = "errors" if vr.inspect.fail_on == "error" else "errors or warnings (--fail-on warning)"
-        console.print(f"[red]static checks found {what}: no engine was started (fix them with `kconvert fix`, or "
-                      "measure the defect with --skip-static)[/]")
-        render_next(console, doc)
-        return
-    live = doc["live"]
-    acc = live["acceptance"]
-    tab = Table(title=f"Live acceptance ({live['engine']} {live['engine_version']}, k={live['num_speculative_tokens']}, "
-                      f"{live['num_prompts']} prompts of '{live['prompt_set']}')")
-    tab.add_column("measure")
-    tab.add_column("value", justify="right")
-    c = live["counters"]
-    rows = [("drafts (verify steps)", c["drafts"]), ("draft tokens", c["draft_tokens"]),
-            ("accepted tokens", c["accepted"]),
-            ("acceptance rate", _pct(acc["acceptance_rate"])),
-            ("mean acceptance length (vLLM, bonus incl.)", _num(acc["mean_acceptance_length"])),
-            ("SGLang/SpecForge accept_length equivalent", _num(acc["sglang_accept_length"])),
-            ("per position", " / ".join(_num(x) for x in acc["per_position"])),
-            ("conditional", " / ".join(_num(x) for x in acc["conditional"])),
-            ("engine start / generate (s)", f"{_num(live['timings']['engine_start_s'])} / "
-                                             f"{_num(live['timings']['generate_s'])}")]
-    if live.get("lossless") is not None:
-        ll = live["lossless"]
-        rows.append(("lossless", "identical" if ll["identical"] else f"DIFFERS at {ll['first_difference']}"))
-    for name, val in rows:
-        tab.add_row(name, str(val))
-    console.print(tab)
-    for chk in (doc.get("thresholds") or {}).get("checks", []):
-        console.print(("[green]pass[/] " if chk["passed"] else "[red]FAIL[/] ") + chk["message"])
-    if doc.get("diagnosis"):
-        from kconvert.diagnose import render_diagnosis
-
-        render_diagnosis(console, doc["diagnosis"])
-    from kconvert.engines.serve_lines import serve_lines
-
-    try:
-        lines = serve_lines(doc["subject"]["source"], live["target"], k=live["num_speculative_tokens"],
-                            tp=live["tp"], draft_tp=live.get("draft_tp"))
-        console.print("[bold]Serve it:[/]")
-        for key, line in lines.items():
-            console.print(f"  [dim]{key}:[/] {line}", highlight=False, soft_wrap=True)
-    except Exception:  # serve lines are a convenience; never fail a verify on them
-        pass
-    console.print(f"verdict: {'[bold green]PASS' if doc['verdict'] == 'pass' else '[bold red]FAIL'}[/]")
-    render_next(console, doc)
-
-
-def _pct(v):
-    return "n/a" if v is None else f"{v:.2%}"
-
-
-def _num(v):
-    return "n/a" if v is None else f"{v:.3f}"
