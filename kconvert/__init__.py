@@ -26,19 +26,19 @@ if TYPE_CHECKING:
     from kconvert.verify.thresholds import Thresholds
     from kconvert.push import PushResult
     from kconvert.inspect import InspectResult
-    from kconvert.rules import Decisions
+    from kconvert.rules import Decisions, Options
     from kconvert.target import TargetModel
     from kconvert.verify import VerifyResult, VerifySettings
 
 __all__ = ["inspect", "fix", "verify", "push", "InspectResult", "FixResult", "VerifyResult", "VerifySettings",
-           "PushResult", "Decisions", "Thresholds", "__version__"]
+           "PushResult", "Decisions", "Options", "Thresholds", "__version__"]
 
 # The functions import their implementations lazily, which keeps `import kconvert` (and `kconvert --help`) fast.
 
 
 def inspect(source: str, *, target: str | TargetModel | None = None, engine: str = "vllm",
             engine_version: str | None = None, decisions: Decisions | None = None,
-            fail_on: str = "error") -> InspectResult:
+            options: Options | None = None, fail_on: str = "error") -> InspectResult:
     """Static checks of an EAGLE-3 draft: producer, canonical description, every incompatibility with the target
     and the engine. Reads config, index and safetensors headers (and d2t/t2d and a few embedding rows), never the
     weights, never code from the checkpoint.
@@ -47,7 +47,8 @@ def inspect(source: str, *, target: str | TargetModel | None = None, engine: str
     target: a built-in profile (`kimi-k2.5`, ...), a folder, a Hub id (only its config.json is read), a
         `TargetModel`, or None (target-dependent rules are skipped and say so).
     engine / engine_version: whose loading rules apply (`vllm` or `sglang`; default the installed version).
-    decisions: what the files cannot settle (`kconvert.Decisions`: aux ids, their convention, d2t kind).
+    decisions: what the files cannot settle (`kconvert.Decisions`: aux ids, their convention, d2t kind);
+        `options=` is its earlier name (`kconvert.Options` = `kconvert.Decisions`).
     fail_on: "error" (default) or "warning": the least severe finding that makes `.verdict` "fail".
 
     Returns an `InspectResult` (`.findings`, `.verdict`, `.exit_code`, `.to_dict()` = `kconvert inspect --json`).
@@ -56,11 +57,12 @@ def inspect(source: str, *, target: str | TargetModel | None = None, engine: str
     from kconvert.inspect import inspect as _inspect
 
     return _inspect(source, target=target, engine=engine, engine_version=engine_version, decisions=decisions,
-                    fail_on=fail_on)
+                    options=options, fail_on=fail_on)
 
 
 def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | None = None, engine: str = "vllm",
-        engine_version: str | None = None, decisions: Decisions | None = None, only: set[str] | None = None,
+        engine_version: str | None = None, decisions: Decisions | None = None, options: Options | None = None,
+        only: set[str] | None = None,
         dry_run: bool = False, partial: bool = False, force: bool = False, to_format: str | None = None,
         progress: Callable[[int, int, str], None] | None = None, durable: bool = True,
         from_pickle: bool = False) -> FixResult:
@@ -83,13 +85,14 @@ def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | 
     from kconvert.fix import fix as _fix
 
     return _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version, decisions=decisions,
-                only=only, dry_run=dry_run, partial=partial, force=force, to_format=to_format, progress=progress,
+                options=options, only=only, dry_run=dry_run, partial=partial, force=force, to_format=to_format, progress=progress,
                 durable=durable, from_pickle=from_pickle)
 
 
 def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str | None = None,
            settings: VerifySettings | None = None, thresholds: Thresholds | None = None,
-           decisions: Decisions | None = None, progress: Callable[[str], None] | None = None,
+           decisions: Decisions | None = None, options: Options | None = None,
+           progress: Callable[[str], None] | None = None,
            fail_on: str = "error") -> VerifyResult:
     """Static checks, then the draft next to `target` in a real vLLM engine (child process, hard timeout):
     acceptance from the engine's own counters, the optional lossless check, and the gate.
@@ -105,7 +108,7 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     from kconvert.verify import verify as _verify
 
     return _verify(draft, target, engine=engine, engine_version=engine_version, settings=settings,
-                   thresholds=thresholds, decisions=decisions, progress=progress, fail_on=fail_on)
+                   thresholds=thresholds, decisions=decisions, options=options, progress=progress, fail_on=fail_on)
 
 
 def push(folder: str | Path, repo_id: str, *, report: str | Path | dict[str, Any], revision: str | None = None,
@@ -133,6 +136,7 @@ def push(folder: str | Path, repo_id: str, *, report: str | Path | dict[str, Any
 _API = {"inspect": inspect, "fix": fix, "verify": verify, "push": push}
 _TYPES = {"InspectResult": "kconvert.inspect", "FixResult": "kconvert.fix", "VerifyResult": "kconvert.verify",
           "VerifySettings": "kconvert.verify", "PushResult": "kconvert.push", "Decisions": "kconvert.rules",
+          "Options": "kconvert.rules",
           "Thresholds": "kconvert.verify.thresholds"}
 
 

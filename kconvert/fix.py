@@ -10,6 +10,7 @@ from kconvert.errors import AmbiguityError, NothingToFixError, SelfCheckError, U
 from kconvert.inspect import InspectResult, analyse, open_draft
 from kconvert.plan import Plan, build_fix_plan
 from kconvert.rules import Decisions, Finding
+from kconvert.rules.decisions import given
 from kconvert.source.checkpoint import Checkpoint
 from kconvert.target import TargetModel, load_target
 from kconvert.writer.ops import Op, describe, op_to_dict
@@ -86,9 +87,10 @@ def fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | T
         engine: str = "vllm", engine_version: str | None = None, decisions: Decisions | None = None,
         only: set[str] | None = None, dry_run: bool = False, partial: bool = False, force: bool = False,
         to_format: str | None = None, progress: Callable[[int, int, str], None] | None = None, durable: bool = True,
-        from_pickle: bool = False) -> FixResult:
+        from_pickle: bool = False, options: Decisions | None = None) -> FixResult:
     """Plan and write a corrected copy; see `kconvert.fix` (the package-level function) for the arguments."""
-    return _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version, decisions=decisions,
+    return _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version,
+                decisions=given(decisions, options),
                 only=only, dry_run=dry_run, partial=partial, force=force, to_format=to_format, progress=progress,
                 durable=durable, from_pickle=from_pickle)
 

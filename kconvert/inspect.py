@@ -12,6 +12,7 @@ from kconvert.formats import read_draft
 from kconvert.formats.layouts import token_map_names
 from kconvert.formats.model import DraftModel
 from kconvert.rules import Context, Decisions, Finding, run_rules
+from kconvert.rules.decisions import given
 from kconvert.source import open_checkpoint
 from kconvert.source.checkpoint import Checkpoint
 from kconvert.target import TargetModel, load_target
@@ -43,6 +44,11 @@ class InspectResult:
     decisions: Decisions = field(default_factory=Decisions)
     fail_on: str = "error"  # "warning": warnings fail the gate too (`--fail-on warning`)
     created: str = field(default_factory=lambda: _now())  # looked up per call: tests pin the clock
+
+    @property
+    def options(self) -> Decisions:
+        """The decisions under the library API's earlier name."""
+        return self.decisions
 
     @property
     def errors(self) -> list[Finding]:
@@ -92,8 +98,9 @@ def analyse(ckpt: Checkpoint, target: TargetModel | None, engine: EngineRules,
 
 def inspect(source: str, *, target: str | TargetModel | None = None, engine: str = "vllm",
             engine_version: str | None = None, decisions: Decisions | None = None,
-            fail_on: str = "error") -> InspectResult:
+            options: Decisions | None = None, fail_on: str = "error") -> InspectResult:
     """Static checks of one draft; see `kconvert.inspect` (the package-level function) for the arguments."""
+    decisions = given(decisions, options)
     check_fail_on(fail_on)
     ckpt = open_draft(source)
     tgt = load_target(target) if isinstance(target, str) else target

@@ -19,7 +19,7 @@ pytest.importorskip("vllm")
 from kconvert.errors import EngineError  # noqa: E402
 from kconvert.fix import fix  # noqa: E402
 from kconvert.inspect import inspect  # noqa: E402
-from kconvert.rules import Decisions as Options  # noqa: E402
+from kconvert.rules import Options  # noqa: E402
 from kconvert.verify import build_verify_report  # noqa: E402
 from tests.live_runs import FP32, GOOD, TARGET, TINY, al, run_verify  # noqa: E402
 

@@ -487,3 +487,16 @@ def test_several_defects_at_once_fix_clean_and_refix_to_nothing(tmp_path, target
     d2t, _ = _vocab_map(TINY)
     assert np.array_equal(out["d2t"], d2t) and not any(n.startswith("model.") for n in out)
     assert fix(str(tmp_path / "out"), tmp_path / "again", target=target, engine=engine).noop
+
+
+def test_the_library_api_takes_the_decisions_under_their_earlier_name_options(tmp_path, target):
+    import kconvert
+
+    src = draft(tmp_path, config=lambda c: (c.pop(AUX), c.pop("eagle_config")))
+    assert kconvert.Options is Decisions
+    kconvert.fix(str(src), tmp_path / "out", target=target, options=kconvert.Options(aux_ids=[2, 4, 6]))
+    assert config(tmp_path / "out")[AUX] == [2, 4, 6]
+    res = kconvert.inspect(str(src), target=target, options=Decisions(aux_ids=[2, 4, 6]))
+    assert res.options is res.decisions and res.decisions.aux_ids == [2, 4, 6]
+    with pytest.raises(UsageError):
+        fix(str(src), tmp_path / "again", target=target, decisions=Decisions(), options=Decisions())

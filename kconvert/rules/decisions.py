@@ -41,6 +41,17 @@ class Decisions:
         return flags
 
 
+# The library API's earlier name for the decisions: `kconvert.Options` and the `options=` keyword still take them.
+Options = Decisions
+
+
+def given(decisions: Decisions | None, options: Decisions | None) -> Decisions | None:
+    """The decisions a library call received, under their name or the earlier one (`options=`)."""
+    if decisions is not None and options is not None:
+        raise UsageError("pass the decisions once: decisions= or its earlier name options=, not both")
+    return decisions if decisions is not None else options
+
+
 def parse_aux_ids(value: str | None) -> tuple[list[int] | None, bool]:
     """`--aux-ids`: comma-separated layer numbers, or `default`; returns (ids, default)."""
     if value is None:
@@ -68,4 +79,4 @@ def decisions_from_flags(aux_ids: str | None, aux_convention: str | None, d2t: s
                      **kw)  # type: ignore[arg-type]
 
 
-__all__ = ["Decisions", "decisions_from_flags", "parse_aux_ids"]
+__all__ = ["Decisions", "Options", "decisions_from_flags", "given", "parse_aux_ids"]

@@ -12,6 +12,7 @@ from kconvert.engines.serve_lines import ServeReplay
 from kconvert.errors import UsageError
 from kconvert.inspect import InspectResult, analyse, open_draft
 from kconvert.rules import Decisions
+from kconvert.rules.decisions import given
 from kconvert.target import TargetModel, load_profile, load_target, profile_hub_id, profile_names
 from kconvert.verify.lossless import compare_outputs
 from kconvert.verify.thresholds import Check, Thresholds, evaluate
@@ -135,8 +136,10 @@ def refuse_parallel_split(res: InspectResult, st: VerifySettings) -> None:
 
 def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str | None = None,
            settings: VerifySettings | None = None, thresholds: Thresholds | None = None,
-           decisions: Decisions | None = None, progress: Progress | None = None, fail_on: str = "error") -> VerifyResult:
+           decisions: Decisions | None = None, progress: Progress | None = None, fail_on: str = "error",
+           options: Decisions | None = None) -> VerifyResult:
     """Static checks, then a live engine run; see `kconvert.verify` (the package-level function) for the arguments."""
+    decisions = given(decisions, options)
     from kconvert.prompts import load_prompts
 
     if engine != "vllm":
