@@ -85,9 +85,9 @@ def plan_fix(res: InspectResult, *, only: set[str] | None = None, to_format: str
 
 def fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | TargetModel | None = None,
         engine: str = "vllm", engine_version: str | None = None, decisions: Decisions | None = None,
-        only: set[str] | None = None, dry_run: bool = False, partial: bool = False, force: bool = False,
-        to_format: str | None = None, progress: Callable[[int, int, str], None] | None = None, durable: bool = True,
-        from_pickle: bool = False, options: Decisions | None = None) -> FixResult:
+        options: Decisions | None = None, only: set[str] | None = None, dry_run: bool = False, partial: bool = False,
+        force: bool = False, to_format: str | None = None, progress: Callable[[int, int, str], None] | None = None,
+        durable: bool = True, from_pickle: bool = False) -> FixResult:
     """Plan and write a corrected copy; see `kconvert.fix` (the package-level function) for the arguments."""
     return _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version,
                 decisions=given(decisions, options),

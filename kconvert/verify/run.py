@@ -136,8 +136,8 @@ def refuse_parallel_split(res: InspectResult, st: VerifySettings) -> None:
 
 def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str | None = None,
            settings: VerifySettings | None = None, thresholds: Thresholds | None = None,
-           decisions: Decisions | None = None, progress: Progress | None = None, fail_on: str = "error",
-           options: Decisions | None = None) -> VerifyResult:
+           decisions: Decisions | None = None, options: Decisions | None = None, progress: Progress | None = None,
+           fail_on: str = "error") -> VerifyResult:
     """Static checks, then a live engine run; see `kconvert.verify` (the package-level function) for the arguments."""
     decisions = given(decisions, options)
     from kconvert.prompts import load_prompts
