@@ -65,7 +65,7 @@ def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | 
         only: set[str] | None = None,
         dry_run: bool = False, partial: bool = False, force: bool = False, to_format: str | None = None,
         progress: Callable[[int, int, str], None] | None = None, durable: bool = True,
-        from_pickle: bool = False) -> FixResult:
+        from_pickle: bool = False, decided_by: dict[str, Any] | None = None) -> FixResult:
     """Write a corrected copy of a draft that `engine` loads with the intended meaning.
 
     Streams the tensors (unchanged ones by byte range), keeps sharding, writes into a temporary folder beside
@@ -78,6 +78,8 @@ def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | 
         "speculators". progress(done_bytes, total_bytes, message). durable: fsync before the rename.
         from_pickle: convert PyTorch pickle weights (.bin/.pt) to safetensors through
         `torch.load(weights_only=True)` after the static opcode check (without it such a draft is refused).
+        decided_by: the measurement behind the decision flags (`kconvert.score.cite.decision` of a
+        `kconvert score --diagnose` report), recorded in kconvert.json.
 
     Returns a `FixResult` (`.plan`, `.written`, `.verdict`, `.to_dict()` = `kconvert fix --json`). Raises
     `AmbiguityError` where a flag must decide (the message names it), `UnfixableError`, `UsageError`, `InputError`.
@@ -85,8 +87,8 @@ def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | 
     from kconvert.fix import fix as _fix
 
     return _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version, decisions=decisions,
-                options=options, only=only, dry_run=dry_run, partial=partial, force=force, to_format=to_format, progress=progress,
-                durable=durable, from_pickle=from_pickle)
+                options=options, only=only, dry_run=dry_run, partial=partial, force=force, to_format=to_format,
+                progress=progress, durable=durable, from_pickle=from_pickle, decided_by=decided_by)
 
 
 def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str | None = None,

@@ -87,19 +87,20 @@ def fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | T
         engine: str = "vllm", engine_version: str | None = None, decisions: Decisions | None = None,
         options: Decisions | None = None, only: set[str] | None = None, dry_run: bool = False, partial: bool = False,
         force: bool = False, to_format: str | None = None, progress: Callable[[int, int, str], None] | None = None,
-        durable: bool = True, from_pickle: bool = False) -> FixResult:
+        durable: bool = True, from_pickle: bool = False, decided_by: dict[str, Any] | None = None) -> FixResult:
     """Plan and write a corrected copy; see `kconvert.fix` (the package-level function) for the arguments."""
     return _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version,
                 decisions=given(decisions, options),
                 only=only, dry_run=dry_run, partial=partial, force=force, to_format=to_format, progress=progress,
-                durable=durable, from_pickle=from_pickle)
+                durable=durable, from_pickle=from_pickle, decided_by=decided_by)
 
 
 def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | TargetModel | None = None,
          engine: str = "vllm", engine_version: str | None = None, decisions: Decisions | None = None,
          only: set[str] | None = None, dry_run: bool = False, partial: bool = False, force: bool = False,
          to_format: str | None = None, progress: Callable[[int, int, str], None] | None = None, durable: bool = True,
-         from_pickle: bool = False, converted: dict[str, Any] | None = None) -> FixResult:
+         from_pickle: bool = False, converted: dict[str, Any] | None = None,
+         decided_by: dict[str, Any] | None = None) -> FixResult:
     # `converted`: provenance of a --from-pickle conversion, whose safetensors copy is fixed here
     only = check_only(only)
     ckpt = source if isinstance(source, Checkpoint) else open_draft(source)
@@ -109,7 +110,7 @@ def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | 
             raise UsageError("fix needs -o/--output DIR (or --dry-run)")
         return _fix_from_pickle(ckpt, Path(out_dir), target=target, engine=engine, engine_version=engine_version,
                                 decisions=decisions, only=only, partial=partial, force=force, to_format=to_format,
-                                progress=progress, durable=durable)
+                                progress=progress, durable=durable, decided_by=decided_by)
     tgt = load_target(target) if isinstance(target, str) else target
     rules = engine_rules(engine, engine_version)
     decided = decisions or Decisions()
@@ -138,7 +139,7 @@ def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | 
                 f"nothing written to {out}", hint="this is a kconvert bug; please report it with the input's config.json")
 
     result.write_result = write_checkpoint(ckpt, result.plan.ops, out, force=force,
-                                           provenance=_provenance(res, result.plan, converted), progress=progress,
+                                           provenance=_provenance(res, result.plan, converted, decided_by), progress=progress,
                                            durable=durable, before_commit=self_check)
     result.written = out
     return result
@@ -176,7 +177,8 @@ def _refuse(result: FixResult, partial: bool) -> None:
                              hint="--partial writes what can be fixed and lists what is left")
 
 
-def _provenance(res: InspectResult, plan: Plan, converted: dict[str, Any] | None) -> dict[str, Any]:
+def _provenance(res: InspectResult, plan: Plan, converted: dict[str, Any] | None,
+                decided_by: dict[str, Any] | None = None) -> dict[str, Any]:
     """What kconvert.json records beside the writer's own record: input, target, engine, decisions, findings, and
     which streams the written aux ids name."""
     ckpt = res.checkpoint
@@ -189,6 +191,8 @@ def _provenance(res: InspectResult, plan: Plan, converted: dict[str, Any] | None
         "findings_fixed": [f.id for f in plan.applied_findings],
         "findings_left": [f.id for f in plan.unfixable + plan.left],
     }
+    if decided_by:
+        provenance["decided_by"] = decided_by  # the measurement behind the decision flags (score --diagnose)
     if plan.aux_record:
         provenance["aux_ids"] = plan.aux_record
     if converted:

@@ -15,17 +15,28 @@ SETTINGS = dict(prompts="all", max_prompts=None, max_tokens=64, num_speculative_
 # outputs (measured: bf16 speculative vs plain runs differ; float32 runs are identical).
 FP32 = (("dtype", "float32"),)
 GOOD = {"mla": "drafts/mla-torchspec", "llama": "drafts/llama-speculators"}
+# The seed deployment's serve line: `vllm serve moonshotai/Kimi-K2.5 --tensor-parallel-size 8
+# --speculative-config '<SEED_SPEC>'` (draft at TP 8, k=4), replayed on the tiny example.
+SEED_SPEC = ('{"model": "AQ-MedAI/Kimi-K25-eagle3", "method": "eagle3", "num_speculative_tokens": 4, '
+             '"draft_tensor_parallel_size": 8}')
+SEED_TP = 8
 
 _runs: dict[tuple, object] = {}
 
 
 def run_verify(draft: str, engine_args: tuple = (), **kw):
-    """`kconvert.verify` of `draft` next to the tiny target with SETTINGS (overridden by `kw`), once per session."""
+    """`kconvert.verify` of `draft` next to the tiny target with SETTINGS (overridden by `kw`; `replay=(json, tp)`
+    replays a serve line's speculative config and TP), once per session."""
     from kconvert.verify import VerifySettings, verify
 
     key = (draft, engine_args, tuple(sorted(kw.items())))
     if key not in _runs:
+        replay = kw.pop("replay", None)  # (speculative-config JSON, tensor-parallel-size) of a serve line
         st = VerifySettings(**{**SETTINGS, **kw, "engine_args": dict(engine_args)})
+        if replay is not None:
+            from kconvert.engines.serve_lines import parse_speculative_config
+
+            st = st.replay(parse_speculative_config(replay[0], tensor_parallel_size=replay[1]))
         _runs[key] = verify(draft, TARGET, settings=st)
     return _runs[key]
 

@@ -96,5 +96,7 @@ def test_failed_gate_of_a_live_run_is_an_annotation_and_a_sarif_result(pair, cap
     sarif = render_sarif_doc(doc)
     jsonschema.Draft4Validator(load_sarif_schema()).validate(sarif)
     results = sarif["runs"][0]["results"]
-    assert [r["ruleId"] for r in results] == ["gate/min_acceptance_length"]
+    # the static findings (a K404 warning on the factory pair) come first, then the failed gate check
+    assert [r["ruleId"] for r in results] == [f["id"] for f in doc["findings"]] + ["gate/min_acceptance_length"]
+    assert results[-1]["level"] == "error"
     assert sarif["runs"][0]["properties"]["live"]["acceptance"]["mean_acceptance_length"] == al

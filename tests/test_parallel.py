@@ -23,6 +23,12 @@ SEED_SPEC = '{"model": "AQ-MedAI/Kimi-K25-eagle3", "method": "eagle3", "num_spec
             '"draft_tensor_parallel_size": 8}'
 
 
+@pytest.fixture(autouse=True)
+def _plain_environment(monkeypatch):
+    for var in ("GITHUB_ACTIONS", "GITHUB_WORKSPACE", "KCONVERT_OUTPUT_FORMAT", "KCONVERT_DEBUG"):
+        monkeypatch.delenv(var, raising=False)
+
+
 def target_with_heads(folder, heads: int):
     t = make_target(folder)
     cfg = json.loads((t / "config.json").read_text())
@@ -120,3 +126,47 @@ def test_the_report_serve_line_replays_what_ran(tmp_path):
     assert json.loads(argv[argv.index("--speculative-config") + 1]) == {
         "model": str(d), "method": "eagle3", "num_speculative_tokens": 4, "draft_tensor_parallel_size": 8,
         "disable_padded_drafter_batch": True}
+
+
+# ------------------------------------------------------------------------------------------ through the CLI
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    from kconvert.cli import main
+
+    capsys.readouterr()
+    rc = main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_cli_inspect_tp_reports_k304(tmp_path, capsys):
+    d = make_draft(tmp_path / "d", "specforge")
+    rc, out, _ = cli(capsys, "inspect", str(d), "--tp", "8", "--json")
+    doc = json.loads(out)
+    assert rc == 1 and any(f["id"] == "K304" and f["severity"] == "error" for f in doc["findings"])
+    rc, _, err = cli(capsys, "inspect", str(d), "--draft-tp", "1")
+    assert rc == 2 and "--draft-tp needs --tp" in err
+
+
+def test_cli_verify_replays_a_serve_line_and_blocks_before_any_engine(tmp_path, capsys):
+    d = make_draft(tmp_path / "d", "specforge")  # 2 heads: cannot split over the seed's 8
+    t = target_with_heads(tmp_path / "t", 8)
+    rc, out, _ = cli(capsys, "verify", str(d), "--target", str(t), "--tensor-parallel-size", "8",
+                     "--speculative-config", SEED_SPEC, "--json")
+    doc = json.loads(out)
+    assert rc == 1 and doc["verdict"] == "fail" and doc["live"] is None
+    assert any(f["id"] == "K304" and "TP 8" in f["message"] for f in doc["findings"])
+
+
+@pytest.mark.parametrize("extra,fragment", [
+    (["--speculative-config", "{oops"], "not valid JSON"),
+    (["--speculative-config", SEED_SPEC, "-k", "2"], "-k 2 contradicts --speculative-config"),
+    (["--speculative-config", SEED_SPEC, "--draft-tp", "1"], "--draft-tp 1 contradicts"),
+    (["--speculative_config", '{"method": "medusa"}'], "kconvert verifies EAGLE-3 drafts"),
+])
+def test_cli_verify_refuses_a_serve_line_it_cannot_replay(tmp_path, capsys, extra, fragment):
+    d = make_draft(tmp_path / "d", "specforge")
+    t = target_with_heads(tmp_path / "t", 8)
+    rc, _, err = cli(capsys, "verify", str(d), "--target", str(t), *extra)
+    assert rc == 2 and fragment in err

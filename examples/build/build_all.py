@@ -72,8 +72,9 @@ def main() -> None:
         "distill_prompts": len(conts),
         "distill_generated_tokens": res["n_tokens"],
         "distill_continuation_distinct_4gram_ratio": round(len(set(ng)) / max(len(ng), 1), 4),
-        "llama_draft_numeric_views": list(distill.LLAMA_NUMERIC_VIEWS),
-        "llama_draft_consistent_only": distill.LLAMA_CONSISTENT_ONLY,
+        "num_attention_heads": C.NUM_HEADS,
+        "draft_numeric_views": {k: list(v) for k, v in distill.NUMERIC_VIEWS.items()},
+        "draft_consistent_only": dict(distill.CONSISTENT_ONLY),
         "skip_target": a.skip_target,
         "times": times,
     }

@@ -18,6 +18,11 @@ DEFAULT_WORK = Path(os.environ.get("KCONVERT_TINY_WORK", "/tmp/kconvert-tiny-bui
 NUM_LAYERS = 8
 HIDDEN = 128
 VOCAB = 512
+# Attention heads of the target's MLA layers and of every draft: 8, so that the target, the drafts and the
+# draft vocabulary (256) divide by every tensor-parallel size up to 8 (the seed deployment runs Kimi-K2.5 at TP=8).
+NUM_HEADS = 8
+# Head size of the Llama-layer drafts (vLLM's CPU attention needs head_dim >= 64: 16 fails).
+LLAMA_HEAD_DIM = 64
 # vLLM's input-of-layer convention: id k = residual stream entering layer k = HF hidden_states[k].
 # vLLM's default for 8 layers is (2, 4, 5); these are deliberately different.
 AUX_IDS_VLLM = [2, 5, 7]

@@ -3,7 +3,7 @@
 Plain vLLM, no kconvert code:
     .venv/bin/python examples/build/live_check.py --draft examples/tiny/drafts/mla-torchspec
     .venv/bin/python examples/build/live_check.py            # target alone (no speculation)
-    .venv/bin/python examples/build/live_check.py --draft ... --tp 2   # sets VLLM_CPU_OMP_THREADS_BIND=0|1
+    .venv/bin/python examples/build/live_check.py --draft ... --tp 8   # sets VLLM_CPU_OMP_THREADS_BIND=0|1|0|1|...
 
 Llama-layer drafts next to the MLA target need VLLM_MLA_DISABLE=1 on vLLM CPU ("No common block size for
 16 (CPU_MLA: [16]; CPU_ATTN: [MultipleOf(32)])"); it is set automatically when the draft is not MLA
@@ -55,7 +55,9 @@ def main() -> None:
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     if a.tp > 1:
-        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "|".join(str(i) for i in range(a.tp)))
+        # one CPU worker per rank, bound round-robin to the cores this process may use (8 ranks on 2 cores: 0|1|0|1|...)
+        cores = sorted(os.sched_getaffinity(0))
+        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "|".join(str(cores[i % len(cores)]) for i in range(a.tp)))
     mla_disable = a.mla_disable
     if mla_disable is None:
         mla_disable = a.draft is not None and not draft_is_mla(a.draft)

@@ -1,6 +1,6 @@
 """Run live_check.py for every draft and broken variant, one engine at a time, and write the table.
 
-    .venv/bin/python examples/build/run_live_table.py [--only NAME ...] [--tp2]
+    .venv/bin/python examples/build/run_live_table.py [--only NAME ...] [--tp 2 8]
 
 Writes examples/tiny/live_results.json and prints a Markdown table.
 """
@@ -58,14 +58,14 @@ def run(variant: str | None, extra: list[str], timeout: int = 900) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", nargs="*", default=None)
-    ap.add_argument("--tp2", action="store_true", help="also run the MLA draft with tensor_parallel_size=2")
+    ap.add_argument("--tp", type=int, nargs="*", default=[],
+                    help="also run the MLA draft at these tensor_parallel_size values (e.g. 2 8)")
     ap.add_argument("--out", type=Path, default=TINY / "live_results.json")
     a = ap.parse_args()
     variants: list[str | None] = [None] + GOOD + BROKEN
     if a.only is not None:
         variants = [v for v in variants if v is not None and any(o in v for o in a.only)]
     rows = json.loads(a.out.read_text()) if a.out.exists() else []
-    done = {(r["variant"], tuple(r["args"])) for r in rows}
     for v in variants:
         key = (v or "(target only)", ())
         rows = [r for r in rows if (r["variant"], tuple(r["args"])) != key]
@@ -73,10 +73,10 @@ def main() -> None:
         print(json.dumps(r), flush=True)
         rows.append(r)
         a.out.write_text(json.dumps(rows, indent=1) + "\n")
-    if a.tp2:
+    for tp in a.tp:
         v = "drafts/mla-torchspec"
-        rows = [r for r in rows if not (r["variant"] == v and r["args"] == ["--tp", "2"])]
-        r = run(v, ["--tp", "2"])
+        rows = [r for r in rows if not (r["variant"] == v and r["args"] == ["--tp", str(tp)])]
+        r = run(v, ["--tp", str(tp)])
         print(json.dumps(r), flush=True)
         rows.append(r)
         a.out.write_text(json.dumps(rows, indent=1) + "\n")

@@ -37,7 +37,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 def _register() -> None:
     from kconvert.cli import fix_cmd, inspect_cmd, rules_cmd  # noqa: F401
 
-    for mod in ("verify_cmd", "acceptance_cmd", "push_cmd"):
+    for mod in ("verify_cmd", "acceptance_cmd", "push_cmd", "score_cmd", "trace_cmd"):
         try:
             __import__(f"kconvert.cli.{mod}")
         except ModuleNotFoundError as e:

@@ -71,6 +71,10 @@ def fix_command(
         help="Flush the output to disk before renaming it into place (default), so that even a power cut "
              "cannot leave a complete-looking folder with data missing. --no-fsync leaves the flushing to the "
              "OS like cp does (faster on slow disks); an interrupted or killed fix still leaves nothing.")] = True,
+    decided_by: Annotated[Optional[str], typer.Option(
+        "--decided-by", help="A `kconvert score --diagnose` report of this draft: take the decision flags from the "
+                             "reading it measured best (or check the flags given agree) and record in kconvert.json "
+                             "which trace decided, with the acceptance lengths.")] = None,
     output_format: OutputFormatOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -91,6 +95,15 @@ def fix_command(
             raise UsageError(f"--cast {cast!r}: choose bf16, fp16 or fp32")
     decisions = decisions_from_flags(aux_ids, aux_convention, d2t, lm_head_source=lm_head_from,
                                      cast_dtype=cast_dtype, rope_from_target=rope_from_target)
+    decision = None
+    if decided_by:
+        from rich.markup import escape
+
+        from kconvert.inspect import open_draft
+        from kconvert.score.cite import decision as cite_decision
+
+        decision, decisions = cite_decision(decided_by, open_draft(source), decisions)
+        err_console.print(f"[dim]{escape(decision['summary'])}[/]")
     only_set = check_only(set(only.split(","))) if only is not None else None
     if not dry_run and output is None:
         raise UsageError("fix needs -o/--output DIR (or --dry-run to only print the plan)")
@@ -106,7 +119,7 @@ def fix_command(
 
         result = fix(source, output, target=target, engine=engine, engine_version=engine_version, decisions=decisions,
                      only=only_set, dry_run=dry_run, partial=partial, force=force, to_format=to_format,
-                     progress=progress, durable=fsync, from_pickle=from_pickle)
+                     progress=progress, durable=fsync, from_pickle=from_pickle, decided_by=decision)
     doc = result.to_dict()
     emit_report(doc, fmt, lambda: render_fix(result, doc))
     raise typer.Exit(result.exit_code)

@@ -9,6 +9,7 @@ from kconvert.cli import app
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, FailOnOpt, JsonOpt,
                                   OutputFormatOpt, SourceArg, TargetOpt)
 from kconvert.cli._output import begin, console, emit_report
+from kconvert.errors import UsageError
 from kconvert.rules.decisions import decisions_from_flags
 
 EXAMPLES = """
@@ -41,6 +42,13 @@ def inspect_command(
     hashes: Annotated[bool, typer.Option("--hash", help="Also compute the sha256 of every local file "
                                                          "(reads all bytes; off by default).")] = False,
     report: Annotated[Optional[str], typer.Option("--report", help="Also write the JSON report to this file.")] = None,
+    tp: Annotated[Optional[int], typer.Option(
+        "--tp", "--tensor-parallel-size", min=1,
+        help="Tensor-parallel size the draft will be served at: K304 checks that its heads, KV heads and draft "
+             "vocabulary split over it as vLLM splits them.")] = None,
+    draft_tp: Annotated[Optional[int], typer.Option(
+        "--draft-tp", min=1, help="draft_tensor_parallel_size, when it differs from --tp (vLLM accepts 1 or --tp).")
+    ] = None,
     sarif: Annotated[Optional[str], typer.Option("--sarif", help="Also write SARIF 2.1.0 to this file (for GitHub "
                                                  "code scanning), whatever --output-format prints.")] = None,
 ) -> None:
@@ -55,7 +63,9 @@ def inspect_command(
     from kconvert.report.files import write_json_atomic
 
     fmt = begin("inspect", output_format, as_json, source)
-    decisions = decisions_from_flags(aux_ids, aux_convention, d2t)
+    if draft_tp is not None and tp is None:
+        raise UsageError("--draft-tp needs --tp (the target's tensor-parallel size)")
+    decisions = decisions_from_flags(aux_ids, aux_convention, d2t, tp=tp, draft_tp=draft_tp)
     result = inspect(source, target=target, engine=engine, engine_version=engine_version, decisions=decisions,
                      fail_on=check_fail_on(fail_on))
     doc = result.to_dict(hashes=hashes)

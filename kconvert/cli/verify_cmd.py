@@ -45,6 +45,24 @@ def parse_engine_args(items: list[str] | None) -> dict:
     return out
 
 
+def replay_serve_line(settings, spec_json: str, *, k: int, draft_tp: int | None):
+    """Settings with a production `--speculative-config` applied; a flag given with another value is refused
+    rather than silently overridden."""
+    from kconvert.engines.serve_lines import parse_speculative_config
+
+    try:
+        rp = parse_speculative_config(spec_json)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if rp.num_speculative_tokens is not None and k != 3 and k != rp.num_speculative_tokens:
+        raise UsageError(f"-k {k} contradicts --speculative-config num_speculative_tokens "
+                         f"{rp.num_speculative_tokens}: give one of them")
+    if rp.draft_tp is not None and draft_tp is not None and draft_tp != rp.draft_tp:
+        raise UsageError(f"--draft-tp {draft_tp} contradicts --speculative-config draft_tensor_parallel_size "
+                         f"{rp.draft_tp}: give one of them")
+    return settings.replay(rp)
+
+
 def _floats(s: str | None, what: str) -> list[float]:
     if not s:
         return []
@@ -63,9 +81,17 @@ def verify_command(
                                                   show_default=False)] = None,
     engine: EngineOpt = "vllm",
     engine_version: EngineVersionOpt = None,
-    tp: Annotated[int, typer.Option("--tp", help="Tensor parallel size of the target (8 for Kimi-K2.5).")] = 1,
+    tp: Annotated[int, typer.Option("--tp", "--tensor-parallel-size",
+                                    help="Tensor parallel size of the target (8 for Kimi-K2.5); "
+                                         "--tensor-parallel-size as vllm serve spells it.")] = 1,
     draft_tp: Annotated[Optional[int], typer.Option("--draft-tp", help="Tensor parallel size of the draft.")] = None,
     k: Annotated[int, typer.Option("--num-speculative-tokens", "-k", help="Draft tokens per step.")] = 3,
+    speculative_config: Annotated[Optional[str], typer.Option(
+        "--speculative-config", "--speculative_config",
+        help="Replay a production serve line: the JSON of vllm serve's --speculative-config as written there. "
+             "Its num_speculative_tokens and draft_tensor_parallel_size set -k and --draft-tp, every other key "
+             "goes to the engine as written; its model is replaced by DRAFT (and recorded). Use it with "
+             "--tensor-parallel-size from the same line.")] = None,
     prompts: Annotated[str, typer.Option("--prompts", help="Prompt set: math, chat, code, all, or a .jsonl/.txt "
                                                           "file.")] = "all",
     max_prompts: Annotated[Optional[int], typer.Option("--max-prompts", help="Use only the first N prompts.")] = None,
@@ -141,6 +167,9 @@ def verify_command(
                               max_tokens=max_tokens, trust_remote_code=trust_remote_code,
                               engine_args=parse_engine_args(engine_arg), timeout_s=timeout, skip_static=skip_static,
                               lossless=lossless, max_prompts=max_prompts)
+    if speculative_config is not None:
+        settings = replay_serve_line(settings, speculative_config, k=k, draft_tp=draft_tp)
+    k = settings.num_speculative_tokens
     if policy:
         from kconvert.prompts import load_prompts
 

@@ -92,6 +92,11 @@ class LiveResult:
     chat_template_applied: bool = False
     raw_metrics: list[dict[str, Any]] = field(default_factory=list)
     log_tail: list[str] = field(default_factory=list)
+    # The token ids each prompt was rendered to, and per request the engine's own acceptance record when the
+    # run asked for it (engine arg per_request_spec_decode_metrics=detailed: accepted drafts per verify step),
+    # so that `kconvert score` can be compared with a live run step by step.
+    prompt_token_ids: list[list[int]] = field(default_factory=list)
+    spec_decode_per_request: list[dict[str, Any] | None] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -89,6 +89,11 @@ def _render_prompts(tokenizer: Any, prompts: list[str], chat_template: bool | No
     return token_ids, use_template
 
 
+def _spec_metrics(output: Any) -> dict[str, Any] | None:
+    m = getattr(output.outputs[0], "spec_decode_metrics", None)
+    return m.to_dict() if m is not None and hasattr(m, "to_dict") else None
+
+
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     t_total = time.perf_counter()
     _stage("starting engine")
@@ -125,6 +130,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         "output_token_ids": [list(o.outputs[0].token_ids) for o in outputs],
         "output_texts": [o.outputs[0].text for o in outputs],
         "prompt_token_counts": [len(ids) for ids in token_ids],
+        "prompt_token_ids": [list(ids) for ids in token_ids],
+        "spec_decode_per_request": [_spec_metrics(o) for o in outputs],
         "chat_template_applied": applied,
         "raw_metrics": raw,
         "timings": {"engine_start_s": engine_start_s, "generate_s": generate_s,

@@ -69,7 +69,8 @@ def live_lines(doc: dict[str, Any]) -> list[str]:
     live = doc.get("live")
     out: list[str] = []
     if doc.get("static_blocked"):
-        out.append("live: not run: static checks failed (fix them, or measure the defect with --skip-static)")
+        out.append("live: not run: static checks failed, no engine was started (fix them with `kconvert fix`, or "
+                   "measure the defect with --skip-static)")
     if live:
         acc = live.get("acceptance") or {}
         c = live.get("counters") or {}

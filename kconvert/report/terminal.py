@@ -196,7 +196,10 @@ def _render_serve_lines(console: Console, doc: dict[str, Any], live: dict[str, A
 
     try:
         lines = serve_lines(doc["subject"]["source"], live["target"], k=live["num_speculative_tokens"],
-                            tp=live["tp"], draft_tp=live.get("draft_tp"))
+                            tp=live["tp"], draft_tp=live.get("draft_tp"),
+                            extra={k: v for k, v in (live.get("speculative_config") or {}).items()
+                                   if k not in ("model", "method", "num_speculative_tokens",
+                                                "draft_tensor_parallel_size")})
     except Exception:  # serve lines are a convenience; never fail a verify on them
         return
     console.print("[bold]Serve it:[/]")

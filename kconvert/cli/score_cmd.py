@@ -1,0 +1,184 @@
+"""`kconvert score`."""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from kconvert.cli import app
+from kconvert.cli._common import AuxIdsOpt, EngineOpt, EngineVersionOpt, JsonOpt
+from kconvert.cli._output import console, emit_json, err_console
+from kconvert.errors import UsageError
+
+EXAMPLES = """
+Examples:
+
+  kconvert trace examples/tiny/target --prompts all -o tiny-trace --layers all
+
+  kconvert score examples/tiny/drafts/mla-torchspec --trace tiny-trace
+
+  kconvert score examples/tiny/broken/aux-ids-sglang-convention --trace tiny-trace --diagnose --report score.json
+
+  kconvert score AQ-MedAI/Kimi-K25-eagle3 --trace kimi-trace -k 4 --min-acceptance-length 2.8 --json
+"""
+
+
+@app.command("score", epilog=EXAMPLES)
+def score_command(
+    draft: Annotated[str, typer.Argument(help="Draft checkpoint folder (or a Hub id in the cache).",
+                                         show_default=False)],
+    trace: Annotated[str, typer.Option("--trace", help="Trace folder recorded by `kconvert trace` "
+                                                       "(schemas/trace.schema.json).")],
+    k: Annotated[int, typer.Option("--num-speculative-tokens", "-k", help="Draft tokens per step.")] = 3,
+    aux_ids: AuxIdsOpt = None,
+    engine: EngineOpt = "vllm",
+    engine_version: EngineVersionOpt = None,
+    target: Annotated[Optional[str], typer.Option(
+        "--target", "-t", help="The target's facts for the static checks (default: the config the trace records).")
+    ] = None,
+    dtype: Annotated[Optional[str], typer.Option(
+        "--dtype", help="Compute dtype of the draft: bfloat16, float16 or float32 (default: the trace's).")] = None,
+    device: Annotated[str, typer.Option("--device", help="auto (a GPU when torch sees one), cpu, cuda, cuda:N.")
+                      ] = "auto",
+    threads: Annotated[Optional[int], typer.Option(
+        "--threads", help="torch CPU threads (1 is fastest on a few shared cores; default: torch's).")] = None,
+    mode: Annotated[Optional[str], typer.Option(
+        "--mode", help="replay (the engine's verify steps over a greedy trace; default) or every-position "
+                       "(teacher-forced estimate; default for offline training dumps).")] = None,
+    max_sequences: Annotated[Optional[int], typer.Option("--max-sequences", help="Score only the first N "
+                                                                                 "sequences.")] = None,
+    skip_static: Annotated[bool, typer.Option("--skip-static", help="Score even when static checks find errors "
+                                                                    "(to measure a defect).")] = False,
+    diagnose: Annotated[bool, typer.Option("--diagnose", help="Also try the readings the static findings leave "
+                                           "open (or those of --try) and name the best by measured acceptance "
+                                           "length.")] = False,
+    try_: Annotated[Optional[str], typer.Option(
+        "--try", help="Readings to try with --diagnose: aux,d2t,embeddings,lm-head,norm,names or all.")] = None,
+    search_aux: Annotated[Optional[bool], typer.Option(
+        "--search-aux/--no-search-aux", help="With --diagnose: search the recorded layers for the aux ids "
+                                             "(default: when the config declares none).")] = None,
+    lm_head_from: Annotated[Optional[str], typer.Option(
+        "--lm-head-from", help="A full-vocabulary head (draft folder) to re-select lm_head rows from "
+                               "(full[d2t + arange]) in --diagnose.")] = None,
+    min_al: Annotated[Optional[float], typer.Option("--min-acceptance-length", help="Gate: minimum mean "
+                                                    "acceptance length (vLLM's, bonus token included).")] = None,
+    min_rate: Annotated[Optional[float], typer.Option("--min-acceptance-rate", help="Gate: minimum acceptance "
+                                                      "rate.")] = None,
+    report: Annotated[Optional[str], typer.Option("--report", help="Write the JSON report here.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Measure a draft's acceptance against a recorded target trace, without the target.
+
+    Runs the draft alone in torch (CPU, or a GPU when there is one) the way vLLM runs it next to the target: its
+    KV cache for verified positions from the target's recorded states, chained steps on its own outputs,
+    greedy acceptance against the target's tokens. Reads only the draft's weights, one tensor at a time. Reports
+    verify's fields: drafts, accepted tokens, acceptance rate, mean acceptance length (bonus included),
+    per-position and conditional rates. Exit 0 pass, 1 static errors / below a threshold / the engine could not
+    run the draft as read, 2 bad input.
+    """
+    from kconvert.rules.decisions import decisions_from_flags, parse_aux_ids
+    from kconvert.score import ScoreSettings, build_score_report, score
+    from kconvert.verify.thresholds import Thresholds
+
+    ids, default = parse_aux_ids(aux_ids)
+    if default:
+        raise UsageError("--aux-ids default: score already feeds the engine's defaults when the config has no ids")
+    asked = {x.strip().lower() for x in try_.split(",") if x.strip()} if try_ else set()
+    from kconvert.score.diagnose import CHOICES
+
+    unknown = asked - set(CHOICES) - {"all"}
+    if unknown:
+        raise UsageError(f"--try {', '.join(sorted(unknown))}: choose from {', '.join(CHOICES)} or all")
+    if (asked or search_aux or lm_head_from) and not diagnose:
+        raise UsageError("--try, --search-aux and --lm-head-from go with --diagnose")
+    decisions = decisions_from_flags(aux_ids, None, None)
+    th = Thresholds(min_acceptance_length=min_al, min_acceptance_rate=min_rate)
+    # with --diagnose the draft is scored whatever the static checks say: the readings are what decides them
+    st = ScoreSettings(num_speculative_tokens=k, dtype=dtype, device=device, mode=mode,
+                       skip_static=skip_static or diagnose, aux_ids=ids, max_sequences=max_sequences, threads=threads,
+                       lm_head_from=lm_head_from)
+    quiet = as_json or not err_console.is_terminal
+    with err_console.status("score", spinner="dots") if not quiet else _Null() as status:
+        def progress(stage: str) -> None:
+            if not quiet:
+                status.update(f"score: {stage}")
+        sr = score(draft, trace, engine=engine, engine_version=engine_version, settings=st,
+                   thresholds=None if th.empty else th, options=decisions, target=target, progress=progress)
+        if diagnose:
+            from kconvert.score.diagnose import run_diagnosis
+
+            sr.static_blocked = bool(sr.inspect.errors) and not skip_static
+            sr.diagnosis = run_diagnosis(sr, asked=asked, lm_head_from=lm_head_from, search=search_aux,
+                                         progress=progress, draft_ref=draft,
+                                         target_ref=target or str(sr.trace.meta.target.get("source")),
+                                         report_ref=report)
+    doc = build_score_report(sr)
+    if report:
+        from kconvert.report.files import write_json_atomic
+
+        write_json_atomic(report, doc)
+    if as_json:
+        emit_json(doc)
+    else:
+        render_score(doc, sr)
+    raise typer.Exit(sr.exit_code)
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+    def update(self, *_a, **_k):
+        pass
+
+
+def render_score(doc: dict, sr) -> None:
+    from kconvert.report.terminal import render_report
+
+    render_report(console, doc)
+    sc = doc.get("score")
+    if sr.static_blocked and not sr.diagnosis:
+        console.print("[red]static checks found errors: nothing scored (fix them with `kconvert fix`, measure the "
+                      "defect with --skip-static, or try readings with --diagnose)[/]")
+        return
+    if sc is not None:
+        tr = sc["trace"]
+        title = (f"Offline acceptance (k={sc['num_speculative_tokens']}, {tr['num_sequences']} sequences of "
+                 f"'{tr['prompt_set'].get('name')}', trace {tr['sha256'][:12]}, {sc['dtype']} on {sc['device']})")
+        if sc["error"]:
+            console.print(f"[red]the engine could not run the draft as read:[/] {escape(sc['error'])}")
+        else:
+            acc, c = sc["acceptance"], sc["counters"]
+            tab = Table(title=escape(title))
+            tab.add_column("measure")
+            tab.add_column("value", justify="right")
+            for name, val in [("drafts (verify steps)", c["drafts"]), ("draft tokens", c["draft_tokens"]),
+                              ("accepted tokens", c["accepted"]),
+                              ("acceptance rate", _pct(acc["acceptance_rate"])),
+                              ("mean acceptance length (vLLM, bonus incl.)", _num(acc["mean_acceptance_length"])),
+                              ("per position", " / ".join(_num(x) for x in acc["per_position"])),
+                              ("conditional", " / ".join(_num(x) for x in acc["conditional"])),
+                              ("aux ids fed", str(sc["reading"]["aux_ids"])),
+                              ("scored in (s)", _num(sc["timings"].get("score_s")))]:
+                tab.add_row(name, str(val))
+            console.print(tab)
+        for chk in (doc.get("thresholds") or {}).get("checks", []):
+            console.print(("[green]pass[/] " if chk["passed"] else "[red]FAIL[/] ") + escape(chk["message"]))
+    if doc.get("diagnosis"):
+        from kconvert.score.diagnose import render_diagnosis
+
+        render_diagnosis(console, doc["diagnosis"])
+    console.print(f"verdict: {'[bold green]PASS' if doc['verdict'] == 'pass' else '[bold red]FAIL'}[/]")
+
+
+def _pct(v):
+    return "n/a" if v is None else f"{v:.2%}"
+
+
+def _num(v):
+    return "n/a" if v is None else f"{v:.3f}"

@@ -1,0 +1,234 @@
+"""`kconvert score`: a draft's acceptance from a recorded target trace, without the target.
+
+Record a trace once where the target runs (`kconvert trace`, or from an offline training dump), then score any
+candidate draft anywhere: the draft alone runs in torch the way vLLM runs it next to the target (its KV for
+verified positions from the target's states, chained steps on its own outputs, greedy acceptance against the
+target's tokens) and the report has verify's acceptance fields. `score --diagnose` tries other readings of the
+files (aux ids shifted, d2t as absolute ids, whose embeddings, re-selected lm_head rows, norm_before_residual)
+and names the best by measured acceptance.
+
+Layers: kconvert.score uses formats, source, target, rules (through inspect), engines.expectations and report;
+torch is needed only here (and transformers only for recording).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from kconvert.errors import UsageError
+
+Progress = Callable[[str], None]
+
+
+def require_torch() -> None:
+    try:
+        import torch  # noqa: F401
+    except ModuleNotFoundError:
+        raise UsageError("kconvert score needs torch: pip install 'kconvert[score]'") from None
+
+
+@dataclass
+class ScoreSettings:
+    num_speculative_tokens: int = 3
+    dtype: str | None = None  # compute dtype of the draft; default: the trace's
+    device: str | None = None  # auto: cuda when visible, else cpu
+    mode: str | None = None  # replay | every-position; default: replay for greedy traces
+    skip_static: bool = False
+    aux_ids: list[int] | None = None  # score as if the engine fed these streams
+    max_sequences: int | None = None
+    lm_head_from: str | None = None
+    check_trace_sha256: bool = True
+    threads: int | None = None  # torch intra-op threads (1 is fastest on a few shared cores)
+
+
+@dataclass
+class ScoreResult:
+    inspect: Any  # InspectResult
+    trace: Any  # Trace
+    settings: ScoreSettings
+    reading: Any = None  # Reading as the engine loads the files
+    result: Any = None  # ReadingScore
+    static_blocked: bool = False
+    thresholds: Any = None
+    checks: list[Any] = field(default_factory=list)
+    diagnosis: dict[str, Any] | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    device: str = "cpu"
+    dtype: str = ""
+
+    @property
+    def acceptance(self) -> dict[str, Any] | None:
+        return self.result.acceptance() if self.result is not None else None
+
+    @property
+    def error(self) -> str | None:
+        return self.result.error if self.result is not None else None
+
+    @property
+    def passed(self) -> bool:
+        if self.static_blocked or self.result is None or self.result.error is not None:
+            return False
+        return all(c.passed for c in self.checks)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+
+def target_from_trace(trace: Any):
+    from kconvert.target import from_config
+
+    cfg = trace.meta.target.get("config")
+    if not isinstance(cfg, dict):
+        return None
+    return from_config(cfg, name=str(trace.meta.target.get("source")), origin="folder")
+
+
+def _embeddings_equal(d: Any, trace: Any) -> bool:
+    """vLLM shares the target's embeddings when the draft's equal them (llm_base_proposer
+    `_maybe_share_embeddings`): compared on the rows the trace keeps."""
+    import numpy as np
+    import torch
+
+    from kconvert.score.run import read_span
+
+    info = d.tensors.get("embed_tokens.weight")
+    if info is None or info.shape != (trace.meta.vocab_size, trace.meta.hidden_size):
+        return False
+    ids, rows = trace.embedding_rows()
+    # up to 256 of the rows the trace keeps, each read by byte range (a Kimi-sized table is 2.3 GB)
+    pick = np.linspace(0, len(ids) - 1, num=min(256, len(ids))).round().astype(int) if len(ids) else []
+    path = d.checkpoint.local_path(info.file)
+    if path is None:
+        return False
+    for i in pick:
+        own = read_span(path, info, int(ids[i]), 1)[0]
+        if not torch.equal(own.to(rows.dtype), rows[i]):
+            return False
+    return True
+
+
+def lm_head_loader() -> Callable[[str], Any]:
+    cache: dict[str, Any] = {}
+
+    def load(path: str):
+        if path not in cache:
+            from kconvert.formats import read_draft
+            from kconvert.inspect import open_draft
+            from kconvert.score.run import read_tensor
+
+            src = read_draft(open_draft(path))
+            if "lm_head.weight" not in src.raw_names:
+                raise UsageError(f"--lm-head-from {path}: no lm_head.weight there")
+            cache[path] = read_tensor(src, src.raw_names["lm_head.weight"])
+        return cache[path]
+
+    return load
+
+
+def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str | None = None,
+          settings: ScoreSettings | None = None, thresholds: Any = None, options: Any = None,
+          target: str | None = None, progress: Progress | None = None) -> ScoreResult:
+    """Score `draft` against the trace folder `trace` as the engine would load it."""
+    require_torch()
+    from kconvert.engines.expectations import engine_rules
+    from kconvert.inspect import analyse, open_draft
+    from kconvert.rules import Options
+    from kconvert.score.reading import engine_reading
+    from kconvert.score.run import WeightCache, resolve_device, resolve_dtype, score_reading, set_threads
+    from kconvert.score.trace import open_trace
+    from kconvert.target import load_target
+    from kconvert.verify.thresholds import evaluate
+
+    st = settings or ScoreSettings()
+    say = progress or (lambda _s: None)
+    set_threads(st.threads)
+    t0 = time.perf_counter()
+    tr = open_trace(trace, check_data_sha256=st.check_trace_sha256)
+    tgt = load_target(target) if target else target_from_trace(tr)
+    if tgt is not None and (tgt.hidden_size != tr.meta.hidden_size or tgt.vocab_size != tr.meta.vocab_size):
+        raise UsageError(f"--target {tgt.name} (hidden {tgt.hidden_size}, vocab {tgt.vocab_size}) is not the trace's "
+                         f"target (hidden {tr.meta.hidden_size}, vocab {tr.meta.vocab_size})")
+    rules = engine_rules(engine, engine_version)
+    ckpt = open_draft(draft)
+    res = analyse(ckpt, tgt, rules, options or Options())
+    out = ScoreResult(inspect=res, trace=tr, settings=st, thresholds=thresholds)
+    out.timings["open_s"] = time.perf_counter() - t0
+    if res.errors and not st.skip_static:
+        out.static_blocked = True
+        return out
+    if ckpt.root is None:
+        raise UsageError(f"{draft}: score needs the draft's weights; download the draft first")
+    d = res.draft
+    reading = engine_reading(d, rules, tr.meta.num_hidden_layers, tr.meta.vocab_size,
+                             embeddings_equal_target=d.has_embeddings and _embeddings_equal(d, tr))
+    if st.aux_ids is not None:
+        reading = reading.with_(aux_ids=tuple(st.aux_ids))
+    out.reading = reading
+    device = resolve_device(st.device)
+    dtype = resolve_dtype(st.dtype, tr)
+    out.device, out.dtype = str(device), str(dtype).replace("torch.", "")
+    mode = st.mode or ("every-position" if tr.meta.continuation.get("source") == "dataset" else "replay")
+    if mode not in ("replay", "every-position"):
+        raise UsageError(f"--mode {mode!r}: replay or every-position")
+    if mode == "replay" and tr.meta.lookahead < st.num_speculative_tokens:
+        say(f"warning: the trace's lookahead ({tr.meta.lookahead}) is shorter than k; drafted tokens past it count "
+            "as rejected")
+    weights = WeightCache(d, dtype, device)
+    seqs = list(range(min(tr.num_sequences, st.max_sequences))) if st.max_sequences else None
+    say("scoring")
+    t1 = time.perf_counter()
+    out.result = score_reading(d, reading, tr, weights, k=st.num_speculative_tokens, mode=mode,
+                               lm_head_source=lm_head_loader(), sequences=seqs,
+                               progress=lambda i, n: say(f"scoring: {i}/{n} sequences"))
+    out.timings["score_s"] = time.perf_counter() - t1
+    out.timings["weights_bytes"] = float(weights.bytes_read)
+    out.timings["flops"] = float(out.result.flops)
+    out._weights = weights  # reused by diagnose
+    acc = out.acceptance
+    if thresholds is not None and acc is not None:
+        out.checks = evaluate(thresholds, acc)
+    out.timings["total_s"] = time.perf_counter() - t0
+    return out
+
+
+def score_section(sr: ScoreResult) -> dict[str, Any] | None:
+    """The report's `score` section: verify's counters and acceptance fields, plus the trace and reading."""
+    if sr.result is None:
+        return None
+    r = sr.result
+    k = sr.settings.num_speculative_tokens
+    counters = r.counters() if r is not None else None
+    return {
+        "engine_model": "vllm 0.32 proposer (greedy)",
+        "trace": sr.trace.summary() | {"target": {kk: v for kk, v in sr.trace.meta.target.items() if kk != "config"}},
+        "reading": sr.reading.describe() if sr.reading is not None else None,
+        "mode": r.mode if r is not None else None,
+        "num_speculative_tokens": k,
+        "dtype": sr.dtype,
+        "device": sr.device,
+        "error": sr.error,
+        "counters": counters,
+        "acceptance": sr.acceptance,
+        "positions_scored": r.positions if r is not None else 0,
+        "drafted_past_trace": r.unknown if r is not None else 0,
+        "per_sequence_accepted": [s.steps for s in r.sequences] if r is not None else [],
+        "timings": {k2: round(v, 4) for k2, v in sr.timings.items()},
+    }
+
+
+def build_score_report(sr: ScoreResult) -> dict[str, Any]:
+    from kconvert.report.document import build_report
+
+    th = sr.thresholds.to_dict() if sr.thresholds is not None else None
+    if th is not None:
+        th["checks"] = [c.to_dict() for c in sr.checks]
+    verdict = "pass" if sr.passed else "fail"
+    doc = build_report(sr.inspect, command="score", hashes=True, live=None, thresholds=th, verdict=verdict,
+                       exit_code=sr.exit_code, extra={"static_blocked": sr.static_blocked,
+                                                      "score": score_section(sr), "diagnosis": sr.diagnosis})
+    return doc
+
+
+__all__ = ["ScoreSettings", "ScoreResult", "score", "build_score_report", "score_section", "require_torch"]

@@ -1,0 +1,496 @@
+"""The draft alone, in torch, computed the way vLLM 0.32 runs it next to the target.
+
+Shaped after `vllm/model_executor/models/llama_eagle3.py` and `deepseek_eagle3.py` (the layers) and
+`vllm/v1/spec_decode/llm_base_proposer.py` (the proposer):
+
+- the target's aux states of a position, concatenated in layer order, go through `fc` (after `input_norm` /
+  `fc_norm` when the draft has them) to the draft's hidden size;
+- layer 0 takes `cat(input_layernorm(embed(token t+1)), hidden_norm(h_t))` (2H wide) with the residual taken
+  before `hidden_norm` (or after it with `norm_before_residual`); later layers take H, with vLLM's fused
+  add-and-norm; the final `norm` gives the logits' input and the pre-norm sum is fed to the next step;
+- the first pass runs over every verified position with the target's states (so the draft's KV cache of
+  verified positions always comes from the target); each chained step j runs one token at position c + j,
+  input the previous step's draft token and pre-norm output, attending to the verified positions 0..c and to
+  its own earlier chained steps;
+- greedy: the argmax over the draft vocabulary, mapped to a target id through `d2t` (`id + d2t[id]` as
+  offsets, the way vLLM reads it).
+
+Numerics follow vLLM's where they decide rounding: RMSNorm in float32 and cast back, the weight multiply in
+the model dtype, rope tables computed in float32 and cast to the model dtype, attention softmax in float32.
+All predictions for every cursor of a sequence are computed at once (the draft's computation at cursor c
+depends only on the verified positions and its own chain, never on which cursors an engine visits), so the
+acceptance walk afterwards is integer work.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from kconvert.errors import InputError, UsageError
+
+# torch is imported lazily by callers through `torch_or_die`; this module is only imported once it exists.
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+MAX_SCORE_ELEMENTS = 1 << 24  # attention scores held at once (chunking bound), ~64 MB in float32
+
+
+class DraftFailure(Exception):
+    """The engine could not run the draft as read (it would crash or refuse); the message says why."""
+
+
+# ------------------------------------------------------------------------------------------------ norms ---
+
+def rms_norm(x: torch.Tensor, w: torch.Tensor | None, eps: float) -> torch.Tensor:
+    xf = x.float()
+    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    if w is None:
+        return xf.to(x.dtype)
+    return (xf.to(w.dtype) * w).to(x.dtype)
+
+
+def add_rms_norm(x: torch.Tensor, residual: torch.Tensor, w: torch.Tensor, eps: float):
+    xf = x.float() + residual.float()
+    res = xf.to(x.dtype)
+    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return (xf.to(w.dtype) * w).to(x.dtype), res
+
+
+# ------------------------------------------------------------------------------------------------- rope ---
+
+def _yarn_find_correction_dim(num_rot: float, dim: int, base: float, max_pos: int) -> float:
+    return (dim * math.log(max_pos / (num_rot * 2 * math.pi))) / (2 * math.log(base))
+
+
+def _yarn_range(beta_fast: float, beta_slow: float, dim: int, base: float, max_pos: int, truncate: bool = True):
+    low = _yarn_find_correction_dim(beta_fast, dim, base, max_pos)
+    high = _yarn_find_correction_dim(beta_slow, dim, base, max_pos)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    return max(low, 0), min(high, dim - 1)
+
+
+def yarn_get_mscale(scale: float = 1.0, mscale: float = 1.0) -> float:
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def _yarn_inv_freq(dim: int, base: float, factor: float, beta_fast: float, beta_slow: float, max_pos: int,
+                   truncate: bool = True) -> torch.Tensor:
+    pos_freqs = base ** (torch.arange(0, dim, 2, dtype=torch.float) / dim)
+    extra = 1.0 / pos_freqs
+    inter = 1.0 / (factor * pos_freqs)
+    low, high = _yarn_range(beta_fast, beta_slow, dim, base, max_pos, truncate)
+    if low == high:
+        high += 0.001
+    ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float) - low) / (high - low), 0, 1)
+    mask = 1 - ramp
+    return inter * (1 - mask) + extra * mask
+
+
+@dataclass
+class Rope:
+    """cos/sin tables for the positions a sequence needs, built like vLLM's rotary embeddings."""
+
+    rotary_dim: int
+    neox: bool
+    inv_freq: torch.Tensor
+    mscale: float = 1.0
+
+    def tables(self, positions: torch.Tensor, dtype: torch.dtype):
+        freqs = positions.to(torch.float32)[:, None] * self.inv_freq[None, :]
+        # vLLM caches cos/sin in the model dtype (RotaryEmbeddingBase: cache.to(dtype))
+        return (freqs.cos() * self.mscale).to(dtype), (freqs.sin() * self.mscale).to(dtype)
+
+    def apply(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """x [..., T, heads, d]; cos/sin [T, rotary_dim/2]."""
+        rot, rest = x[..., : self.rotary_dim], x[..., self.rotary_dim:]
+        if self.neox:
+            c = torch.cat((cos, cos), dim=-1).unsqueeze(-2)
+            s = torch.cat((sin, sin), dim=-1).unsqueeze(-2)
+            x1, x2 = rot[..., : self.rotary_dim // 2], rot[..., self.rotary_dim // 2:]
+            rotated = torch.cat((-x2, x1), dim=-1)
+        else:
+            c = cos.repeat_interleave(2, dim=-1).unsqueeze(-2)
+            s = sin.repeat_interleave(2, dim=-1).unsqueeze(-2)
+            x1, x2 = rot[..., ::2], rot[..., 1::2]
+            rotated = torch.stack((-x2, x1), dim=-1).flatten(-2)
+        out = rot * c + rotated * s
+        return torch.cat((out, rest), dim=-1) if rest.shape[-1] else out
+
+
+def rope_parameters(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The rope settings as vLLM normalises them (`rope_parameters`, or legacy `rope_scaling` + `rope_theta`)."""
+    rp = cfg.get("rope_parameters")
+    if isinstance(rp, dict) and rp:
+        params = dict(rp)
+    else:
+        rs = cfg.get("rope_scaling")
+        params = dict(rs) if isinstance(rs, dict) else {}
+        if "type" in params and "rope_type" not in params:
+            params["rope_type"] = params.pop("type")
+    params.setdefault("rope_theta", cfg.get("rope_theta", 10000.0))
+    params.setdefault("rope_type", "default")
+    if cfg.get("partial_rotary_factor") is not None:
+        params.setdefault("partial_rotary_factor", cfg["partial_rotary_factor"])
+    return params
+
+
+def build_rope(params: dict[str, Any], head_size: int, neox: bool, *, mla: bool) -> tuple[Rope, float]:
+    """(Rope, softmax-scale multiplier) for vLLM's get_rope with these parameters."""
+    base = float(params.get("rope_theta", 10000.0))
+    rtype = params.get("rope_type", "default")
+    rotary_dim = int(params.get("rope_dim") or int(head_size * float(params.get("partial_rotary_factor", 1.0))))
+    default_inv = 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float) / rotary_dim))
+    if rtype == "default":
+        return Rope(rotary_dim, neox, default_inv), 1.0
+    if rtype == "linear":
+        return Rope(rotary_dim, neox, default_inv / float(params["factor"])), 1.0
+    if rtype == "llama3":
+        factor, lo, hi = float(params["factor"]), float(params["low_freq_factor"]), float(params["high_freq_factor"])
+        orig = float(params["original_max_position_embeddings"])
+        wave = 2 * math.pi / default_inv
+        smooth = (orig / wave - lo) / (hi - lo) if lo != hi else torch.zeros_like(wave)
+        inv = torch.where(wave < orig / hi, default_inv,
+                          torch.where(wave > orig / lo, default_inv / factor,
+                                      (1 - smooth) * default_inv / factor + smooth * default_inv))
+        return Rope(rotary_dim, neox, inv), 1.0
+    if rtype == "yarn" and mla and params.get("attention_factor") != 1.0:
+        # deepseek_v2.DeepseekV2MLAAttention turns yarn into deepseek_yarn and scales softmax by mscale^2
+        factor = float(params["factor"])
+        orig = int(params["original_max_position_embeddings"])
+        inv = _yarn_inv_freq(rotary_dim, base, factor, float(params.get("beta_fast", 32)),
+                             float(params.get("beta_slow", 1)), orig)
+        ms = yarn_get_mscale(factor, float(params.get("mscale", 1))) / \
+            yarn_get_mscale(factor, float(params.get("mscale_all_dim", 0)))
+        m_all = yarn_get_mscale(factor, float(params.get("mscale_all_dim", False) or 0.0))
+        return Rope(rotary_dim, neox, inv, ms), m_all * m_all
+    if rtype == "yarn":
+        factor = float(params["factor"])
+        orig = int(params["original_max_position_embeddings"])
+        inv = _yarn_inv_freq(rotary_dim, base, factor, float(params.get("beta_fast", 32)),
+                             float(params.get("beta_slow", 1)), orig, bool(params.get("truncate", True)))
+        if params.get("attention_factor") is not None:
+            ms = float(params["attention_factor"])
+        elif params.get("mscale") and params.get("mscale_all_dim"):
+            ms = yarn_get_mscale(factor, float(params["mscale"])) / yarn_get_mscale(factor, float(params["mscale_all_dim"]))
+        else:
+            ms = yarn_get_mscale(factor)
+        return Rope(rotary_dim, neox, inv, ms), 1.0
+    raise UsageError(f"rope type {rtype!r} of the draft is not modelled by score (default, linear, llama3, yarn "
+                     "are)")
+
+
+# ---------------------------------------------------------------------------------------------- weights ---
+
+@dataclass
+class DraftSpec:
+    """The draft's shape and settings, from its DraftModel and the reading."""
+
+    family: str  # llama | mla
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    eps: float
+    rope: Rope
+    scale: float
+    vocab_size: int  # the target's
+    draft_vocab_size: int
+    num_aux: int
+    target_hidden_size: int
+    # MLA
+    q_lora_rank: int | None = None
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _cfg_int(cfg: dict[str, Any], key: str, default: int | None = None) -> int | None:
+    v = cfg.get(key, default)
+    return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+
+def draft_spec(cfg: dict[str, Any], family: str, *, target_vocab: int, target_hidden: int, num_aux: int,
+               draft_vocab: int, fc_in: int | None) -> DraftSpec:
+    H = _cfg_int(cfg, "hidden_size")
+    heads = _cfg_int(cfg, "num_attention_heads")
+    if not H or not heads:
+        raise InputError("the draft's config lacks hidden_size or num_attention_heads")
+    act = cfg.get("hidden_act", "silu")
+    if act not in ("silu", "swish"):
+        raise UsageError(f"hidden_act {act!r} is not modelled by score (silu is)")
+    eps = float(cfg.get("rms_norm_eps", 1e-6))
+    n_layers = _cfg_int(cfg, "num_hidden_layers", 1) or 1
+    params = rope_parameters(cfg)
+    tH = _cfg_int(cfg, "target_hidden_size") or H
+    if fc_in is not None and fc_in % tH:
+        tH = target_hidden
+    if family == "mla":
+        nope = _cfg_int(cfg, "qk_nope_head_dim", 0) or 0
+        rope_d = _cfg_int(cfg, "qk_rope_head_dim", 0) or 0
+        v = _cfg_int(cfg, "v_head_dim", 0) or 0
+        kv_lora = _cfg_int(cfg, "kv_lora_rank", 0) or 0
+        if not (rope_d and kv_lora and v):
+            raise InputError("the MLA draft's config lacks kv_lora_rank, qk_rope_head_dim or v_head_dim")
+        rope, mult = build_rope(params, rope_d, neox=False, mla=True)
+        return DraftSpec("mla", H, n_layers, heads, heads, nope + rope_d, eps, rope,
+                         (nope + rope_d) ** -0.5 * mult, target_vocab, draft_vocab, num_aux, tH,
+                         q_lora_rank=_cfg_int(cfg, "q_lora_rank"), kv_lora_rank=kv_lora, qk_nope_head_dim=nope,
+                         qk_rope_head_dim=rope_d, v_head_dim=v)
+    head_dim = _cfg_int(cfg, "head_dim") or H // heads
+    kv = _cfg_int(cfg, "num_key_value_heads") or heads
+    rope, _ = build_rope(params, head_dim, neox=True, mla=False)
+    return DraftSpec("llama", H, n_layers, heads, kv, head_dim, eps, rope, head_dim ** -0.5, target_vocab,
+                     draft_vocab, num_aux, tH)
+
+
+# ----------------------------------------------------------------------------------------------- layers ---
+
+@dataclass
+class LayerKV:
+    """One layer's draft KV cache for one sequence: verified positions (first pass) and chained steps."""
+
+    k0: torch.Tensor  # [T, heads, dk]
+    v0: torch.Tensor  # [T, heads, dv]
+    chain_k: list[torch.Tensor] = field(default_factory=list)  # per step: [C, heads, dk]
+    chain_v: list[torch.Tensor] = field(default_factory=list)
+
+
+class DraftRunner:
+    """Runs one draft reading over trace sequences. `weights` are canonical names (vLLM layout, no prefix)."""
+
+    def __init__(self, spec: DraftSpec, weights: dict[str, torch.Tensor], *, dtype: torch.dtype,
+                 device: torch.device, embed: "EmbeddingTable", lm_head: torch.Tensor,
+                 target_ids: torch.Tensor | None, norm_before_residual: bool, norm_before_fc: bool,
+                 fc_norm: bool, norm_output: bool, logit_scale: float = 1.0):
+        self.spec = spec
+        self.w = weights
+        self.dtype = dtype
+        self.device = device
+        self.embed = embed
+        self.lm_head = lm_head
+        self.target_ids = target_ids  # draft id -> target id (None: the same vocabulary)
+        self.nbr = norm_before_residual
+        self.nbf = norm_before_fc
+        self.fc_norm = fc_norm
+        self.norm_output = norm_output
+        self.logit_sign = 1.0 if logit_scale >= 0 else -1.0
+        self.flops = 0  # multiply-adds x 2 of every matmul run (bench/score_speed.py's FLOP bound)
+
+    # -- pieces ---------------------------------------------------------------------------------------------
+    def _lin(self, x: torch.Tensor, name: str) -> torch.Tensor:
+        w = self.w[name]
+        self.flops += 2 * (x.numel() // x.shape[-1]) * w.shape[0] * w.shape[1]
+        return F.linear(x, w)
+
+    def combine(self, aux: torch.Tensor) -> torch.Tensor:
+        s = self.spec
+        x = aux.to(self.dtype)
+        if self.nbf:
+            x = rms_norm(x, self.w["input_norm.weight"], s.eps)
+        if self.fc_norm:
+            chunks = x.chunk(s.num_aux, dim=-1)
+            x = torch.cat([rms_norm(c, self.w[f"fc_norm.{i}.weight"], s.eps) for i, c in enumerate(chunks)], dim=-1)
+        return self._lin(x, "fc.weight")
+
+    def _qkv(self, l: int, x: torch.Tensor, positions: torch.Tensor):
+        """q [N, heads, dk], k [N, heads, dk], v [N, heads, dv] for inputs x [N, in] at positions [N]."""
+        s = self.spec
+        p = f"layers.{l}.self_attn."
+        cos, sin = s.rope.tables(positions, self.dtype)
+        N = x.shape[0]
+        if s.family == "llama":
+            q = self._lin(x, p + "q_proj.weight").view(N, s.num_heads, s.head_dim)
+            k = self._lin(x, p + "k_proj.weight").view(N, s.num_kv_heads, s.head_dim)
+            v = self._lin(x, p + "v_proj.weight").view(N, s.num_kv_heads, s.head_dim)
+            q = s.rope.apply(q, cos, sin)
+            k = s.rope.apply(k, cos, sin)
+            if s.num_kv_heads != s.num_heads:
+                rep = s.num_heads // s.num_kv_heads
+                k = k.repeat_interleave(rep, dim=1)
+                v = v.repeat_interleave(rep, dim=1)
+            return q, k, v
+        nope, rd, vd, H = s.qk_nope_head_dim, s.qk_rope_head_dim, s.v_head_dim, s.num_heads
+        if s.q_lora_rank:
+            qc = rms_norm(self._lin(x, p + "q_a_proj.weight"), self.w[p + "q_a_layernorm.weight"], s.eps)
+            q = self._lin(qc, p + "q_b_proj.weight")
+        else:
+            q = self._lin(x, p + "q_proj.weight")
+        q = q.view(N, H, nope + rd)
+        kv = self._lin(x, p + "kv_a_proj_with_mqa.weight")
+        latent, k_pe = kv.split([s.kv_lora_rank, rd], dim=-1)
+        latent = rms_norm(latent, self.w[p + "kv_a_layernorm.weight"], s.eps)
+        kvb = self._lin(latent, p + "kv_b_proj.weight").view(N, H, nope + vd)
+        k_nope, v = kvb.split([nope, vd], dim=-1)
+        q_pe = s.rope.apply(q[..., nope:], cos, sin)
+        k_pe = s.rope.apply(k_pe.unsqueeze(1), cos, sin)
+        q = torch.cat([q[..., :nope], q_pe], dim=-1)
+        k = torch.cat([k_nope, k_pe.expand(N, H, rd)], dim=-1)
+        return q, k, v
+
+    def _mlp(self, l: int, x: torch.Tensor) -> torch.Tensor:
+        p = f"layers.{l}.mlp."
+        return self._lin(F.silu(self._lin(x, p + "gate_proj.weight")) * self._lin(x, p + "up_proj.weight"),
+                         p + "down_proj.weight")
+
+    def _o(self, l: int, o: torch.Tensor) -> torch.Tensor:
+        return self._lin(o.reshape(o.shape[0], -1).to(self.dtype), f"layers.{l}.self_attn.o_proj.weight")
+
+    def _layer_in(self, l: int, embeds: torch.Tensor | None, hidden: torch.Tensor, residual: torch.Tensor | None):
+        s = self.spec
+        p = f"layers.{l}."
+        if l == 0:
+            e = rms_norm(embeds, self.w[p + "input_layernorm.weight"], s.eps)
+            if self.nbr:
+                h = rms_norm(hidden, self.w[p + "hidden_norm.weight"], s.eps)
+                residual = h
+            else:
+                residual = hidden
+                h = rms_norm(hidden, self.w[p + "hidden_norm.weight"], s.eps)
+            return torch.cat([e, h], dim=-1), residual
+        return add_rms_norm(hidden, residual, self.w[p + "input_layernorm.weight"], s.eps)
+
+    def _layer_out(self, l: int, attn: torch.Tensor, residual: torch.Tensor):
+        s = self.spec
+        h, residual = add_rms_norm(attn, residual, self.w[f"layers.{l}.post_attention_layernorm.weight"], s.eps)
+        return self._mlp(l, h), residual
+
+    def _final(self, hidden: torch.Tensor, residual: torch.Tensor):
+        normed, prenorm = add_rms_norm(hidden, residual, self.w["norm.weight"], self.spec.eps)
+        return normed, (normed if self.norm_output else prenorm)
+
+    def greedy(self, normed: torch.Tensor) -> torch.Tensor:
+        self.flops += 2 * normed.shape[0] * self.lm_head.shape[0] * self.lm_head.shape[1]
+        logits = F.linear(normed, self.lm_head).float() * self.logit_sign
+        top = logits.argmax(dim=-1)
+        return top if self.target_ids is None else self.target_ids[top]
+
+    # -- attention ------------------------------------------------------------------------------------------
+    def _attend_causal(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """First pass: queries at positions 0..T-1 over keys 0..T-1, causal."""
+        T, H, _ = q.shape
+        out = torch.empty(T, H, v.shape[-1], dtype=torch.float32, device=q.device)
+        kf = k.float().transpose(0, 1)  # [H, T, dk]
+        vf = v.float().transpose(0, 1)
+        step = max(1, MAX_SCORE_ELEMENTS // max(1, T * H))
+        for a in range(0, T, step):
+            b = min(T, a + step)
+            qf = q[a:b].float().transpose(0, 1)  # [H, n, dk]
+            self.flops += 2 * H * (b - a) * b * (q.shape[-1] + v.shape[-1])
+            sc = torch.matmul(qf, kf[:, :b].transpose(1, 2)) * self.spec.scale  # [H, n, b]
+            mask = torch.arange(b, device=q.device)[None, :] > torch.arange(a, b, device=q.device)[:, None]
+            sc = sc.masked_fill(mask[None], float("-inf"))
+            out[a:b] = torch.matmul(sc.softmax(-1), vf[:, :b]).transpose(0, 1)
+        return out.to(self.dtype)
+
+    def _attend_chain(self, q: torch.Tensor, kv: LayerKV, cursors: torch.Tensor) -> torch.Tensor:
+        """Chained step: query of cursor c over verified keys 0..c plus its own chained keys (incl. this one)."""
+        C, H, _ = q.shape
+        out = torch.empty(C, H, kv.v0.shape[-1], dtype=torch.float32, device=q.device)
+        if C == 0:
+            return out.to(self.dtype)
+        T = int(cursors.max().item()) + 1
+        k0 = kv.k0[:T].float().transpose(0, 1)
+        v0 = kv.v0[:T].float().transpose(0, 1)
+        ck = torch.stack([x.float() for x in kv.chain_k], dim=2)  # [C, H, j, dk]
+        cv = torch.stack([x.float() for x in kv.chain_v], dim=2)
+        step = max(1, MAX_SCORE_ELEMENTS // max(1, T * H))
+        for a in range(0, C, step):
+            b = min(C, a + step)
+            qf = q[a:b].float()  # [n, H, dk]
+            self.flops += 2 * (b - a) * H * (T + ck.shape[2]) * (q.shape[-1] + kv.v0.shape[-1])
+            s0 = torch.einsum("nhd,htd->nht", qf, k0) * self.spec.scale
+            mask = torch.arange(T, device=q.device)[None, :] > cursors[a:b, None]
+            s0 = s0.masked_fill(mask[:, None, :], float("-inf"))
+            s1 = torch.einsum("nhd,nhjd->nhj", qf, ck[a:b]) * self.spec.scale
+            p = torch.cat([s0, s1], dim=-1).softmax(-1)
+            out[a:b] = torch.einsum("nht,htd->nhd", p[..., :T], v0) + torch.einsum("nhj,nhjd->nhd", p[..., T:],
+                                                                                    cv[a:b])
+        return out.to(self.dtype)
+
+    # -- the proposer ---------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def propose(self, tokens_next: torch.Tensor, aux: torch.Tensor, cursors: torch.Tensor, k: int,
+                reference: torch.Tensor | None = None) -> torch.Tensor:
+        """Draft tokens (target ids) [C, k] for every cursor c: the first from the first pass over positions
+        0..T-1 (token t+1 and the target's aux states of t at position t), the rest chained.
+
+        tokens_next [T]: the token following each position; aux [T, num_aux * target_hidden]; cursors [C] < T.
+        With `reference` [C, k] (the tokens a verify step accepts), chained step j runs only for the cursors whose
+        drafts 0..j-1 all matched: later drafts of a rejected chain never change what an engine counts. Those not
+        computed are -1.
+        """
+        s = self.spec
+        T = tokens_next.shape[0]
+        pos = torch.arange(T, device=self.device)
+        hidden = self.combine(aux.to(self.device))
+        embeds = self.embed(tokens_next.to(self.device))
+        residual = None
+        caches: list[LayerKV] = []
+        for l in range(s.num_layers):
+            x, residual = self._layer_in(l, embeds, hidden, residual)
+            q, kk, v = self._qkv(l, x, pos)
+            caches.append(LayerKV(kk, v))
+            hidden, residual = self._layer_out(l, self._o(l, self._attend_causal(q, kk, v)), residual)
+        normed, fed = self._final(hidden, residual)
+        cur = cursors.to(self.device)
+        C = cur.shape[0]
+        out = torch.full((C, k), -1, dtype=torch.long)
+        alive = torch.arange(C, device=self.device)  # rows of `out` still drafting
+        last = self.greedy(normed[cur])
+        out[:, 0] = last.cpu()
+        h = fed[cur]
+        ref = reference.to(self.device) if reference is not None else None
+        for j in range(1, k):
+            if ref is not None:
+                keep = last == ref[alive, j - 1]
+                if not bool(keep.all()):
+                    alive, last, h = alive[keep], last[keep], h[keep]
+                    for c in caches:
+                        c.chain_k = [t[keep] for t in c.chain_k]
+                        c.chain_v = [t[keep] for t in c.chain_v]
+                if alive.numel() == 0:
+                    break
+            positions = cur[alive] + j
+            emb = self.embed(last)
+            hidden, residual = h, None
+            for l in range(s.num_layers):
+                x, residual = self._layer_in(l, emb, hidden, residual)
+                q, kk, v = self._qkv(l, x, positions)
+                caches[l].chain_k.append(kk)
+                caches[l].chain_v.append(v)
+                hidden, residual = self._layer_out(l, self._o(l, self._attend_chain(q, caches[l], cur[alive])),
+                                                   residual)
+            normed, h = self._final(hidden, residual)
+            last = self.greedy(normed)
+            out[alive.cpu(), j] = last.cpu()
+        return out
+
+
+class EmbeddingTable:
+    """Token id -> embedding row: the draft's own table, or the target's rows kept in the trace.
+
+    The trace keeps the target's rows for every token it holds. A chained draft token outside that set cannot be
+    the target's next token (every reference token is in the trace), so acceptance stops at it whatever the
+    next step computes; its row is zero."""
+
+    def __init__(self, rows: torch.Tensor, ids: torch.Tensor | None, vocab: int, device: torch.device):
+        self.rows = rows.to(device)
+        self.device = device
+        if ids is None:
+            self.index = None
+        else:
+            index = torch.full((vocab,), rows.shape[0], dtype=torch.long)
+            index[ids] = torch.arange(ids.shape[0])
+            self.index = index.to(device)
+            self.rows = torch.cat([self.rows, torch.zeros(1, rows.shape[1], dtype=rows.dtype, device=device)])
+
+    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        if self.index is None:
+            return self.rows[ids]
+        return self.rows[self.index[ids]]
