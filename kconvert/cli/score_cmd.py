@@ -9,7 +9,7 @@ from rich.table import Table
 
 from kconvert.cli import app
 from kconvert.cli._common import AuxIdsOpt, EngineOpt, EngineVersionOpt, JsonOpt
-from kconvert.cli._output import console, emit_json, err_console
+from kconvert.cli._output import NoStatus, console, emit_json, err_console
 from kconvert.errors import UsageError
 
 EXAMPLES = """
@@ -100,7 +100,7 @@ def score_command(
                        skip_static=skip_static or diagnose, aux_ids=ids, max_sequences=max_sequences, threads=threads,
                        lm_head_from=lm_head_from)
     quiet = as_json or not err_console.is_terminal
-    with err_console.status("score", spinner="dots") if not quiet else _Null() as status:
+    with err_console.status("score", spinner="dots") if not quiet else NoStatus() as status:
         def progress(stage: str) -> None:
             if not quiet:
                 status.update(f"score: {stage}")
@@ -124,17 +124,6 @@ def score_command(
     else:
         render_score(doc, sr)
     raise typer.Exit(sr.exit_code)
-
-
-class _Null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
-
-    def update(self, *_a, **_k):
-        pass
 
 
 def render_score(doc: dict, sr) -> None:

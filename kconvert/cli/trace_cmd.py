@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from kconvert.cli import app
-from kconvert.cli._output import console, emit_json, err_console
+from kconvert.cli._output import NoStatus, console, emit_json, err_console
 from kconvert.errors import InputError, UsageError
 
 EXAMPLES = """
@@ -128,7 +128,7 @@ def trace_command(
     lay = parse_layers(layers)
     ids, _ = parse_aux_ids(aux_ids)
     quiet = as_json or not err_console.is_terminal
-    with err_console.status("trace", spinner="dots") if not quiet else _Null() as status:
+    with err_console.status("trace", spinner="dots") if not quiet else NoStatus() as status:
         def progress(stage: str) -> None:
             if not quiet:
                 status.update(f"trace: {stage}")
@@ -160,14 +160,3 @@ def trace_command(
                   f"(sha256 {doc['data']['sha256'][:16]})")
     console.print(f"score drafts against it: kconvert score DRAFT --trace {escape(str(out))}", highlight=False)
     raise typer.Exit(0)
-
-
-class _Null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
-
-    def update(self, *_a, **_k):
-        pass

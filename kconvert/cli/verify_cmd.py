@@ -9,7 +9,7 @@ import typer
 from kconvert.cli import app
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, FailOnOpt, JsonOpt,
                                   OutputFormatOpt)
-from kconvert.cli._output import begin, console, emit_report, err_console
+from kconvert.cli._output import NoStatus, begin, console, emit_report, err_console
 from kconvert.errors import UsageError
 from kconvert.report.terminal import render_verify
 
@@ -181,7 +181,7 @@ def verify_command(
         apply_expected(th, expected, expected_convention, tolerance, "--expected-accept-length")
     decisions = decisions_from_flags(aux_ids, aux_convention, d2t)
     quiet = fmt != "full" or not err_console.is_terminal
-    with err_console.status("verify: static checks", spinner="dots") if not quiet else _Null() as status:
+    with err_console.status("verify: static checks", spinner="dots") if not quiet else NoStatus() as status:
         def progress(stage: str) -> None:
             if quiet:
                 err_console.print(f"verify: {stage}", highlight=False) if err_console.is_terminal else None
@@ -205,17 +205,6 @@ def verify_command(
     _write_reports(doc, report, junit, markdown, sarif)
     emit_report(doc, fmt, lambda: render_verify(console, doc))
     raise typer.Exit(vr.exit_code)
-
-
-class _Null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
-
-    def update(self, *_a, **_k):
-        pass
 
 
 def _write_reports(doc: dict, report: str | None, junit: str | None, markdown: str | None,
