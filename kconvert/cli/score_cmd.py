@@ -11,6 +11,7 @@ from kconvert.cli import app
 from kconvert.cli._common import AuxIdsOpt, EngineOpt, EngineVersionOpt, JsonOpt
 from kconvert.cli._output import NoStatus, console, emit_json, err_console
 from kconvert.errors import UsageError
+from kconvert.report.figures import number, percent
 
 EXAMPLES = """
 Examples:
@@ -148,12 +149,12 @@ def render_score(doc: dict, sr) -> None:
             tab.add_column("value", justify="right")
             for name, val in [("drafts (verify steps)", c["drafts"]), ("draft tokens", c["draft_tokens"]),
                               ("accepted tokens", c["accepted"]),
-                              ("acceptance rate", _pct(acc["acceptance_rate"])),
-                              ("mean acceptance length (vLLM, bonus incl.)", _num(acc["mean_acceptance_length"])),
-                              ("per position", " / ".join(_num(x) for x in acc["per_position"])),
-                              ("conditional", " / ".join(_num(x) for x in acc["conditional"])),
+                              ("acceptance rate", percent(acc["acceptance_rate"])),
+                              ("mean acceptance length (vLLM, bonus incl.)", number(acc["mean_acceptance_length"])),
+                              ("per position", " / ".join(number(x) for x in acc["per_position"])),
+                              ("conditional", " / ".join(number(x) for x in acc["conditional"])),
                               ("aux ids fed", str(sc["reading"]["aux_ids"])),
-                              ("scored in (s)", _num(sc["timings"].get("score_s")))]:
+                              ("scored in (s)", number(sc["timings"].get("score_s")))]:
                 tab.add_row(name, str(val))
             console.print(tab)
         for chk in (doc.get("thresholds") or {}).get("checks", []):
@@ -164,10 +165,3 @@ def render_score(doc: dict, sr) -> None:
         render_diagnosis(console, doc["diagnosis"])
     console.print(f"verdict: {'[bold green]PASS' if doc['verdict'] == 'pass' else '[bold red]FAIL'}[/]")
 
-
-def _pct(v):
-    return "n/a" if v is None else f"{v:.2%}"
-
-
-def _num(v):
-    return "n/a" if v is None else f"{v:.3f}"
