@@ -1,9 +1,10 @@
 """The shipped tiny example, live: real vLLM engines on CPU, no mocks.
 
 The good drafts reach mean acceptance length >= 2.5 at k=3 next to the tiny Kimi-K2.5-shaped target; each broken
-variant is refused by the static checks (no engine started) or, forced live with skip_static, loses >= 0.3 of
-acceptance length against its good draft or crashes the engine (exit 3); `kconvert fix` brings each back to its good
-draft's acceptance, measured in the same session. The figures of a verify report equal the engine's own counters
+variant is refused by the static checks (no engine started) or, forced live with skip_static, loses >= 0.15 of
+acceptance length against its good draft (float32, same session) or crashes the engine (exit 3); `kconvert fix`
+gives back each good draft (same tensor bytes, same engine reading) and, live for the lm_head re-selection, its
+good draft's acceptance, measured in the same session. The figures of a verify report equal the engine's own counters
 from the same run. The seed deployment's serve line (TP 8, draft at TP 8, k=4) replayed on the example passes, gives
 the TP=1 greedy outputs token for token in float32, and still tells a broken variant from the good draft.
 """
@@ -13,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -31,7 +33,10 @@ pytestmark = pytest.mark.live
 # in bf16 and float32, at TP 1, 2 and 8, on every CPU kernel path this vLLM build offers. The lowest figure measured
 # over those configurations (examples/build/measure_spread.py, examples/tiny/README.md "How stable is it") is
 # 2.77; 2.5 keeps 0.27 below it, more than three times the 0.078 that separated two machines of this kind
-# (AVX2 vs AVX-512-bf16) on the earlier example.
+# (AVX2 vs AVX-512-bf16) on the earlier example. The live tests run in float32: its figures did not move at all
+# between TP sizes and kernel paths (so a CI machine of another kind measures what this one did), and the MLA
+# engine runs about 5x faster in float32 than in bf16 on CPUs without native bf16. bf16 at the example's settings
+# is what `scripts/demo.sh` gates, with the same 2.5.
 MIN_GOOD_AL = 2.5
 # A defect the static checks let through costs at least this much against its good draft, both measured in float32
 # in the same session. The smallest such loss is no-aux-ids' (the engine's default aux layers instead of the trained
@@ -52,16 +57,15 @@ BROKEN = {
 }
 
 
+def good_fp32(base: str):
+    """The good draft in float32: the floor's subject and the reference the variants are compared with; the MLA
+    run also proves losslessness (one run, two uses)."""
+    return run_verify(str(TINY / GOOD[base]), engine_args=FP32, lossless=base == "mla")
+
+
 @pytest.fixture(scope="module", params=sorted(GOOD))
 def good(request):
-    return request.param, run_verify(str(TINY / GOOD[request.param]))
-
-
-def good_fp32(base: str):
-    """The good draft in float32: the reference the variants are compared with. In float32 the figures hardly
-    move between CPU kernel paths (examples/tiny/README.md), and the MLA engine runs several times faster than in
-    bf16 on CPUs without native bf16; the MLA run also proves losslessness (one run, two uses)."""
-    return run_verify(str(TINY / GOOD[base]), engine_args=FP32, lossless=base == "mla")
+    return request.param, good_fp32(request.param)
 
 
 def test_good_draft_reaches_the_acceptance_the_example_promises(good):
@@ -115,6 +119,40 @@ def test_broken_variant_is_refused_statically_or_loses_acceptance_live(variant):
     assert al(forced) <= good_al - MIN_LOSS, f"{variant}: live AL {al(forced):.3f} vs good {good_al:.3f}"
 
 
+# The fixed variant proven live: the lm_head re-selection of the Llama draft, the one fix that rewrites tensor
+# bytes. Every fixed variant is shown equal to its good draft in what the engine reads (below: the same tensors
+# byte for byte, the same reading of the config), tests/test_score_live.py scores each fixed variant with its
+# good draft's counters (score's counters equal the engine's in float32), and `scripts/demo.sh` verifies the
+# fixed K404 variant live in bf16; more live runs (about 90 s each here) would measure the same drafts again.
+LIVE_FIXED = {"lm-head-wrong-prune"}
+
+
+def tensor_digests(folder: Path) -> dict[str, str]:
+    import hashlib
+
+    import torch
+    from safetensors import safe_open
+
+    out = {}
+    for f in sorted(folder.glob("*.safetensors")):
+        with safe_open(str(f), "pt") as st:
+            for name in st.keys():
+                t = st.get_tensor(name).contiguous()
+                out[name] = f"{t.dtype}:{tuple(t.shape)}:" + hashlib.sha256(
+                    t.view(-1).view(torch.uint8).numpy().tobytes()).hexdigest()
+    return out
+
+
+def engine_reading_of(path) -> dict:
+    from kconvert.engines.expectations import engine_rules
+    from kconvert.score.reading import engine_reading
+    from kconvert.target import load_target
+
+    tgt = load_target(TARGET)
+    return engine_reading(inspect(str(path), target=TARGET).draft, engine_rules("vllm", None),
+                          tgt.num_hidden_layers, tgt.vocab_size).describe()
+
+
 @pytest.mark.parametrize("variant", sorted(BROKEN))
 def test_fix_brings_each_broken_variant_back(variant, tmp_path):
     base, opts, _ = BROKEN[variant]
@@ -122,6 +160,12 @@ def test_fix_brings_each_broken_variant_back(variant, tmp_path):
     result = fix(str(TINY / "broken" / variant), out, target=TARGET, options=Options(**opts))
     assert not result.noop
     assert result.remaining_fixable() == []
+    good = TINY / GOOD[base]
+    # the fix gives back the good draft: the same tensors byte for byte, read by vLLM the same way
+    assert tensor_digests(out) == tensor_digests(good)
+    assert engine_reading_of(out) == engine_reading_of(good)
+    if variant not in LIVE_FIXED:
+        return
     vr = run_verify(str(out), engine_args=FP32)
     assert not vr.static_blocked
     good_al = al(good_fp32(base))
@@ -135,9 +179,16 @@ def test_greedy_outputs_with_the_draft_equal_the_targets_alone():
     assert vr.lossless["tokens_compared"] > 0
 
 
-def seed_run(draft: str):
+# TP=8 puts eight CPU workers on this machine's cores: the run costs ~3x a TP=1 run per prompt. It runs the first
+# 32 prompts of `all` (the math set): float32 AL at TP 8, k=4 measured 2.7530 (per position 0.525 / 0.436 / 0.401 /
+# 0.392; `kconvert verify ... --max-prompts 32 --tensor-parallel-size 8 --speculative-config <SEED_SPEC>
+# --engine-arg dtype=float32`), so the floor stays MIN_GOOD_AL with 0.25 of margin.
+TP8_PROMPTS = 32
+
+
+def seed_run(draft: str, **kw):
     """The seed deployment's serve line replayed on the tiny example: TP 8, draft at TP 8, k=4, float32."""
-    return run_verify(draft, engine_args=FP32, replay=(SEED_SPEC, SEED_TP))
+    return run_verify(draft, engine_args=FP32, replay=(SEED_SPEC, SEED_TP), max_prompts=TP8_PROMPTS, **kw)
 
 
 def test_the_seed_serve_line_at_tp8_passes_and_runs_what_production_runs():
@@ -159,7 +210,8 @@ def test_tensor_parallel_8_gives_the_same_greedy_outputs_as_tp1_in_float32():
     token for token the TP=1, k=3 run and the target alone (all three in float32)."""
     one = good_fp32("mla")
     eight = seed_run(str(TINY / GOOD["mla"]))
-    assert eight.live.output_token_ids == one.live.output_token_ids
+    assert len(eight.live.output_token_ids) == TP8_PROMPTS
+    assert eight.live.output_token_ids == one.live.output_token_ids[:TP8_PROMPTS]
     assert sum(map(len, eight.live.output_token_ids)) > 0
 
 
@@ -167,12 +219,15 @@ def test_counters_at_tp8_equal_the_engines_own():
     check_counters(seed_run(str(TINY / GOOD["mla"])))
 
 
-def test_a_broken_variant_is_still_measurably_worse_at_tp8():
-    good = seed_run(str(TINY / GOOD["mla"]))
-    broken = run_verify(str(TINY / "broken" / "no-aux-ids"), engine_args=FP32, replay=(SEED_SPEC, SEED_TP),
-                        skip_static=True)
-    assert broken.live.engine_args["tensor_parallel_size"] == 8
-    assert al(broken) <= al(good) - MIN_LOSS, f"no-aux-ids at TP=8: {al(broken):.3f} vs good {al(good):.3f}"
+def test_a_broken_variant_is_still_refused_under_the_seed_serve_line():
+    """The seed's serve line does not change the gate's answer: the SGLang-convention ids are refused (K404) before
+    any engine starts. (Forced live at TP 8, the engine's default layers cost what they cost at TP 1: no-aux-ids
+    2.5388 vs 2.7743 in float32 at both, examples/tiny/README.md; not re-run here, a TP=8 engine costs minutes.)"""
+    vr = run_verify(str(TINY / "broken" / "aux-ids-sglang-convention"), engine_args=FP32,
+                    replay=(SEED_SPEC, SEED_TP), max_prompts=TP8_PROMPTS)
+    assert vr.static_blocked and vr.live is None and vr.exit_code == 1
+    assert "K404" in {f.id for f in vr.inspect.errors}
+    assert vr.settings.tp == 8 and vr.settings.draft_tp == 8 and vr.settings.num_speculative_tokens == 4
 
 
 def test_cli_verify_gate_exit_codes_and_reports(tmp_path):

@@ -680,12 +680,20 @@ def test_cli_score_json_exit_codes_and_fix_decided_by(tmp_path, capsys):
     assert doc["verdict"] == "pass" and doc["thresholds"]["checks"][0]["passed"]
     broken = make_draft(tmp_path / "b", "torchspec", family="mla", config=lambda c: (
         c.pop("eagle_aux_hidden_state_layer_ids"), c["eagle_config"].update(eagle_aux_hidden_state_layer_ids=[1, 4, 6])))
-    rc, out, _ = _main(capsys, "score", str(broken), "--trace", str(trace), "--threads", "1")
+    rc, out, _ = _main(capsys, "score", str(broken), "--trace", str(trace), "--threads", "1", "--output-format", "full")
     assert rc == 1 and "nothing scored" in out
+    # not a TTY: one line per finding and per figure, as for verify
+    rc, out, _ = _main(capsys, "score", str(broken), "--trace", str(trace), "--threads", "1")
+    assert rc == 1 and out.splitlines()[1].startswith("score: not run: static checks failed")
     rep = tmp_path / "score.json"
     rc, out, err = _main(capsys, "score", str(broken), "--trace", str(trace), "--threads", "1", "--diagnose",
-                         "--report", str(rep))
+                         "--report", str(rep), "--output-format", "full")
     assert rc == 1 and "best: aux ids [2, 5, 7]" in out, out + err
+    rc, out, err = _main(capsys, "score", str(broken), "--trace", str(trace), "--threads", "1", "--diagnose",
+                         "--output-format", "github")
+    assert out.startswith("::error ") and "title=kconvert K404" in out.splitlines()[0]
+    assert any(ln.startswith("score: ") and "mean acceptance length" in ln for ln in out.splitlines())
+    assert any(ln.startswith("diagnose: best reading aux ids [2, 5, 7]") for ln in out.splitlines()), out
     bad = _cli("score", str(good), "--trace", str(tmp_path / "nope"))
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
     # fix takes the decision from the report and records which trace decided

