@@ -122,7 +122,7 @@ def build(src: Path) -> int:
 def run_fix(src: str, dst: str, copy_mode: str, durable: bool = True) -> None:
     """Child process body: apply the fix and print peak RSS."""
     sys.path.insert(0, str(REPO))
-    from kconvert.plan.ops import RenameTensor, RewriteD2TOffsets
+    from kconvert.writer.ops import RenameTensor, RewriteD2TOffsets
     from kconvert.source.checkpoint import load_folder
     from kconvert.writer import write_checkpoint
 

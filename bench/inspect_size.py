@@ -43,7 +43,7 @@ def main() -> None:
     import tests.factories as fx
     from kconvert.engines.expectations import engine_rules
     from kconvert.inspect import analyse
-    from kconvert.source.checkpoint import open_checkpoint
+    from kconvert.source import open_checkpoint
     from kconvert.target import load_target
 
     target = load_target("kimi-k2.5")

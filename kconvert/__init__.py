@@ -19,26 +19,26 @@ import types
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-__version__ = "0.1.0"
+from kconvert._version import __version__
 
 if TYPE_CHECKING:
     from kconvert.fix import FixResult
-    from kconvert.gate import Thresholds
-    from kconvert.hub.push import PushResult
+    from kconvert.verify.thresholds import Thresholds
+    from kconvert.push import PushResult
     from kconvert.inspect import InspectResult
-    from kconvert.rules import Options
+    from kconvert.rules import Decisions, Options
     from kconvert.target import TargetModel
     from kconvert.verify import VerifyResult, VerifySettings
 
 __all__ = ["inspect", "fix", "verify", "push", "InspectResult", "FixResult", "VerifyResult", "VerifySettings",
-           "PushResult", "Options", "Thresholds", "__version__"]
+           "PushResult", "Decisions", "Options", "Thresholds", "__version__"]
 
 # The functions import their implementations lazily, which keeps `import kconvert` (and `kconvert --help`) fast.
 
 
 def inspect(source: str, *, target: str | TargetModel | None = None, engine: str = "vllm",
-            engine_version: str | None = None, options: Options | None = None,
-            fail_on: str = "error") -> InspectResult:
+            engine_version: str | None = None, decisions: Decisions | None = None,
+            options: Options | None = None, fail_on: str = "error") -> InspectResult:
     """Static checks of an EAGLE-3 draft: producer, canonical description, every incompatibility with the target
     and the engine. Reads config, index and safetensors headers (and d2t/t2d and a few embedding rows), never the
     weights, never code from the checkpoint.
@@ -47,7 +47,8 @@ def inspect(source: str, *, target: str | TargetModel | None = None, engine: str
     target: a built-in profile (`kimi-k2.5`, ...), a folder, a Hub id (only its config.json is read), a
         `TargetModel`, or None (target-dependent rules are skipped and say so).
     engine / engine_version: whose loading rules apply (`vllm` or `sglang`; default the installed version).
-    options: decisions the files cannot settle (`kconvert.Options`: aux ids, their convention, d2t kind).
+    decisions: what the files cannot settle (`kconvert.Decisions`: aux ids, their convention, d2t kind);
+        `options=` is its earlier name (`kconvert.Options` = `kconvert.Decisions`).
     fail_on: "error" (default) or "warning": the least severe finding that makes `.verdict` "fail".
 
     Returns an `InspectResult` (`.findings`, `.verdict`, `.exit_code`, `.to_dict()` = `kconvert inspect --json`).
@@ -55,12 +56,13 @@ def inspect(source: str, *, target: str | TargetModel | None = None, engine: str
     """
     from kconvert.inspect import inspect as _inspect
 
-    return _inspect(source, target=target, engine=engine, engine_version=engine_version, options=options,
-                    fail_on=fail_on)
+    return _inspect(source, target=target, engine=engine, engine_version=engine_version, decisions=decisions,
+                    options=options, fail_on=fail_on)
 
 
 def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | None = None, engine: str = "vllm",
-        engine_version: str | None = None, options: Options | None = None, only: set[str] | None = None,
+        engine_version: str | None = None, decisions: Decisions | None = None, options: Options | None = None,
+        only: set[str] | None = None,
         dry_run: bool = False, partial: bool = False, force: bool = False, to_format: str | None = None,
         progress: Callable[[int, int, str], None] | None = None, durable: bool = True,
         from_pickle: bool = False, decided_by: dict[str, Any] | None = None) -> FixResult:
@@ -84,14 +86,15 @@ def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | 
     """
     from kconvert.fix import fix as _fix
 
-    return _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version, options=options,
-                only=only, dry_run=dry_run, partial=partial, force=force, to_format=to_format, progress=progress,
-                durable=durable, from_pickle=from_pickle, decided_by=decided_by)
+    return _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version, decisions=decisions,
+                options=options, only=only, dry_run=dry_run, partial=partial, force=force, to_format=to_format,
+                progress=progress, durable=durable, from_pickle=from_pickle, decided_by=decided_by)
 
 
 def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str | None = None,
            settings: VerifySettings | None = None, thresholds: Thresholds | None = None,
-           options: Options | None = None, progress: Callable[[str], None] | None = None,
+           decisions: Decisions | None = None, options: Options | None = None,
+           progress: Callable[[str], None] | None = None,
            fail_on: str = "error") -> VerifyResult:
     """Static checks, then the draft next to `target` in a real vLLM engine (child process, hard timeout):
     acceptance from the engine's own counters, the optional lossless check, and the gate.
@@ -107,7 +110,7 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     from kconvert.verify import verify as _verify
 
     return _verify(draft, target, engine=engine, engine_version=engine_version, settings=settings,
-                   thresholds=thresholds, options=options, progress=progress, fail_on=fail_on)
+                   thresholds=thresholds, decisions=decisions, options=options, progress=progress, fail_on=fail_on)
 
 
 def push(folder: str | Path, repo_id: str, *, report: str | Path | dict[str, Any], revision: str | None = None,
@@ -125,7 +128,7 @@ def push(folder: str | Path, repo_id: str, *, report: str | Path | dict[str, Any
     Returns a `PushResult` (`.verdict`, `.to_dict()` = `kconvert push --json`). Raises `GateError` when the
     report does not pass or does not match the files, `InputError` for Hub errors, `UsageError` for a bad id.
     """
-    from kconvert.hub.push import push as _push
+    from kconvert.push import push as _push
 
     return _push(folder, repo_id, report=report, revision=revision, create_pr=create_pr, private=private,
                  dry_run=dry_run, commit_message=commit_message, token=token, endpoint=endpoint,
@@ -134,8 +137,9 @@ def push(folder: str | Path, repo_id: str, *, report: str | Path | dict[str, Any
 
 _API = {"inspect": inspect, "fix": fix, "verify": verify, "push": push}
 _TYPES = {"InspectResult": "kconvert.inspect", "FixResult": "kconvert.fix", "VerifyResult": "kconvert.verify",
-          "VerifySettings": "kconvert.verify", "PushResult": "kconvert.hub.push", "Options": "kconvert.rules",
-          "Thresholds": "kconvert.gate"}
+          "VerifySettings": "kconvert.verify", "PushResult": "kconvert.push", "Decisions": "kconvert.rules",
+          "Options": "kconvert.rules",
+          "Thresholds": "kconvert.verify.thresholds"}
 
 
 def __getattr__(name: str) -> Any:

@@ -7,15 +7,13 @@ from typing import Any, Callable
 
 from kconvert.engines.expectations import engine_rules
 from kconvert.errors import AmbiguityError, NothingToFixError, SelfCheckError, UnfixableError, UsageError
-from kconvert.formats import speculators
-from kconvert.formats.layouts import renames
-from kconvert.formats.model import KeyLayout
-from kconvert.inspect import InspectResult, analyse
-from kconvert.plan import Plan, apply_config_ops, build_plan, diff_ops, order_ops
-from kconvert.plan.ops import DeleteConfig, Op, RenameTensor, op_to_dict
-from kconvert.rules import Finding, Options
-from kconvert.source.checkpoint import Checkpoint, open_checkpoint
+from kconvert.inspect import InspectResult, analyse, open_draft
+from kconvert.plan import Plan, build_fix_plan
+from kconvert.rules import Decisions, Finding
+from kconvert.rules.decisions import given
+from kconvert.source.checkpoint import Checkpoint
 from kconvert.target import TargetModel, load_target
+from kconvert.writer.ops import Op, describe, op_to_dict
 
 
 @dataclass
@@ -80,78 +78,74 @@ def check_only(only: set[str] | None) -> set[str] | None:
     return ids
 
 
-def _format_ops(res: InspectResult, plan: Plan, to_format: str | None) -> list[Op]:
-    """Whole-format conversions (speculators <-> flat) and the engine's tensor layout, after the rule ops."""
-    d = res.draft
-    eng = res.engine
-    want = to_format
-    if want is None and d.is_speculators and (eng.engine == "sglang" or d.layer_family != "llama"):
-        # SGLang does not read the speculators format, and vLLM builds a Llama layer for every speculators
-        # draft: an MLA layer must leave it for the flat layout, whose architecture selects the MLA class.
-        want = "flat"
-    ops: list[Op] = []
-    cfg = plan.config_after
-    layout: KeyLayout | None = None
-    if want == "flat" and d.is_speculators:
-        arch = eng.preferred_arch.get(d.layer_family, "LlamaForCausalLMEagle3")
-        new = speculators.to_flat(cfg, architecture=arch)
-        ops += diff_ops(cfg, new, "speculators -> flat layout")
-        cfg = new
-        layout = eng.layout
-    elif want == "speculators" and eng.engine == "sglang":
-        # SGLang does not read the speculators format, and the SGLang step below deletes the top-level ids, the
-        # only place the speculators format keeps them: the output would have lost its aux ids.
-        raise UsageError("--to-format speculators: SGLang does not read the speculators format; use --engine vllm")
-    elif want == "speculators" and not d.is_speculators:
-        if d.layer_family != "llama":
-            raise UsageError("--to-format speculators: the speculators format holds Llama-layer drafts only")
-        verifier = res.target.name if res.target else None
-        new = speculators.to_speculators(cfg, verifier=verifier,
-                                         verifier_architectures=res.target.architectures if res.target else None)
-        ops += diff_ops(cfg, new, "flat -> speculators layout")
-        cfg = new
-        layout = KeyLayout(prefix="", layer="layers.0.")
-    elif want not in (None, "flat", "speculators"):
-        raise UsageError(f"--to-format {want!r}: choose flat or speculators")
-    if eng.engine == "sglang" and "eagle_aux_hidden_state_layer_ids" in cfg:
-        # vLLM-only key in vLLM's convention; SGLang reads eagle_config, where fix wrote its own convention.
-        ops.append(DeleteConfig(("eagle_aux_hidden_state_layer_ids",), "vLLM-only key; SGLang reads eagle_config"))
-    if layout is not None:
-        already = {o.old for o in plan.ops if isinstance(o, RenameTensor)}
-        ops += [RenameTensor(old, new, f"{layout.name}.* layout") for old, new in renames(d.raw_names, layout)
-                if old not in already]
-    return ops
-
-
 def plan_fix(res: InspectResult, *, only: set[str] | None = None, to_format: str | None = None) -> Plan:
-    plan = build_plan(res.findings, res.checkpoint.config, only=only)
-    extra = _format_ops(res, plan, to_format)
-    if extra:
-        plan.ops = plan.ops + extra
-        plan.config_after = apply_config_ops(res.checkpoint.config, plan.ops)
-    return plan
+    """The plan for what inspect found (`kconvert.plan.build_fix_plan`)."""
+    return build_fix_plan(res.findings, res.draft, res.target, res.engine, res.decisions, only=only, to_format=to_format)
 
 
 def fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | TargetModel | None = None,
-        engine: str = "vllm", engine_version: str | None = None, options: Options | None = None,
-        only: set[str] | None = None, dry_run: bool = False, partial: bool = False, force: bool = False,
-        to_format: str | None = None, progress: Callable[[int, int, str], None] | None = None, durable: bool = True,
-        from_pickle: bool = False, decided_by: dict[str, Any] | None = None) -> FixResult:
+        engine: str = "vllm", engine_version: str | None = None, decisions: Decisions | None = None,
+        options: Decisions | None = None, only: set[str] | None = None, dry_run: bool = False, partial: bool = False,
+        force: bool = False, to_format: str | None = None, progress: Callable[[int, int, str], None] | None = None,
+        durable: bool = True, from_pickle: bool = False, decided_by: dict[str, Any] | None = None) -> FixResult:
     """Plan and write a corrected copy; see `kconvert.fix` (the package-level function) for the arguments."""
-    return _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version, options=options,
+    return _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version,
+                decisions=given(decisions, options),
                 only=only, dry_run=dry_run, partial=partial, force=force, to_format=to_format, progress=progress,
                 durable=durable, from_pickle=from_pickle, decided_by=decided_by)
 
 
 def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | TargetModel | None = None,
-         engine: str = "vllm", engine_version: str | None = None, options: Options | None = None,
+         engine: str = "vllm", engine_version: str | None = None, decisions: Decisions | None = None,
          only: set[str] | None = None, dry_run: bool = False, partial: bool = False, force: bool = False,
          to_format: str | None = None, progress: Callable[[int, int, str], None] | None = None, durable: bool = True,
          from_pickle: bool = False, converted: dict[str, Any] | None = None,
          decided_by: dict[str, Any] | None = None) -> FixResult:
     # `converted`: provenance of a --from-pickle conversion, whose safetensors copy is fixed here
     only = check_only(only)
-    ckpt = source if isinstance(source, Checkpoint) else open_checkpoint(source)
+    ckpt = source if isinstance(source, Checkpoint) else open_draft(source)
+    _check_pickle_weights(ckpt, from_pickle)
+    if from_pickle and not dry_run:
+        if out_dir is None:
+            raise UsageError("fix needs -o/--output DIR (or --dry-run)")
+        return _fix_from_pickle(ckpt, Path(out_dir), target=target, engine=engine, engine_version=engine_version,
+                                decisions=decisions, only=only, partial=partial, force=force, to_format=to_format,
+                                progress=progress, durable=durable, decided_by=decided_by)
+    tgt = load_target(target) if isinstance(target, str) else target
+    rules = engine_rules(engine, engine_version)
+    decided = decisions or Decisions()
+    if decided.lm_head_source and "d2t" not in ckpt.tensors:
+        raise UsageError("--lm-head-from needs a draft with d2t (the rows to re-select)")
+    res = analyse(ckpt, tgt, rules, decided)
+    result = FixResult(inspect=res, plan=plan_fix(res, only=only, to_format=to_format), only=only, dry_run=dry_run)
+    _refuse(result, partial)
+    if dry_run:
+        return result
+    if out_dir is None:
+        raise UsageError("fix needs -o/--output DIR (or --dry-run)")
+    out = Path(out_dir)
+    if ckpt.root is not None and out.resolve() == ckpt.root.resolve():
+        raise UsageError("the output folder is the input folder; fix never touches its input")
+    from kconvert.writer import write_checkpoint
+
+    def self_check(folder: Path) -> None:
+        # The output must not carry a fixable error any more (of those --only selected). Checked before the
+        # rename, so that a failed fix leaves no folder behind.
+        result.after = analyse(open_draft(str(folder)), tgt, rules, Decisions())
+        left = remaining_fixable(result.after, only)
+        if left:
+            raise SelfCheckError(
+                f"self-check: the output would still carry fixable errors ({', '.join(f.id for f in left)}); "
+                f"nothing written to {out}", hint="this is a kconvert bug; please report it with the input's config.json")
+
+    result.write_result = write_checkpoint(ckpt, result.plan.ops, out, force=force,
+                                           provenance=_provenance(res, result.plan, converted, decided_by), progress=progress,
+                                           durable=durable, before_commit=self_check)
+    result.written = out
+    return result
+
+
+def _check_pickle_weights(ckpt: Checkpoint, from_pickle: bool) -> None:
     if ckpt.torch_files and not from_pickle:
         # Writing without them would leave a folder with no weights; converting unasked would run torch.load.
         raise AmbiguityError(f"the weights of {ckpt.ref} are PyTorch pickle files ({', '.join(ckpt.torch_files[:3])});"
@@ -159,30 +153,14 @@ def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | 
                              hint="rerun with --from-pickle (torch.load(weights_only=True), after a static check)")
     if from_pickle and not ckpt.torch_files:
         raise UsageError(f"--from-pickle: {ckpt.ref} holds no PyTorch weight file to convert")
-    if from_pickle and not dry_run:
-        if out_dir is None:
-            raise UsageError("fix needs -o/--output DIR (or --dry-run)")
-        return _fix_from_pickle(ckpt, Path(out_dir), target=target, engine=engine, engine_version=engine_version,
-                                options=options, only=only, partial=partial, force=force, to_format=to_format,
-                                progress=progress, durable=durable, decided_by=decided_by)
-    tgt = load_target(target) if isinstance(target, str) else target
-    rules = engine_rules(engine, engine_version)
-    opts = options or Options()
-    if opts.lm_head_source and "d2t" not in ckpt.tensors:
-        raise UsageError("--lm-head-from needs a draft with d2t (the rows to re-select)")
-    res = analyse(ckpt, tgt, rules, opts)
-    plan = plan_fix(res, only=only, to_format=to_format)
-    if opts.lm_head_source:
-        from kconvert.plan.ops import ReselectLmHead
 
-        d = res.draft
-        plan.ops.append(ReselectLmHead(d.raw_names.get("lm_head.weight", "lm_head.weight"), opts.lm_head_source,
-                                       "lm_head.weight", d.raw_names.get("d2t", "d2t"),
-                                       "re-select rows full[d2t + arange] from the full-vocabulary head"))
-        plan.ops = order_ops(plan.ops)
-    result = FixResult(inspect=res, plan=plan, only=only, dry_run=dry_run)
+
+def _refuse(result: FixResult, partial: bool) -> None:
+    """Stop before writing where `--only` selects nothing here, a decision is missing, or (without `partial`) an
+    error no op can repair remains."""
+    plan, only = result.plan, result.only
     if only:
-        present = {f.id for f in res.findings}
+        present = {f.id for f in result.inspect.findings}
         result.only_without_finding = sorted(only - present)
         if not only & present:
             raise NothingToFixError(
@@ -197,46 +175,29 @@ def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | 
         lines = "; ".join(f"{f.id} {f.message}" for f in plan.unfixable)
         raise UnfixableError(f"error-level findings that no op can repair: {lines}",
                              hint="--partial writes what can be fixed and lists what is left")
-    if dry_run:
-        return result
-    if out_dir is None:
-        raise UsageError("fix needs -o/--output DIR (or --dry-run)")
-    out = Path(out_dir)
-    if ckpt.root is not None and out.resolve() == ckpt.root.resolve():
-        raise UsageError("the output folder is the input folder; fix never touches its input")
-    from kconvert.writer import write_checkpoint
 
-    provenance = {
+
+def _provenance(res: InspectResult, plan: Plan, converted: dict[str, Any] | None,
+                decided_by: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What kconvert.json records beside the writer's own record: input, target, engine, decisions, findings, and
+    which streams the written aux ids name."""
+    ckpt = res.checkpoint
+    provenance: dict[str, Any] = {
         "input": {"source": ckpt.ref, "revision": ckpt.revision, "commit": ckpt.commit,
                   "producer": res.draft.format.producer},
-        "target": tgt.name if tgt else None,
-        "engine": {"name": rules.engine, "rules_version": rules.version},
-        "decisions": {k: v for k, v in vars(opts).items() if v not in (None, False)},
+        "target": res.target.name if res.target else None,
+        "engine": {"name": res.engine.engine, "rules_version": res.engine.version},
+        "decisions": {k: v for k, v in vars(res.decisions).items() if v not in (None, False)},
         "findings_fixed": [f.id for f in plan.applied_findings],
         "findings_left": [f.id for f in plan.unfixable + plan.left],
     }
     if decided_by:
         provenance["decided_by"] = decided_by  # the measurement behind the decision flags (score --diagnose)
-    aux_record = _aux_record(res, plan, opts)
-    if aux_record:
-        provenance["aux_ids"] = aux_record
+    if plan.aux_record:
+        provenance["aux_ids"] = plan.aux_record
     if converted:
         provenance["input"].update(converted)
-
-    def self_check(folder: Path) -> None:
-        # The output must not carry a fixable error any more (of those --only selected). Checked before the
-        # rename, so that a failed fix leaves no folder behind.
-        result.after = analyse(open_checkpoint(str(folder)), tgt, rules, Options())
-        left = remaining_fixable(result.after, only)
-        if left:
-            raise SelfCheckError(
-                f"self-check: the output would still carry fixable errors ({', '.join(f.id for f in left)}); "
-                f"nothing written to {out}", hint="this is a kconvert bug; please report it with the input's config.json")
-
-    result.write_result = write_checkpoint(ckpt, plan.ops, out, force=force, provenance=provenance,
-                                           progress=progress, durable=durable, before_commit=self_check)
-    result.written = out
-    return result
+    return provenance
 
 
 def _fix_from_pickle(ckpt, out: Path, **kw) -> FixResult:
@@ -259,25 +220,7 @@ def _fix_from_pickle(ckpt, out: Path, **kw) -> FixResult:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _aux_record(res: InspectResult, plan: Plan, opts: Options) -> dict[str, Any] | None:
-    from kconvert.formats import get_path
-    from kconvert.rules.aux_layers import physical_ids
-    from kconvert.rules.base import Context
-
-    phys = physical_ids(Context(res.draft, res.target, res.engine, opts))
-    if phys is None:
-        return None
-    for path in res.engine.aux_read_paths:
-        written = get_path(plan.config_after, path)
-        if isinstance(written, list):
-            return {"written": written, "physical": phys, "engine": res.engine.engine,
-                    "engine_rules_version": res.engine.version, "read_from": ".".join(path)}
-    return None
-
-
 def fix_summary(result: FixResult) -> dict[str, Any]:
-    from kconvert.plan.ops import describe
-
     p = result.plan
     return {
         "ops": [op_to_dict(o) for o in p.ops],

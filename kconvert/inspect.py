@@ -6,12 +6,15 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from kconvert.engines.expectations import EngineRules, engine_rules, installed_version
+from kconvert.engines.expectations import EngineRules, engine_rules
 from kconvert.errors import UsageError
 from kconvert.formats import read_draft
+from kconvert.formats.layouts import token_map_names
 from kconvert.formats.model import DraftModel
-from kconvert.rules import Context, Finding, Options, run_rules
-from kconvert.source.checkpoint import Checkpoint, open_checkpoint
+from kconvert.rules import Context, Decisions, Finding, run_rules
+from kconvert.rules.decisions import given
+from kconvert.source import open_checkpoint
+from kconvert.source.checkpoint import Checkpoint
 from kconvert.target import TargetModel, load_target
 
 
@@ -38,9 +41,14 @@ class InspectResult:
     target: TargetModel | None
     engine: EngineRules
     findings: list[Finding]
-    options: Options = field(default_factory=Options)
+    decisions: Decisions = field(default_factory=Decisions)
     fail_on: str = "error"  # "warning": warnings fail the gate too (`--fail-on warning`)
     created: str = field(default_factory=lambda: _now())  # looked up per call: tests pin the clock
+
+    @property
+    def options(self) -> Decisions:
+        """The decisions under the library API's earlier name."""
+        return self.decisions
 
     @property
     def errors(self) -> list[Finding]:
@@ -75,24 +83,25 @@ class InspectResult:
         return c
 
 
+def open_draft(source: str) -> Checkpoint:
+    """The draft's files and headers; from the Hub, its vocabulary maps are read up front (a bad answer stops here)."""
+    return open_checkpoint(source, prefetch=token_map_names)
+
+
 def analyse(ckpt: Checkpoint, target: TargetModel | None, engine: EngineRules,
-            options: Options | None = None, *, fail_on: str = "error") -> InspectResult:
+            decisions: Decisions | None = None, *, fail_on: str = "error") -> InspectResult:
     draft = read_draft(ckpt)
-    opts = options or Options()
-    findings = run_rules(Context(draft=draft, target=target, engine=engine, options=opts))
-    return InspectResult(ckpt, draft, target, engine, findings, opts, fail_on=check_fail_on(fail_on))
+    decided = decisions or Decisions()
+    findings = run_rules(Context(draft=draft, target=target, engine=engine, decisions=decided))
+    return InspectResult(ckpt, draft, target, engine, findings, decided, fail_on=check_fail_on(fail_on))
 
 
 def inspect(source: str, *, target: str | TargetModel | None = None, engine: str = "vllm",
-            engine_version: str | None = None, options: Options | None = None,
-            fail_on: str = "error") -> InspectResult:
+            engine_version: str | None = None, decisions: Decisions | None = None,
+            options: Decisions | None = None, fail_on: str = "error") -> InspectResult:
     """Static checks of one draft; see `kconvert.inspect` (the package-level function) for the arguments."""
+    decisions = given(decisions, options)
     check_fail_on(fail_on)
-    ckpt = open_checkpoint(source)
+    ckpt = open_draft(source)
     tgt = load_target(target) if isinstance(target, str) else target
-    return analyse(ckpt, tgt, engine_rules(engine, engine_version), options, fail_on=fail_on)
-
-
-def engine_info(rules: EngineRules) -> dict[str, Any]:
-    return {"name": rules.engine, "rules_version": rules.version, "installed_version": installed_version(rules.engine),
-            "aux_convention": rules.aux_convention}
+    return analyse(ckpt, tgt, engine_rules(engine, engine_version), decisions, fail_on=fail_on)

@@ -35,5 +35,5 @@ if [ "$tier" = "live" ] || [ "$tier" = "test" ]; then
   fi
 fi
 if [ "$tier" = "test" ]; then
-  pip install "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6.100" "psutil>=5.9" "pyyaml>=6"
+  pip install "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6.100" "psutil>=5.9" "pyyaml>=6" "import-linter>=2.16,<3"
 fi

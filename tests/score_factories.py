@@ -63,7 +63,7 @@ def consistent_trace(path: Path, draft: Path, reading: Any, *, n_seqs=12, prompt
     from kconvert.engines.expectations import engine_rules
     from kconvert.formats import read_draft
     from kconvert.score.run import WeightCache, build_runner
-    from kconvert.source.checkpoint import open_checkpoint
+    from kconvert.source import open_checkpoint
 
     g = torch.Generator().manual_seed(seed)
     embed = torch.randn(V, H, generator=g) * scale

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from kconvert.report.acceptance import delta, summarize
+from kconvert.engines.acceptance import delta, summarize
 
 # Kimi-K2.5 + AQ-MedAI draft on vLLM, k=4, GSM8K: published rate 51.78 %, AL 3.07, per position
 # 0.771/0.583/0.420/0.298. The per-position counts are derived: they round to the published rates and sum to

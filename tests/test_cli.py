@@ -138,7 +138,7 @@ def test_typer_is_pinned_to_the_tested_range():
 def test_library_functions_survive_importing_their_modules_and_work_twice(ws, capsys, monkeypatch):
     import importlib
 
-    for name in ("kconvert.inspect", "kconvert.fix", "kconvert.verify", "kconvert.hub.push"):
+    for name in ("kconvert.inspect", "kconvert.fix", "kconvert.verify", "kconvert.push"):
         importlib.import_module(name)
     for name in ("inspect", "fix", "verify", "push"):
         fn = getattr(kconvert, name)
@@ -191,7 +191,7 @@ def test_library_push_twice_against_the_loopback_hub(tmp_path, capsys, monkeypat
 def test_library_signatures_are_the_implementations():
     """The package functions spell out the implementations' parameters: a new parameter must reach both."""
     from kconvert.fix import fix
-    from kconvert.hub.push import push
+    from kconvert.push import push
     from kconvert.inspect import inspect
     from kconvert.verify import verify
 

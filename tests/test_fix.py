@@ -14,9 +14,9 @@ from kconvert.cli import main
 from kconvert.errors import AmbiguityError, UnfixableError, UsageError
 from kconvert.fix import fix
 from kconvert.formats.layouts import to_canonical
-from kconvert.rules import Options
+from kconvert.rules import Decisions
 from kconvert.schemas import validate
-from kconvert.source.checkpoint import open_checkpoint
+from kconvert.source import open_checkpoint
 from tests.factories import SHAPES, TINY, _vocab_map, make_draft, make_target, rename_all
 
 AUX = "eagle_aux_hidden_state_layer_ids"
@@ -104,7 +104,7 @@ SCENARIOS = {
         "torchspec", {"tensors": lambda t: (_absolute_d2t(t), rename_all(t, lambda k: "model." + k))}, {},
         {"rename-tensor", "d2t-absolute-to-offsets"}),
     "cast-tensor": ("torchspec", {"tensors": _to_f16, "config": lambda c: c.update(torch_dtype="float16")},
-                    {"options": Options(cast_dtype="BF16")},
+                    {"decisions": Decisions(cast_dtype="BF16")},
                     {"cast-tensor", "set-config"}),
     "set-config nested (speculators)": (
         "speculators", {"config": lambda c: (c.pop("norm_before_residual"),
@@ -187,7 +187,7 @@ def test_t2d_is_rebuilt_from_d2t(tmp_path, target):
 def test_cast_writes_bf16_with_close_values(tmp_path, target):
     src = draft(tmp_path, tensors=_to_f16, config=lambda c: c.update(torch_dtype="float16"))
     out = tmp_path / "out"
-    fix(str(src), out, target=target, options=Options(cast_dtype="BF16"))
+    fix(str(src), out, target=target, decisions=Decisions(cast_dtype="BF16"))
     ck = open_checkpoint(str(out))
     floats = {n: i.dtype for n, i in ck.tensors.items() if n not in ("d2t", "t2d")}
     assert set(floats.values()) == {"BF16"}
@@ -220,7 +220,7 @@ def test_unknown_producer_ids_stop_fix_naming_aux_convention(tmp_path, target):
     with pytest.raises(AmbiguityError) as e:
         fix(str(src), tmp_path / "out", target=target)
     assert "--aux-convention" in str(e.value) and not (tmp_path / "out").exists()
-    res = fix(str(src), tmp_path / "out", target=target, options=Options(aux_convention="output"))
+    res = fix(str(src), tmp_path / "out", target=target, decisions=Decisions(aux_convention="output"))
     assert config(tmp_path / "out")["eagle_config"][AUX] == [2, 4, 5]
     assert res.remaining_fixable() == []
     # the provenance records the convention, so the output re-fixes to nothing without the flag
@@ -232,14 +232,14 @@ def test_missing_aux_ids_stop_fix_unless_given(tmp_path, target):
     with pytest.raises(AmbiguityError) as e:
         fix(str(src), tmp_path / "out", target=target)
     assert "--aux-ids" in str(e.value)
-    fix(str(src), tmp_path / "out", target=target, options=Options(aux_ids=[2, 4, 6]))
+    fix(str(src), tmp_path / "out", target=target, decisions=Decisions(aux_ids=[2, 4, 6]))
     cfg = config(tmp_path / "out")
     assert cfg[AUX] == [2, 4, 6] and cfg["eagle_config"][AUX] == [2, 4, 6]
 
 
 def test_missing_aux_ids_default_records_the_engine_defaults(tmp_path, target):
     src = draft(tmp_path, config=lambda c: (c.pop(AUX), c.pop("eagle_config")))
-    fix(str(src), tmp_path / "out", target=target, options=Options(aux_ids_default=True))
+    fix(str(src), tmp_path / "out", target=target, decisions=Decisions(aux_ids_default=True))
     assert config(tmp_path / "out")[AUX] == [2, TINY.layers // 2, TINY.layers - 3]
 
 
@@ -300,7 +300,7 @@ def test_speculators_to_flat_for_sglang_pre_25454_keeps_the_converted_ids(tmp_pa
 
 def test_speculators_to_flat_for_sglang_honours_user_aux_ids(tmp_path, target):
     out = tmp_path / "out"
-    fix(str(draft(tmp_path, "speculators")), out, target=target, engine="sglang", options=Options(aux_ids=[3, 4, 6]))
+    fix(str(draft(tmp_path, "speculators")), out, target=target, engine="sglang", decisions=Decisions(aux_ids=[3, 4, 6]))
     assert config(out)["eagle_config"][AUX] == [3, 4, 6]
 
 
@@ -363,7 +363,7 @@ def test_lm_head_from_reselects_rows_of_a_wrongly_pruned_head(tmp_path, target):
 
     src = draft(tmp_path, name="pruned", tensors=wrong_prune)
     out = tmp_path / "out"
-    res = fix(str(src), out, target=target, options=Options(lm_head_source=str(full)))
+    res = fix(str(src), out, target=target, decisions=Decisions(lm_head_source=str(full)))
     assert [o.kind for o in res.ops] == ["reselect-lm-head"]
     got = arrays(out)["lm_head.weight"]
     assert np.array_equal(got, F[d2t + np.arange(TINY.draft_vocab)])
@@ -374,7 +374,7 @@ def test_lm_head_from_reselects_rows_of_a_wrongly_pruned_head(tmp_path, target):
 def test_lm_head_from_needs_a_draft_with_d2t(tmp_path, target):
     full = draft(tmp_path, name="full", full_vocab=True)
     with pytest.raises(UsageError):
-        fix(str(full), tmp_path / "out", target=target, options=Options(lm_head_source=str(full)))
+        fix(str(full), tmp_path / "out", target=target, decisions=Decisions(lm_head_source=str(full)))
 
 
 # --- CLI ----------------------------------------------------------------------------------------------------------
@@ -487,3 +487,16 @@ def test_several_defects_at_once_fix_clean_and_refix_to_nothing(tmp_path, target
     d2t, _ = _vocab_map(TINY)
     assert np.array_equal(out["d2t"], d2t) and not any(n.startswith("model.") for n in out)
     assert fix(str(tmp_path / "out"), tmp_path / "again", target=target, engine=engine).noop
+
+
+def test_the_library_api_takes_the_decisions_under_their_earlier_name_options(tmp_path, target):
+    import kconvert
+
+    src = draft(tmp_path, config=lambda c: (c.pop(AUX), c.pop("eagle_config")))
+    assert kconvert.Options is Decisions
+    kconvert.fix(str(src), tmp_path / "out", target=target, options=kconvert.Options(aux_ids=[2, 4, 6]))
+    assert config(tmp_path / "out")[AUX] == [2, 4, 6]
+    res = kconvert.inspect(str(src), target=target, options=Decisions(aux_ids=[2, 4, 6]))
+    assert res.options is res.decisions and res.decisions.aux_ids == [2, 4, 6]
+    with pytest.raises(UsageError):
+        fix(str(src), tmp_path / "again", target=target, decisions=Decisions(), options=Decisions())

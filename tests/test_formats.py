@@ -9,8 +9,8 @@ import pytest
 
 from kconvert.formats import read_draft
 from kconvert.inspect import inspect
-from kconvert.rules import Options
-from kconvert.source.checkpoint import open_checkpoint
+from kconvert.rules import Decisions
+from kconvert.source import open_checkpoint
 from tests.factories import SHAPES, make_draft, rename_all
 
 AUX = "eagle_aux_hidden_state_layer_ids"
@@ -190,7 +190,7 @@ def test_clean_kimi_draft_has_no_error_on_vllm(drafts, producer, family):
 def test_clean_unknown_kimi_draft_with_input_convention_ids_has_no_error(tmp_path):
     folder = make_draft(tmp_path / "d", "unknown", shape="kimi",
                         config=lambda c: c["eagle_config"].update({AUX: [2, 30, 58]}))
-    res = inspect(str(folder), target="kimi-k2.5", options=Options(aux_convention="input"))
+    res = inspect(str(folder), target="kimi-k2.5", decisions=Decisions(aux_convention="input"))
     assert errors(res) == []
     # K405: ids only in eagle_config (vLLM's V1 runner reads the top-level key first) is a warning, not an error.
     assert {f.id for f in res.findings} <= {"K004", "K405"}

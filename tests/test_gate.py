@@ -6,8 +6,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from kconvert.errors import InputError, UsageError
-from kconvert.gate import Thresholds, apply_expected, evaluate, expected_to_vllm_al, load_policy
-from kconvert.report.acceptance import summarize
+from kconvert.verify.thresholds import Thresholds, apply_expected, evaluate, expected_to_vllm_al, load_policy
+from kconvert.engines.acceptance import summarize
 from kconvert.report.junit import render_junit
 from kconvert.verify import compare_outputs
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from kconvert.errors import KConvertError
-from kconvert.source.checkpoint import open_checkpoint
+from kconvert.source import open_checkpoint
 from kconvert.source.safetensors_header import INDEX_NAME
 from tests.writer_factories import sha256_tree, write_draft, write_safetensors
 
@@ -43,9 +43,8 @@ def run_cli(argv: list[str]) -> tuple[int, str, str]:
 def refused(argv: list[str], *must_name: str, tensor: str | None = None) -> str:
     """Run the CLI; assert exit 2 with one error line naming every string in `must_name`; return that line.
 
-    `tensor`: the refusal must name this tensor. Checked on the library's error message: the CLI line loses a
-    '[name]' today because error_line passes the message through rich markup (kconvert/cli/_output.py, bug
-    reported; pinned by test_cli_error_line_keeps_bracketed_tensor_names below)."""
+    `tensor`: the refusal must name this tensor, checked on the library's error message (that the CLI line keeps a
+    '[name]' through rich markup is test_cli_error_line_keeps_bracketed_tensor_names below)."""
     if tensor is not None:
         with pytest.raises(KConvertError) as ei:
             open_checkpoint(argv[1])

@@ -13,15 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from kconvert.engines.live import LiveCounters, LiveRequest, LiveResult, LiveTimings, compare_outputs
-from kconvert.engines.vllm_live import (
-    build_engine_args,
-    classify_failure,
-    detect_platform,
-    error_lines,
-    meaningful_lines,
-    patched_draft_folder,
-)
+from kconvert.engines.engine_log import classify_failure, error_lines, meaningful_lines
+from kconvert.engines.installed import detect_platform
+from kconvert.engines.live_run import LiveRequest, LiveResult
+from kconvert.engines.vllm_args import build_engine_args, patched_draft_folder
 from kconvert.errors import EXIT_ENGINE, EngineError, UsageError
 from kconvert.prompts import load_prompts
 
@@ -165,8 +160,8 @@ def test_no_draft_means_no_speculative_config():
 
 def test_building_engine_args_does_not_import_vllm():
     code = (
-        "import sys; from kconvert.engines.live import LiveRequest; "
-        "from kconvert.engines.vllm_live import build_engine_args, detect_platform; "
+        "import sys; from kconvert.engines.live_run import LiveRequest; "
+        "from kconvert.engines.vllm_args import build_engine_args; from kconvert.engines.installed import detect_platform; "
         "detect_platform(); build_engine_args(LiveRequest(target='t', draft='d', prompts=['x']), platform='cpu'); "
         "assert not [m for m in sys.modules if m == 'vllm' or m.startswith('vllm.')], 'vllm imported'; "
         "assert 'torch' not in sys.modules"
@@ -183,19 +178,6 @@ def test_draft_overrides_are_written_into_a_patched_copy(tmp_path):
     assert json.loads((out / "config.json").read_text()) == {"a": 2, "eagle_config": {"x": 1, "y": 3}}
     assert (out / "model.safetensors").is_symlink()
     assert json.loads((src / "config.json").read_text())["a"] == 1
-
-
-def _result(ids):
-    return LiveResult(engine="vllm", engine_version="0", engine_args={}, env={}, counters=LiveCounters(),
-                      output_token_ids=ids, output_texts=[""] * len(ids), timings=LiveTimings(), num_prompts=len(ids))
-
-
-def test_compare_outputs_finds_the_first_divergence():
-    same = compare_outputs(_result([[1, 2, 3], [4]]), _result([[1, 2, 3], [4]]))
-    assert same == {"identical": True, "prompts": 2, "diverged": []}
-    diff = compare_outputs(_result([[1, 2, 3], [4, 5]]), _result([[1, 9, 3], [4]]))
-    assert diff["identical"] is False
-    assert diff["diverged"] == [{"prompt": 0, "first_divergence": 1}, {"prompt": 1, "first_divergence": 1}]
 
 
 def test_live_request_round_trips_and_refuses_unknown_fields():
@@ -366,7 +348,7 @@ def smoke_prompts():
 
 
 def _run(target, draft, prompts, watch: ProcessWatch | None = None, max_tokens: int = 32, **kw):
-    from kconvert.engines.vllm_live import run_vllm
+    from kconvert.engines.vllm_offline import run_vllm
 
     watch = watch or ProcessWatch()
     watch.stages = []
@@ -485,7 +467,7 @@ def test_interrupt_while_the_engine_runs_kills_every_engine_process(tiny, smoke_
         if stage == "engine ready":
             raise KeyboardInterrupt
 
-    from kconvert.engines.vllm_live import run_vllm
+    from kconvert.engines.vllm_offline import run_vllm
 
     with pytest.raises(KeyboardInterrupt):
         run_vllm(LiveRequest(target=tiny["target"], draft=tiny["draft"], prompts=smoke_prompts, max_tokens=256),

@@ -15,10 +15,10 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
 from kconvert.cli import main
-from kconvert.cli.acceptance_cmd import acceptance_from_scrapes
+from kconvert.verify.deployment import acceptance_from_scrapes
 from kconvert.engines.metrics import counters_delta, scrape_delta, spec_decode_counters
 from kconvert.errors import InputError
-from kconvert.report.acceptance import summarize
+from kconvert.engines.acceptance import summarize
 
 DATA = Path(__file__).parent / "data"
 

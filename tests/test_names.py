@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kconvert.fix import fix
-from kconvert.hub import push
+from kconvert.push import push
 from kconvert.inspect import inspect
 from kconvert.source import names
 from tests.factories import make_draft, make_target
@@ -38,14 +38,14 @@ def test_a_pickle_file_is_flagged_by_inspect_left_out_by_fix_and_the_fixed_folde
 
 
 def test_every_stage_reads_the_same_names():
-    from kconvert.hub import gate
+    from kconvert.hub import binding
     from kconvert.source import checkpoint, safetensors_header
-    from kconvert.writer import stream
+    from kconvert.writer import write
 
-    assert safetensors_header.INDEX_NAME == checkpoint.INDEX_NAME == gate.INDEX_NAME == stream.INDEX_NAME \
+    assert safetensors_header.INDEX_NAME == checkpoint.INDEX_NAME == binding.INDEX_NAME == write.INDEX_NAME \
         == names.INDEX_NAME
-    assert gate.CONFIG_NAME == stream.CONFIG_NAME == names.CONFIG_NAME
-    assert stream.PROVENANCE_NAME == names.PROVENANCE_NAME
+    assert binding.CONFIG_NAME == write.CONFIG_NAME == names.CONFIG_NAME
+    assert write.PROVENANCE_NAME == names.PROVENANCE_NAME
     for suffix in names.PICKLE_SUFFIXES:
         assert names.is_pickle(f"x{suffix.upper()}")
     assert not names.is_pickle("model.safetensors")

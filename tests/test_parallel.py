@@ -9,13 +9,14 @@ import sys
 
 import pytest
 
-from kconvert.engines.live import LiveRequest
+from kconvert.engines.live_run import LiveRequest
 from kconvert.engines.serve_lines import parse_speculative_config
-from kconvert.engines.vllm_live import build_engine_args
+from kconvert.engines.vllm_args import build_engine_args
 from kconvert.errors import UsageError
 from kconvert.inspect import inspect
-from kconvert.rules import Options
-from kconvert.verify import VerifyResult, VerifySettings, _serve_line, verify
+from kconvert.rules import Decisions
+from kconvert.verify import VerifyResult, VerifySettings, verify
+from kconvert.verify.document import serve_line
 from tests.factories import make_draft, make_target
 
 SEED_SPEC = '{"model": "AQ-MedAI/Kimi-K25-eagle3", "method": "eagle3", "num_speculative_tokens": 4, ' \
@@ -43,7 +44,7 @@ def k304(res):
 def test_verify_blocks_a_draft_whose_heads_do_not_split_before_any_engine(tmp_path):
     d = make_draft(tmp_path / "d", "specforge")
     t = target_with_heads(tmp_path / "t", 8)
-    assert not [f for f in k304(inspect(str(d), target=str(t), options=Options(tp=2))) if f.severity == "error"]
+    assert not [f for f in k304(inspect(str(d), target=str(t), decisions=Decisions(tp=2))) if f.severity == "error"]
     vr = verify(str(d), str(t), settings=VerifySettings(tp=8, draft_tp=8, max_prompts=1))
     assert vr.static_blocked and vr.live is None and vr.exit_code == 1
     assert any(f.id == "K304" and f.severity == "error" for f in vr.inspect.errors)
@@ -120,7 +121,7 @@ def test_the_report_serve_line_replays_what_ran(tmp_path):
         '{"method": "eagle3", "num_speculative_tokens": 4, "draft_tensor_parallel_size": 8, '
         '"disable_padded_drafter_batch": true}', tensor_parallel_size=8))
     vr = VerifyResult(inspect=inspect(str(d), target="kimi-k2.5"), settings=st, engine_target="moonshotai/Kimi-K2.5")
-    argv = shlex.split(_serve_line(vr))
+    argv = shlex.split(serve_line(vr))
     assert argv[:5] == ["vllm", "serve", "moonshotai/Kimi-K2.5", "--tensor-parallel-size", "8"]
     assert json.loads(argv[argv.index("--speculative-config") + 1]) == {
         "model": str(d), "method": "eagle3", "num_speculative_tokens": 4, "draft_tensor_parallel_size": 8,

@@ -26,9 +26,9 @@ import pytest
 from huggingface_hub import ModelCard, metadata_load
 
 from kconvert.errors import GateError, InputError
-from kconvert.hub import push
+from kconvert.push import push
 from kconvert.hub.card import END, START, render_card
-from kconvert.report.acceptance import summarize
+from kconvert.engines.acceptance import summarize
 from kconvert.report.markdown import render_markdown_section
 from kconvert.schemas import validate
 from kconvert.source.checkpoint import sha256_file

@@ -11,9 +11,9 @@ import pytest
 
 from kconvert.engines.expectations import SGLANG_CURRENT, SGLANG_LEGACY
 from kconvert.inspect import InspectResult, inspect
-from kconvert.plan.ops import (CastTensor, DeleteConfig, DropTensor, RebuildT2D, RenameTensor, RewriteD2TOffsets,
+from kconvert.writer.ops import (CastTensor, DeleteConfig, DropTensor, RebuildT2D, RenameTensor, RewriteD2TOffsets,
                                SetConfig)
-from kconvert.rules import REGISTRY, Finding, Options
+from kconvert.rules import REGISTRY, Finding, Decisions
 from tests.factories import KIMI, SHAPES, TINY, _vocab_map, make_draft, make_target, rename_all
 
 AUX = "eagle_aux_hidden_state_layer_ids"
@@ -23,7 +23,7 @@ EC_AUX = ("eagle_config", AUX)
 # --- helpers ----------------------------------------------------------------------------------------------------
 
 def run(tmp_path: Path, producer: str = "torchspec", *, target: str | None = "tiny", engine: str = "vllm",
-        engine_version: str | None = None, options: Options | None = None, name: str = "draft",
+        engine_version: str | None = None, decisions: Decisions | None = None, name: str = "draft",
         **draft_kw) -> InspectResult:
     """Build a draft and inspect it against the tiny target (a folder), the kimi-k2.5 profile, or none."""
     folder = make_draft(tmp_path / name, producer, **draft_kw)
@@ -33,7 +33,7 @@ def run(tmp_path: Path, producer: str = "torchspec", *, target: str | None = "ti
         tgt = "kimi-k2.5"
     else:
         tgt = target
-    return inspect(str(folder), target=tgt, engine=engine, engine_version=engine_version, options=options)
+    return inspect(str(folder), target=tgt, engine=engine, engine_version=engine_version, decisions=decisions)
 
 
 def the(res: InspectResult, rid: str, severity: str | None = None) -> Finding:
@@ -371,12 +371,12 @@ def _heads(n: int, kv: int):
 
 def test_kimi_shaped_draft_splits_over_eight_ranks(tmp_path):
     d = make_draft(tmp_path / "d", "specforge", shape="kimi")
-    assert _k304(inspect(str(d), target="kimi-k2.5", options=Options(tp=8))) == []
+    assert _k304(inspect(str(d), target="kimi-k2.5", decisions=Decisions(tp=8))) == []
 
 
 def test_heads_that_do_not_divide_are_an_error_naming_what_vllm_says(tmp_path):
     d = make_draft(tmp_path / "d", "specforge")  # tiny: 2 heads
-    (f,) = [f for f in _k304(inspect(str(d), options=Options(tp=8))) if f.severity == "error"]
+    (f,) = [f for f in _k304(inspect(str(d), decisions=Decisions(tp=8))) if f.severity == "error"]
     assert "2 attention heads do not divide by TP 8" in f.message
     assert "must be divisible by tensor parallel size (8)" in f.message
     assert not f.fixable
@@ -384,12 +384,12 @@ def test_heads_that_do_not_divide_are_an_error_naming_what_vllm_says(tmp_path):
 
 def test_a_draft_kept_on_one_rank_does_not_need_to_split(tmp_path):
     d = make_draft(tmp_path / "d", "specforge")
-    assert _k304(inspect(str(d), options=Options(tp=8, draft_tp=1))) == []
+    assert _k304(inspect(str(d), decisions=Decisions(tp=8, draft_tp=1))) == []
 
 
 def test_a_draft_tp_other_than_one_or_the_targets_is_refused(tmp_path):
     d = make_draft(tmp_path / "d", "specforge", shape="kimi")
-    (f,) = _k304(inspect(str(d), options=Options(tp=8, draft_tp=4)))
+    (f,) = _k304(inspect(str(d), decisions=Decisions(tp=8, draft_tp=4)))
     assert f.severity == "error" and "only 1 or the target's TP" in f.message
 
 
@@ -401,19 +401,19 @@ def test_a_draft_tp_other_than_one_or_the_targets_is_refused(tmp_path):
 def test_kv_heads_split_replicate_or_crash_as_vllm_does(tmp_path, heads, kv, tp, severity, fragment):
     d = make_draft(tmp_path / "d", "specforge", config=_heads(heads, kv),
                    tensors=lambda t: None)
-    found = _k304(inspect(str(d), options=Options(tp=tp)))
+    found = _k304(inspect(str(d), decisions=Decisions(tp=tp)))
     assert any(f.severity == severity and fragment in f.message for f in found), [f.message for f in found]
 
 
 def test_mla_kv_heads_are_one_latent_head_whatever_the_tp(tmp_path):
     d = make_draft(tmp_path / "d", "torchspec", family="mla", config=_heads(8, 3))
-    assert not [f for f in _k304(inspect(str(d), options=Options(tp=8))) if "KV heads" in f.message]
+    assert not [f for f in _k304(inspect(str(d), decisions=Decisions(tp=8))) if "KV heads" in f.message]
 
 
 def test_a_draft_vocab_that_does_not_divide_is_padded_not_refused(tmp_path):
     d = make_draft(tmp_path / "d", "specforge", config=lambda c: c.update(num_attention_heads=8,
                                                                          num_key_value_heads=8))
-    res = inspect(str(d), options=Options(tp=3))  # tiny draft vocab 128: not a multiple of 3
+    res = inspect(str(d), decisions=Decisions(tp=3))  # tiny draft vocab 128: not a multiple of 3
     vocab = [f for f in _k304(res) if "draft_vocab_size" in f.message]
     assert vocab and vocab[0].severity == "info" and "pads the vocab-parallel lm_head to 128 rows" in vocab[0].message
 
@@ -444,7 +444,7 @@ def test_missing_aux_ids_is_a_warning_that_needs_a_decision(tmp_path):
 
 
 def test_missing_aux_ids_with_user_ids_writes_them_where_vllm_reads(tmp_path):
-    res = run(tmp_path, config=set_ids(None, top=False, nested=False), options=Options(aux_ids=[2, 4, 5]))
+    res = run(tmp_path, config=set_ids(None, top=False, nested=False), decisions=Decisions(aux_ids=[2, 4, 5]))
     f = the(res, "K401", "warning")
     assert {(o.path, tuple(o.value)) for o in f.ops} == {((AUX,), (2, 4, 5)), (EC_AUX, (2, 4, 5))}
 
@@ -519,7 +519,7 @@ def test_unknown_producer_ids_need_the_convention_decided(tmp_path):
 
 
 def test_unknown_producer_ids_with_output_convention_are_converted(tmp_path):
-    res = run(tmp_path, "unknown", options=Options(aux_convention="output"))
+    res = run(tmp_path, "unknown", decisions=Decisions(aux_convention="output"))
     f = the(res, "K404", "error")
     assert {tuple(o.value) for o in f.ops} == {(2, 4, 5)}
 
@@ -533,7 +533,7 @@ def test_input_ids_starting_at_1_cannot_be_expressed_on_sglang_post_25454(tmp_pa
     f = the(res, "K404", "warning")
     assert "disagrees" in f.message and "--diagnose" in f.message and "--aux-convention" in f.needs_decision
     res = run(tmp_path, engine="sglang", engine_version="post-25454", config=set_ids(written), name="decided",
-              options=Options(aux_convention="input"))
+              decisions=Decisions(aux_convention="input"))
     f = the(res, "K404", "error")
     assert not f.fixable and "cannot express" in f.message
 
@@ -599,7 +599,7 @@ def test_different_ids_at_two_keys_are_a_k405_error(tmp_path):
 
 
 def test_user_aux_ids_replace_recorded_ones_as_k405_info(tmp_path):
-    res = run(tmp_path, options=Options(aux_ids=[3, 4, 6]))
+    res = run(tmp_path, decisions=Decisions(aux_ids=[3, 4, 6]))
     f = the(res, "K405", "info")
     assert {tuple(o.value) for o in f.ops} == {(3, 4, 6)}
 
@@ -830,7 +830,7 @@ def test_dropped_rope_scaling_is_restored_from_the_target_only_when_asked(tmp_pa
     res = run(tmp_path, config=lambda c: c.pop("rope_scaling"))
     f = the(res, "K902", "warning")
     assert f.ops == [] and f.needs_decision and "--rope-from-target" in f.needs_decision
-    res = run(tmp_path, config=lambda c: c.pop("rope_scaling"), options=Options(rope_from_target=True), name="d2")
+    res = run(tmp_path, config=lambda c: c.pop("rope_scaling"), decisions=Decisions(rope_from_target=True), name="d2")
     f = the(res, "K902", "warning")
     assert f.ops[0].path == ("rope_scaling",) and f.ops[0].value["factor"] == 64.0
 
@@ -856,7 +856,7 @@ def test_fp16_tensors_next_to_a_bf16_target_are_k912_and_need_cast(tmp_path):
 
 def test_fp16_tensors_with_cast_asked_get_cast_ops(tmp_path):
     res = run(tmp_path, tensors=to_f16, config=lambda c: c.update(torch_dtype="float16"),
-              options=Options(cast_dtype="BF16"))
+              decisions=Decisions(cast_dtype="BF16"))
     f = the(res, "K912", "warning")
     assert f.ops and all(isinstance(o, CastTensor) and o.dtype == "BF16" for o in f.ops)
     assert "d2t" not in {o.name for o in f.ops}

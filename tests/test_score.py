@@ -26,7 +26,7 @@ from kconvert.score import ScoreSettings, build_score_report, score  # noqa: E40
 from kconvert.score.reading import engine_reading  # noqa: E402
 from kconvert.score.run import WeightCache, build_runner, every_position, replay  # noqa: E402
 from kconvert.score.trace import Sequence, open_trace  # noqa: E402
-from kconvert.source.checkpoint import open_checkpoint  # noqa: E402
+from kconvert.source import open_checkpoint  # noqa: E402
 from tests.factories import make_draft  # noqa: E402
 from tests.score_factories import (  # noqa: E402
     H, V, consistent_trace, meta, random_trace, tiny_hf_target, write_trace)

@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from kconvert.engines.live import LiveRequest
+from kconvert.engines.acceptance import summarize
+from kconvert.engines.live_run import LiveRequest
 from kconvert.engines.metrics import scrape_delta
-from kconvert.engines.server import VllmServer, engine_args_to_cli, measure_vllm_server
+from kconvert.engines.vllm_server import measure_vllm_server
 from kconvert.errors import EngineError, UsageError
 from kconvert.prompts import load_prompts
-from kconvert.report.acceptance import summarize
+from tests.vllm_server import VllmServer, engine_args_to_cli
 
 sys.path.insert(0, str(Path(__file__).parent))
 import live_factories  # noqa: E402
@@ -160,7 +161,7 @@ def test_measure_maps_server_errors_to_engine_errors(fake_factory):
 
 
 def test_measure_of_an_unreachable_server_is_an_engine_error():
-    from kconvert.engines.server import free_port
+    from tests.vllm_server import free_port
 
     with pytest.raises(EngineError, match="cannot reach"):
         measure_vllm_server(f"http://127.0.0.1:{free_port()}", ["x"], timeout=2)

@@ -21,7 +21,7 @@ from kconvert.engines.sglang_server import (
     summarize_sglang,
 )
 from kconvert.errors import EngineError, InputError, UsageError
-from kconvert.report.acceptance import summarize
+from kconvert.engines.acceptance import summarize
 
 DATA = Path(__file__).parent / "data"
 

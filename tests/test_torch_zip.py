@@ -16,7 +16,7 @@ import pytest
 from kconvert.errors import AmbiguityError, HeaderError, UsageError
 from kconvert.fix import fix
 from kconvert.inspect import inspect
-from kconvert.source.checkpoint import open_checkpoint
+from kconvert.source import open_checkpoint
 from kconvert.source.torch_zip import read_torch_zip
 from tests.factories import TINY, draft_config, draft_tensors, make_target
 from tests.torch_factories import Entry, row_major, save_state_dict, state_dict_pickle, write_zip

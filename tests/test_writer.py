@@ -11,8 +11,8 @@ import pytest
 from safetensors import safe_open
 
 from kconvert.errors import InputError, UsageError
-from kconvert.plan.apply_config import apply_config
-from kconvert.plan.ops import (
+from kconvert.writer.config import apply_config
+from kconvert.writer.ops import (
     CastTensor,
     DeleteConfig,
     DropTensor,
@@ -455,7 +455,7 @@ def test_a_failing_shard_worker_stops_the_others_and_leaves_nothing(tmp_path, mo
     import kconvert.writer.stream as stream
 
     src = write_draft(tmp_path / "in", shards=3)
-    real = stream._write_shard
+    real = stream.write_shard
 
     def failing(s, ckpt, shard, *a, **kw):
         if shard.startswith("model-00002"):
@@ -463,7 +463,7 @@ def test_a_failing_shard_worker_stops_the_others_and_leaves_nothing(tmp_path, mo
             raise OSError(28, "No space left on device")
         return real(s, ckpt, shard, *a, **kw)
 
-    monkeypatch.setattr(stream, "_write_shard", failing)
+    monkeypatch.setattr(stream, "write_shard", failing)
     with pytest.raises(InputError, match=r"writing model-00002-of-00003.safetensors failed: no space left on device"):
         _write(src, [], tmp_path / "out", workers=3)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]

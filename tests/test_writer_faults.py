@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kconvert.errors import InputError
-from kconvert.plan.ops import RenameTensor, RewriteD2TOffsets
+from kconvert.writer.ops import RenameTensor, RewriteD2TOffsets
 from kconvert.source.checkpoint import load_folder
 from kconvert.writer import write_checkpoint
 from tests.writer_factories import sha256_tree, write_draft, write_safetensors
@@ -28,7 +28,7 @@ CHILD = textwrap.dedent("""
     import os, sys, time, resource, signal
     from pathlib import Path
     from kconvert.errors import KConvertError
-    from kconvert.plan.ops import RenameTensor, RewriteD2TOffsets
+    from kconvert.writer.ops import RenameTensor, RewriteD2TOffsets
     from kconvert.source.checkpoint import load_folder
     from kconvert.writer import write_checkpoint
 

@@ -13,7 +13,7 @@ from kconvert.engines.expectations import ALL_ROWS
 from kconvert.errors import AmbiguityError, UnfixableError
 from kconvert.fix import fix
 from kconvert.inspect import inspect
-from kconvert.rules import Options
+from kconvert.rules import Decisions
 
 ZOO = Path(__file__).resolve().parent / "zoo"
 CASES = sorted(p.name for p in ZOO.iterdir() if (p / "expect.json").is_file())
@@ -117,7 +117,7 @@ def test_a_decision_lets_fix_proceed(built, case):
     for row, want in d["rows"].items():
         eng = ROWS[row]
         res = fix(str(folder), None, target=target, engine=eng.engine, engine_version=eng.version, dry_run=True,
-                  options=Options(**d["options"]))
+                  decisions=Decisions(**d["options"]))
         assert sorted({f.id for f in res.plan.applied_findings}) == want["findings"], row
 
 

@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from kconvert import __version__
+from kconvert._version import __version__
 
 app = typer.Typer(
     name="kconvert",

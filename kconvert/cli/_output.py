@@ -152,7 +152,7 @@ def error_line(message: str, hint: str | None = None) -> None:
 def error_document(kind: str, message: str, exit_code: int, *, hint: str | None = None,
                    command: str | None = None, last_lines: list[str] | None = None) -> dict[str, Any]:
     """The JSON error object (schemas/error.schema.json) printed on stdout when a `--json` run fails."""
-    from kconvert import __version__
+    from kconvert._version import __version__
 
     err: dict[str, Any] = {"type": kind, "message": message, "hint": hint}
     if last_lines:
@@ -185,3 +185,17 @@ def emit_failure(kind: str, message: str, exit_code: int, *, hint: str | None = 
 
         write(workflow_command("error", message + (f"\nhint: {hint}" if hint else ""),
                                title=f"kconvert {command or ''}".strip() + f" (exit {exit_code})") + "\n")
+
+
+class NoStatus:
+    """Stands in for `console.status(...)` where the output is quiet (JSON, or not a terminal): the same calls,
+    nothing drawn."""
+
+    def __enter__(self) -> "NoStatus":
+        return self
+
+    def __exit__(self, *exc: object) -> bool:
+        return False
+
+    def update(self, *_a: object, **_k: object) -> None:
+        pass

@@ -12,8 +12,8 @@ from kconvert.cli import app
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, JsonOpt, OutputFormatOpt,
                                   SourceArg, TargetOpt)
 from kconvert.cli._output import begin, console, emit_report, err_console
-from kconvert.cli.inspect_cmd import build_options
 from kconvert.errors import UsageError
+from kconvert.rules.decisions import decisions_from_flags
 
 EXAMPLES = """
 Examples:
@@ -93,16 +93,16 @@ def fix_command(
         cast_dtype = CAST.get(cast.lower())
         if cast_dtype is None:
             raise UsageError(f"--cast {cast!r}: choose bf16, fp16 or fp32")
-    opts = build_options(aux_ids, aux_convention, d2t, lm_head_source=lm_head_from, cast_dtype=cast_dtype,
-                         rope_from_target=rope_from_target)
+    decisions = decisions_from_flags(aux_ids, aux_convention, d2t, lm_head_source=lm_head_from,
+                                     cast_dtype=cast_dtype, rope_from_target=rope_from_target)
     decision = None
     if decided_by:
         from rich.markup import escape
 
+        from kconvert.inspect import open_draft
         from kconvert.score.cite import decision as cite_decision
-        from kconvert.source.checkpoint import open_checkpoint
 
-        decision, opts = cite_decision(decided_by, open_checkpoint(source), opts)
+        decision, decisions = cite_decision(decided_by, open_draft(source), decisions)
         err_console.print(f"[dim]{escape(decision['summary'])}[/]")
     only_set = check_only(set(only.split(","))) if only is not None else None
     if not dry_run and output is None:
@@ -117,7 +117,7 @@ def fix_command(
         def progress(done: int, total: int, message: str) -> None:
             prog.update(task, completed=done, total=total, description=message[:40])
 
-        result = fix(source, output, target=target, engine=engine, engine_version=engine_version, options=opts,
+        result = fix(source, output, target=target, engine=engine, engine_version=engine_version, decisions=decisions,
                      only=only_set, dry_run=dry_run, partial=partial, force=force, to_format=to_format,
                      progress=progress, durable=fsync, from_pickle=from_pickle, decided_by=decision)
     doc = result.to_dict()
@@ -126,7 +126,7 @@ def fix_command(
 
 
 def render_fix(result, doc: dict) -> None:
-    from kconvert.plan.ops import describe
+    from kconvert.writer.ops import describe
     from kconvert.report.terminal import render_next
 
     plan = result.plan

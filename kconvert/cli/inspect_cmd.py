@@ -10,6 +10,7 @@ from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, Engi
                                   OutputFormatOpt, SourceArg, TargetOpt)
 from kconvert.cli._output import begin, console, emit_report
 from kconvert.errors import UsageError
+from kconvert.rules.decisions import decisions_from_flags
 
 EXAMPLES = """
 Examples:
@@ -24,31 +25,6 @@ Examples:
 
   kconvert inspect lightseekorg/kimi-k2.5-eagle3@main --target moonshotai/Kimi-K2.5
 """
-
-
-def parse_aux_ids(value: str | None) -> tuple[list[int] | None, bool]:
-    if value is None:
-        return None, False
-    if value.strip().lower() == "default":
-        return None, True
-    try:
-        ids = [int(x) for x in value.replace(" ", "").split(",") if x != ""]
-    except ValueError:
-        raise UsageError(f"--aux-ids {value!r}: give comma-separated layer numbers, e.g. 2,30,58, or 'default'") from None
-    if not ids or any(i < 0 for i in ids):
-        raise UsageError(f"--aux-ids {value!r}: give non-negative layer numbers")
-    return ids, False
-
-
-def build_options(aux_ids: str | None, aux_convention: str | None, d2t: str | None, **kw):
-    from kconvert.rules import Options
-
-    ids, default = parse_aux_ids(aux_ids)
-    if aux_convention not in (None, "input", "output"):
-        raise UsageError(f"--aux-convention {aux_convention!r}: choose input or output")
-    if d2t not in (None, "offsets", "absolute"):
-        raise UsageError(f"--d2t {d2t!r}: choose offsets or absolute")
-    return Options(aux_ids=ids, aux_ids_default=default, aux_convention=aux_convention, d2t_kind=d2t, **kw)
 
 
 @app.command("inspect", epilog=EXAMPLES)
@@ -84,20 +60,20 @@ def inspect_command(
     """
     from kconvert.inspect import check_fail_on, inspect
     from kconvert.report.terminal import render_report
-    from kconvert.writer_util import write_json_atomic
+    from kconvert.report.files import write_json_atomic
 
     fmt = begin("inspect", output_format, as_json, source)
     if draft_tp is not None and tp is None:
         raise UsageError("--draft-tp needs --tp (the target's tensor-parallel size)")
-    opts = build_options(aux_ids, aux_convention, d2t, tp=tp, draft_tp=draft_tp)
-    result = inspect(source, target=target, engine=engine, engine_version=engine_version, options=opts,
+    decisions = decisions_from_flags(aux_ids, aux_convention, d2t, tp=tp, draft_tp=draft_tp)
+    result = inspect(source, target=target, engine=engine, engine_version=engine_version, decisions=decisions,
                      fail_on=check_fail_on(fail_on))
     doc = result.to_dict(hashes=hashes)
     if report:
         write_json_atomic(report, doc)
     if sarif:
         from kconvert.report.sarif import render_sarif
-        from kconvert.writer_util import write_text_atomic
+        from kconvert.report.files import write_text_atomic
 
         write_text_atomic(sarif, render_sarif(doc))
     emit_report(doc, fmt, lambda: render_report(console, doc))

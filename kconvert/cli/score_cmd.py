@@ -9,8 +9,9 @@ from rich.table import Table
 
 from kconvert.cli import app
 from kconvert.cli._common import AuxIdsOpt, EngineOpt, EngineVersionOpt, JsonOpt, OutputFormatOpt
-from kconvert.cli._output import begin, console, emit_report, err_console
+from kconvert.cli._output import NoStatus, begin, console, emit_report, err_console
 from kconvert.errors import UsageError
+from kconvert.report.figures import number, percent
 
 EXAMPLES = """
 Examples:
@@ -79,9 +80,9 @@ def score_command(
     per-position and conditional rates. Exit 0 pass, 1 static errors / below a threshold / the engine could not
     run the draft as read, 2 bad input.
     """
-    from kconvert.cli.inspect_cmd import build_options, parse_aux_ids
-    from kconvert.gate import Thresholds
+    from kconvert.rules.decisions import decisions_from_flags, parse_aux_ids
     from kconvert.score import ScoreSettings, build_score_report, score
+    from kconvert.verify.thresholds import Thresholds
 
     fmt = begin("score", output_format, as_json, draft)
     ids, default = parse_aux_ids(aux_ids)
@@ -95,19 +96,19 @@ def score_command(
         raise UsageError(f"--try {', '.join(sorted(unknown))}: choose from {', '.join(CHOICES)} or all")
     if (asked or search_aux or lm_head_from) and not diagnose:
         raise UsageError("--try, --search-aux and --lm-head-from go with --diagnose")
-    opts = build_options(aux_ids, None, None)
+    decisions = decisions_from_flags(aux_ids, None, None)
     th = Thresholds(min_acceptance_length=min_al, min_acceptance_rate=min_rate)
     # with --diagnose the draft is scored whatever the static checks say: the readings are what decides them
     st = ScoreSettings(num_speculative_tokens=k, dtype=dtype, device=device, mode=mode,
                        skip_static=skip_static or diagnose, aux_ids=ids, max_sequences=max_sequences, threads=threads,
                        lm_head_from=lm_head_from)
     quiet = fmt != "full" or not err_console.is_terminal
-    with err_console.status("score", spinner="dots") if not quiet else _Null() as status:
+    with err_console.status("score", spinner="dots") if not quiet else NoStatus() as status:
         def progress(stage: str) -> None:
             if not quiet:
                 status.update(f"score: {stage}")
         sr = score(draft, trace, engine=engine, engine_version=engine_version, settings=st,
-                   thresholds=None if th.empty else th, options=opts, target=target, progress=progress)
+                   thresholds=None if th.empty else th, options=decisions, target=target, progress=progress)
         if diagnose:
             from kconvert.score.diagnose import run_diagnosis
 
@@ -118,22 +119,11 @@ def score_command(
                                          report_ref=report)
     doc = build_score_report(sr)
     if report:
-        from kconvert.writer_util import write_json_atomic
+        from kconvert.report.files import write_json_atomic
 
         write_json_atomic(report, doc)
     emit_report(doc, fmt, lambda: render_score(doc, sr))
     raise typer.Exit(sr.exit_code)
-
-
-class _Null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
-
-    def update(self, *_a, **_k):
-        pass
 
 
 def render_score(doc: dict, sr) -> None:
@@ -158,12 +148,12 @@ def render_score(doc: dict, sr) -> None:
             tab.add_column("value", justify="right")
             for name, val in [("drafts (verify steps)", c["drafts"]), ("draft tokens", c["draft_tokens"]),
                               ("accepted tokens", c["accepted"]),
-                              ("acceptance rate", _pct(acc["acceptance_rate"])),
-                              ("mean acceptance length (vLLM, bonus incl.)", _num(acc["mean_acceptance_length"])),
-                              ("per position", " / ".join(_num(x) for x in acc["per_position"])),
-                              ("conditional", " / ".join(_num(x) for x in acc["conditional"])),
+                              ("acceptance rate", percent(acc["acceptance_rate"])),
+                              ("mean acceptance length (vLLM, bonus incl.)", number(acc["mean_acceptance_length"])),
+                              ("per position", " / ".join(number(x) for x in acc["per_position"])),
+                              ("conditional", " / ".join(number(x) for x in acc["conditional"])),
                               ("aux ids fed", str(sc["reading"]["aux_ids"])),
-                              ("scored in (s)", _num(sc["timings"].get("score_s")))]:
+                              ("scored in (s)", number(sc["timings"].get("score_s")))]:
                 tab.add_row(name, str(val))
             console.print(tab)
         for chk in (doc.get("thresholds") or {}).get("checks", []):
@@ -174,10 +164,3 @@ def render_score(doc: dict, sr) -> None:
         render_diagnosis(console, doc["diagnosis"])
     console.print(f"verdict: {'[bold green]PASS' if doc['verdict'] == 'pass' else '[bold red]FAIL'}[/]")
 
-
-def _pct(v):
-    return "n/a" if v is None else f"{v:.2%}"
-
-
-def _num(v):
-    return "n/a" if v is None else f"{v:.3f}"

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import typer
 
@@ -12,36 +11,23 @@ from kconvert.errors import UsageError
 
 def run_server_mode(url: str, *, engine: str, prompts: str, k: int, max_tokens: int, max_prompts: int | None,
                     fmt: str, report: str | None) -> None:
-    from kconvert.prompts import load_prompts
+    from kconvert.verify.deployment import measure_server
 
     if fmt not in ("full", "concise", "github", "json"):
         # gitlab, junit and sarif carry a checkpoint's findings; a running server has none to report
         raise UsageError(f"--server: --output-format {fmt} reports a checkpoint's findings and a server "
                          "measurement has none; use full, concise, github or json")
-
-    set_name, plist = load_prompts(prompts)
-    if max_prompts:
-        plist = plist[:max_prompts]
-    if engine == "vllm":
-        from kconvert.engines.server import measure_vllm_server
-
-        result: dict[str, Any] = measure_vllm_server(url, plist, max_tokens=max_tokens, k=k)
-    elif engine == "sglang":
-        from kconvert.engines.sglang_server import measure_sglang_server
-
-        result = measure_sglang_server(url, plist, max_tokens=max_tokens)
-    else:
-        raise UsageError(f"--engine {engine!r}: choose vllm or sglang")
-    result = {"server": url, "engine": engine, "prompt_set": set_name, **result}
+    result = measure_server(url, engine=engine, prompts=prompts, k=k, max_tokens=max_tokens, max_prompts=max_prompts)
+    set_name, n_prompts = result["prompt_set"], result["num_prompts"]
     if report:
-        from kconvert.writer_util import write_json_atomic
+        from kconvert.report.files import write_json_atomic
 
         write_json_atomic(report, result)
     acc = result.get("acceptance") or {}
     if fmt == "json":
         emit_json(result)
     elif fmt == "full":
-        console.print(f"[bold]{engine} server {url}[/] ({len(plist)} prompts of '{set_name}')", highlight=False)
+        console.print(f"[bold]{engine} server {url}[/] ({n_prompts} prompts of '{set_name}')", highlight=False)
         for key in ("drafts", "draft_tokens", "accepted", "acceptance_rate", "mean_acceptance_length",
                     "sglang_accept_length", "per_position"):
             if key in acc:
@@ -50,7 +36,7 @@ def run_server_mode(url: str, *, engine: str, prompts: str, k: int, max_tokens: 
         figures = ", ".join(f"{key} {json.dumps(acc[key])}" for key in (
             "mean_acceptance_length", "acceptance_rate", "per_position", "drafts", "draft_tokens", "accepted",
             "sglang_accept_length") if key in acc)
-        line = f"server: {engine} {url}, {len(plist)} prompts of '{set_name}': {figures}"
+        line = f"server: {engine} {url}, {n_prompts} prompts of '{set_name}': {figures}"
         if fmt == "github":
             from kconvert.report.github import command
 

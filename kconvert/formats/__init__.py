@@ -4,9 +4,11 @@ from __future__ import annotations
 from typing import Any
 
 from kconvert.formats import eagle, modelopt, specforge, speculators, torchspec
+from kconvert.errors import KConvertError
 from kconvert.formats.layouts import detect_layout, known_canonical, to_canonical
 from kconvert.formats.model import AuxIds, DraftModel, FormatGuess, KeyLayout
-from kconvert.source.checkpoint import Checkpoint
+from kconvert.source.checkpoint import Checkpoint, read_provenance
+from kconvert.source.names import PROVENANCE_NAME
 
 # Most specific first: stamps and nested configs beat architecture guesses.
 PRODUCERS = (speculators, torchspec, modelopt, specforge, eagle)
@@ -47,18 +49,13 @@ def detect_format(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess:
 
 
 def _read_provenance(ckpt: Checkpoint) -> dict[str, Any] | None:
-    from kconvert.source.names import PROVENANCE_NAME
-
+    """The record of a `kconvert fix` output; an unreadable one is evidence of nothing, not an error here."""
     if PROVENANCE_NAME not in ckpt.files or ckpt.root is None:
         return None
-    from kconvert.errors import KConvertError
-    from kconvert.source.checkpoint import read_json_file
-
     try:
-        prov = read_json_file(ckpt.root / PROVENANCE_NAME, PROVENANCE_NAME)
+        return read_provenance(ckpt.root)
     except KConvertError:
         return None
-    return prov if isinstance(prov, dict) else None
 
 
 def _recorded_producer(ckpt: Checkpoint) -> str | None:

@@ -5,6 +5,8 @@ rename between two layouts is derived from the two tables, never hand-written pe
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from kconvert.formats.model import KeyLayout
 
 # Tensors of the single decoder layer (relative to the layer prefix).
@@ -87,6 +89,13 @@ def to_canonical(raw: str, layout: KeyLayout) -> str:
     if n.startswith("midlayer."):
         n = "layers.0." + n[len("midlayer."):]
     return n
+
+
+def token_map_names(raw_names: Sequence[str]) -> list[str]:
+    """The names of the vocabulary maps (d2t, t2d) among a checkpoint's tensor names, whatever their layout: the
+    small tensors `kconvert.source` reads up front from the Hub."""
+    layout = detect_layout(sorted(raw_names))  # as read_draft maps names
+    return [n for n in raw_names if to_canonical(n, layout) in ("d2t", "t2d")]
 
 
 def to_layout(canonical: str, layout: KeyLayout) -> str:

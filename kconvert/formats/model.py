@@ -13,9 +13,6 @@ from typing import Any
 from kconvert.source.checkpoint import Checkpoint
 from kconvert.source.safetensors_header import TensorInfo
 
-PRODUCERS = ("specforge", "torchspec", "eagle", "speculators", "modelopt", "unknown")
-
-
 @dataclass
 class FormatGuess:
     producer: str

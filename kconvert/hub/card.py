@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 import re
-from importlib import resources
 from typing import Any
 
+from kconvert._version import __version__
 from kconvert.report.markdown import engine_label, num_speculative_tokens, render_markdown_section
+from kconvert.target import profile_hub_id
 
 START = "<!-- kconvert:validation:start -->"
 END = "<!-- kconvert:validation:end -->"
@@ -36,10 +37,7 @@ def target_hub_id(report: dict[str, Any]) -> str | None:
     if not name:
         return None
     if t.get("origin") == "profile":
-        f = resources.files("kconvert.target") / "profiles" / f"{name}.json"
-        if f.is_file():
-            return json.loads(f.read_text()).get("hub_id")
-        return None
+        return profile_hub_id(str(name))
     if t.get("origin") == "hub":
         return str(name).split("@", 1)[0]
     # verify records what the engine was given; a Hub id there names the target even when the summary does not
@@ -47,6 +45,13 @@ def target_hub_id(report: dict[str, Any]) -> str | None:
     if isinstance(engine_target, str) and _looks_like_hub_id(engine_target):
         return engine_target.split("@", 1)[0]
     return None
+
+
+def commit_message(report: dict[str, Any]) -> str:
+    """The default summary of the commit that publishes a verified draft: the engine and its acceptance length."""
+    al = ((report.get("live") or {}).get("acceptance") or {}).get("mean_acceptance_length")
+    tail = f", AL {al:.2f}" if isinstance(al, (int, float)) else ""
+    return f"Upload EAGLE-3 draft verified by kconvert {__version__} ({engine_label(report)}{tail})"
 
 
 def _looks_like_hub_id(ref: str) -> bool:

@@ -1,15 +1,22 @@
-"""The fix plan: ordered ops gathered from the rules' findings, plus what is left unresolved."""
+"""The fix plan: ordered ops gathered from the rules' findings, the steps the format and the decisions add
+(`plan_fix`), what is left unresolved, and the record of which streams the written aux ids name."""
 from __future__ import annotations
 
 import difflib
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kconvert.plan.ops import DeleteConfig, Op, RenameTensor, SetConfig, describe
-
-if TYPE_CHECKING:  # rules import plan.ops; importing rules here at run time would be circular
-    from kconvert.rules import Finding
+from kconvert.engines.expectations import EngineRules
+from kconvert.formats import get_path
+from kconvert.formats.model import DraftModel
+from kconvert.plan.conversion import conversion_ops
+from kconvert.rules.aux_layers import trained_physical_ids
+from kconvert.rules.base import Context, Finding
+from kconvert.rules.decisions import Decisions
+from kconvert.target import TargetModel
+from kconvert.writer.config import apply_config
+from kconvert.writer.ops import DeleteConfig, Op, RenameTensor, ReselectLmHead, SetConfig, describe
 
 # Findings whose decision changes what the draft means: fix stops until a flag settles them.
 BLOCKING_CATEGORIES = ("aux-layers", "vocab-mapping")
@@ -24,6 +31,8 @@ class Plan:
     left: list[Finding] = field(default_factory=list)  # warnings/info not acted upon
     config_before: dict[str, Any] = field(default_factory=dict)
     config_after: dict[str, Any] = field(default_factory=dict)
+    # Which residual streams the aux ids written for the engine name (kconvert.json "aux_ids"), when known.
+    aux_record: dict[str, Any] | None = None
 
     @property
     def config_ops(self) -> list[Op]:
@@ -43,16 +52,41 @@ class Plan:
 
 
 def apply_config_ops(config: dict[str, Any], ops: list[Op]) -> dict[str, Any]:
-    from kconvert.plan.apply_config import apply_config
-
     return apply_config(config, [o for o in ops if isinstance(o, (SetConfig, DeleteConfig))])
 
 
-def diff_ops(old: dict[str, Any], new: dict[str, Any], reason: str) -> list[Op]:
-    """Top-level SetConfig/DeleteConfig ops turning `old` into `new` (for whole-config conversions)."""
-    ops: list[Op] = [DeleteConfig((k,), reason) for k in old if k not in new]
-    ops += [SetConfig((k,), v, reason) for k, v in new.items() if old.get(k, object()) != v]
-    return ops
+def build_fix_plan(findings: list[Finding], draft: DraftModel, target: TargetModel | None, engine: EngineRules,
+             decisions: Decisions, *, only: set[str] | None = None, to_format: str | None = None) -> Plan:
+    """The whole fix: the findings' ops (those `only` selects), then the format conversion and the engine's
+    layout, then what the decisions add (an lm_head re-selected from a full-vocabulary draft), in the order the
+    writer applies them; with the record of which streams the written aux ids name."""
+    config = draft.checkpoint.config
+    plan = build_plan(findings, config, only=only)
+    converted = conversion_ops(draft, engine, target, plan.config_after, plan.ops, to_format)
+    if converted:
+        plan.ops = plan.ops + converted
+        plan.config_after = apply_config_ops(config, plan.ops)
+    if decisions.lm_head_source:
+        plan.ops = order_ops(plan.ops + [ReselectLmHead(
+            draft.raw_names.get("lm_head.weight", "lm_head.weight"), decisions.lm_head_source, "lm_head.weight",
+            draft.raw_names.get("d2t", "d2t"), "re-select rows full[d2t + arange] from the full-vocabulary head")])
+    plan.aux_record = aux_record(plan.config_after, draft, target, engine, decisions)
+    return plan
+
+
+def aux_record(config: dict[str, Any], draft: DraftModel, target: TargetModel | None, engine: EngineRules,
+               decisions: Decisions) -> dict[str, Any] | None:
+    """The streams the draft was trained on next to the ids written where the engine reads them: what a later
+    inspect of the output takes as settled (formats: kconvert.json)."""
+    physical = trained_physical_ids(Context(draft, target, engine, decisions))
+    if physical is None:
+        return None
+    for path in engine.aux_read_paths:
+        written = get_path(config, path)
+        if isinstance(written, list):
+            return {"written": written, "physical": physical, "engine": engine.engine,
+                    "engine_rules_version": engine.version, "read_from": ".".join(path)}
+    return None
 
 
 def _dedupe(ops: list[Op]) -> list[Op]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kconvert.report.figures import number, percent, series
 from kconvert.report.locations import display_path
 
 # Every character str.splitlines() breaks a line at: escaped, so one finding stays one line.
@@ -63,10 +64,6 @@ def _n(count: int, word: str) -> str:
     return f"{count} {word}" + ("" if count == 1 or word == "info" else "s")
 
 
-def _num(v: Any, digits: int = 3) -> str:
-    return "n/a" if v is None else f"{v:.{digits}f}"
-
-
 def live_lines(doc: dict[str, Any]) -> list[str]:
     """The live run of a verify report and its gate checks, one line each."""
     live = doc.get("live")
@@ -80,13 +77,11 @@ def live_lines(doc: dict[str, Any]) -> list[str]:
     if live:
         acc = live.get("acceptance") or {}
         c = live.get("counters") or {}
-        per = " / ".join(_num(x) for x in acc.get("per_position") or [])
-        rate = acc.get("acceptance_rate")
         out.append(
             f"live: {live.get('engine')} {live.get('engine_version')} on {live.get('platform')}, "
             f"k={live.get('num_speculative_tokens')}, {live.get('num_prompts')} prompts of "
-            f"'{live.get('prompt_set')}': mean acceptance length {_num(acc.get('mean_acceptance_length'))}, "
-            f"acceptance rate {'n/a' if rate is None else f'{rate:.2%}'}, per position {per or 'n/a'} "
+            f"'{live.get('prompt_set')}': mean acceptance length {number(acc.get('mean_acceptance_length'))}, "
+            f"acceptance rate {percent(acc.get('acceptance_rate'))}, per position {series(acc.get('per_position'))} "
             f"(drafts {c.get('drafts')}, draft tokens {c.get('draft_tokens')}, accepted {c.get('accepted')})")
         ll = live.get("lossless")
         if ll is not None:
@@ -96,13 +91,13 @@ def live_lines(doc: dict[str, Any]) -> list[str]:
     if sc:
         acc = sc.get("acceptance") or {}
         c = sc.get("counters") or {}
-        per = " / ".join(_num(x) for x in acc.get("per_position") or [])
+        per = " / ".join(number(x) for x in acc.get("per_position") or [])
         rate = acc.get("acceptance_rate")
         out.append(
             f"score: {one_line(sc.get('engine_model'))} on trace {one_line((sc.get('trace') or {}).get('path'))}, "
             f"k={sc.get('num_speculative_tokens')}, {sc.get('dtype')}: "
             + (f"the engine could not run the draft as read: {one_line(sc['error'])}" if sc.get("error") else
-               f"mean acceptance length {_num(acc.get('mean_acceptance_length'))}, acceptance rate "
+               f"mean acceptance length {number(acc.get('mean_acceptance_length'))}, acceptance rate "
                f"{'n/a' if rate is None else f'{rate:.2%}'}, per position {per or 'n/a'} (drafts {c.get('drafts')}, "
                f"draft tokens {c.get('draft_tokens')}, accepted {c.get('accepted')})"))
     for chk in (doc.get("thresholds") or {}).get("checks") or []:
@@ -112,7 +107,7 @@ def live_lines(doc: dict[str, Any]) -> list[str]:
         for c in diag.get("candidates") or []:
             al = c.get("mean_acceptance_length")
             out.append(f"diagnose: {one_line(c.get('candidate'))}: "
-                       + (f"mean acceptance length {_num(al)}" if al is not None else f"error {one_line(c.get('error'))}"))
+                       + (f"mean acceptance length {number(al)}" if al is not None else f"error {one_line(c.get('error'))}"))
         if diag.get("best"):
             out.append(f"diagnose: best reading {one_line(diag['best'])}; apply it with: {one_line(diag.get('fix_command'))}")
         elif not diag.get("ran"):

@@ -1,10 +1,13 @@
 """The one JSON report shape shared by inspect, fix and verify (schemas/report.schema.json)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kconvert import __version__
-from kconvert.inspect import InspectResult, engine_info
+from kconvert._version import __version__
+from kconvert.engines.expectations import engine_info
+
+if TYPE_CHECKING:  # the report renders what inspect found; inspect imports the report
+    from kconvert.inspect import InspectResult
 
 SCHEMA_VERSION = 1
 

@@ -12,10 +12,12 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from kconvert.source.names import CONFIG_NAME
+
 if TYPE_CHECKING:
     from kconvert.inspect import InspectResult
 
-CONFIG = "config.json"
+CONFIG = CONFIG_NAME
 _MAX_CONFIG_BYTES = 16 * 1024 * 1024  # a draft config is a few KB; the source layer refuses far less already
 _MAX_DEPTH = 64
 _WS = " \t\r\n"

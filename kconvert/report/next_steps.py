@@ -28,20 +28,6 @@ def fix_output_dir(source: str, engine: str, *, hub: bool) -> str:
     return str(p.with_name(f"{p.name}-{engine}")) if p.name else f"draft-{engine}"
 
 
-def _decision_flags(result: InspectResult) -> list[str]:
-    o = result.options
-    flags: list[str] = []
-    if o.aux_ids_default:
-        flags += ["--aux-ids", "default"]
-    elif o.aux_ids:
-        flags += ["--aux-ids", ",".join(str(i) for i in o.aux_ids)]
-    if o.aux_convention:
-        flags += ["--aux-convention", o.aux_convention]
-    if o.d2t_kind:
-        flags += ["--d2t", o.d2t_kind]
-    return flags
-
-
 def _engine_flags(result: InspectResult) -> list[str]:
     from kconvert.engines.expectations import engine_rules
 
@@ -62,14 +48,14 @@ def fix_command(result: InspectResult) -> str:
     argv = ["kconvert", "fix", source, "-o", fix_output_dir(source, result.engine.engine, hub=ck.kind == "hub")]
     if result.target is not None:
         argv += ["--target", result.target.name]
-    return quote(argv + _engine_flags(result) + _decision_flags(result))
+    return quote(argv + _engine_flags(result) + result.decisions.flags())
 
 
 def verify_command(draft: str, result: InspectResult) -> str:
     argv = ["kconvert", "verify", draft, "--target", result.target.name if result.target else TARGET_PLACEHOLDER]
     if result.engine.engine != "vllm":
         argv += ["--engine", result.engine.engine]
-    return quote(argv + _decision_flags(result))
+    return quote(argv + result.decisions.flags())
 
 
 def not_checked(result: InspectResult) -> list[str]:

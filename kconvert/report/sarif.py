@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from kconvert import __version__
+from kconvert._version import __version__
 from kconvert.report.concise import evidence_text
 from kconvert.report.gitlab import fingerprint
 from kconvert.report.locations import CONFIG, hub_url, path_in_repository

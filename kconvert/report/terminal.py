@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kconvert.report.concise import evidence_text, finding_path, one_line
+from kconvert.report.figures import number, percent, series
 
 SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -140,3 +141,95 @@ def render_report(console: Console, doc: dict[str, Any], *, next_steps: bool = T
         console.print(findings_view(doc))
     if next_steps:
         render_next(console, doc)
+
+
+def acceptance_table(title: str, counters: dict[str, Any], acceptance: dict[str, Any],
+                     extra: list[tuple[str, Any]] | None = None) -> Table:
+    """The figures of one measurement (verify's live run, a server's scrapes), both conventions side by side."""
+    tab = Table(title=title)
+    tab.add_column("measure")
+    tab.add_column("value", justify="right")
+    rows: list[tuple[str, Any]] = [
+        ("drafts (verify steps)", counters["drafts"]),
+        ("draft tokens", counters["draft_tokens"]),
+        ("accepted tokens", counters["accepted"]),
+        ("acceptance rate", percent(acceptance["acceptance_rate"])),
+        ("mean acceptance length (vLLM, bonus incl.)", number(acceptance["mean_acceptance_length"])),
+        ("SGLang/SpecForge accept_length equivalent", number(acceptance["sglang_accept_length"])),
+        ("per position", series(acceptance["per_position"])),
+        ("conditional", series(acceptance["conditional"])),
+    ]
+    for name, val in rows + list(extra or []):
+        tab.add_row(name, str(val))
+    return tab
+
+
+def render_verify(console: Console, doc: dict[str, Any]) -> None:
+    """A verify report: the static view, then the live figures, the gate, the diagnosis, the serve lines."""
+    render_report(console, doc, next_steps=False)
+    if doc.get("static_blocked"):
+        what = "errors" if doc.get("fail_on", "error") == "error" else "errors or warnings (--fail-on warning)"
+        console.print(f"[red]static checks found {what}: no engine was started (fix them with `kconvert fix`, or "
+                      "measure the defect with --skip-static)[/]")
+        render_next(console, doc)
+        return
+    live = doc["live"]
+    extra: list[tuple[str, Any]] = [("engine start / generate (s)", f"{number(live['timings']['engine_start_s'])} / "
+                                                                    f"{number(live['timings']['generate_s'])}")]
+    if live.get("lossless") is not None:
+        ll = live["lossless"]
+        extra.append(("lossless", "identical" if ll["identical"] else f"DIFFERS at {ll['first_difference']}"))
+    console.print(acceptance_table(f"Live acceptance ({live['engine']} {live['engine_version']}, "
+                                   f"k={live['num_speculative_tokens']}, {live['num_prompts']} prompts of "
+                                   f"'{live['prompt_set']}')", live["counters"], live["acceptance"], extra))
+    for chk in (doc.get("thresholds") or {}).get("checks", []):
+        console.print(("[green]pass[/] " if chk["passed"] else "[red]FAIL[/] ") + chk["message"])
+    if doc.get("diagnosis"):
+        render_diagnosis(console, doc["diagnosis"])
+    _render_serve_lines(console, doc, live)
+    console.print(f"verdict: {'[bold green]PASS' if doc['verdict'] == 'pass' else '[bold red]FAIL'}[/]")
+    render_next(console, doc)
+
+
+def _render_serve_lines(console: Console, doc: dict[str, Any], live: dict[str, Any]) -> None:
+    from kconvert.engines.serve_lines import serve_lines
+
+    try:
+        lines = serve_lines(doc["subject"]["source"], live["target"], k=live["num_speculative_tokens"],
+                            tp=live["tp"], draft_tp=live.get("draft_tp"),
+                            extra={k: v for k, v in (live.get("speculative_config") or {}).items()
+                                   if k not in ("model", "method", "num_speculative_tokens",
+                                                "draft_tensor_parallel_size")})
+    except Exception:  # serve lines are a convenience; never fail a verify on them
+        return
+    console.print("[bold]Serve it:[/]")
+    for key, line in lines.items():
+        console.print(f"  [dim]{key}:[/] {line}", highlight=False, soft_wrap=True)
+
+
+def render_diagnosis(console: Console, diag: dict[str, Any]) -> None:
+    if not diag.get("ran"):
+        console.print(f"[dim]diagnose: not needed ({diag.get('reason')})[/]")
+        return
+    tab = Table(title=f"Diagnosis (as loaded: AL {diag['baseline']:.3f})")
+    tab.add_column("candidate")
+    tab.add_column("mean acceptance length", justify="right")
+    for r in diag["candidates"]:
+        tab.add_row(r["candidate"], f"{r['mean_acceptance_length']:.3f}" if r.get("mean_acceptance_length")
+                    is not None else f"engine failed: {r.get('error', '')[:60]}")
+    console.print(tab)
+    if diag.get("fix_command"):
+        console.print(f"[bold green]best: {diag['best']}[/] — apply it with:\n  {diag['fix_command']}")
+    else:
+        console.print("no candidate beats the draft as loaded")
+
+
+def render_acceptance(console: Console, err_console: Console, doc: dict[str, Any]) -> None:
+    """`kconvert acceptance`: the figures of a server's scrapes, and what makes them doubtful on stderr."""
+    span = "between the two scrapes" if doc.get("before") else "since the server started"
+    models = doc["model"] or ", ".join(doc["model_names"]) or "—"
+    extra = [("requests finished", doc["requests_finished"])] if doc.get("requests_finished") is not None else []
+    console.print(acceptance_table(f"Acceptance {span} (vLLM, model {models}, k={doc['num_speculative_tokens']})",
+                                   doc["counters"], doc["acceptance"], extra))
+    for w in doc["warnings"]:
+        err_console.print(f"[yellow]warning:[/] {w}", highlight=False)

@@ -1,6 +1,9 @@
 """One rule per defect class. Importing this package registers them all (see base.REGISTRY)."""
 from kconvert.rules import (  # noqa: F401
     architecture, aux_layers, config, integrity, norms, parallel, tensors, vocab)
-from kconvert.rules.base import CATEGORIES, REGISTRY, Context, Evidence, Finding, Options, Rule, run_rules
+from kconvert.rules.base import (CATEGORIES, REGISTRY, Context, Evidence, Finding, FixAvailability, Rule,
+                                 run_rules)
+from kconvert.rules.decisions import Decisions, Options
 
-__all__ = ["CATEGORIES", "REGISTRY", "Context", "Evidence", "Finding", "Options", "Rule", "run_rules"]
+__all__ = ["CATEGORIES", "REGISTRY", "Context", "Decisions", "Evidence", "Finding", "FixAvailability", "Options",
+           "Rule", "run_rules"]

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from kconvert.plan.ops import DeleteConfig, SetConfig
-from kconvert.rules.base import Context, Evidence, Finding, rule
+from kconvert.writer.ops import DeleteConfig, SetConfig
+from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rule
 
 
 def _mapped_family(ctx: Context) -> str | None:
@@ -25,6 +25,7 @@ def _mapped_family(ctx: Context) -> str | None:
 
 
 @rule("K101", "architecture-unmapped", "architecture", "error",
+      fix_availability=FixAvailability.ALWAYS,
       summary="The engine does not map the draft's `architectures` to an EAGLE-3 draft of the right family.",
       why="vLLM prefixes `Eagle3` to names that neither start nor end with it and looks the result up in its "
           "registry (LlamaForCausalLMEagle3, Eagle3LlamaForCausalLM, LlamaForCausalLM → Llama draft; "
@@ -40,8 +41,8 @@ def architecture_unmapped(ctx: Context) -> Iterator[Finding]:
         yield architecture_unmapped.finding(
             f"{ctx.engine.engine} does not map architectures {d.architectures} to an EAGLE-3 draft",
             evidence=[Evidence("architectures", d.architectures, [want])],
-            # Speculators drafts only reach here on SGLang, where fix also converts them to the flat layout
-            # (fix._format_ops); without an op the plan called this unfixable and fix refused the conversion.
+            # Speculators drafts only reach here on SGLang, where the plan also converts them to the flat layout
+            # (plan.conversion); without an op the plan would call this unfixable and refuse the conversion.
             ops=[SetConfig(("architectures",), [want], "engine maps this architecture")])
     elif fam != d.layer_family:
         yield architecture_unmapped.finding(
@@ -51,6 +52,7 @@ def architecture_unmapped(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K102", "mla-model-type-mtp", "architecture", "error",
+      fix_availability=FixAvailability.ALWAYS,
       summary="An MLA draft declares `model_type` deepseek_v3, which vLLM turns into an MTP model.",
       why="vLLM rewrites a draft config with model_type deepseek_v3 to `Eagle3DeepSeekMTPModel` and refuses it "
           "(shared/docs/vllm-cpu-notes.md; vLLM 0.32 speculative config). `kimi_k2` or `deepseek_v2` load as "
@@ -68,6 +70,7 @@ def mla_model_type(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K103", "num-hidden-layers", "config-hygiene", "error",
+      fix_availability=FixAvailability.SOMETIMES,
       summary="`num_hidden_layers` disagrees with the decoder layers in the tensors (often copied from the "
               "target), or the engine version cannot build a draft of that many layers.",
       why="vLLM builds `num_hidden_layers` draft decoder layers (llama_eagle3.py and deepseek_eagle3.py: `for "
@@ -110,6 +113,7 @@ TARGET_ONLY = ("quantization_config", "index_topk", "index_head_dim", "index_n_h
 
 
 @rule("K104", "target-only-fields", "config-hygiene", "warning",
+      fix_availability=FixAvailability.ALWAYS,
       summary="Fields that describe the target, not the draft, were copied into the draft config.",
       why="`quantization_config` makes the engine load the bf16 draft as quantised (crash or garbage); "
           "`index_topk` switches DeepSeek-V3.2 sparse attention on. Seen in published drafts (eagle3-facts.md section 7).",

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from kconvert.engines.expectations import target_family
-from kconvert.plan.ops import SetConfig
-from kconvert.rules.base import Context, Evidence, Finding, rule
+from kconvert.writer.ops import SetConfig
+from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rule
 
 DECIDE_IDS = "--aux-ids L1,L2,L3 (layers in vLLM's input-of-layer numbering) or --aux-ids default"
 DECIDE_CONV = "--aux-convention input|output (which convention the ids were trained in)"
@@ -46,8 +46,8 @@ class Settled:
 
 def settle_convention(ctx: Context) -> Settled:
     d = ctx.draft
-    if ctx.options.aux_convention:
-        return Settled(ctx.options.aux_convention, "decided by --aux-convention")
+    if ctx.decisions.aux_convention:
+        return Settled(ctx.decisions.aux_convention, "decided by --aux-convention")
     ids = d.aux.ids
     if d.aux.convention_strength == "record" and d.aux.convention:
         return Settled(d.aux.convention, d.aux.convention_evidence)
@@ -89,13 +89,14 @@ def settle_convention(ctx: Context) -> Settled:
     return Settled(None, (d.aux.convention_evidence or "nothing in the files says") + guessed, votes, weak)
 
 
-def physical_ids(ctx: Context) -> list[int] | None:
-    """The residual streams the draft was trained on, in vLLM's input-of-layer numbering, if known."""
-    if ctx.options.aux_ids is not None:
-        return list(ctx.options.aux_ids)
+def trained_physical_ids(ctx: Context) -> list[int] | None:
+    """The residual streams the draft was trained on, in vLLM's input-of-layer numbering (physical ids), if known.
+    `EngineRules.physical_ids` answers the other question: which streams an engine feeds for ids as written."""
+    if ctx.decisions.aux_ids is not None:
+        return list(ctx.decisions.aux_ids)
     ids = ctx.draft.aux.ids
     if ids is None:
-        if ctx.options.aux_ids_default and ctx.target is not None:
+        if ctx.decisions.aux_ids_default and ctx.target is not None:
             return ctx.engine.default_physical_ids(ctx.target.num_hidden_layers)
         if ctx.draft.format.producer == "eagle" and ctx.target is not None:
             return ctx.engine.default_physical_ids(ctx.target.num_hidden_layers)
@@ -108,7 +109,7 @@ def physical_ids(ctx: Context) -> list[int] | None:
     return None
 
 
-def fed_ids(ctx: Context) -> list[int] | None:
+def fed_physical_ids(ctx: Context) -> list[int] | None:
     """The streams the engine feeds for the ids as written."""
     ids = ctx.draft.aux.ids
     return ctx.engine.physical_ids(list(ids), ctx.target) if ids is not None else None
@@ -132,6 +133,7 @@ def _no_aux_head(ctx: Context) -> bool:
 
 
 @rule("K401", "aux-ids-missing", "aux-layers", "warning",
+      fix_availability=FixAvailability.NEEDS_DECISION,
       summary="No aux layer ids are recorded in the config.",
       why="Both engines then feed their default layers, the inputs of (2, L//2, L-3). A draft trained on other "
           "layers loads silently and collapses (vLLM PR #50170: nvidia/Llama-3.3-70B-Instruct-Eagle3 omits the "
@@ -154,7 +156,7 @@ def aux_ids_missing(ctx: Context) -> Iterator[Finding]:
             "consistent", severity="info", evidence=[Evidence("eagle_aux_hidden_state_layer_ids", None, default)],
             ops=ops)
         return
-    phys = physical_ids(ctx)
+    phys = trained_physical_ids(ctx)
     if phys is not None:
         yield aux_ids_missing.finding(
             f"no aux ids recorded; writing {phys} as decided", evidence=[Evidence("eagle_aux_hidden_state_layer_ids",
@@ -170,6 +172,7 @@ def aux_ids_missing(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K402", "aux-ids-invalid", "aux-layers", "error",
+      fix_availability=FixAvailability.NEEDS_DECISION,
       summary="Aux ids are malformed, duplicated, or name streams the engine cannot collect from this target.",
       why="vLLM 0.32/0.33 collect streams 0..L: 0 is the embedding output and L the stream after the last layer, "
           "before the final norm (llama.py and gpt_oss.py call _maybe_add_hidden_state(idx + 1) after every "
@@ -198,7 +201,7 @@ def aux_ids_invalid(ctx: Context) -> Iterator[Finding]:
         return
     L = ctx.target.num_hidden_layers
     lo, hi = ctx.engine.collectable(L, ctx.target)
-    phys = physical_ids(ctx)
+    phys = trained_physical_ids(ctx)
     bad = [p for p in phys if not 0 <= p <= L] if phys is not None else []
     if bad:
         yield aux_ids_invalid.finding(
@@ -206,7 +209,7 @@ def aux_ids_invalid(ctx: Context) -> Iterator[Finding]:
             f"target has streams 0..{L}", evidence=[Evidence(d.aux.source, ids, f"streams within 0..{L}")],
             needs_decision=DECIDE_IDS)
         return
-    fed = fed_ids(ctx) or []
+    fed = fed_physical_ids(ctx) or []
     if fed and max(fed) > hi:
         # Whatever convention the ids were trained in, this engine asks for a stream it never collects.
         repairable = phys is not None and max(phys) <= hi and \
@@ -233,6 +236,7 @@ def aux_ids_invalid(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K403", "aux-ids-count", "aux-layers", "error",
+      fix_availability=FixAvailability.NEEDS_DECISION,
       summary="The number of aux ids disagrees with the width of `fc`.",
       why="fc concatenates one target hidden state per id; vLLM sizes fc from the id count it reads (3 when it "
           "reads none), so a disagreement fails at load or mixes streams.",
@@ -241,7 +245,7 @@ def aux_ids_invalid(ctx: Context) -> Iterator[Finding]:
 def aux_ids_count(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     fc_in = d.fc_in
-    ids = ctx.options.aux_ids if ctx.options.aux_ids is not None else d.aux.ids
+    ids = ctx.decisions.aux_ids if ctx.decisions.aux_ids is not None else d.aux.ids
     if ids is None or not fc_in or ctx.target is None:
         return
     th = ctx.target.hidden_size
@@ -252,6 +256,7 @@ def aux_ids_count(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K404", "aux-ids-convention", "aux-layers", "error",
+      fix_availability=FixAvailability.NEEDS_DECISION,
       summary="The engine feeds other streams than the draft was trained on, because the aux ids are read in "
               "another convention; or the files cannot settle which convention they follow.",
       why="vLLM reads id k as the stream entering layer k; SGLang added +1 (output of layer k) and, since PR "
@@ -269,10 +274,10 @@ def aux_ids_convention(ctx: Context) -> Iterator[Finding]:
     ids = d.aux.ids
     if ids is None or len(set(ids)) != len(ids):
         return
-    if ctx.options.aux_ids is not None:
+    if ctx.decisions.aux_ids is not None:
         return  # K405 writes the user's ids
     st = settle_convention(ctx)
-    fed = fed_ids(ctx)
+    fed = fed_physical_ids(ctx)
     eng = ctx.engine.key
     if st.convention is None:
         readings = []
@@ -285,7 +290,7 @@ def aux_ids_convention(ctx: Context) -> Iterator[Finding]:
             + f"; {DIAGNOSE}", severity="warning", evidence=[Evidence(d.aux.source, ids, None)],
             needs_decision=DECIDE_CONV)
         return
-    phys = physical_ids(ctx)
+    phys = trained_physical_ids(ctx)
     if phys is None or phys == fed:
         return
     written = ctx.engine.written_ids(phys, ctx.target)
@@ -312,6 +317,7 @@ def aux_ids_convention(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K405", "aux-ids-location", "aux-layers", "warning",
+      fix_availability=FixAvailability.NEEDS_DECISION,
       summary="Aux ids are not written (or not consistently) at every config key the engine version reads.",
       why="vLLM 0.32/0.33's V1 model runner reads the top-level key, then eagle_config; fc is sized from "
           "eagle_config (else 3). Model Runner V2, the default wherever Triton runs (GPUs; config/vllm.py "
@@ -322,8 +328,8 @@ def aux_ids_convention(ctx: Context) -> Iterator[Finding]:
       fix="fix writes the same ids at every key the engine reads (safe once the ids are settled).")
 def aux_ids_location(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
-    if ctx.options.aux_ids is not None and d.aux.ids is not None:
-        phys = list(ctx.options.aux_ids)
+    if ctx.decisions.aux_ids is not None and d.aux.ids is not None:
+        phys = list(ctx.decisions.aux_ids)
         yield aux_ids_location.finding(
             f"aux ids replaced by --aux-ids: {d.aux.ids} -> streams {phys}", severity="info",
             evidence=[Evidence(d.aux.source, d.aux.ids, phys)], ops=write_ops(ctx, phys, "--aux-ids"))
@@ -335,8 +341,8 @@ def aux_ids_location(ctx: Context) -> Iterator[Finding]:
             f"aux ids differ between config keys: {d.aux.locations}", severity="error",
             evidence=[Evidence(k, v, None) for k, v in d.aux.locations.items()], needs_decision=DECIDE_IDS)
         return
-    phys = physical_ids(ctx)
-    if phys is None or fed_ids(ctx) != phys:
+    phys = trained_physical_ids(ctx)
+    if phys is None or fed_physical_ids(ctx) != phys:
         return  # K404 rewrites them everywhere (or asks first)
     if d.is_speculators and ctx.engine.engine == "vllm":
         return  # vLLM's speculators adapter places the top-level ids itself
@@ -360,6 +366,7 @@ def aux_ids_location(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K406", "aux-states-disabled", "aux-layers", "error",
+      fix_availability=FixAvailability.SOMETIMES,
       summary="`eagle_config.use_aux_hidden_state` disagrees with the tensors, `num_aux_hidden_states` disagrees "
               "with fc, or the engine version does not honour a head without aux states.",
       why="A head trained without aux states (use_aux_hidden_state false, no fc: nvidia/gpt-oss-120b-Eagle3-v2) "

@@ -1,9 +1,11 @@
-"""The rule registry: one rule per defect class, each with a stable id and documentation in a fixed shape
-(what it checks, what the engine does with the defect and the source of that fact, fix safety).
-`kconvert rules` prints this registry; `kconvert rules ID` one entry."""
+"""The rule registry: one rule per defect class, each with a stable id, a typed fix availability and
+documentation in a fixed shape (what it checks, what the engine does with the defect and the source of that fact,
+what fix does and whether it is safe). `kconvert rules` prints this registry; `kconvert rules ID` one entry. Rule
+ids are spelled here only: code elsewhere names a rule by its object (`vocab.d2t_rule.id`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -11,12 +13,32 @@ import numpy as np
 from kconvert.engines.expectations import EngineRules
 from kconvert.errors import KConvertError
 from kconvert.formats.model import DraftModel
-from kconvert.plan.ops import Op
+from kconvert.rules.decisions import Decisions
 from kconvert.target import TargetModel
+from kconvert.writer.ops import Op
 
 CATEGORIES = ("integrity", "security", "architecture", "tensor-names", "shapes", "aux-layers", "vocab-mapping",
               "norms", "embeddings", "lm-head", "attention", "rope", "positions", "dtype", "config-hygiene")
 SEVERITIES = ("error", "warning", "info")
+
+
+class FixAvailability(str, Enum):
+    """Whether `kconvert fix` can repair a rule's findings (as ruff's `ruff rule X` says of its rules)."""
+
+    ALWAYS = "always"  # every finding carries the ops that repair it
+    SOMETIMES = "sometimes"  # some findings carry ops; the others no file edit can repair (the rule's fix text says which)
+    NEEDS_DECISION = "needs-decision"  # some findings wait for a flag that settles what the files cannot (they name it)
+    NEVER = "never"  # no finding carries ops or waits for a flag: nothing for fix to do
+
+    def allows(self, finding: Finding) -> bool:
+        """A finding as a rule of this availability may emit it."""
+        if self is FixAvailability.NEVER:
+            return not finding.ops and finding.needs_decision is None and not finding.fixable
+        if self is FixAvailability.ALWAYS:
+            return finding.fixable and finding.needs_decision is None
+        if self is FixAvailability.SOMETIMES:
+            return finding.needs_decision is None
+        return True
 
 
 @dataclass
@@ -58,7 +80,7 @@ class Finding:
         return bool(self.ops) or self.needs_decision is not None
 
     def to_dict(self) -> dict[str, Any]:
-        from kconvert.plan.ops import op_to_dict
+        from kconvert.writer.ops import op_to_dict
 
         rule = REGISTRY.get(self.id)
         return {
@@ -75,26 +97,11 @@ class Finding:
 
 
 @dataclass
-class Options:
-    """User decisions that the files cannot settle (fix flags; also honoured by inspect)."""
-
-    aux_ids: list[int] | None = None  # physical ids wanted, in vLLM's input-of-layer convention
-    aux_ids_default: bool = False  # accept the engine's default layers
-    aux_convention: str | None = None  # convention the written ids follow: input|output
-    d2t_kind: str | None = None  # offsets|absolute
-    lm_head_source: str | None = None
-    cast_dtype: str | None = None  # BF16|F16|F32
-    rope_from_target: bool = False  # copy the target's rope scaling into a draft that has none
-    tp: int | None = None  # tensor-parallel size the target will run at (K304 checks the split)
-    draft_tp: int | None = None  # draft_tensor_parallel_size (None: the target's TP)
-
-
-@dataclass
 class Context:
     draft: DraftModel
     target: TargetModel | None
     engine: EngineRules
-    options: Options = field(default_factory=Options)
+    decisions: Decisions = field(default_factory=Decisions)
     _cache: dict[str, Any] = field(default_factory=dict)
     # tensor name -> why its values could not be read (the checks on them were skipped; K005 says so)
     unreadable: dict[str, str] = field(default_factory=dict)
@@ -140,44 +147,62 @@ class Rule:
     summary: str
     why: str  # what the engine does with the defect, with its source
     fix: str  # what fix does, and whether it is always safe
+    fix_availability: FixAvailability
     needs_target: bool
     fn: RuleFn
+    # Runs once every other rule has run: it reports on what they did (K005: the values they could not read).
+    runs_last: bool = False
 
     def finding(self, message: str, *, severity: str | None = None, evidence: list[Evidence] | None = None,
                 ops: list[Op] | None = None, needs_decision: str | None = None,
                 fixable: bool | None = None) -> Finding:
-        return Finding(self.id, self.category, severity or self.severity, message, list(evidence or []),
-                       list(ops or []), needs_decision, fixable)
+        f = Finding(self.id, self.category, severity or self.severity, message, list(evidence or []),
+                    list(ops or []), needs_decision, fixable)
+        if not self.fix_availability.allows(f):
+            # The registry would tell `kconvert rules` readers something this finding contradicts: a kconvert bug,
+            # reported by run_rules as a check that could not run.
+            raise RuntimeError(f"{self.id} declares fix availability {self.fix_availability.value!r} but emits a "
+                               f"finding that is{'' if f.fixable else ' not'} fixable"
+                               + (f" and waits for {f.needs_decision}" if f.needs_decision else ""))
+        return f
 
     def doc(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "category": self.category, "severity": self.severity,
-                "summary": self.summary, "why": self.why, "fix": self.fix, "needs_target": self.needs_target}
+                "summary": self.summary, "why": self.why, "fix": self.fix,
+                "fix_availability": self.fix_availability.value, "needs_target": self.needs_target}
 
 
 REGISTRY: dict[str, Rule] = {}
 
 
 def rule(id: str, name: str, category: str, severity: str, *, summary: str, why: str, fix: str,
-         needs_target: bool = False) -> Callable[[RuleFn], Rule]:
+         fix_availability: FixAvailability, needs_target: bool = False,
+         runs_last: bool = False) -> Callable[[RuleFn], Rule]:
     assert category in CATEGORIES, category
     assert severity in SEVERITIES, severity
+    assert isinstance(fix_availability, FixAvailability), fix_availability
 
     def deco(fn: RuleFn) -> Rule:
         if id in REGISTRY:
             raise RuntimeError(f"duplicate rule id {id}")
-        r = Rule(id, name, category, severity, summary.strip(), why.strip(), fix.strip(), needs_target, fn)
+        r = Rule(id, name, category, severity, summary.strip(), why.strip(), fix.strip(), fix_availability,
+                 needs_target, fn, runs_last)
         REGISTRY[id] = r
         return r
 
     return deco
 
 
+def skipped_without_target(ctx: Context) -> list[str]:
+    """The ids of the rules that compare with the target, which do not run without one."""
+    return [] if ctx.target is not None else sorted(r.id for r in REGISTRY.values() if r.needs_target)
+
+
 def run_rules(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
-    skipped: list[str] = []
-    for r in sorted(REGISTRY.values(), key=lambda r: r.id):
-        if r.needs_target and ctx.target is None:
-            skipped.append(r.id)
+    skipped = set(skipped_without_target(ctx))
+    for r in sorted(REGISTRY.values(), key=lambda r: (r.runs_last, r.id)):
+        if r.id in skipped:
             continue
         try:
             out.extend(r.fn(ctx))
@@ -187,16 +212,6 @@ def run_rules(ctx: Context) -> list[Finding]:
             out.append(Finding(r.id, r.category, "error",
                                f"{r.name}: the check could not run on this checkpoint ({type(e).__name__}: {e})",
                                [Evidence("checkpoint", "malformed for this check", None)]))
-    if ctx.unreadable:
-        names = sorted(ctx.unreadable)
-        out.append(Finding("K005", "integrity", "warning",
-                           f"the values of {', '.join(names[:5])} could not be read, so the checks on them were "
-                           f"skipped: {ctx.unreadable[names[0]]}",
-                           [Evidence(n, "unreadable", "readable") for n in names[:10]]))
-    if skipped:
-        out.append(Finding("K000", "config-hygiene", "info",
-                           f"no --target given: {len(skipped)} checks that compare with the target were skipped "
-                           f"({', '.join(skipped)})", [Evidence("--target", None, "a profile, folder or Hub id")]))
     order = {s: i for i, s in enumerate(SEVERITIES)}
     out.sort(key=lambda f: (order[f.severity], f.id))
     return out

@@ -3,14 +3,15 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from kconvert.plan.ops import SetConfig
-from kconvert.rules.base import Context, Evidence, Finding, rule
+from kconvert.writer.ops import SetConfig
+from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rule
 
 SAFETENSORS_TO_TORCH = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
 TORCH_TO_SAFETENSORS = {v: k for k, v in SAFETENSORS_TO_TORCH.items()}
 
 
 @rule("K901", "max-positions", "positions", "warning",
+      fix_availability=FixAvailability.ALWAYS,
       summary="`max_position_embeddings` is below the target's.",
       why="A draft limited to fewer positions than the target fails or degrades on long prompts; vLLM raises it "
           "to the target's max length in recent versions only, SGLang does not (SpecForge issue #249: 2048 copied "
@@ -41,6 +42,7 @@ def _rope_kind(rs: Any) -> tuple[Any, Any]:
 
 
 @rule("K902", "rope", "rope", "warning",
+      fix_availability=FixAvailability.NEEDS_DECISION,
       summary="Rope settings differ from the target's, or `rope_scaling` and `rope_parameters` disagree.",
       why="The draft attends over the target's positions; a different rope_theta or a dropped yarn scaling "
           "(speculators PR #574: a converter dropped rope_scaling) rotates its queries differently from training "
@@ -58,7 +60,7 @@ def rope(ctx: Context) -> Iterator[Finding]:
             yield rope.finding(f"rope_theta {d.config['rope_theta']} != the target's {t.rope_theta}",
                                evidence=[Evidence("rope_theta", d.config["rope_theta"], t.rope_theta)])
         if t.rope_scaling and not rs and not (isinstance(rp, dict) and rp.get("factor")):
-            restore = ctx.options.rope_from_target
+            restore = ctx.decisions.rope_from_target
             # The EAGLE reference trainer's config template (eagle/traineagle3/config.json) has no rope keys at all:
             # its drafts were trained with LlamaConfig's defaults, not stripped by a converter.
             if ("rope_scaling" in d.config or d.format.producer == "eagle") and not restore:
@@ -88,6 +90,7 @@ def rope(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K911", "config-dtype", "dtype", "warning",
+      fix_availability=FixAvailability.ALWAYS,
       summary="`torch_dtype` and `dtype` disagree, or disagree with the tensors.",
       why="transformers 5 reads `dtype`, older stacks `torch_dtype`; engines pick the model dtype from them when "
           "--dtype is auto (lightseekorg/kimi-k2.5-eagle3 ships torch_dtype float16 next to dtype bfloat16).",
@@ -96,10 +99,10 @@ def config_dtype(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     dts = {k: v for k, v in d.tensor_dtypes.items() if k in SAFETENSORS_TO_TORCH}
     stored = SAFETENSORS_TO_TORCH[max(dts, key=dts.get)] if dts else None
-    if ctx.options.cast_dtype in SAFETENSORS_TO_TORCH and dts:
+    if ctx.decisions.cast_dtype in SAFETENSORS_TO_TORCH and dts:
         # With --cast the tensors fix writes are in the cast dtype (K912's ops); naming the pre-cast dtype left
         # an fp16 config over bf16 tensors, which the next fix then changed again (not idempotent).
-        stored = SAFETENSORS_TO_TORCH[ctx.options.cast_dtype]
+        stored = SAFETENSORS_TO_TORCH[ctx.decisions.cast_dtype]
     vals = {k: v for k, v in (("torch_dtype", d.torch_dtype), ("dtype", d.dtype)) if v is not None}
     wrong = {k: v for k, v in vals.items() if stored and v != stored}
     if (len(set(vals.values())) > 1) or wrong:
@@ -112,19 +115,20 @@ def config_dtype(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K912", "tensor-dtype", "dtype", "warning",
+      fix_availability=FixAvailability.NEEDS_DECISION,
       summary="The draft's weights are stored in another float dtype than the target's, or in several.",
       why="An fp16 draft next to a bf16 target overflows where bf16 does not (sglang issue #3431); engines cast "
           "the draft to the model dtype at load, so fp32 only costs disk.",
       fix="fix casts the floating-point tensors when asked (--cast bf16|fp16|fp32); a cast is lossy from fp32 and "
           "between fp16 and bf16, so it is never done unasked.")
 def tensor_dtype(ctx: Context) -> Iterator[Finding]:
-    from kconvert.plan.ops import CastTensor
+    from kconvert.writer.ops import CastTensor
 
     d = ctx.draft
     floats = {k: v for k, v in d.tensor_dtypes.items() if k in SAFETENSORS_TO_TORCH}
     want = None
-    if ctx.options.cast_dtype:
-        want = ctx.options.cast_dtype
+    if ctx.decisions.cast_dtype:
+        want = ctx.decisions.cast_dtype
     elif ctx.target is not None and ctx.target.torch_dtype in TORCH_TO_SAFETENSORS:
         want = TORCH_TO_SAFETENSORS[ctx.target.torch_dtype]
     if not floats:
@@ -133,11 +137,11 @@ def tensor_dtype(ctx: Context) -> Iterator[Finding]:
     if not off and len(floats) <= 1:
         return
     ops = []
-    if ctx.options.cast_dtype:
-        ops = [CastTensor(raw, ctx.options.cast_dtype, "--cast") for c, raw in sorted(d.raw_names.items())
-               if d.tensors[c].dtype in SAFETENSORS_TO_TORCH and d.tensors[c].dtype != ctx.options.cast_dtype]
+    if ctx.decisions.cast_dtype:
+        ops = [CastTensor(raw, ctx.decisions.cast_dtype, "--cast") for c, raw in sorted(d.raw_names.items())
+               if d.tensors[c].dtype in SAFETENSORS_TO_TORCH and d.tensors[c].dtype != ctx.decisions.cast_dtype]
     yield tensor_dtype.finding(
         f"weights stored as {', '.join(f'{k} x{v}' for k, v in floats.items())}"
-        + (f"; the target is {SAFETENSORS_TO_TORCH.get(want, want)}" if want and not ctx.options.cast_dtype else ""),
+        + (f"; the target is {SAFETENSORS_TO_TORCH.get(want, want)}" if want and not ctx.decisions.cast_dtype else ""),
         evidence=[Evidence("tensors", floats, want)], ops=ops,
         needs_decision=None if ops else "--cast bf16|fp16|fp32")

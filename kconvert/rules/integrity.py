@@ -3,30 +3,42 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from kconvert.rules.base import Context, Evidence, Finding, rule
+from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rule, skipped_without_target
 
 
 @rule("K000", "target-checks-skipped", "config-hygiene", "info",
+      fix_availability=FixAvailability.NEVER,
       summary="Checks that compare the draft with its target were skipped because no --target was given.",
       why="Aux-id range, fc width, vocabulary, embeddings, positions and rope can only be judged against the "
           "target's config; without it kconvert says what it did not check rather than pass silently.",
       fix="Nothing to fix: pass --target (a profile such as kimi-k2.5, a folder, or a Hub id).")
 def target_skipped(ctx: Context) -> Iterator[Finding]:
-    return iter(())
+    skipped = skipped_without_target(ctx)
+    if skipped:
+        yield target_skipped.finding(
+            f"no --target given: {len(skipped)} checks that compare with the target were skipped "
+            f"({', '.join(skipped)})", evidence=[Evidence("--target", None, "a profile, folder or Hub id")])
 
 
 @rule("K005", "values-unreadable", "integrity", "warning",
+      fix_availability=FixAvailability.NEVER,
       summary="Some small tensors (d2t, t2d, norms, embedding rows) could not be read, so the checks of their "
               "values were skipped.",
       why="The header describes them, but their bytes are not available here (a Hub draft read without the "
           "network, a file that changed since its header was read). kconvert says which checks did not run "
           "rather than pass them silently.",
-      fix="Nothing to fix in the draft: make the files available (download them, or allow the Hub) and rerun.")
+      fix="Nothing to fix in the draft: make the files available (download them, or allow the Hub) and rerun.",
+      runs_last=True)
 def values_unreadable(ctx: Context) -> Iterator[Finding]:
-    return iter(())  # emitted by run_rules once every rule has had its chance to read
+    if ctx.unreadable:
+        names = sorted(ctx.unreadable)
+        yield values_unreadable.finding(
+            f"the values of {', '.join(names[:5])} could not be read, so the checks on them were skipped: "
+            f"{ctx.unreadable[names[0]]}", evidence=[Evidence(n, "unreadable", "readable") for n in names[:10]])
 
 
 @rule("K001", "pickle-weights", "security", "warning",
+      fix_availability=FixAvailability.ALWAYS,
       summary="Pickle files (.bin/.pt/.pth/.ckpt/.pkl/.pickle: weights, optimizer or trainer state) are present.",
       why="Unpickling executes code chosen by whoever wrote the file. kconvert never unpickles them: PyTorch weight "
           "files are described by walking their pickle opcodes without executing any (kconvert.source.torch_zip; "
@@ -42,6 +54,7 @@ def pickle_weights(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K002", "remote-code", "security", "warning",
+      fix_availability=FixAvailability.SOMETIMES,
       summary="The config asks for remote code (auto_map / trust_remote_code).",
       why="Remote code runs Python from the repository inside the engine when --trust-remote-code is given. "
           "EAGLE-3 drafts need none: vLLM and SGLang implement them natively.",
@@ -49,7 +62,7 @@ def pickle_weights(ctx: Context) -> Iterator[Finding]:
           "`auto_map` that speculators writes itself ({\"\": \"eagle3.Eagle3SpeculatorConfig\"}, naming a module "
           "the folder does not hold) is reported as info and left alone: nothing can be imported from it.")
 def remote_code(ctx: Context) -> Iterator[Finding]:
-    from kconvert.plan.ops import DeleteConfig
+    from kconvert.writer.ops import DeleteConfig
 
     cfg = ctx.draft.checkpoint.config
     keys = [k for k in ("auto_map", "trust_remote_code") if k in cfg]
@@ -77,6 +90,7 @@ def _speculators_own_auto_map(auto_map: object) -> bool:
 
 
 @rule("K003", "no-tensors", "integrity", "error",
+      fix_availability=FixAvailability.NEEDS_DECISION,
       summary="No tensor was found (neither safetensors nor a PyTorch weight file kconvert can read statically); "
               "or the weights are PyTorch pickle files (info).",
       why="Without weights an engine fails. A draft that ships only `pytorch_model.bin` (the EAGLE reference "
@@ -102,6 +116,7 @@ def no_tensors(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K004", "producer-unknown", "architecture", "info",
+      fix_availability=FixAvailability.NEVER,
       summary="No known producer (SpecForge, TorchSpec, EAGLE, speculators, ModelOpt) was recognised.",
       why="The producer decides conventions the files do not state (which convention aux ids follow). "
           "With an unknown producer kconvert asks instead of guessing.",

@@ -4,11 +4,12 @@ from __future__ import annotations
 from typing import Iterator
 
 from kconvert.formats.layouts import NORMS
-from kconvert.plan.ops import SetConfig
-from kconvert.rules.base import Context, Evidence, Finding, rule
+from kconvert.writer.ops import SetConfig
+from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rule
 
 
 @rule("K601", "norms-missing", "norms", "error",
+      fix_availability=FixAvailability.NEVER,
       summary="A norm tensor (input_layernorm, hidden_norm, post_attention_layernorm or the final norm) is missing.",
       why="vLLM does not report missing weights: a missing RMSNorm keeps its initial weight of 1, so the draft "
           "loads and runs with an unscaled norm (eagle3-facts.md section 5). Acceptance drops by however much the "
@@ -28,6 +29,7 @@ def norms_missing(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K602", "norm-before-residual", "norms", "error",
+      fix_availability=FixAvailability.NEEDS_DECISION,
       summary="`norm_before_residual` will be read differently from how the draft was trained.",
       why="With norm_before_residual the residual is the normalised fc output instead of the raw one. vLLM "
           "defaults it to true for the speculators format (configs/speculators/algos.py: "
@@ -53,6 +55,7 @@ def norm_before_residual(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K603", "norm-before-fc", "norms", "error",
+      fix_availability=FixAvailability.SOMETIMES,
       summary="`norm_before_fc` and the `input_norm` tensor disagree, or the engine version ignores them.",
       why="EAGLE 3.1's norm_before_fc (speculators PR #337, vLLM PR #36545) is one RMSNorm over the concatenated "
           "aux states. vLLM 0.32/0.33 build it for Llama drafts only when the flag is set (eagle_config first, "
@@ -90,6 +93,7 @@ def norm_before_fc(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K604", "fc-norm", "norms", "error",
+      fix_availability=FixAvailability.SOMETIMES,
       summary="`fc_norm` and the per-aux-state `fc_norm.*` tensors disagree, or the engine's support is unknown.",
       why="EAGLE 3.1's per-state fc_norm (speculators PR #610's follow-up; Inferact/MiniMax-M3-EAGLE3, tokenspeed "
           "PR #751). vLLM 0.32/0.33 build one RMSNorm per aux state when the top-level fc_norm is set (Llama and "
@@ -115,6 +119,7 @@ def fc_norm(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K605", "norm-output", "norms", "warning",
+      fix_availability=FixAvailability.NEVER,
       summary="`norm_output` is set; what it means depends on who wrote it and which engine reads it.",
       why="In vLLM and speculators (PR #610, EAGLE 3.1) norm_output feeds the post-norm hidden state to the next "
           "draft step; vLLM 0.32/0.33 read it at top level (llama_eagle3.py, deepseek_eagle3.py) and the "
@@ -137,6 +142,7 @@ def norm_output(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K606", "modelopt-norm-flags", "norms", "warning",
+      fix_availability=FixAvailability.NEVER,
       summary="ModelOpt's extra layernorm flags are set; vLLM and SGLang ignore them.",
       why="use_input_layernorm_in_first_layer, use_last_layernorm and use_mtp_layernorm change the draft's math in "
           "ModelOpt/TensorRT-LLM; vLLM's and SGLang's EAGLE-3 layers never read them.",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from kconvert.rules.base import Context, Evidence, Finding, rule
+from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rule
 
 # vLLM pads every vocab-parallel embedding and head to a multiple of this before splitting it across ranks
 # (vllm/model_executor/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE).
@@ -82,6 +82,7 @@ def vocab_problem(draft_vocab: int | None, tp: int) -> SplitProblem | None:
 
 
 @rule("K304", "tensor-parallel-split", "attention", "error",
+      fix_availability=FixAvailability.NEVER,
       summary="The draft's attention heads, KV heads or draft vocabulary do not split over the tensor-parallel "
               "size it will run at (given with `--tp`/`--draft-tp`).",
       why="vLLM splits the draft's heads over `draft_tensor_parallel_size` (default: the target's TP; only 1 or "
@@ -96,14 +97,14 @@ def vocab_problem(draft_vocab: int | None, tp: int) -> SplitProblem | None:
           "draft on one rank), or use a draft trained with a head count that divides.",
       needs_target=False)
 def tensor_parallel_split(ctx: Context) -> Iterator[Finding]:
-    tp = ctx.options.tp
+    tp = ctx.decisions.tp
     if not tp or tp < 1:
         return
-    dtp = draft_tp_in_effect(tp, ctx.options.draft_tp)
-    bad_tp = draft_tp_problem(tp, ctx.options.draft_tp)
+    dtp = draft_tp_in_effect(tp, ctx.decisions.draft_tp)
+    bad_tp = draft_tp_problem(tp, ctx.decisions.draft_tp)
     if bad_tp:
         yield tensor_parallel_split.finding(
-            bad_tp, evidence=[Evidence("--draft-tp", ctx.options.draft_tp, [1, tp])], fixable=False)
+            bad_tp, evidence=[Evidence("--draft-tp", ctx.decisions.draft_tp, [1, tp])], fixable=False)
         return
     d = ctx.draft
     problems = head_problems("draft", d.num_attention_heads, d.num_key_value_heads, dtp, mla=d.layer_family == "mla")

@@ -6,8 +6,8 @@ from typing import Iterator
 import numpy as np
 
 from kconvert.formats.layouts import NORMS, TOP_REQUIRED, layer_index, renames, required_layer_tensors
-from kconvert.plan.ops import DropTensor, RenameTensor, SetConfig
-from kconvert.rules.base import Context, Evidence, Finding, rule
+from kconvert.writer.ops import DropTensor, RenameTensor, SetConfig
+from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rule
 
 
 def draft_layers(d) -> tuple[int, list[str]]:
@@ -60,6 +60,7 @@ def _engine_aux_count(ctx: Context) -> int:
 
 
 @rule("K201", "key-layout", "tensor-names", "error",
+      fix_availability=FixAvailability.ALWAYS,
       summary="Tensor names are written in a layout the engine version does not load as intended.",
       why="vLLM maps `midlayer.` to `layers.0.` and prefixes `model.` to every name but lm_head "
           "(llama_eagle3.py load_weights), so `model.`-prefixed names become `model.model.*` and do not match. "
@@ -84,6 +85,7 @@ def key_layout(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K202", "missing-tensors", "tensor-names", "error",
+      fix_availability=FixAvailability.NEVER,
       summary="Tensors the draft layer needs are missing.",
       why="vLLM does not detect missing weights: a missing Linear stays uninitialised memory and a missing norm "
           "stays 1 (eagle3-facts.md section 5), so the draft loads and proposes garbage without a word.",
@@ -107,6 +109,7 @@ def missing_tensors(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K203", "unexpected-tensors", "tensor-names", "error",
+      fix_availability=FixAvailability.ALWAYS,
       summary="Tensors that are not part of an EAGLE-3 draft are present.",
       why="vLLM raises on names it cannot place (AutoWeightsLoader) and silently ignores `*.bias`; extra "
           "decoder layers (`layers.1.*`) mean the checkpoint is not a one-layer EAGLE-3 draft.",
@@ -132,6 +135,7 @@ def unexpected_tensors(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K301", "fc-width", "shapes", "error",
+      fix_availability=FixAvailability.NEEDS_DECISION,
       summary="`fc` does not take (number of aux states) x (target hidden size) inputs as the config implies.",
       why="The engine sizes fc as target_hidden_size (default: hidden_size) x the number of aux ids it reads "
           "(vLLM: num_aux_hidden_states, else len(eagle_config ids), else 3); a different width fails at load, "
@@ -173,6 +177,7 @@ def fc_width(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K302", "attention-shapes", "attention", "error",
+      fix_availability=FixAvailability.SOMETIMES,
       summary="q/k/v/o projections do not match heads x head_dim (Llama layer) or the MLA ranks (MLA layer).",
       why="vLLM builds attention from the config: head_dim defaults to hidden/heads (7168/64 = 112), while Kimi "
           "drafts use 128, so a missing `head_dim` makes every projection the wrong shape and loading fails; "
@@ -256,6 +261,7 @@ def attention_shapes(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K303", "hidden-size", "shapes", "error",
+      fix_availability=FixAvailability.SOMETIMES,
       summary="Tensors disagree with `hidden_size` (norms, MLP, lm_head columns).",
       why="The engine allocates every module from the config; a tensor of another width fails at load "
           "(weight_loader shape assertion) or, for norms, is broadcast wrongly.",
@@ -286,6 +292,7 @@ def hidden_size(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K701", "embeddings", "embeddings", "error",
+      fix_availability=FixAvailability.SOMETIMES,
       summary="`embed_tokens` is present but not shaped like the target's embedding, or looks untrained on an "
               "engine that uses it.",
       why="vLLM 0.32/0.33 keep a draft's own embed_tokens unless they equal the target's "
@@ -331,6 +338,7 @@ def embeddings(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K801", "lm-head-missing", "lm-head", "error",
+      fix_availability=FixAvailability.NEVER,
       summary="`lm_head` is missing.",
       why="Without lm_head the engine shares the target's; with a reduced draft vocabulary the shapes no longer "
           "agree and acceptance drops to 0 (sglang issue #27829).",

@@ -5,8 +5,8 @@ from typing import Iterator
 
 import numpy as np
 
-from kconvert.plan.ops import RebuildT2D, RewriteD2TOffsets, SetConfig
-from kconvert.rules.base import Context, Evidence, Finding, rule
+from kconvert.writer.ops import RebuildT2D, RewriteD2TOffsets, SetConfig
+from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rule
 
 DECIDE_D2T = "--d2t offsets|absolute (how the d2t values were written)"
 
@@ -45,6 +45,7 @@ def classify_d2t(d2t: np.ndarray, vocab: int | None, t2d: np.ndarray | None) -> 
 
 
 @rule("K501", "draft-vocab-size", "vocab-mapping", "error",
+      fix_availability=FixAvailability.SOMETIMES,
       summary="`draft_vocab_size` disagrees with the rows of `lm_head`.",
       why="vLLM sizes the draft head from draft_vocab_size (defaulting to vocab_size); a head of another size "
           "fails to load, or with no d2t it maps draft ids to the wrong target ids.",
@@ -71,6 +72,7 @@ def draft_vocab_size(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K502", "d2t", "vocab-mapping", "error",
+      fix_availability=FixAvailability.NEEDS_DECISION,
       summary="`d2t` is missing, of the wrong length, holds absolute ids instead of offsets, or maps outside the "
               "target vocabulary or twice to one id.",
       why="vLLM and SGLang read d2t as offsets (target = draft_id + d2t[draft_id]); absolute ids index past the "
@@ -101,8 +103,8 @@ def d2t_rule(ctx: Context) -> Iterator[Finding]:
     if d2t is None:
         return
     kind, why = classify_d2t(d2t, V, ctx.array("t2d"))
-    if ctx.options.d2t_kind:
-        kind, why = ctx.options.d2t_kind, "decided by --d2t"
+    if ctx.decisions.d2t_kind:
+        kind, why = ctx.decisions.d2t_kind, "decided by --d2t"
     if kind == "absolute":
         yield d2t_rule.finding(f"d2t holds absolute target ids, engines read offsets ({why})",
                                evidence=[Evidence("d2t", f"d2t[:3]={d2t[:3].tolist()}",
@@ -119,6 +121,7 @@ def d2t_rule(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K503", "t2d", "vocab-mapping", "error",
+      fix_availability=FixAvailability.ALWAYS,
       summary="`t2d` does not cover the target vocabulary or disagrees with d2t.",
       why="vLLM skips t2d when loading, but SGLang and training tools use it; a t2d that disagrees with d2t means "
           "one of them was rebuilt from another vocabulary.",
@@ -139,8 +142,8 @@ def t2d_rule(ctx: Context) -> Iterator[Finding]:
     if t2d is None or d2t is None:
         return
     kind, _ = classify_d2t(d2t, V, None)
-    if ctx.options.d2t_kind:
-        kind = ctx.options.d2t_kind
+    if ctx.decisions.d2t_kind:
+        kind = ctx.decisions.d2t_kind
     ids = d2t.astype(np.int64) + (np.arange(d2t.size) if kind != "absolute" else 0)
     count = int(np.count_nonzero(t2d))
     if count != d2t.size or (ids.size and (ids.min() < 0 or ids.max() >= V or not bool(np.all(t2d[ids] != 0)))):
@@ -150,6 +153,7 @@ def t2d_rule(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K504", "vocab-size", "vocab-mapping", "warning",
+      fix_availability=FixAvailability.ALWAYS,
       summary="The draft's `vocab_size` differs from the target's.",
       why="vLLM sizes the shared embedding and the d2t mapping against the target vocabulary; a different "
           "vocab_size in the draft config means it was copied from another model.",

@@ -115,10 +115,10 @@ def lm_head_loader() -> Callable[[str], Any]:
     def load(path: str):
         if path not in cache:
             from kconvert.formats import read_draft
+            from kconvert.inspect import open_draft
             from kconvert.score.run import read_tensor
-            from kconvert.source.checkpoint import open_checkpoint
 
-            src = read_draft(open_checkpoint(path))
+            src = read_draft(open_draft(path))
             if "lm_head.weight" not in src.raw_names:
                 raise UsageError(f"--lm-head-from {path}: no lm_head.weight there")
             cache[path] = read_tensor(src, src.raw_names["lm_head.weight"])
@@ -133,14 +133,13 @@ def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str |
     """Score `draft` against the trace folder `trace` as the engine would load it."""
     require_torch()
     from kconvert.engines.expectations import engine_rules
-    from kconvert.gate import evaluate
-    from kconvert.inspect import analyse
+    from kconvert.inspect import analyse, open_draft
     from kconvert.rules import Options
     from kconvert.score.reading import engine_reading
     from kconvert.score.run import WeightCache, resolve_device, resolve_dtype, score_reading, set_threads
     from kconvert.score.trace import open_trace
-    from kconvert.source.checkpoint import open_checkpoint
     from kconvert.target import load_target
+    from kconvert.verify.thresholds import evaluate
 
     st = settings or ScoreSettings()
     say = progress or (lambda _s: None)
@@ -152,7 +151,7 @@ def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str |
         raise UsageError(f"--target {tgt.name} (hidden {tgt.hidden_size}, vocab {tgt.vocab_size}) is not the trace's "
                          f"target (hidden {tr.meta.hidden_size}, vocab {tr.meta.vocab_size})")
     rules = engine_rules(engine, engine_version)
-    ckpt = open_checkpoint(draft)
+    ckpt = open_draft(draft)
     res = analyse(ckpt, tgt, rules, options or Options())
     out = ScoreResult(inspect=res, trace=tr, settings=st, thresholds=thresholds)
     out.timings["open_s"] = time.perf_counter() - t0

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from kconvert import __version__
+from kconvert._version import __version__
 from kconvert.errors import InputError, UsageError
 from kconvert.score.trace import TraceMeta, TraceWriter
 
@@ -77,7 +77,7 @@ class _TargetTensors:
     """The few target tensors a dump trace needs, read by byte range from its validated safetensors headers."""
 
     def __init__(self, ref: str):
-        from kconvert.source.checkpoint import open_checkpoint
+        from kconvert.source import open_checkpoint
 
         self.ckpt = open_checkpoint(ref)
         if self.ckpt.root is None:

@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from kconvert import __version__
+from kconvert._version import __version__
 from kconvert.errors import InputError, UsageError
 from kconvert.score.trace import HIDDEN_DTYPES, TraceMeta, TraceWriter
+from kconvert.source.names import CONFIG_NAME, INDEX_NAME
 
 # Model types whose weights transformers loads under another model type's classes (same architecture).
 MODEL_TYPE_ALIASES = {"kimi_k2": "deepseek_v3"}
@@ -137,13 +138,13 @@ def load_target_model(ref: str, dtype: str, device: Any, *, need_tokenizer: bool
     prefix = _weight_prefix(names)
     with tempfile.TemporaryDirectory(prefix="kconvert-trace-target-") as tmp:
         t = Path(tmp)
-        (t / "config.json").write_text(json.dumps(text))
+        (t / CONFIG_NAME).write_text(json.dumps(text))
         for rel in ckpt.safetensors_files:
             dst = t / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
             os.symlink((root / rel).resolve(), dst)
         if ckpt.index is not None:
-            os.symlink((root / "model.safetensors.index.json").resolve(), t / "model.safetensors.index.json")
+            os.symlink((root / INDEX_NAME).resolve(), t / INDEX_NAME)
         hf_cfg = AutoConfig.from_pretrained(str(t), trust_remote_code=False)
         kw: dict[str, Any] = {"config": hf_cfg, "dtype": getattr(torch, dtype), "trust_remote_code": False,
                               "use_safetensors": True}
@@ -292,7 +293,7 @@ def record_trace(req: TraceRequest, progress: Callable[[str], None] | None = Non
         target={"source": tgt.source, "revision": tgt.revision, "commit": tgt.commit,
                 "architectures": [a for a in tgt.config.get("architectures") or [] if isinstance(a, str)],
                 "model_type": tgt.config.get("model_type"),
-                "config_sha256": hashlib.sha256((tgt.root / "config.json").read_bytes()).hexdigest(),
+                "config_sha256": hashlib.sha256((tgt.root / CONFIG_NAME).read_bytes()).hexdigest(),
                 "weights": tgt.weight_files, "config": tgt.config},
         dtype=req.dtype, layers=layers, hidden_size=H, vocab_size=V, num_hidden_layers=L,
         prompt_set={"name": set_name, "num_prompts": n_prompts, "sha256": digest, "chat_template_applied": applied},

@@ -19,7 +19,7 @@ import numpy as np
 
 from kconvert.errors import InputError, UsageError
 from kconvert.formats.model import DraftModel
-from kconvert.report.acceptance import summarize
+from kconvert.engines.acceptance import summarize
 from kconvert.score.reading import Reading
 from kconvert.score.trace import Sequence, Trace
 

@@ -1,0 +1,36 @@
+"""Where a checkpoint's bytes come from: a local folder or a Hub id, read into one `Checkpoint` (files, config,
+validated tensor headers; never the weights). Knows nothing of drafts: a caller that wants some small tensors
+read up front (`prefetch`) names them."""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from kconvert.errors import InputError
+from kconvert.source.checkpoint import Checkpoint, load_folder
+
+# Given the tensor names of a checkpoint, the names of the small tensors to read now rather than when first used.
+Prefetch = Callable[[Sequence[str]], Iterable[str]]
+
+
+def open_checkpoint(ref: str | os.PathLike[str], *, prefetch: Prefetch | None = None) -> Checkpoint:
+    """A local folder, or a Hub id `org/name[@revision]` resolved through huggingface_hub.
+
+    prefetch: for a Hub checkpoint whose weights are not in the cache, the small tensors to read by range request
+    before this returns, so that a failing or lying server stops here with one line (a local folder reads them
+    when they are used)."""
+    # fsdecode, not fspath: a bytes path (a non-UTF-8 folder name) becomes a str with surrogate escapes
+    # instead of a TypeError from str methods below.
+    s = os.fsdecode(ref)
+    p = Path(s)
+    if p.exists() or s.startswith((".", "/", "~")) or os.sep in s.rstrip("/") and s.count("/") != 1:
+        return load_folder(p.expanduser(), ref=s)
+    from kconvert.source.hub import is_hub_id, load_hub
+
+    if is_hub_id(s):
+        return load_hub(s, prefetch=prefetch)
+    raise InputError(f"{s}: neither a local folder nor a Hub id of the form org/name[@revision]")
+
+
+__all__ = ["Checkpoint", "Prefetch", "open_checkpoint"]

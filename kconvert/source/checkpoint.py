@@ -1,7 +1,5 @@
-"""A checkpoint as kconvert sees it: its files, its config and its tensor headers, no weights.
-
-`open_checkpoint(ref)` accepts a local folder or a Hub id `org/name[@revision]`; the Hub path lives in
-`kconvert.source.hub` and ends in the same object.
+"""A checkpoint as kconvert sees it: its files, its config and its tensor headers, no weights; and the reading of a
+local folder into one (`load_folder`). `kconvert.source.open_checkpoint` chooses between a folder and a Hub id.
 """
 from __future__ import annotations
 
@@ -16,7 +14,15 @@ from typing import Any
 import numpy as np
 
 from kconvert.errors import HeaderError, InputError
-from kconvert.source.names import CONFIG_NAME, INDEX_NAME, TORCH_INDEX_NAME, is_pickle, is_torch_weights
+from kconvert.source.names import (
+    CONFIG_NAME,
+    INDEX_NAME,
+    PROVENANCE_NAME,
+    SAFETENSORS_SUFFIX,
+    TORCH_INDEX_NAME,
+    is_pickle,
+    is_torch_weights,
+)
 from kconvert.source.safetensors_header import (
     MAX_INDEX_BYTES,
     TensorInfo,
@@ -64,7 +70,8 @@ class Checkpoint:
 
     @property
     def safetensors_files(self) -> list[str]:
-        return sorted({t.file for t in self.tensors.values()} | {f for f in self.files if f.endswith(".safetensors")})
+        listed = {f for f in self.files if f.endswith(SAFETENSORS_SUFFIX)}
+        return sorted({t.file for t in self.tensors.values()} | listed)
 
     def local_path(self, rel: str) -> Path | None:
         if self.root is None:
@@ -166,7 +173,17 @@ def read_json_file(path: Path, rel: str) -> Any:
         raise InputError(f"{rel}: {e}") from None
 
 
-def _list_files(root: Path, allowed_root: Path | None = None) -> dict[str, FileEntry]:
+def read_provenance(folder: Path) -> dict[str, Any] | None:
+    """The `kconvert.json` that `kconvert fix` wrote into `folder`, or None when there is none (or it is not an
+    object). InputError when it cannot be read or is not strict JSON."""
+    path = folder / PROVENANCE_NAME
+    if not path.is_file():
+        return None
+    doc = read_json_file(path, PROVENANCE_NAME)
+    return doc if isinstance(doc, dict) else None
+
+
+def list_files(root: Path, allowed_root: Path | None = None) -> dict[str, FileEntry]:
     out: dict[str, FileEntry] = {}
     real_root = (allowed_root or root).resolve()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
@@ -213,7 +230,7 @@ def load_folder(root: Path, *, ref: str, kind: str = "local", allowed_root: Path
     if not os.access(root, os.R_OK | os.X_OK):
         raise InputError(f"{ref}: permission denied")
     ckpt = Checkpoint(ref=ref, kind=kind, root=root, allowed_root=allowed_root)
-    ckpt.files = _list_files(root, allowed_root)
+    ckpt.files = list_files(root, allowed_root)
     if CONFIG_NAME not in ckpt.files:
         raise InputError(f"{ref}: no {CONFIG_NAME} (is this a model folder?)")
     cfg = read_json_file(root / CONFIG_NAME, CONFIG_NAME)
@@ -226,59 +243,71 @@ def load_folder(root: Path, *, ref: str, kind: str = "local", allowed_root: Path
     return ckpt
 
 
+def read_index(ckpt: Checkpoint, root: Path, name: str = INDEX_NAME) -> dict[str, str]:
+    """An index file (`model.safetensors.index.json`, `pytorch_model.bin.index.json`) of the checkpoint: capped
+    before it is read, strict JSON, every shard path relative and inside the folder. Returns tensor -> file."""
+    # Cap before reading: parse_index checks the length only after the whole file is in memory.
+    size = ckpt.files[name].size
+    if size is not None and size > MAX_INDEX_BYTES:
+        raise HeaderError(name, f"index is {size} bytes (cap {MAX_INDEX_BYTES})")
+    try:
+        raw = (root / name).read_bytes()
+    except OSError as e:
+        raise InputError(f"{name}: cannot read: {e.strerror or e}") from None
+    index = parse_index(raw, name)
+    for tensor, shard in index.items():
+        check_relative_path(root, shard, f"{name} [{tensor}]", allowed_root=ckpt.allowed_root)
+    return index
+
+
+def add_tensors(ckpt: Checkpoint, file: str, tensors: dict[str, TensorInfo], placed: dict[str, str], *,
+                sharded: bool) -> None:
+    """Add one file's tensors; `placed` (tensor -> file, filled here) refuses a name that two files hold."""
+    for name in tensors:
+        if name in placed:
+            where = "shards" if sharded else "files"
+            raise HeaderError(file, f"tensor is also in {placed[name]} (a name in two {where})", tensor=name)
+        placed[name] = file
+    ckpt.tensors.update(tensors)
+
+
+def check_placement(index: dict[str, str], placed: dict[str, str], name: str = INDEX_NAME) -> None:
+    """The index and the files agree: every tensor is in the file the index names, and no file holds a tensor the
+    index does not place there."""
+    for tensor, file in index.items():
+        if placed.get(tensor) != file:
+            raise HeaderError(file, f"{name} places this tensor here but the shard lacks it", tensor=tensor)
+    for tensor, file in placed.items():
+        if index.get(tensor) != file:
+            raise HeaderError(file, f"tensor is in the shard but not in {name}", tensor=tensor)
+
+
 def load_tensors(ckpt: Checkpoint, root: Path) -> None:
+    """The tensor headers of a local folder: the safetensors files (through their index when there is one), else
+    the PyTorch weight files."""
     if INDEX_NAME in ckpt.files:
-        # Cap before reading: parse_index checks the length only after the whole file is in memory.
-        size = ckpt.files[INDEX_NAME].size
-        if size is not None and size > MAX_INDEX_BYTES:
-            raise HeaderError(INDEX_NAME, f"index is {size} bytes (cap {MAX_INDEX_BYTES})")
-        try:
-            raw = (root / INDEX_NAME).read_bytes()
-        except OSError as e:
-            raise InputError(f"{INDEX_NAME}: cannot read: {e.strerror or e}") from None
-        wm = parse_index(raw)
-        for name, shard in wm.items():
-            check_relative_path(root, shard, f"{INDEX_NAME} [{name}]", allowed_root=ckpt.allowed_root)
-        ckpt.index = wm
-        shards = sorted(set(wm.values()))
-        for shard in shards:
+        index = ckpt.index = read_index(ckpt, root)
+        files = sorted(set(index.values()))
+        for shard in files:
             if not (root / shard).exists():
                 raise HeaderError(shard, f"shard named in {INDEX_NAME} is missing")
-        headers = {s: read_header(root / s, s) for s in shards}
-        seen: dict[str, str] = {}
-        for shard, h in headers.items():
-            for name in h.tensors:
-                if name in seen:
-                    raise HeaderError(shard, f"tensor is also in {seen[name]} (a name in two shards)", tensor=name)
-                seen[name] = shard
-        for name, shard in wm.items():
-            if name not in headers[shard].tensors:
-                raise HeaderError(shard, f"{INDEX_NAME} places this tensor here but the shard lacks it",
-                                  tensor=name)
-        for shard, h in headers.items():
-            for name in h.tensors:
-                if wm.get(name) != shard:
-                    raise HeaderError(shard, f"tensor is in the shard but not in {INDEX_NAME}", tensor=name)
-            ckpt.tensors.update(h.tensors)
-            ckpt.shard_metadata[shard] = h.metadata
-        unindexed = [f for f in ckpt.files if f.endswith(".safetensors") and f not in headers]
-        if unindexed:
-            ckpt.notes.append(f"safetensors files not named by the index are ignored: {', '.join(unindexed)}")
     else:
-        st_files = sorted(f for f in ckpt.files if f.endswith(".safetensors"))
-        if not st_files:
+        index = None
+        files = sorted(f for f in ckpt.files if f.endswith(SAFETENSORS_SUFFIX))
+        if not files:
             load_torch_tensors(ckpt, root)
             return
-        seen = {}
-        for rel in st_files:
-            check_relative_path(root, rel, rel, allowed_root=ckpt.allowed_root)
-            h = read_header(root / rel, rel)
-            for name in h.tensors:
-                if name in seen:
-                    raise HeaderError(rel, f"tensor is also in {seen[name]} (a name in two files)", tensor=name)
-                seen[name] = rel
-            ckpt.tensors.update(h.tensors)
-            ckpt.shard_metadata[rel] = h.metadata
+    placed: dict[str, str] = {}
+    for rel in files:
+        check_relative_path(root, rel, rel, allowed_root=ckpt.allowed_root)
+        h = read_header(root / rel, rel)
+        add_tensors(ckpt, rel, h.tensors, placed, sharded=index is not None)
+        ckpt.shard_metadata[rel] = h.metadata
+    if index is not None:
+        check_placement(index, placed)
+        unindexed = [f for f in ckpt.files if f.endswith(SAFETENSORS_SUFFIX) and f not in ckpt.shard_metadata]
+        if unindexed:
+            ckpt.notes.append(f"safetensors files not named by the index are ignored: {', '.join(unindexed)}")
 
 
 def load_torch_tensors(ckpt: Checkpoint, root: Path) -> None:
@@ -287,58 +316,24 @@ def load_torch_tensors(ckpt: Checkpoint, root: Path) -> None:
     from kconvert.source.torch_zip import read_torch_zip
 
     if TORCH_INDEX_NAME in ckpt.files:
-        size = ckpt.files[TORCH_INDEX_NAME].size
-        if size is not None and size > MAX_INDEX_BYTES:
-            raise HeaderError(TORCH_INDEX_NAME, f"index is {size} bytes (cap {MAX_INDEX_BYTES})")
-        try:
-            raw = (root / TORCH_INDEX_NAME).read_bytes()
-        except OSError as e:
-            raise InputError(f"{TORCH_INDEX_NAME}: cannot read: {e.strerror or e}") from None
-        wm = parse_index(raw, TORCH_INDEX_NAME)
-        for name, shard in wm.items():
-            check_relative_path(root, shard, f"{TORCH_INDEX_NAME} [{name}]", allowed_root=ckpt.allowed_root)
-        files = sorted(set(wm.values()))
+        index = read_index(ckpt, root, TORCH_INDEX_NAME)
+        files = sorted(set(index.values()))
         for f in files:
             if f not in ckpt.files:
                 raise HeaderError(f, f"shard named in {TORCH_INDEX_NAME} is missing")
     else:
-        wm = None
+        index = None
         files = sorted(f for f in ckpt.files if "/" not in f and is_torch_weights(f))
-    seen: dict[str, str] = {}
+    placed: dict[str, str] = {}
     for rel in files:
         check_relative_path(root, rel, rel, allowed_root=ckpt.allowed_root)
         z = read_torch_zip(root / rel, rel)
-        for name in z.tensors:
-            if name in seen:
-                raise HeaderError(rel, f"tensor is also in {seen[name]} (a name in two files)", tensor=name)
-            if wm is not None and wm.get(name) != rel:
-                raise HeaderError(rel, f"tensor is in the file but {TORCH_INDEX_NAME} does not place it here",
-                                  tensor=name)
-            seen[name] = rel
-        ckpt.tensors.update(z.tensors)
+        add_tensors(ckpt, rel, z.tensors, placed, sharded=index is not None)
         ckpt.unreadable_tensors.update(z.unreadable)
         ckpt.notes.extend(z.notes)
         ckpt.torch_files.append(rel)
-    if wm is not None:
-        lacking = [n for n in wm if n not in seen]
-        if lacking:
-            raise HeaderError(wm[lacking[0]], f"{TORCH_INDEX_NAME} places this tensor here but the file lacks it",
-                              tensor=lacking[0])
-
-
-def open_checkpoint(ref: str | os.PathLike[str]) -> Checkpoint:
-    """A local folder, or a Hub id `org/name[@revision]` resolved through huggingface_hub."""
-    # fsdecode, not fspath: a bytes path (a non-UTF-8 folder name) becomes a str with surrogate escapes
-    # instead of a TypeError from str methods below.
-    s = os.fsdecode(ref)
-    p = Path(s)
-    if p.exists() or s.startswith((".", "/", "~")) or os.sep in s.rstrip("/") and s.count("/") != 1:
-        return load_folder(p.expanduser(), ref=s)
-    from kconvert.source.hub import is_hub_id, load_hub
-
-    if is_hub_id(s):
-        return load_hub(s)
-    raise InputError(f"{s}: neither a local folder nor a Hub id of the form org/name[@revision]")
+    if index is not None:
+        check_placement(index, placed, TORCH_INDEX_NAME)
 
 
 def read_rows(ckpt: Checkpoint, info: TensorInfo, rows: list[int]) -> np.ndarray:

@@ -14,21 +14,19 @@ from pathlib import Path
 from typing import Any
 
 from kconvert.errors import HeaderError, InputError, KConvertError
+from kconvert.source import Prefetch
 from kconvert.source.checkpoint import (
     MAX_SMALL_TENSOR_BYTES,
     Checkpoint,
     FileEntry,
+    add_tensors,
+    check_placement,
     load_folder,
     load_tensors,
+    read_index,
 )
-from kconvert.source.names import INDEX_NAME
-from kconvert.source.safetensors_header import (
-    MAX_INDEX_BYTES,
-    check_relative_path,
-    header_length,
-    parse_header_json,
-    parse_index,
-)
+from kconvert.source.names import INDEX_NAME, SAFETENSORS_SUFFIX
+from kconvert.source.safetensors_header import check_relative_path, header_length, parse_header_json
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}(@[A-Za-z0-9._/-]{1,200})?$")
 
@@ -55,7 +53,7 @@ def one_line(e: BaseException) -> str:
     return f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
 
 
-def load_hub(ref: str) -> Checkpoint:
+def load_hub(ref: str, *, prefetch: Prefetch | None = None) -> Checkpoint:
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import (
         GatedRepoError,
@@ -88,43 +86,31 @@ def load_hub(ref: str) -> Checkpoint:
     repo_cache = folder.parent.parent
     ckpt = load_folder(folder, ref=ref, kind="hub", allowed_root=repo_cache, read_tensors=False)
     ckpt.repo_id, ckpt.revision, ckpt.commit = repo_id, revision, folder.name
-    index = _cached_index(ckpt, folder, repo_cache)
+    index = _cached_index(ckpt, folder)
     if _weights_cached(ckpt, folder, index):
         load_tensors(ckpt, folder)
         return ckpt
     if offline:
         ckpt.notes.append("no safetensors file of this repository is in the cache; tensor checks are skipped")
         return ckpt
-    _load_remote_tensors(ckpt, ref, folder, repo_cache, index)
+    _load_remote_tensors(ckpt, ref, folder, repo_cache, index, prefetch)
     return ckpt
 
 
-def _cached_index(ckpt: Checkpoint, folder: Path, repo_cache: Path) -> dict[str, str] | None:
+def _cached_index(ckpt: Checkpoint, folder: Path) -> dict[str, str] | None:
     """The index downloaded with the small files, validated (caps, strict JSON, shard paths) before any use."""
-    if INDEX_NAME not in ckpt.files:
-        return None
-    size = ckpt.files[INDEX_NAME].size
-    if size is not None and size > MAX_INDEX_BYTES:
-        raise HeaderError(INDEX_NAME, f"index is {size} bytes (cap {MAX_INDEX_BYTES})")
-    try:
-        raw = (folder / INDEX_NAME).read_bytes()
-    except OSError as e:
-        raise InputError(f"{INDEX_NAME}: cannot read: {e.strerror or e}") from None
-    wm = parse_index(raw)
-    for name, shard in wm.items():
-        check_relative_path(folder, shard, f"{INDEX_NAME} [{name}]", allowed_root=repo_cache)
-    return wm
+    return read_index(ckpt, folder) if INDEX_NAME in ckpt.files else None
 
 
 def _weights_cached(ckpt: Checkpoint, folder: Path, index: dict[str, str] | None) -> bool:
     """Read the headers from the cache when the files they live in are all there (every shard of the index)."""
     if index is not None:
         return all((folder / shard).exists() for shard in set(index.values()))
-    return any(f.endswith(".safetensors") for f in ckpt.files)
+    return any(f.endswith(SAFETENSORS_SUFFIX) for f in ckpt.files)
 
 
 def _load_remote_tensors(ckpt: Checkpoint, ref: str, folder: Path, repo_cache: Path,
-                         index: dict[str, str] | None) -> None:
+                         index: dict[str, str] | None, prefetch: Prefetch | None) -> None:
     from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError
 
@@ -137,7 +123,7 @@ def _load_remote_tensors(ckpt: Checkpoint, ref: str, folder: Path, repo_cache: P
         raise InputError(f"{ref}: {type(e).__name__}: {one_line(e)}") from None
 
     reader = HubRangeReader.create(ref, ckpt.repo_id, ckpt.commit)
-    seen: dict[str, str] = {}
+    placed: dict[str, str] = {}
     for fname, fmeta in sorted(meta.files_metadata.items()):
         # Names come from the repository's index: the same path rules as for a local folder.
         check_relative_path(folder, fname, fname, allowed_root=repo_cache)
@@ -152,43 +138,27 @@ def _load_remote_tensors(ckpt: Checkpoint, ref: str, folder: Path, repo_cache: P
         else:
             size = None
             h = parse_header_json(fname, header, data_start=0, file_size=None)
-        for name in h.tensors:
-            if name in seen:
-                raise HeaderError(fname, f"tensor is also in {seen[name]}", tensor=name)
-            seen[name] = fname
-        ckpt.tensors.update(h.tensors)
+        add_tensors(ckpt, fname, h.tensors, placed, sharded=index is not None)
         ckpt.shard_metadata[fname] = dict(fmeta.metadata or {})
         ckpt.files[fname] = FileEntry(fname, size)
     if meta.sharded and index is not None:
-        # The consistency checks load_tensors makes on a local sharded checkpoint.
-        for name, shard in index.items():
-            if seen.get(name) != shard:
-                raise HeaderError(shard, f"{INDEX_NAME} places this tensor here but the shard lacks it", tensor=name)
-        for name, shard in seen.items():
-            if index.get(name) != shard:
-                raise HeaderError(shard, f"tensor is in the shard but not in {INDEX_NAME}", tensor=name)
+        check_placement(index, placed)  # as load_tensors checks a local sharded checkpoint
         ckpt.index = dict(index)
 
     if reader is None:
         ckpt.notes.append("tensor headers read from the Hub; small tensors (d2t, t2d, norms) were not downloaded "
                           "(this huggingface_hub has no streamed HTTP helper for range reads; upgrade it)")
         return
-    _prefetch_token_maps(ckpt, reader)
+    # A small tensor read when a rule first uses it goes through `Context.array`, which treats a read error as "not
+    # readable here" and skips the check: a failing or lying server would then silently skip the check of d2t, the
+    # very defect this path exists to catch. Read up front, a bad answer stops here with one line instead.
+    for name in prefetch(sorted(ckpt.tensors)) if prefetch else ():
+        info = ckpt.tensors[name]
+        if 0 < info.nbytes <= MAX_SMALL_TENSOR_BYTES:
+            reader.prefetch(info.file, info.start, info.end)
     ckpt.remote_reader = reader
     ckpt.notes.append("tensor headers read from the Hub; small tensors (d2t, t2d, norms) are read by HTTP range "
                       "requests, the weights were not downloaded")
-
-
-def _prefetch_token_maps(ckpt: Checkpoint, reader: HubRangeReader) -> None:
-    """Read d2t and t2d now. The rules read small tensors through `Context.array`, which treats a read error as
-    "not readable here" and skips the check: a failing or lying server would then silently skip K502, the very
-    defect this path exists to catch. Read up front, a bad answer stops inspect with one line instead."""
-    from kconvert.formats.layouts import detect_layout, to_canonical
-
-    layout = detect_layout(sorted(ckpt.tensors))  # as read_draft maps names
-    for name, info in sorted(ckpt.tensors.items()):
-        if to_canonical(name, layout) in ("d2t", "t2d") and 0 < info.nbytes <= MAX_SMALL_TENSOR_BYTES:
-            reader.prefetch(info.file, info.start, info.end)
 
 
 def transport_errors() -> tuple[type[BaseException], ...]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 CONFIG_NAME = "config.json"
 INDEX_NAME = "model.safetensors.index.json"
 PROVENANCE_NAME = "kconvert.json"
+README_NAME = "README.md"  # the model card on the Hub
 SAFETENSORS_SUFFIX = ".safetensors"
 
 # Files that carry pickle bytes. torch.save writes a zip whose data.pkl is a pickle (.bin/.pt/.pth/.ckpt, and
@@ -38,5 +39,5 @@ def is_torch_weights(name: str) -> bool:
                                                                           "training_args"))
 
 
-__all__ = ["CONFIG_NAME", "INDEX_NAME", "PICKLE_SUFFIXES", "PROVENANCE_NAME", "SAFETENSORS_SUFFIX",
+__all__ = ["CONFIG_NAME", "INDEX_NAME", "PICKLE_SUFFIXES", "PROVENANCE_NAME", "README_NAME", "SAFETENSORS_SUFFIX",
            "TOKENIZER_FILES", "TORCH_INDEX_NAME", "TORCH_WEIGHT_SUFFIXES", "is_pickle", "is_torch_weights"]

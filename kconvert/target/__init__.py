@@ -14,6 +14,7 @@ from typing import Any
 
 from kconvert.errors import InputError, UsageError
 from kconvert.schemas import validate
+from kconvert.source.names import CONFIG_NAME
 
 
 @dataclass
@@ -59,6 +60,14 @@ class TargetModel:
 def profile_names() -> list[str]:
     d = resources.files("kconvert.target") / "profiles"
     return sorted(p.name[:-5] for p in d.iterdir() if p.name.endswith(".json"))
+
+
+def profile_hub_id(name: str) -> str | None:
+    """The Hub id a built-in profile names (what an engine loads for it), or None when it names none."""
+    f = resources.files("kconvert.target") / "profiles" / f"{name}.json"
+    if not f.is_file():
+        return None
+    return json.loads(f.read_text()).get("hub_id")
 
 
 def load_profile(name: str) -> TargetModel:
@@ -137,7 +146,7 @@ def load_target(ref: str) -> TargetModel:
         return load_profile(ref)
     p = Path(ref).expanduser()
     if p.exists():
-        cfg_path = p / "config.json" if p.is_dir() else p
+        cfg_path = p / CONFIG_NAME if p.is_dir() else p
         if not cfg_path.is_file():
             raise InputError(f"{ref}: no config.json in the target folder")
         from kconvert.source.checkpoint import read_json_file
@@ -153,7 +162,7 @@ def load_target(ref: str) -> TargetModel:
 
     repo_id, revision = split_hub_id(ref)
     try:
-        path = hf_hub_download(repo_id, "config.json", revision=revision)
+        path = hf_hub_download(repo_id, CONFIG_NAME, revision=revision)
     except LocalEntryNotFoundError:
         raise InputError(f"--target {ref}: config.json not in the Hugging Face cache and the Hub is not reachable",
                          hint="use a built-in profile (" + ", ".join(profile_names()) + ") or a local folder") from None

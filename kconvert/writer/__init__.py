@@ -2,9 +2,11 @@
 
     write_checkpoint(ckpt, ops, out_dir, *, force=False, provenance=None, progress=None) -> WriteResult
 
-See `kconvert.writer.stream` for how bytes move and `kconvert.writer.atomic` for how the output appears.
+The ops it applies are defined here (`kconvert.writer.ops`: the vocabulary rules and the plan write fixes in);
+`writer.config` applies the config ops, `writer.layout` checks the tensor ops and lays out the output shards,
+`writer.stream` moves the bytes, `writer.atomic` makes the output appear complete or not at all, and
+`writer.write` runs the whole.
 """
-from kconvert.writer.layout import build_layout
-from kconvert.writer.stream import WriteResult, write_checkpoint
+from kconvert.writer.write import WriteResult, write_checkpoint
 
-__all__ = ["WriteResult", "build_layout", "write_checkpoint"]
+__all__ = ["WriteResult", "write_checkpoint"]

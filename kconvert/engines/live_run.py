@@ -9,6 +9,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from kconvert.engines.acceptance import summarize
+
 
 @dataclass
 class LiveRequest:
@@ -108,32 +110,6 @@ class LiveResult:
         return cls(**{k: v for k, v in data.items() if k in names})
 
     def acceptance(self) -> dict[str, Any]:
-        """Acceptance figures of this run (see :mod:`kconvert.report.acceptance`)."""
-        from kconvert.report.acceptance import summarize
-
+        """Acceptance figures of this run (see :mod:`kconvert.engines.acceptance`)."""
         c = self.counters
         return summarize(c.drafts, c.draft_tokens, c.accepted, c.accepted_per_pos, self.num_speculative_tokens)
-
-
-def first_divergence(x: list[int], y: list[int]) -> int | None:
-    """First token position where two outputs differ (a length difference diverges at the shorter length)."""
-    if x == y:
-        return None
-    return next((j for j, (u, v) in enumerate(zip(x, y)) if u != v), min(len(x), len(y)))
-
-
-def compare_outputs(speculative: LiveResult, baseline: LiveResult) -> dict[str, Any]:
-    """The lossless check: greedy outputs with the draft must equal those without it, token for token.
-
-    Returns ``identical``, the number of prompts compared, and for each differing prompt its index and the
-    first token position where the two diverge (a length difference diverges at the shorter length).
-    """
-    a, b = speculative.output_token_ids, baseline.output_token_ids
-    if len(a) != len(b):
-        raise ValueError(f"the runs have different prompt counts ({len(a)} vs {len(b)})")
-    diverged = []
-    for i, (x, y) in enumerate(zip(a, b)):
-        pos = first_divergence(x, y)
-        if pos is not None:
-            diverged.append({"prompt": i, "first_divergence": pos})
-    return {"identical": not diverged, "prompts": len(a), "diverged": diverged}

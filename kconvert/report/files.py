@@ -1,4 +1,5 @@
-"""Small atomic-write helpers for reports (the checkpoint writer lives in kconvert.writer)."""
+"""Report files (`--report`, `--junit`, `--markdown`, `--sarif`), each written atomically: a reader never sees half a
+report. A checkpoint is written by `kconvert.writer`, which makes a whole folder appear at once."""
 from __future__ import annotations
 
 import json

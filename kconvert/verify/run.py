@@ -1,18 +1,21 @@
-"""`kconvert verify`: static checks, then the draft next to the target in a real engine, acceptance measured from
-the engine's own counters, an optional lossless check, thresholds, and one report."""
+"""The live run of `kconvert verify`: the static checks, a refusal of a TP the engine cannot run, the draft next to
+the target in vLLM (child process, hard timeout), the acceptance from the engine's own counters, the optional
+lossless baseline and the gate."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from kconvert.engines.expectations import engine_rules
+from kconvert.engines.live_run import LiveRequest, LiveResult
 from kconvert.engines.serve_lines import ServeReplay
 from kconvert.errors import UsageError
-from kconvert.gate import Check, Thresholds, evaluate
-from kconvert.inspect import InspectResult, analyse
-from kconvert.rules import Options
-from kconvert.source.checkpoint import open_checkpoint
-from kconvert.target import TargetModel, load_profile, load_target, profile_names
+from kconvert.inspect import InspectResult, analyse, open_draft
+from kconvert.rules import Decisions
+from kconvert.rules.decisions import given
+from kconvert.target import TargetModel, load_profile, load_target, profile_hub_id, profile_names
+from kconvert.verify.lossless import compare_outputs
+from kconvert.verify.thresholds import Check, Thresholds, evaluate
 
 Progress = Callable[[str], None]
 
@@ -36,10 +39,8 @@ class VerifySettings:
     speculative_extra: dict[str, Any] = field(default_factory=dict)
     production_draft: str | None = None  # the serve line's "model", replaced by the draft under test
 
-    def replay(self, replay: "ServeReplay") -> "VerifySettings":
+    def replay(self, replay: ServeReplay) -> VerifySettings:
         """These settings with what a production serve line sets (its TP, k, draft TP and further keys)."""
-        from dataclasses import replace
-
         return replace(
             self,
             tp=replay.tp if replay.tp is not None else self.tp,
@@ -49,6 +50,16 @@ class VerifySettings:
             speculative_extra={**self.speculative_extra, **replay.extra},
             production_draft=replay.production_draft or self.production_draft)
 
+    def live_request(self, target: str, draft: str | None, prompts: list[str], *,
+                     draft_overrides: dict[str, Any] | None = None, replayed: bool = True) -> LiveRequest:
+        """The engine run these settings ask for (`replayed`: with the serve line's further speculative keys)."""
+        return LiveRequest(target=target, draft=draft, prompts=list(prompts),
+                           num_speculative_tokens=self.num_speculative_tokens, tp=self.tp, draft_tp=self.draft_tp,
+                           max_tokens=self.max_tokens, trust_remote_code=self.trust_remote_code,
+                           engine_args=dict(self.engine_args), draft_overrides=draft_overrides,
+                           timeout_s=self.timeout_s,
+                           speculative_extra=dict(self.speculative_extra) if replayed else {})
+
 
 @dataclass
 class VerifyResult:
@@ -56,7 +67,8 @@ class VerifyResult:
     settings: VerifySettings
     engine_target: str
     prompt_set: str = ""
-    live: Any = None  # LiveResult
+    prompts: list[str] = field(default_factory=list)  # the prompts the engine ran
+    live: LiveResult | None = None
     acceptance: dict[str, Any] | None = None
     lossless: dict[str, Any] | None = None
     checks: list[Check] = field(default_factory=list)
@@ -82,43 +94,19 @@ class VerifyResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON report (schemas/report.schema.json), as `kconvert verify --json` prints it."""
+        from kconvert.verify.document import build_verify_report
+
         return build_verify_report(self)
 
 
 def resolve_target(ref: str) -> tuple[TargetModel, str]:
     """The target's facts for the static checks, and what the engine loads (a profile maps to its Hub id)."""
     if ref in profile_names():
-        prof = load_profile(ref)
-        hub = _profile_hub_id(ref)
-        return prof, hub
+        hub = profile_hub_id(ref)
+        if not hub:
+            raise UsageError(f"profile {ref} names no Hub id; pass the target's folder or Hub id")
+        return load_profile(ref), hub
     return load_target(ref), ref
-
-
-def _profile_hub_id(name: str) -> str:
-    import json
-    from importlib import resources
-
-    data = json.loads((resources.files("kconvert.target") / "profiles" / f"{name}.json").read_text())
-    if not data.get("hub_id"):
-        raise UsageError(f"profile {name} names no Hub id; pass the target's folder or Hub id")
-    return data["hub_id"]
-
-
-def compare_outputs(spec: list[list[int]], base: list[list[int]]) -> dict[str, Any]:
-    """Like engines.live.compare_outputs, but stops at the first difference and names both tokens."""
-    from kconvert.engines.live import first_divergence
-
-    for i, (a, b) in enumerate(zip(spec, base)):
-        n = first_divergence(a, b)
-        if n is not None:
-            return {"identical": False, "requests": len(spec), "first_difference": {
-                "request": i, "position": n, "speculative_token": a[n] if n < len(a) else None,
-                "baseline_token": b[n] if n < len(b) else None}}
-    if len(spec) != len(base):
-        return {"identical": False, "requests": len(spec), "first_difference": {"request": min(len(spec), len(base)),
-                                                                                "position": 0}}
-    return {"identical": True, "requests": len(spec), "tokens_compared": sum(len(a) for a in spec),
-            "first_difference": None}
 
 
 def refuse_parallel_split(res: InspectResult, st: VerifySettings) -> None:
@@ -148,9 +136,10 @@ def refuse_parallel_split(res: InspectResult, st: VerifySettings) -> None:
 
 def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str | None = None,
            settings: VerifySettings | None = None, thresholds: Thresholds | None = None,
-           options: Options | None = None, progress: Progress | None = None, fail_on: str = "error") -> VerifyResult:
+           decisions: Decisions | None = None, options: Decisions | None = None, progress: Progress | None = None,
+           fail_on: str = "error") -> VerifyResult:
     """Static checks, then a live engine run; see `kconvert.verify` (the package-level function) for the arguments."""
-    from kconvert.engines.live import LiveRequest
+    decisions = given(decisions, options)
     from kconvert.prompts import load_prompts
 
     if engine != "vllm":
@@ -158,94 +147,33 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     st = settings or VerifySettings()
     say = progress or (lambda _s: None)
     tgt, engine_target = resolve_target(target)
-    ckpt = open_checkpoint(draft)
-    opts = replace(options or Options(), tp=st.tp, draft_tp=st.draft_tp)
-    res = analyse(ckpt, tgt, engine_rules(engine, engine_version), opts, fail_on=fail_on)
+    ckpt = open_draft(draft)
+    decided = replace(decisions or Decisions(), tp=st.tp, draft_tp=st.draft_tp)
+    res = analyse(ckpt, tgt, engine_rules(engine, engine_version), decided, fail_on=fail_on)
     refuse_parallel_split(res, st)
     out = VerifyResult(inspect=res, settings=st, engine_target=engine_target, thresholds=thresholds)
-    set_name, prompts = load_prompts(st.prompts)
-    if st.max_prompts:
-        prompts = prompts[: st.max_prompts]
-    out.prompt_set = set_name
+    out.prompt_set, prompts = load_prompts(st.prompts)
+    out.prompts = prompts[: st.max_prompts] if st.max_prompts else prompts
     if res.failing and not st.skip_static:
         out.static_blocked = True
         return out
     if ckpt.root is None:
         raise UsageError(f"{draft}: the live test needs the weights; download the draft first")
-    from kconvert.engines.vllm_live import run_vllm
+    _run_live(out, str(ckpt.root), say)
+    if thresholds is not None:
+        out.checks = evaluate(thresholds, out.acceptance or {})
+    return out
 
-    req = LiveRequest(target=engine_target, draft=str(ckpt.root), prompts=prompts,
-                      num_speculative_tokens=st.num_speculative_tokens, tp=st.tp, draft_tp=st.draft_tp,
-                      max_tokens=st.max_tokens, trust_remote_code=st.trust_remote_code,
-                      engine_args=dict(st.engine_args), timeout_s=st.timeout_s,
-                      speculative_extra=dict(st.speculative_extra))
+
+def _run_live(out: VerifyResult, draft_dir: str, say: Progress) -> None:
+    from kconvert.engines.vllm_offline import run_vllm
+
+    req = out.settings.live_request(out.engine_target, draft_dir, out.prompts)
     say("speculative run")
     out.live = run_vllm(req, progress=say)
     out.acceptance = out.live.acceptance()
-    if st.lossless:
+    if out.settings.lossless:
         say("lossless baseline (no draft)")
         base = run_vllm(LiveRequest(**{**req.to_dict(), "draft": None}), progress=say)
         out.lossless = compare_outputs(out.live.output_token_ids, base.output_token_ids)
         out.lossless["baseline_generate_s"] = base.timings.generate_s
-    if thresholds is not None:
-        out.checks = evaluate(thresholds, out.acceptance)
-    return out
-
-
-def live_section(vr: VerifyResult) -> dict[str, Any] | None:
-    if vr.live is None:
-        return None
-    lv = vr.live
-    return {
-        "engine": lv.engine,
-        "engine_version": lv.engine_version,
-        "platform": lv.platform,
-        "target": vr.engine_target,
-        "prompt_set": vr.prompt_set,
-        "num_prompts": lv.num_prompts,
-        "max_tokens": vr.settings.max_tokens,
-        "num_speculative_tokens": vr.settings.num_speculative_tokens,
-        "tp": vr.settings.tp,
-        "draft_tp": vr.settings.draft_tp,
-        "speculative_config": _engine_speculative_config(lv.engine_args),
-        "serve_line": _serve_line(vr),
-        "production_draft": vr.settings.production_draft,
-        "chat_template_applied": lv.chat_template_applied,
-        "engine_args": lv.engine_args,
-        "env": lv.env,
-        "auto_settings": lv.auto_settings,
-        "counters": {"drafts": lv.counters.drafts, "draft_tokens": lv.counters.draft_tokens,
-                     "accepted": lv.counters.accepted, "accepted_per_pos": list(lv.counters.accepted_per_pos)},
-        "acceptance": vr.acceptance,
-        "timings": {"engine_start_s": lv.timings.engine_start_s, "generate_s": lv.timings.generate_s,
-                    "total_s": lv.timings.total_s},
-        "lossless": vr.lossless,
-    }
-
-
-def _engine_speculative_config(engine_args: dict[str, Any]) -> dict[str, Any] | None:
-    spec = engine_args.get("speculative_config")
-    return dict(spec) if isinstance(spec, dict) else None
-
-
-def _serve_line(vr: VerifyResult) -> str:
-    """The `vllm serve` line that runs what this check ran: the draft as the user named it (a folder or Hub id),
-    the target as the engine loaded it, the TP, k, draft TP and every replayed speculative_config key."""
-    from kconvert.engines.serve_lines import serve_lines
-
-    return serve_lines(vr.inspect.checkpoint.ref, vr.engine_target, k=vr.settings.num_speculative_tokens,
-                       tp=vr.settings.tp, draft_tp=vr.settings.draft_tp, engine_aux_note=False,
-                       extra=vr.settings.speculative_extra)["vllm"]
-
-
-def build_verify_report(vr: VerifyResult) -> dict[str, Any]:
-    from kconvert.report.document import build_report
-
-    th = vr.thresholds.to_dict() if vr.thresholds else None
-    if th is not None:
-        th["checks"] = [c.to_dict() for c in vr.checks]
-    doc = build_report(vr.inspect, command="verify", hashes=True, live=live_section(vr), thresholds=th,
-                       verdict="pass" if vr.passed else "fail", exit_code=vr.exit_code,
-                       extra={"static_blocked": vr.static_blocked, "diagnosis": vr.diagnosis})
-    doc["engine"]["version"] = vr.live.engine_version if vr.live else None
-    return doc

@@ -6,11 +6,11 @@ exists stays where it was, a new key goes last) so that `config.json` diffs stay
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kconvert.errors import UsageError
-from kconvert.plan.ops import DeleteConfig, SetConfig
+from kconvert.writer.ops import DeleteConfig, SetConfig
 
 
 def apply_config(config: dict[str, Any], ops: Iterable[object]) -> dict[str, Any]:
@@ -43,6 +43,15 @@ def apply_config(config: dict[str, Any], ops: Iterable[object]) -> dict[str, Any
                     break
             else:
                 node.pop(op.path[-1], None)
+    return out
+
+
+def deep_merge(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """`base` with `patch` merged in, recursively where both hold an object there (patch wins elsewhere); neither
+    input is changed."""
+    out = dict(base)
+    for k, v in patch.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
     return out
 
 

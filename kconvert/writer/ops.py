@@ -1,8 +1,10 @@
-"""Fix operations: the vocabulary in which rules say how to repair what they find.
+"""Fix operations: what the writer can do to a checkpoint, and so the vocabulary in which rules say how to repair
+what they find.
 
-A rule emits ops; `kconvert.plan.build_plan` orders and merges them; `kconvert.writer` applies them while
-streaming the checkpoint. Ops are plain data (JSON-serialisable through `to_dict`) so that `--dry-run`,
-`kconvert.json` provenance and reports can list them.
+A rule emits ops; `kconvert.plan` orders and merges them; `kconvert.writer` applies them while streaming the
+checkpoint (`writer.config` the config ops, `writer.layout` the tensor ops). They are defined beside what applies
+them so that the writer needs nothing from the layers above it. Ops are plain data (JSON-serialisable through
+`op_to_dict`) so that `--dry-run`, `kconvert.json` provenance and reports can list them.
 """
 from __future__ import annotations
 

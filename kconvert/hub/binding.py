@@ -1,5 +1,5 @@
-"""The push gate: publish only a folder whose weights and config are, byte for byte, what a passing verify
-report measured.
+"""The binding of a verify report to a folder: publish only a folder whose weights and config are, byte for byte,
+what a passing verify report measured.
 
 The binding is by sha256 of every weight and config file (`*.safetensors`, `model.safetensors.index.json`,
 `config.json`, plus tokenizer files when the report lists them). Other files (`kconvert.json`, a README) travel
@@ -13,14 +13,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kconvert.errors import GateError, InputError
-
-from kconvert.source.names import CONFIG_NAME, INDEX_NAME, TOKENIZER_FILES, is_pickle
+from kconvert.source.names import CONFIG_NAME, INDEX_NAME, README_NAME, SAFETENSORS_SUFFIX, TOKENIZER_FILES, is_pickle
 
 Progress = Callable[[int, int, str], None]
 
 
 def is_weight_or_config(name: str) -> bool:
-    return name.endswith(".safetensors") or name in (INDEX_NAME, CONFIG_NAME)
+    return name.endswith(SAFETENSORS_SUFFIX) or name in (INDEX_NAME, CONFIG_NAME)
 
 
 @dataclass
@@ -76,11 +75,11 @@ def check_report(doc: dict[str, Any]) -> None:
 
 
 def list_folder(folder: Path) -> dict[str, LocalFile]:
-    from kconvert.source.checkpoint import _list_files
+    from kconvert.source.checkpoint import list_files
 
     if not folder.is_dir():
         raise InputError(f"{folder}: no such folder" if not folder.exists() else f"{folder}: not a folder")
-    return {rel: LocalFile(rel, folder / rel, e.size) for rel, e in _list_files(folder).items()}
+    return {rel: LocalFile(rel, folder / rel, e.size) for rel, e in list_files(folder).items()}
 
 
 def bind(folder: Path, doc: dict[str, Any], *, progress: Progress | None = None) -> list[LocalFile]:
@@ -91,7 +90,7 @@ def bind(folder: Path, doc: dict[str, Any], *, progress: Progress | None = None)
     from kconvert.source.checkpoint import sha256_file
 
     local = list_folder(folder)
-    local.pop("README.md", None)
+    local.pop(README_NAME, None)
     # Weights kconvert never verifies nor publishes: an engine could load them instead of the safetensors.
     pickles = sorted(n for n in local if is_pickle(n))
     if pickles:

@@ -1,0 +1,69 @@
+"""Plan steps that follow from the format asked for and the engine rather than from a defect: whole-format
+conversion (speculators ↔ the flat SpecForge/vLLM layout) with the engine's tensor layout, and the vLLM-only key an
+SGLang output drops. They apply to the config as the rules' ops left it."""
+from __future__ import annotations
+
+from typing import Any
+
+from kconvert.engines.expectations import EngineRules
+from kconvert.errors import UsageError
+from kconvert.formats import AUX_KEY, speculators
+from kconvert.formats.layouts import renames
+from kconvert.formats.model import DraftModel, KeyLayout
+from kconvert.target import TargetModel
+from kconvert.writer.ops import DeleteConfig, Op, RenameTensor, SetConfig
+
+FORMATS = ("flat", "speculators")
+
+
+def wanted_format(draft: DraftModel, engine: EngineRules, to_format: str | None) -> str | None:
+    """The format to write: the one asked for, else flat where the speculators format would not load as meant."""
+    if to_format is not None:
+        if to_format not in FORMATS:
+            raise UsageError(f"--to-format {to_format!r}: choose flat or speculators")
+        return to_format
+    if draft.is_speculators and (engine.engine == "sglang" or draft.layer_family != "llama"):
+        # SGLang does not read the speculators format, and vLLM builds a Llama layer for every speculators
+        # draft: an MLA layer must leave it for the flat layout, whose architecture selects the MLA class.
+        return "flat"
+    return None
+
+
+def conversion_ops(draft: DraftModel, engine: EngineRules, target: TargetModel | None, config: dict[str, Any],
+                   rule_ops: list[Op], to_format: str | None) -> list[Op]:
+    """The ops that turn `config` (the config after `rule_ops`) into the wanted format for `engine`, and rename the
+    tensors into that format's layout (names a rule op already renames are left to it)."""
+    want = wanted_format(draft, engine, to_format)
+    ops: list[Op] = []
+    layout: KeyLayout | None = None
+    if want == "flat" and draft.is_speculators:
+        new = speculators.to_flat(config, architecture=engine.preferred_arch.get(draft.layer_family,
+                                                                                 "LlamaForCausalLMEagle3"))
+        ops += diff_ops(config, new, "speculators -> flat layout")
+        config, layout = new, engine.layout
+    elif want == "speculators" and engine.engine == "sglang":
+        # SGLang does not read the speculators format, and the SGLang step below deletes the top-level ids, the
+        # only place the speculators format keeps them: the output would have lost its aux ids.
+        raise UsageError("--to-format speculators: SGLang does not read the speculators format; use --engine vllm")
+    elif want == "speculators" and not draft.is_speculators:
+        if draft.layer_family != "llama":
+            raise UsageError("--to-format speculators: the speculators format holds Llama-layer drafts only")
+        new = speculators.to_speculators(config, verifier=target.name if target else None,
+                                         verifier_architectures=target.architectures if target else None)
+        ops += diff_ops(config, new, "flat -> speculators layout")
+        config, layout = new, speculators.LAYOUT
+    if engine.engine == "sglang" and AUX_KEY in config:
+        # vLLM-only key in vLLM's convention; SGLang reads eagle_config, where fix wrote its own convention.
+        ops.append(DeleteConfig((AUX_KEY,), "vLLM-only key; SGLang reads eagle_config"))
+    if layout is not None:
+        already = {o.old for o in rule_ops if isinstance(o, RenameTensor)}
+        ops += [RenameTensor(old, new, f"{layout.name}.* layout") for old, new in renames(draft.raw_names, layout)
+                if old not in already]
+    return ops
+
+
+def diff_ops(old: dict[str, Any], new: dict[str, Any], reason: str) -> list[Op]:
+    """Top-level SetConfig/DeleteConfig ops turning `old` into `new` (for whole-config conversions)."""
+    ops: list[Op] = [DeleteConfig((k,), reason) for k in old if k not in new]
+    ops += [SetConfig((k,), v, reason) for k, v in new.items() if old.get(k, object()) != v]
+    return ops

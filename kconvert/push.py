@@ -1,0 +1,107 @@
+"""`kconvert push`: publish a checkpoint only if it is, byte for byte, what a passing verify report measured: the
+gate (`hub.binding`), the model card (`hub.card`), one commit (`hub.upload`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from kconvert.errors import UsageError
+from kconvert.hub.binding import LocalFile, Progress, bind, check_report, load_report
+from kconvert.hub.card import commit_message as default_commit_message
+from kconvert.hub.card import render_card, target_hub_id
+from kconvert.source.checkpoint import read_provenance
+from kconvert.source.names import README_NAME
+
+
+@dataclass
+class PushResult:
+    repo_id: str
+    revision: str | None
+    create_pr: bool
+    private: bool | None
+    dry_run: bool
+    commit_message: str
+    files: list[LocalFile]
+    readme: str
+    base_model: str | None
+    commit_url: str | None = None
+    commit_oid: str | None = None
+    pr_url: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.files) + len(self.readme.encode("utf-8"))
+
+    @property
+    def verdict(self) -> str:
+        # push returns only when the gate passed (a refusal raises GateError): committed, or would be (dry run)
+        return "pass"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The document `kconvert push --json` prints."""
+        return {
+            "verdict": self.verdict,
+            "repo_id": self.repo_id, "revision": self.revision, "create_pr": self.create_pr,
+            "private": self.private, "dry_run": self.dry_run, "commit_message": self.commit_message,
+            "base_model": self.base_model,
+            "operations": [{"op": "add", "path": f.name, "size": f.size, "sha256": f.sha256, "bound": f.bound}
+                           for f in self.files]
+                          + [{"op": "add", "path": README_NAME, "size": len(self.readme.encode("utf-8")),
+                              "sha256": None, "bound": False}],
+            "total_bytes": self.total_bytes, "readme": self.readme,
+            "commit_url": self.commit_url, "commit_oid": self.commit_oid, "pr_url": self.pr_url,
+            "notes": list(self.notes),
+        }
+
+
+def check_repo_id(repo_id: str) -> None:
+    if repo_id.count("/") != 1 or not all(repo_id.split("/")):
+        raise UsageError(f"{repo_id!r}: give the repository as org/name")
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as e:
+        raise UsageError(f"{repo_id!r}: {str(e).splitlines()[0]}") from None
+
+
+def push(folder: str | Path, repo_id: str, *, report: str | Path | dict[str, Any], revision: str | None = None,
+         create_pr: bool = False, private: bool | None = None, dry_run: bool = False,
+         commit_message: str | None = None, token: str | None = None, endpoint: str | None = None,
+         base_model: str | None = None, tp: int | None = None, progress: Progress | None = None,
+         on_upload: Callable[[int, int], None] | None = None) -> PushResult:
+    """Publish `folder` to `repo_id` if (and only if) it is the checkpoint a passing verify `report` measured.
+
+    Raises InputError (unreadable/invalid report, Hub errors: auth, network), GateError (verdict not pass, a
+    file changed, missing or not covered: the report is of another checkpoint) or UsageError (bad repo id).
+    `dry_run` stops after the card is rendered and touches no network. `endpoint`/`token` default to
+    huggingface_hub's (HF_ENDPOINT, HF_TOKEN). `base_model` overrides the target id read from the report (needed
+    when verify ran against a local target folder); `tp` the tensor-parallel size in the serve lines.
+    """
+    check_repo_id(repo_id)
+    doc = load_report(report)
+    check_report(doc)
+    root = Path(folder).expanduser()
+    files = bind(root, doc, progress=progress)
+    readme_path = root / README_NAME
+    existing = readme_path.read_text(encoding="utf-8") if readme_path.is_file() else None
+    card = render_card(doc, repo_id, provenance=read_provenance(root), existing=existing, target=base_model, tp=tp)
+    result = PushResult(repo_id=repo_id, revision=revision, create_pr=create_pr, private=private, dry_run=dry_run,
+                        commit_message=commit_message or default_commit_message(doc), files=files, readme=card,
+                        base_model=base_model or target_hub_id(doc))
+    if result.base_model is None:
+        result.notes.append("no base_model in the card and its serve lines say <target-hub-id>: the report's target "
+                            "is a local folder; pass --base-model org/name")
+    if dry_run:
+        return result
+    from kconvert.hub.upload import upload
+
+    commit = upload(repo_id, files, card, commit_message=result.commit_message, revision=revision,
+                    create_pr=create_pr, private=private, token=token, endpoint=endpoint, on_upload=on_upload)
+    result.commit_url, result.commit_oid, result.pr_url = commit.url, commit.oid, commit.pr_url
+    return result
+
+
+__all__ = ["PushResult", "push"]

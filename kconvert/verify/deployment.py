@@ -1,0 +1,92 @@
+"""A deployment's acceptance, from the engine's own counters: a running server measured with a prompt set
+(`kconvert verify --server`), or a vLLM server's saved `/metrics` scrapes (`kconvert acceptance`)."""
+from __future__ import annotations
+
+from typing import Any
+
+from kconvert.engines.acceptance import summarize
+from kconvert.engines.metrics import counters_delta, spec_decode_counters
+from kconvert.errors import InputError, UsageError
+
+
+def measure_server(url: str, *, engine: str, prompts: str, k: int, max_tokens: int,
+                   max_prompts: int | None = None) -> dict[str, Any]:
+    """Send a prompt set to the server at `url` and measure the acceptance of its draft (vLLM: the difference of
+    its spec-decode counters; SGLang: the speculative fields of its answers)."""
+    from kconvert.prompts import load_prompts
+
+    set_name, plist = load_prompts(prompts)
+    if max_prompts:
+        plist = plist[:max_prompts]
+    if engine == "vllm":
+        from kconvert.engines.vllm_server import measure_vllm_server
+
+        result: dict[str, Any] = measure_vllm_server(url, plist, max_tokens=max_tokens, k=k)
+    elif engine == "sglang":
+        from kconvert.engines.sglang_server import measure_sglang_server
+
+        result = measure_sglang_server(url, plist, max_tokens=max_tokens)
+    else:
+        raise UsageError(f"--engine {engine!r}: choose vllm or sglang")
+    return {"server": url, "engine": engine, "prompt_set": set_name, **result}
+
+
+def acceptance_from_scrapes(after_text: str, before_text: str | None = None, *, model: str | None = None,
+                            k: int | None = None, after_name: str = "metrics", before_name: str = "before") -> dict[str, Any]:
+    """The acceptance document for one scrape (counters since the server started) or the difference of two."""
+    after = spec_decode_counters(after_text, model=model, source=after_name)
+    if not after["found"]:
+        raise InputError(f"{after_name}: no vllm:spec_decode_* counters (the server runs without "
+                         "--speculative-config, or this is not a vLLM scrape)")
+    before = spec_decode_counters(before_text, model=model, source=before_name) if before_text is not None else None
+    if before is not None and not before["found"]:
+        raise InputError(f"{before_name}: no vllm:spec_decode_* counters")
+    counters = counters_delta(before, after) if before is not None else dict(after)
+    warnings: list[str] = []
+    exported = after["num_speculative_tokens"]
+    if k is None:
+        k = exported
+    elif exported is not None and exported != k:
+        warnings.append(f"-k {k} but the scrape has {exported} draft positions (the server's num_speculative_tokens)")
+    if model is None and len(after["model_names"]) > 1:
+        warnings.append(f"counters summed over {len(after['model_names'])} model names; pick one with --model")
+    c = {key: counters[key] for key in ("drafts", "draft_tokens", "accepted", "accepted_per_pos")}
+    check_counters(c, k, after_name if before is None else f"{before_name} → {after_name}")
+    return {
+        "command": "acceptance",
+        "engine": "vllm",
+        "model": model,
+        "model_names": after["model_names"],
+        "engines": after["engines"],
+        "num_speculative_tokens": k,
+        "counters": c,
+        "requests_finished": counters.get("requests_finished"),
+        "acceptance": summarize(c["drafts"], c["draft_tokens"], c["accepted"], c["accepted_per_pos"], k),
+        "warnings": warnings,
+    }
+
+
+def check_counters(c: dict[str, Any], k: int | None, what: str) -> None:
+    """Refuse counters that no vLLM server can produce: a per-position count is the number of verify steps that
+    accepted at least i+1 tokens, so the counts fall with the position, none exceeds the steps, and together they
+    are the accepted total (a scrape that mixes servers or label sets breaks these)."""
+    drafts, tokens, accepted = c["drafts"], c["draft_tokens"], c["accepted"]
+    per = list(c.get("accepted_per_pos") or [])
+    problem = None
+    if accepted > tokens:
+        problem = f"{accepted} accepted tokens exceed the {tokens} draft tokens"
+    elif k is not None and tokens > drafts * k:
+        problem = f"{tokens} draft tokens exceed {drafts} drafts × k={k}"
+    elif sum(per) > accepted:
+        problem = (f"the per-position counts {per} add up to {sum(per)}, more than the {accepted} accepted tokens")
+    elif per and per[0] > drafts:
+        problem = f"{per[0]} acceptances at position 1 exceed the {drafts} drafts"
+    else:
+        rise = next((i for i in range(1, len(per)) if per[i] > per[i - 1]), None)
+        if rise is not None:
+            problem = (f"position {rise + 1} was accepted {per[rise]} times, more than position {rise} "
+                       f"({per[rise - 1]}): a token is accepted only after the one before it")
+    if problem:
+        raise InputError(f"{what}: inconsistent spec-decode counters: {problem}",
+                         hint="scrape one vLLM server (or pick one with --model); a scrape mixing servers or "
+                              "restarts cannot be summarised")
