@@ -22,7 +22,7 @@ set -e
 echo; echo "== 2. fix it for vLLM"
 $K fix "$DRAFT" -o "$OUT/fixed" --target "$TARGET" --force
 
-echo; echo "== 3. verify the fixed draft live (vLLM CPU engine in bf16: ~4 minutes on 2 AVX2 cores, less with native bf16)"
+echo; echo "== 3. verify the fixed draft live (vLLM CPU engine in bf16: about 3 minutes on 2 AVX2 cores, less with native bf16)"
 # The gate: 2.5 sits 0.27 below the lowest acceptance length this draft reached over every numeric configuration
 # measured (bf16/float32, TP 1/2/8, forced CPU kernel paths: examples/tiny/README.md "How stable"), so the fixed
 # draft passes on any machine of this kind. The unfixed draft never gets here: step 1 refuses it (K404, exit 1);
