@@ -23,11 +23,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "kconvert"
 
-# Where the prose lives (the issue's list): the package, the zoo, the examples, the top-level documents, docs/.
-SCANNED_DIRS = ("kconvert", "tests/zoo", "examples", "docs")
+# Where the prose lives: the package, the zoo, the examples, docs/, the top-level documents (the issue's list), and
+# the benches, scripts and test data notes.
+SCANNED_DIRS = ("kconvert", "tests/zoo", "examples", "docs", "bench", "scripts", "tests/data")
 # The other tests: their comments and docstrings only (their string literals are fixtures' paths, not citations).
 COMMENTS_ONLY_DIR = "tests"
-SCANNED_FILES = ("README.md", "SECURITY.md", "CONTRIBUTING.md", "pyproject.toml")
+SCANNED_FILES = ("README.md", "SECURITY.md", "CONTRIBUTING.md", "pyproject.toml", ".ci/run")
 SUFFIXES = {".py", ".md", ".json", ".toml", ".sh", ".yml", ".yaml"}
 # Data, not prose (a tokenizer's vocabulary, recorded results): JSON files above this size are not read.
 MAX_JSON_BYTES = 100_000
