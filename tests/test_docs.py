@@ -45,7 +45,7 @@ FOREIGN_PREFIXES = {
     "transformers_utils/": "vllm-project/vllm (vllm/transformers_utils/)",
     "config/": "vllm-project/vllm (vllm/config/)",
     "gpu/": "vllm-project/vllm (vllm/v1/worker/gpu/)",
-    "speculators/": "vllm-project/vllm (transformers_utils/configs/speculators/)",
+    "speculators/": "vllm-project/speculators, or vLLM's transformers_utils/configs/speculators/",
     "configs/": "SpecForge / TorchSpec configs, or vllm/transformers_utils/configs/",
     "srt/": "sgl-project/sglang (python/sglang/srt/)",
     "python/": "sgl-project/sglang",
@@ -219,7 +219,8 @@ def test_a_made_up_path_is_caught(tmp_path):
     cited = tmp_path / "cite.py"
     cited.write_text('"""See docs/design.md#layers and kconvert/rules/nonexistent_rule.py."""\n'
                      "# rules/tensors.py is real; tests/zoo/no_such_draft/RECORD.md is not; nor is docs/design.md#nope\n"
-                     'WHY = "loader: vllm/model_executor/models/llama_eagle3.py; also examples/tiny/missing"\n')
+                     'WHY = "loader: vllm/model_executor/models/llama_eagle3.py; also examples/tiny/missing"\n'
+                     '# other repositories: sgl-project/SpecForge: scripts/not_ours.py, scripts/train_eagle3.py\n')
     broken = broken_citations([cited])
     assert [b.split(": ", 1)[1] for b in broken] == [
         "tests/zoo/no_such_draft/RECORD.md does not exist",
