@@ -5,7 +5,7 @@ The target is random but built so that greedy decoding follows a fixed cycle ove
 ``perm(i)`` is embedding ``i``). The draft reads the target's residual stream (aux layers 1..3) and predicts
 ``perm(perm(current))``, which is right at the first draft position and mostly wrong after it, so a live run
 shows real, partial acceptance (mean acceptance length near 2 at k=3) without any training.
-Shapes follow docs/vllm-cpu-notes.md: head_dim 64 (16 fails on CPU), explicit aux ids [1, 2, 3].
+Shapes follow docs/vllm-cpu.md#engine-settings: head_dim 64 (16 fails on CPU), explicit aux ids [1, 2, 3].
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Acceptance arithmetic against vLLM's definitions and the seed data of eagle3-facts.md section 6."""
+"""Acceptance arithmetic against vLLM's definitions and the seed data of vLLM PR #35966 (docs/formats-and-engines.md#acceptance-metrics)."""
 from __future__ import annotations
 
 import pytest

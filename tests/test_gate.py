@@ -11,7 +11,7 @@ from kconvert.engines.acceptance import summarize
 from kconvert.report.junit import render_junit
 from kconvert.verify import compare_outputs
 
-# eagle3-facts.md section 6: Kimi-K2.5 + AQ-MedAI draft, k=4, GSM8K.
+# vLLM PR #35966 (docs/formats-and-engines.md#acceptance-metrics): Kimi-K2.5 + AQ-MedAI draft, k=4, GSM8K.
 SEED = summarize(42668, 170672, 88381, [32898, 24874, 17920, 12689], 4)
 
 

@@ -36,7 +36,7 @@ from tests.factories import make_draft
 
 ROOT = Path(__file__).resolve().parent.parent
 REPO = "my-org/kimi-eagle3"
-# Kimi-K2.5 + AQ-MedAI draft on vLLM, k=4, GSM8K (eagle3-facts.md section 6).
+# Kimi-K2.5 + AQ-MedAI draft on vLLM, k=4, GSM8K (vLLM PR #35966; docs/formats-and-engines.md#acceptance-metrics).
 COUNTERS = {"drafts": 42668, "draft_tokens": 170672, "accepted": 88381, "accepted_per_pos": [32897, 24875, 17906,
                                                                                               12703]}
 

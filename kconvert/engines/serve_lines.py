@@ -2,7 +2,7 @@
 
 Every argument is quoted with :func:`shlex.quote`, so paths with spaces and the JSON of vLLM's
 ``--speculative-config`` survive a POSIX shell. The aux-id note says where each engine reads the draft's
-aux layer ids and in which numbering (docs/eagle3-facts.md section 4).
+aux layer ids and in which numbering (docs/formats-and-engines.md#aux-layer-ids).
 """
 from __future__ import annotations
 

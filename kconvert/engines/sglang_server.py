@@ -16,7 +16,7 @@ called when a request finishes on a server started with ``--speculative-algorith
 SGLang's ``accept_length`` (and SpecForge ``bench_eagle3.py``'s) is sum(completion_tokens) /
 sum(spec_verify_ct), bonus token included. It counts the token of the prefill pass too, so it exceeds vLLM's
 mean acceptance length 1 + accepted / drafts by up to 1 / verify steps per request; over long answers the
-two agree (docs/eagle3-facts.md section 6). Per-position counts are not reported by SGLang.
+two agree (docs/formats-and-engines.md#acceptance-metrics). Per-position counts are not reported by SGLang.
 
 ``/get_server_info`` is the server's ``ServerArgs`` (``speculative_algorithm``, ``speculative_num_steps``,
 ``speculative_eagle_topk``, ``speculative_num_draft_tokens``, ``speculative_draft_model_path``,

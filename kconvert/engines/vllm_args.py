@@ -19,7 +19,7 @@ from kconvert.errors import UsageError
 from kconvert.source.names import CONFIG_NAME
 from kconvert.writer.config import deep_merge
 
-# CPU-platform defaults (see docs/vllm-cpu-notes.md for the errors without them).
+# CPU-platform defaults (docs/vllm-cpu.md#engine-settings: the errors without them).
 CPU_KVCACHE_SPACE_GIB = "1"  # vLLM's CPU default sizes the KV cache from free RAM, far too much beside a trainer
 CPU_GPU_MEMORY_UTILIZATION = 0.5  # 0.92 default: "Available memory on node 0 ... is less than desired ..."
 CPU_MAX_MODEL_LEN = 512

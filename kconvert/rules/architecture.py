@@ -55,7 +55,8 @@ def architecture_unmapped(ctx: Context) -> Iterator[Finding]:
       fix_availability=FixAvailability.ALWAYS,
       summary="An MLA draft declares `model_type` deepseek_v3, which vLLM turns into an MTP model.",
       why="vLLM rewrites a draft config with model_type deepseek_v3 to `Eagle3DeepSeekMTPModel` and refuses it "
-          "(shared/docs/vllm-cpu-notes.md; vLLM 0.32 speculative config). `kimi_k2` or `deepseek_v2` load as "
+          "(vLLM 0.32 config/speculative.py hf_config_override: deepseek_v3 -> deepseek_mtp; seen on the CPU build, "
+          "docs/vllm-cpu.md). `kimi_k2` or `deepseek_v2` load as "
           "EAGLE-3 MLA drafts.",
       fix="fix sets model_type to kimi_k2 for Kimi targets, else deepseek_v2 (safe: the layer is the same).")
 def mla_model_type(ctx: Context) -> Iterator[Finding]:
@@ -116,7 +117,7 @@ TARGET_ONLY = ("quantization_config", "index_topk", "index_head_dim", "index_n_h
       fix_availability=FixAvailability.ALWAYS,
       summary="Fields that describe the target, not the draft, were copied into the draft config.",
       why="`quantization_config` makes the engine load the bf16 draft as quantised (crash or garbage); "
-          "`index_topk` switches DeepSeek-V3.2 sparse attention on. Seen in published drafts (eagle3-facts.md section 7).",
+          "`index_topk` switches DeepSeek-V3.2 sparse attention on. Seen in published drafts (docs/formats-and-engines.md#defects-seen-in-the-wild).",
       fix="fix removes them (safe: the draft's single dense layer uses none of them).")
 def target_only_fields(ctx: Context) -> Iterator[Finding]:
     cfg = ctx.draft.checkpoint.config

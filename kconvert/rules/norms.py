@@ -12,7 +12,7 @@ from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rul
       fix_availability=FixAvailability.NEVER,
       summary="A norm tensor (input_layernorm, hidden_norm, post_attention_layernorm or the final norm) is missing.",
       why="vLLM does not report missing weights: a missing RMSNorm keeps its initial weight of 1, so the draft "
-          "loads and runs with an unscaled norm (eagle3-facts.md section 5). Acceptance drops by however much the "
+          "loads and runs with an unscaled norm (vLLM 0.32 llama_eagle3.py/deepseek_eagle3.py load_weights; docs/formats-and-engines.md#vllm-032-loading-rules). Acceptance drops by however much the "
           "trained norm differed from 1.",
       fix="Not fixable: the trained norm weights cannot be recovered.")
 def norms_missing(ctx: Context) -> Iterator[Finding]:

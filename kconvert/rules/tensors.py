@@ -88,7 +88,7 @@ def key_layout(ctx: Context) -> Iterator[Finding]:
       fix_availability=FixAvailability.NEVER,
       summary="Tensors the draft layer needs are missing.",
       why="vLLM does not detect missing weights: a missing Linear stays uninitialised memory and a missing norm "
-          "stays 1 (eagle3-facts.md section 5), so the draft loads and proposes garbage without a word.",
+          "stays 1 (vLLM 0.32 llama_eagle3.py/deepseek_eagle3.py load_weights; docs/formats-and-engines.md#vllm-032-loading-rules), so the draft loads and proposes garbage without a word.",
       fix="Not fixable: a missing weight cannot be invented. Re-export the draft from its training checkpoint.")
 def missing_tensors(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft

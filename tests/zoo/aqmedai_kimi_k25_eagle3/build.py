@@ -1,7 +1,7 @@
 """AQ-MedAI/Kimi-K25-eagle3: a SpecForge draft. The config is SpecForge's configs/kimi-k25-eagle3.json as of
 its Kimi-K2.5 commit (3f9b5fca, 2026-02-28): ids [2, 30, 58] in eagle_config, draft vocabulary 32000,
 rope_theta 1e6 and rope_scaling null, max_position_embeddings 131072. Tensors in SpecForge's layout: midlayer.*,
-d2t offsets and t2d, lm_head [32000, 7168], no embeddings (eagle3-facts.md section 2)."""
+d2t offsets and t2d, lm_head [32000, 7168], no embeddings (docs/formats-and-engines.md#producers-and-their-layouts)."""
 from __future__ import annotations
 
 from pathlib import Path

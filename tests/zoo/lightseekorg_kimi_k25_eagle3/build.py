@@ -13,7 +13,7 @@ H, HEADS, KV, HD, INTER, VOCAB = 7168, 64, 64, 128, 12288, 163840
 
 def config() -> dict:
     # TorchSpec's template as written (no eagle_config, no draft_vocab_size: the full vocabulary), with the dtype
-    # pair the published config carries (eagle3-facts.md section 2: torch_dtype float16 next to dtype bfloat16).
+    # pair the published config carries (docs/formats-and-engines.md#producers-and-their-layouts: torch_dtype float16 next to dtype bfloat16).
     return {
         "architectures": ["LlamaForCausalLMEagle3"], "attention_bias": False, "attention_dropout": 0.0,
         "bos_token_id": 163584, "eos_token_id": 163585, "head_dim": HD, "hidden_act": "silu", "hidden_size": H,

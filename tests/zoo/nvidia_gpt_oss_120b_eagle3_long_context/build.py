@@ -1,5 +1,5 @@
-"""nvidia/gpt-oss-120b-Eagle3-long-context: ids [1, 17, 32] (sglang PR #32334's table; eagle3-facts.md section
-8), otherwise the layout of the v3 replica without norm_before_fc."""
+"""nvidia/gpt-oss-120b-Eagle3-long-context: ids [1, 17, 32] (sglang PR #32334's table;
+docs/formats-and-engines.md#aux-layer-ids), otherwise the layout of the v3 replica without norm_before_fc."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,5 +1,5 @@
 """nvidia/gpt-oss-120b-Eagle3-short-context: the head that reads the final post-norm hidden state
-(eagle3-facts.md section 8, vLLM PR #27688): replicated as a no-aux head like v2."""
+(vLLM PR #27688; docs/formats-and-engines.md#the-draft): replicated as a no-aux head like v2."""
 from __future__ import annotations
 
 from pathlib import Path
