@@ -3,7 +3,8 @@
 - `write_trace`: a trace folder from explicit sequences and hidden states (kconvert.score.trace.TraceWriter);
 - `random_trace`: random states and tokens;
 - `consistent_trace`: a trace whose greedy continuation is what a given draft predicts at step 0 under a given
-  reading, so that reading accepts (at least) the first drafted token everywhere and others do not;
+  reading (computed by tests/eagle3_reference.py, not by kconvert's runner), so that reading accepts (at least)
+  the first drafted token everywhere and others do not;
 - `tiny_hf_target`: a tiny HF transformers Llama target with a word-level tokenizer and a chat template.
 """
 from __future__ import annotations
@@ -57,26 +58,26 @@ def random_trace(path: Path, *, seqs=((5, 10),), seed=0, layers=None, dtype="flo
 
 
 def consistent_trace(path: Path, draft: Path, reading: Any, *, n_seqs=12, prompt_len=6, output_len=24,
-                     lookahead=4, seed=0, work: Path, scale=1.0) -> Path:
+                     lookahead=4, seed=0, work: Path | None = None, scale=1.0) -> Path:
     """A trace whose tokens after the prompt follow the draft's own first drafted token under `reading`:
-    x[t + 2] = draft(step 0 at position t). The "target's greedy token" is therefore that prediction."""
-    from kconvert.engines.expectations import engine_rules
-    from kconvert.formats import read_draft
-    from kconvert.score.run import WeightCache, build_runner
-    from kconvert.source import open_checkpoint
+    x[t + 2] = draft(step 0 at position t). The "target's greedy token" is therefore that prediction.
 
+    The prediction comes from tests/eagle3_reference.py (the EAGLE-3 Llama definition written out, weights read
+    with safetensors), never from kconvert's score runner, which the traces are used to test. Llama drafts
+    only; from `reading` it takes the aux ids and norm_before_residual (the other fields must be vLLM's defaults)."""
+    import json
+
+    from tests.eagle3_reference import ReferenceDraft
+
+    assert (reading.d2t, reading.lm_head, reading.norm_before_fc, reading.fc_norm) \
+        == ("offsets", "stored", False, False), reading
+    cfg = json.loads((Path(draft) / "config.json").read_text())
     g = torch.Generator().manual_seed(seed)
     embed = torch.randn(V, H, generator=g) * scale
     m0 = meta(lookahead=lookahead)
-    # every token id in one sequence, so that the runner's embedding table knows all rows
-    vocab_seq = {"ids": list(range(V)), "next": list(range(V)), "prompt_len": V, "output_len": 0,
-                 "hidden": {k: torch.zeros(V, H) for k in m0.layers}}
-    from kconvert.score.trace import open_trace
-
-    base = open_trace(write_trace(work / "vocab-trace", [vocab_seq], m0, embed, force=True))
-    d = read_draft(open_checkpoint(str(draft)))
-    runner = build_runner(d, reading, base, WeightCache(d, torch.float32, torch.device("cpu")))
-    del engine_rules
+    ref = ReferenceDraft(Path(draft), cfg, embed, dtype=torch.float32,
+                         norm_before_residual=reading.norm_before_residual)
+    del work
     seqs = []
     for _ in range(n_seqs):
         n = prompt_len + output_len + lookahead
@@ -85,7 +86,7 @@ def consistent_trace(path: Path, draft: Path, reading: Any, *, n_seqs=12, prompt
         aux = torch.cat([hidden[k] for k in reading.aux_ids], dim=-1)
         nxt = torch.randint(20, V, (n,), generator=g)
         for t in range(prompt_len - 1, n - 1):
-            d1 = runner.propose(x[1:t + 2], aux[: t + 1], torch.tensor([t]), 1)[0, 0]
+            d1 = ref.propose(x[1:t + 2], aux[: t + 1], t, 1)[0]
             if t + 2 < n:
                 x[t + 2] = d1
             nxt[t + 1] = d1

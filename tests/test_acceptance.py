@@ -5,46 +5,51 @@ import pytest
 
 from kconvert.engines.acceptance import delta, summarize
 
-# Kimi-K2.5 + AQ-MedAI draft on vLLM, k=4, GSM8K: published rate 51.78 %, AL 3.07, per position
-# 0.771/0.583/0.420/0.298. The per-position counts are derived: they round to the published rates and sum to
-# the published accepted total.
-SEED = {"drafts": 42668, "draft_tokens": 170672, "accepted": 88381}
-SEED_PER_POS = [32897, 24875, 17906, 12703]
+from tests.oracles import SEED_K, by_hand, seed
+
+# Kimi-K2.5 + AQ-MedAI draft on vLLM, k=4, GSM8K (vLLM PR #35966): the scrape's counters, read by
+# prometheus_client from the one fixture that holds them. Published there (docs/formats-and-engines.md#acceptance-metrics):
+# rate 51.78 %, AL 3.07, per position 0.771/0.583/0.420/0.298.
+C = seed()
+SEED = {"drafts": C["drafts"], "draft_tokens": C["draft_tokens"], "accepted": C["accepted"]}
+SEED_PER_POS = C["accepted_per_pos"]
 
 
-def test_seed_counts_are_consistent_with_the_published_totals():
-    assert sum(SEED_PER_POS) == SEED["accepted"]
-    assert SEED["draft_tokens"] == 4 * SEED["drafts"]
+def test_seed_fixture_obeys_vllms_counter_invariants():
+    # vLLM counts k draft tokens per draft and every accepted token at exactly one position: a fixture that
+    # breaks either is not a vLLM scrape (the three copies this file replaced broke the second).
+    assert SEED["draft_tokens"] == SEED_K * SEED["drafts"]
+    assert len(SEED_PER_POS) == SEED_K and sum(SEED_PER_POS) == SEED["accepted"]
 
 
 def test_seed_data_reproduces_published_rate_and_acceptance_length():
-    s = summarize(**SEED, accepted_per_pos=SEED_PER_POS, k=4)
+    s = summarize(**SEED, accepted_per_pos=SEED_PER_POS, k=SEED_K)
     assert round(100 * s["acceptance_rate"], 2) == 51.78
     assert round(s["mean_acceptance_length"], 2) == 3.07
     assert [round(r, 3) for r in s["per_position"]] == [0.771, 0.583, 0.420, 0.298]
 
 
-def test_acceptance_length_is_one_plus_sum_of_per_position_rates():
-    s = summarize(**SEED, accepted_per_pos=SEED_PER_POS, k=4)
-    assert s["mean_acceptance_length"] == pytest.approx(1 + sum(s["per_position"]))
+def test_seed_figures_equal_vllms_definitions_written_out():
+    s = summarize(**SEED, accepted_per_pos=SEED_PER_POS, k=SEED_K)
+    want = by_hand(SEED["drafts"], SEED["draft_tokens"], SEED["accepted"], SEED_PER_POS)
+    assert s["acceptance_rate"] == pytest.approx(want["acceptance_rate"])
+    # 1 + accepted / drafts = 3.0714: the bonus token is in (without it, 2.07)
+    assert s["mean_acceptance_length"] == pytest.approx(want["mean_acceptance_length"])
+    assert s["per_position"] == pytest.approx(want["per_position"])
 
 
 def test_conditional_rates_chain_from_drafts():
-    s = summarize(**SEED, accepted_per_pos=SEED_PER_POS, k=4)
+    s = summarize(**SEED, accepted_per_pos=SEED_PER_POS, k=SEED_K)
     c = s["conditional"]
-    assert c[0] == pytest.approx(32897 / 42668)
-    assert c[1] == pytest.approx(24875 / 32897)
-    assert c[3] == pytest.approx(12703 / 17906)
-    # The product of the conditionals up to i is the per-position rate at i.
-    prod = 1.0
-    for i, rate in enumerate(c):
-        prod *= rate
-        assert prod == pytest.approx(s["per_position"][i])
+    p = SEED_PER_POS
+    # conditional_0 = count_0 / drafts; conditional_i = count_i / count_{i-1}
+    assert c == pytest.approx([p[0] / SEED["drafts"], p[1] / p[0], p[2] / p[1], p[3] / p[2]])
 
 
 def test_sglang_accept_length_equals_vllm_acceptance_length_on_vllm_counters():
-    s = summarize(**SEED, accepted_per_pos=SEED_PER_POS, k=4)
-    assert s["sglang_accept_length"] == s["mean_acceptance_length"]
+    # SGLang: completion tokens / verify steps = (drafts + accepted) / drafts on the same counters
+    s = summarize(**SEED, accepted_per_pos=SEED_PER_POS, k=SEED_K)
+    assert s["sglang_accept_length"] == pytest.approx((SEED["drafts"] + SEED["accepted"]) / SEED["drafts"])
 
 
 def test_zero_drafts_gives_none_not_division_errors():

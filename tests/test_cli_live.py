@@ -50,17 +50,20 @@ def test_verify_diagnose_measures_each_candidate_reading_and_names_the_best(pair
         # each candidate was run: a figure from the engine's counters, or the engine's own error
         assert (c.get("mean_acceptance_length") is not None) != ("error" in c), c
         if c.get("mean_acceptance_length") is not None:
-            assert 1.0 <= c["mean_acceptance_length"] <= 4.0
+            # AL and rate of one engine run, from its counters: draft_tokens = k * drafts, so by vLLM's
+            # definitions AL - 1 = accepted / drafts = k * accepted / draft_tokens = k * rate
+            assert c["mean_acceptance_length"] - 1 == pytest.approx(3 * c["acceptance_rate"]), c
         else:
             assert c["error"].strip()
+    # Which branch runs follows from the factory (tests/live_factories.py): its layers are near-identity
+    # (std 0.02), so the residual stream at every layer is the token's embedding plus a small perturbation,
+    # and the draft reads only the first aux slot through fc = identity. Every reading (ids shifted by one,
+    # the engine's defaults) feeds it the same embedding: no candidate beats the draft as loaded by 0.05,
+    # and the diagnosis must say so rather than name a "best" reading.
     measured = [c for c in diag["candidates"] if c.get("mean_acceptance_length") is not None]
-    best = max(measured, key=lambda c: c["mean_acceptance_length"], default=None)
-    if best is not None and best["mean_acceptance_length"] > base + 0.05:
-        assert diag["best"] == best["candidate"]
-        assert diag["fix_command"].startswith(f"kconvert fix {draft} ")
-        assert all(a in diag["fix_command"] for a in best["fix_args"] or [])
-    else:
-        assert diag["best"] is None and diag["fix_command"] is None
+    assert measured, diag
+    assert all(abs(c["mean_acceptance_length"] - base) <= 0.05 for c in measured), (base, measured)
+    assert diag["best"] is None and diag["fix_command"] is None
     # the same run, read by a CI log: one line per candidate and the verdict
     from kconvert.report.concise import render_concise
 

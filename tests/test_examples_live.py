@@ -1,8 +1,10 @@
 """The shipped tiny example, live: real vLLM engines on CPU, no mocks.
 
-The good drafts reach mean acceptance length >= 2.5 at k=3 next to the tiny Kimi-K2.5-shaped target; each broken
-variant is refused by the static checks (no engine started) or, forced live with skip_static, loses >= 0.15 of
-acceptance length against its good draft (float32, same session) or crashes the engine (exit 3); `kconvert fix`
+The good drafts reach mean acceptance length >= 2.5 at k=3 next to the tiny Kimi-K2.5-shaped target; four broken
+variants are refused by the static checks (no engine started; what they do when forced live is recorded in
+examples/tiny/README.md, not run here), and the two the static checks let through (no-aux-ids,
+lm-head-wrong-prune), forced live with skip_static, run and lose >= 0.15 of acceptance length against their good
+draft (float32, same session; an engine crash there is a failure); `kconvert fix`
 gives back each good draft (same tensor bytes, same engine reading) and, live for the lm_head re-selection, its
 good draft's acceptance, measured in the same session. The figures of a verify report equal the engine's own counters
 from the same run. The seed deployment's serve line (TP 8, draft at TP 8, k=4) replayed on the example passes, gives
@@ -20,7 +22,6 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from kconvert.errors import EngineError  # noqa: E402
 from kconvert.fix import fix  # noqa: E402
 from kconvert.inspect import inspect  # noqa: E402
 from kconvert.rules import Options  # noqa: E402
@@ -111,11 +112,7 @@ def test_broken_variant_is_refused_statically_or_loses_acceptance_live(variant):
         assert vr.static_blocked and vr.live is None and vr.exit_code == 1
         return
     good_al = al(good_fp32(base))
-    try:
-        forced = run_verify(path, engine_args=FP32, skip_static=True)
-    except EngineError as e:
-        assert e.exit_code == 3 and e.last_lines
-        return
+    forced = run_verify(path, engine_args=FP32, skip_static=True)  # must run: these variants load in vLLM
     assert al(forced) <= good_al - MIN_LOSS, f"{variant}: live AL {al(forced):.3f} vs good {good_al:.3f}"
 
 

@@ -10,9 +10,11 @@ from kconvert.verify.thresholds import Thresholds, apply_expected, evaluate, exp
 from kconvert.engines.acceptance import summarize
 from kconvert.report.junit import render_junit
 from kconvert.verify import compare_outputs
+from tests.oracles import SEED_K, seed
 
-# vLLM PR #35966 (docs/formats-and-engines.md#acceptance-metrics): Kimi-K2.5 + AQ-MedAI draft, k=4, GSM8K.
-SEED = summarize(42668, 170672, 88381, [32898, 24874, 17920, 12689], 4)
+# Kimi-K2.5 + AQ-MedAI draft, k=4, GSM8K: the seed scrape's counters (tests/data, read by tests/oracles.py).
+_C = seed()
+SEED = summarize(_C["drafts"], _C["draft_tokens"], _C["accepted"], _C["accepted_per_pos"], SEED_K)
 
 
 def test_thresholds_pass_and_fail_on_the_seed_figures():

@@ -72,10 +72,8 @@ def test_load_prompts_rejects_unknown_names_and_missing_files(tmp_path):
 
 
 def test_load_prompts_all_concatenates_the_three_shipped_sets():
-    from kconvert.prompts import PROMPTS_DIR, SHIPPED_SETS
+    from kconvert.prompts import SHIPPED_SETS
 
-    if not all((PROMPTS_DIR / f"{n}.jsonl").is_file() for n in SHIPPED_SETS):
-        pytest.skip("math/chat/code.jsonl are not shipped yet")
     name, prompts = load_prompts("all")
     assert name == "all"
     assert prompts == sum((load_prompts(n)[1] for n in SHIPPED_SETS), [])
@@ -389,9 +387,14 @@ def test_speculative_run_reports_the_engines_own_counters(spec_run):
         "drafts": c.drafts, "draft_tokens": c.draft_tokens, "accepted": c.accepted,
         "accepted_per_pos": c.accepted_per_pos}
     acc = result.acceptance()
-    assert 1.0 <= acc["mean_acceptance_length"] <= 4.0
-    assert acc["acceptance_rate"] == pytest.approx(c.accepted / c.draft_tokens)
-    # The factory draft is right at the first position and (nearly) never after it.
+    indep = _independent_counters(result.raw_metrics)
+    # vLLM's definitions on the engine's own counters: AL = 1 + accepted / drafts (bonus token), rate =
+    # accepted / draft tokens, per position = accepted_i / drafts
+    assert acc["mean_acceptance_length"] == pytest.approx(1 + indep["accepted"] / indep["drafts"])
+    assert acc["acceptance_rate"] == pytest.approx(indep["accepted"] / indep["draft_tokens"])
+    assert acc["per_position"] == pytest.approx([a / indep["drafts"] for a in indep["accepted_per_pos"]])
+    # The factory draft is right at the first position and (nearly) never after it: floor 0.8, measured 1.000
+    # (128 of 128 drafts at position 0 on the smoke set, tests/data/vllm_metrics_after.txt)
     assert acc["per_position"][0] > 0.8
     assert stages == ["starting engine", "engine ready", "generating", "done"]
 

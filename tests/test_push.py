@@ -33,12 +33,12 @@ from kconvert.report.markdown import render_markdown_section
 from kconvert.schemas import validate
 from kconvert.source.checkpoint import sha256_file
 from tests.factories import make_draft
+from tests.oracles import seed
 
 ROOT = Path(__file__).resolve().parent.parent
 REPO = "my-org/kimi-eagle3"
-# Kimi-K2.5 + AQ-MedAI draft on vLLM, k=4, GSM8K (vLLM PR #35966; docs/formats-and-engines.md#acceptance-metrics).
-COUNTERS = {"drafts": 42668, "draft_tokens": 170672, "accepted": 88381, "accepted_per_pos": [32897, 24875, 17906,
-                                                                                              12703]}
+# Kimi-K2.5 + AQ-MedAI draft on vLLM, k=4, GSM8K: the seed scrape's counters (tests/data, read by tests/oracles.py).
+COUNTERS = seed()
 
 
 # ---------------------------------------------------------------- factories

@@ -28,6 +28,7 @@ from kconvert.score.run import WeightCache, build_runner, every_position, replay
 from kconvert.score.trace import Sequence, open_trace  # noqa: E402
 from kconvert.source import open_checkpoint  # noqa: E402
 from tests.factories import make_draft  # noqa: E402
+from tests.eagle3_reference import ReferenceDraft  # noqa: E402
 from tests.score_factories import (  # noqa: E402
     H, V, consistent_trace, meta, random_trace, tiny_hf_target, write_trace)
 
@@ -255,41 +256,12 @@ def test_draft_embeddings_equal_to_the_targets_are_shared_as_vllm_does(tmp_path)
 
 # --------------------------------------------------------------- the runner against an engine-style loop ---
 
-def _reference_drafts(runner, tokens_next, aux, cursor: int, k: int) -> list[int]:
-    """The engine's computation for one cursor, step by step with an explicit KV cache and plain attention."""
-    s = runner.spec
-    T = cursor + 1
-    hidden = runner.combine(aux[:T])
-    emb = runner.embed(tokens_next[:T])
-    pos = torch.arange(T)
-    residual = None
-    kv = []
-    for l in range(s.num_layers):
-        x, residual = runner._layer_in(l, emb, hidden, residual)
-        q, kk, v = runner._qkv(l, x, pos)
-        kv.append([kk, v])
-        outs = []
-        for t in range(T):
-            att = torch.einsum("hd,thd->ht", q[t].double(), kk[: t + 1].double()) * s.scale
-            outs.append(torch.einsum("ht,thd->hd", att.softmax(-1), v[: t + 1].double()))
-        hidden, residual = runner._layer_out(l, runner._o(l, torch.stack(outs)), residual)
-    normed, fed = runner._final(hidden, residual)
-    toks = [int(runner.greedy(normed[-1:])[0])]
-    h = fed[-1:]
-    for j in range(1, k):
-        emb = runner.embed(torch.tensor([toks[-1]]))
-        hidden, residual = h, None
-        for l in range(s.num_layers):
-            x, residual = runner._layer_in(l, emb, hidden, residual)
-            q, kk, v = runner._qkv(l, x, torch.tensor([cursor + j]))
-            kv[l][0] = torch.cat([kv[l][0], kk])
-            kv[l][1] = torch.cat([kv[l][1], v])
-            att = torch.einsum("hd,thd->ht", q[0].double(), kv[l][0].double()) * s.scale
-            o = torch.einsum("ht,thd->hd", att.softmax(-1), kv[l][1].double())[None]
-            hidden, residual = runner._layer_out(l, runner._o(l, o), residual)
-        normed, h = runner._final(hidden, residual)
-        toks.append(int(runner.greedy(normed)[0]))
-    return toks
+def _embedding_table(tr) -> torch.Tensor:
+    """The target's embedding as the trace keeps it (rows of the ids it holds), as a full [V, H] table."""
+    ids, rows = tr.embedding_rows()
+    table = torch.zeros(V, rows.shape[1], dtype=torch.float64)
+    table[torch.from_numpy(ids.astype("int64"))] = rows.double()
+    return table
 
 
 def _second_layer(t: dict) -> None:
@@ -303,12 +275,15 @@ def _second_layer(t: dict) -> None:
             t[new] = (dt, shape, data if data is None else data * 1.5)
 
 
-@pytest.mark.parametrize("family,layers", [("llama", 1), ("mla", 1), ("llama", 2)])
-def test_batched_runner_drafts_what_the_engine_step_by_step_computation_drafts(tmp_path, family, layers):
+@pytest.mark.parametrize("layers", [1, 2])
+def test_batched_runner_drafts_what_the_eagle3_definition_drafts(tmp_path, layers):
+    """score's batched runner against tests/eagle3_reference.py (vLLM llama_eagle3.py's computation written out
+    on transformers' Llama helpers, weights read with safetensors). MLA drafts have no such reference here: their
+    runner is checked against vLLM's own counters in tests/test_score_live.py."""
     kw = {}
     if layers == 2:
         kw = {"config": lambda c: c.update(num_hidden_layers=2), "tensors": _second_layer}
-    draft = make_draft(tmp_path / "d", "torchspec", family=family, **kw)
+    draft = make_draft(tmp_path / "d", "torchspec", family="llama", **kw)
     d, reading = _reading(draft)
     tr = open_trace(random_trace(tmp_path / "t", seqs=((6, 20),)))
     w = WeightCache(d, torch.float64, torch.device("cpu"))
@@ -316,14 +291,50 @@ def test_batched_runner_drafts_what_the_engine_step_by_step_computation_drafts(t
     for name in list(runner.w):
         runner.w[name] = runner.w[name] * 40  # larger weights: sharper logits, no near-ties in argmax
     runner.embed.rows = runner.embed.rows.double()
+    cfg = json.loads((draft / "config.json").read_text())
+    ref = ReferenceDraft(draft, cfg, _embedding_table(tr), scale=40)  # the same 40, every weight but lm_head
     seq = tr.sequence(0)
     T = seq.stop - 2
     tokens_next = torch.from_numpy(seq.input_ids[1:T + 1].copy())
     aux = torch.cat([tr.hidden(seq, k, count=T).double() for k in reading.aux_ids], -1)
+    assert reading.aux_ids == tuple(cfg["eagle_aux_hidden_state_layer_ids"])  # vLLM feeds the config's ids
     cursors = torch.arange(seq.prompt_len - 1, T)
     got = runner.propose(tokens_next, aux, cursors, 3)
-    want = [_reference_drafts(runner, tokens_next, aux, int(c), 3) for c in cursors]
+    want = [ref.propose(tokens_next, aux, int(c), 3) for c in cursors]
     assert got.tolist() == want
+    assert len({t for row in want for t in row}) > 3  # the proposals vary: the comparison can tell readings apart
+
+
+def test_reference_llama_layer_equals_transformers_llama_decoder_layer():
+    """tests/eagle3_reference.py's plain Llama layer (the second layer of a multi-layer draft) against
+    transformers' LlamaDecoderLayer with the same weights."""
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+
+    from tests.eagle3_reference import rms
+
+    torch.manual_seed(0)
+    cfg = {"hidden_size": 64, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32,
+           "intermediate_size": 128, "rms_norm_eps": 1e-5, "rope_theta": 50000.0, "num_hidden_layers": 2}
+    lc = LlamaConfig(**cfg, attn_implementation="eager")
+    layer = LlamaDecoderLayer(lc, layer_idx=1).double()
+    ref = ReferenceDraft.__new__(ReferenceDraft)
+    ref.cfg, ref.eps, ref.heads, ref.kv_heads, ref.hd, ref.layers = cfg, 1e-5, 2, 1, 32, 2
+    ref.rope = LlamaRotaryEmbedding(lc)
+    ref.w = {f"layers.1.{k}": v.detach() for k, v in layer.state_dict().items()}
+    T = 7
+    x = torch.randn(T, 64, dtype=torch.float64)
+    pos = torch.arange(T)
+    cos, sin = ref.rope(x[None].float(), pos[None])
+    mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)[None, None]
+    want = layer(x[None], attention_mask=mask, position_ids=pos[None],
+                 position_embeddings=(cos.double(), sin.double()))
+    want = want[0] if isinstance(want, tuple) else want
+    h = rms(x, ref.w["layers.1.input_layernorm.weight"], 1e-5)
+    r = ref._attn(1, h, pos, [None, None]) + x
+    got = ref._mlp(1, rms(r, ref.w["layers.1.post_attention_layernorm.weight"], 1e-5)) + r
+    # transformers' LlamaRMSNorm normalises in float32 even for float64 inputs: agreement to float32 precision
+    torch.testing.assert_close(got, want[0], rtol=1e-5, atol=1e-6)
 
 
 def test_chained_steps_only_where_the_chain_is_still_accepted_count_the_same(tmp_path):
@@ -384,7 +395,8 @@ def test_rope_tables_match_transformers():
 
 # --------------------------------------------------------------------- scoring and diagnosis end to end ---
 
-def _good_and_trace(tmp_path, family="mla", producer="torchspec", true_ids=(2, 5, 7), **kw):
+def _good_and_trace(tmp_path, family="llama", producer="torchspec", true_ids=(2, 5, 7), **kw):
+    # llama: the family tests/eagle3_reference.py writes out (the trace must not come from the runner under test)
     good = make_draft(tmp_path / "good", producer, family=family, config=lambda c: _ids(c, list(true_ids)), **kw)
     d, reading = _reading(good)
     assert reading.aux_ids == true_ids
@@ -434,7 +446,7 @@ def _diagnose(draft, trace, **kw):
 
 def test_diagnose_names_the_aux_ids_in_the_other_convention(tmp_path):
     good, trace = _good_and_trace(tmp_path)
-    broken = make_draft(tmp_path / "b", "torchspec", family="mla", config=lambda c: (
+    broken = make_draft(tmp_path / "b", "torchspec", config=lambda c: (
         c.pop("eagle_aux_hidden_state_layer_ids"), c["eagle_config"].update(eagle_aux_hidden_state_layer_ids=[1, 4, 6])))
     sr = _diagnose(broken, trace)
     diag = sr.diagnosis
@@ -451,7 +463,7 @@ def test_diagnose_names_d2t_as_absolute_ids_where_the_draft_as_loaded_cannot_run
         dt, shape, d2t = t["d2t"]
         t["d2t"] = (dt, shape, d2t + np.arange(shape[0]))
 
-    broken = make_draft(tmp_path / "b", "torchspec", family="mla", config=lambda c: _ids(c, [2, 5, 7]),
+    broken = make_draft(tmp_path / "b", "torchspec", config=lambda c: _ids(c, [2, 5, 7]),
                         tensors=absolute)
     sr = _diagnose(broken, trace)
     assert sr.result.error and "outside 0..511" in sr.result.error
@@ -496,7 +508,7 @@ def test_diagnose_reselects_lm_head_rows_from_a_full_vocabulary_head(tmp_path):
 
 def test_diagnose_searches_the_recorded_layers_when_no_aux_ids_are_declared(tmp_path):
     good, trace = _good_and_trace(tmp_path)
-    broken = make_draft(tmp_path / "b", "torchspec", family="mla", config=lambda c: (
+    broken = make_draft(tmp_path / "b", "torchspec", config=lambda c: (
         c.pop("eagle_aux_hidden_state_layer_ids"), c.pop("eagle_config")))
     sr = _diagnose(broken, trace)
     assert sr.reading.aux_ids == (2, 4, 5)  # the engine's defaults for 8 layers
@@ -678,7 +690,7 @@ def test_cli_score_json_exit_codes_and_fix_decided_by(tmp_path, capsys):
     doc = json.loads(out)
     validate(doc, "report")
     assert doc["verdict"] == "pass" and doc["thresholds"]["checks"][0]["passed"]
-    broken = make_draft(tmp_path / "b", "torchspec", family="mla", config=lambda c: (
+    broken = make_draft(tmp_path / "b", "torchspec", config=lambda c: (
         c.pop("eagle_aux_hidden_state_layer_ids"), c["eagle_config"].update(eagle_aux_hidden_state_layer_ids=[1, 4, 6])))
     rc, out, _ = _main(capsys, "score", str(broken), "--trace", str(trace), "--threads", "1", "--output-format", "full")
     assert rc == 1 and "nothing scored" in out

@@ -1,0 +1,156 @@
+"""Drafts written by the producers' own code (tests/data/producers, built by tests/producers/build.py in a venv of
+its own: specforge 0.2.0, speculators 0.9.0; versions and code paths in provenance.json).
+
+The expected values come from the producers: the files themselves (read with safetensors and json, not kconvert),
+and the facts provenance.json records from the producers' code when the files were written (SpecForge's default
+capture layers as `resolve_eagle_capture_layers` returns them, the vocabulary SpecForge's preprocessing chose).
+kconvert's `inspect` must read each file the way its producer wrote it. About 2 s.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors import safe_open
+
+from kconvert.cli import main
+
+DATA = Path(__file__).parent / "data" / "producers"
+PROV = json.loads((DATA / "provenance.json").read_text())
+FACTS = PROV["producer_facts"]
+
+
+def tensors(name: str) -> dict[str, np.ndarray]:
+    import torch
+
+    out = {}
+    with safe_open(str(DATA / name / "model.safetensors"), "pt") as f:
+        for k in f.keys():
+            t = f.get_tensor(k)
+            out[k] = t.to(torch.float32).numpy() if t.is_floating_point() else t.numpy()
+    return out
+
+
+def dtypes(name: str) -> dict[str, str]:
+    with safe_open(str(DATA / name / "model.safetensors"), "pt") as f:
+        return {k: f.get_slice(k).get_dtype() for k in f.keys()}
+
+
+def config(name: str) -> dict:
+    return json.loads((DATA / name / "config.json").read_text())
+
+
+_reports: dict[str, dict] = {}
+
+
+def report(name: str, capsys) -> dict:
+    if name not in _reports:
+        capsys.readouterr()
+        main(["inspect", str(DATA / name), "--json"])
+        _reports[name] = json.loads(capsys.readouterr().out)
+    return _reports[name]
+
+
+def test_the_fixtures_record_the_producers_that_wrote_them():
+    assert PROV["packages"]["specforge"] == "0.2.0" and PROV["packages"]["speculators"] == "0.9.0"
+    assert all(o["returncode"] == 0 for o in PROV["outputs"].values()), PROV["outputs"]
+    total = sum(f.stat().st_size for f in DATA.rglob("*") if f.is_file())
+    assert total < 2_000_000
+
+
+def test_specforge_default_capture_layers_are_what_its_code_says_and_what_kconvert_assumes(capsys):
+    # resolve_eagle_capture_layers, with no ids in the run or the draft config: [1, L//2 - 1, L - 4];
+    # for the 8-layer target: [1, 3, 4]
+    fact = FACTS["specforge_default_capture_layers"]
+    L = fact["target_num_hidden_layers"]
+    assert fact["value"] == [1, L // 2 - 1, L - 4] == [1, 3, 4]
+    # SpecForge's export writes no ids when the draft config names none; kconvert says so (K401) and, for a
+    # SpecForge draft, names SpecForge's default in its evidence for the output convention
+    assert "eagle_config" not in config("specforge-sglang")
+    rep = report("specforge-sglang", capsys)
+    assert rep["format"]["producer"] == "specforge"
+    assert rep["draft"]["aux_layer_ids"] is None and "K401" in {f["id"] for f in rep["findings"]}
+    ids = report("specforge-sglang-ids", capsys)
+    k404 = [f for f in ids["findings"] if f["id"] == "K404"]
+    assert k404 and "[1, L//2-1, L-4]" in k404[0]["message"]
+
+
+def test_specforge_sglang_export_is_its_serving_layout_and_kconvert_reads_it_so(capsys):
+    names = set(dtypes("specforge-sglang"))
+    required = set(FACTS["specforge_sglang_serving_keys"]["value"])  # export_to_sglang's own list
+    assert required <= names and not any("embed" in n for n in names)
+    assert all(n in required or n.startswith("midlayer.") for n in names)
+    rep = report("specforge-sglang", capsys)["draft"]
+    assert rep["key_layout"] == "midlayer" and rep["has_d2t"] and rep["has_t2d"] and not rep["has_embeddings"]
+    # the draft was built in bf16 (materialize_draft: torch_dtype=torch.bfloat16)
+    floats = [d for n, d in dtypes("specforge-sglang").items() if n not in ("d2t", "t2d")]
+    assert set(floats) == {"BF16"} and rep["tensor_dtypes"] == {"BF16": len(floats)}
+    assert rep["draft_vocab_size"] == PROV["draft_config_given_to_specforge"]["draft_vocab_size"]
+
+
+def test_specforge_hf_export_adds_the_targets_embedding_and_nothing_else():
+    sg, hf = tensors("specforge-sglang"), tensors("specforge-hf")
+    assert set(hf) - set(sg) == {"embed_tokens.weight"}
+    assert all(np.array_equal(sg[k], hf[k]) for k in sg)
+
+
+def test_specforge_d2t_holds_offsets_and_kconvert_reads_them_as_offsets(capsys):
+    t = tensors("specforge-sglang")
+    used = FACTS["specforge_d2t"]["draft_ids_to_target_ids"]  # the vocabulary SpecForge's preprocessing chose
+    # process_token_dict_to_mappings: d2t[i] = used[i] - i (offsets), t2d[j] = j in used
+    assert (t["d2t"] + np.arange(len(used))).tolist() == used
+    assert np.flatnonzero(t["t2d"]).tolist() == used
+    rep = report("specforge-sglang", capsys)
+    # no d2t finding: kconvert reads SpecForge's offsets as offsets (target = draft id + d2t, vLLM's reading)
+    assert not [f for f in rep["findings"] if f["id"].startswith("K50")], rep["findings"]
+
+
+def test_speculators_convert_passes_the_ids_it_is_given_through_unchanged(capsys):
+    ids = PROV["explicit_ids_variant"]
+    assert config("speculators-from-specforge-kwargs")["eagle_aux_hidden_state_layer_ids"] == ids
+    rep = report("speculators-from-specforge-kwargs", capsys)
+    assert rep["format"]["producer"] == "speculators"
+    assert rep["draft"]["aux_layer_ids"] == ids and rep["draft"]["aux_convention"] == "input"
+
+
+def test_speculators_convert_drops_the_ids_of_a_specforge_eagle_config_and_kconvert_says_so(capsys):
+    # the SpecForge draft names [2, 4, 5] in eagle_config; speculators 0.9.0's converter reads ids only from its
+    # arguments (eagle3_converter.py), so the converted draft has none: kconvert must flag that, not invent ids
+    assert config("specforge-sglang-ids")["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == \
+        PROV["explicit_ids_variant"]
+    assert config("speculators-from-specforge-ids")["eagle_aux_hidden_state_layer_ids"] is None
+    rep = report("speculators-from-specforge-ids", capsys)
+    assert rep["draft"]["aux_layer_ids"] is None and "K401" in {f["id"] for f in rep["findings"]}
+
+
+def test_speculators_writes_float32_from_a_bf16_specforge_draft_with_the_same_values(capsys):
+    src, out = tensors("specforge-sglang"), tensors("speculators-from-specforge")
+    assert set(dtypes("specforge-sglang").values()) == {"BF16", "I64", "BOOL"}
+    assert set(dtypes("speculators-from-specforge").values()) == {"F32", "I64", "BOOL"}
+    assert config("speculators-from-specforge")["dtype"] == "float32"
+    # midlayer.* -> layers.0.*, every value carried over exactly (bf16 -> f32 is exact)
+    renamed = {k.replace("midlayer.", "layers.0."): v for k, v in src.items()}
+    assert set(renamed) == set(out) and all(np.array_equal(renamed[k], out[k]) for k in out)
+    rep = report("speculators-from-specforge", capsys)["draft"]
+    assert rep["dtype"] == "float32" and rep["key_layout"] == "layers.0"
+    assert rep["tensor_dtypes"] == {"F32": len(out) - 2}
+
+
+def test_speculators_remote_code_reference_is_flagged_and_never_imported(capsys):
+    import sys
+
+    # speculators writes auto_map -> config.Eagle3SpeculatorConfig (and a config.py, not shipped: library code)
+    assert config("speculators-from-specforge")["auto_map"] == {"": "config.Eagle3SpeculatorConfig"}
+    before = set(sys.modules)
+    rep = report("speculators-from-specforge", capsys)
+    assert "K002" in {f["id"] for f in rep["findings"]}
+    assert not [m for m in set(sys.modules) - before if m == "config" or m.endswith(".config.py")]
+
+
+@pytest.mark.parametrize("name", ["specforge-sglang", "specforge-hf", "speculators-from-specforge",
+                                  "speculators-from-specforge-kwargs"])
+def test_kconvert_sees_every_tensor_the_producer_wrote(name, capsys):
+    rep = report(name, capsys)
+    assert rep["draft"]["num_tensors"] == len(dtypes(name))
