@@ -186,7 +186,7 @@ def fc_width(ctx: Context) -> Iterator[Finding]:
 def attention_shapes(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     H = d.effective_hidden
-    if d.layer_family == "llama":
+    if d.layer_family in ("llama", "qwen3"):
         q = d.shape("layers.0.self_attn.q_proj.weight")
         k = d.shape("layers.0.self_attn.k_proj.weight")
         o = d.shape("layers.0.self_attn.o_proj.weight")
@@ -217,6 +217,13 @@ def attention_shapes(ctx: Context) -> Iterator[Finding]:
         if o and o != (H, heads * hd):
             yield attention_shapes.finding(f"o_proj is {list(o)}, expected {[H, heads * hd]}",
                                            evidence=[Evidence("layers.0.self_attn.o_proj.weight", list(o), [H, heads * hd])])
+        if d.layer_family == "qwen3":
+            # Qwen3Attention.q_norm/k_norm are RMSNorm(head_dim) (vLLM 0.32 qwen3.py): another length fails to load.
+            for n in (f"layers.{i}.self_attn.{w}_norm.weight" for i in d.decoder_layers for w in "qk"):
+                sh = d.shape(n)
+                if sh is not None and sh != (hd,):
+                    yield attention_shapes.finding(f"{n} is {list(sh)}; a Qwen3 layer's per-head norm is [{hd}]",
+                                                   evidence=[Evidence(n, list(sh), [hd])])
         for i in d.decoder_layers[1:]:
             # vLLM PR #26164: only layer 0 concatenates the embeddings; later layers take H inputs.
             qi = d.shape(f"layers.{i}.self_attn.q_proj.weight")

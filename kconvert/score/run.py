@@ -197,6 +197,11 @@ def build_runner(d: DraftModel, reading: Reading, trace: Trace, weights: WeightC
     fc = weights.get("fc.weight")
     if fc is None:
         raise DraftFailure("the draft has no fc.weight: vLLM would leave it uninitialised (EAGLE-3 needs it)")
+    if d.layer_family == "qwen3":
+        # vLLM runs it as qwen3_eagle3.py (q_norm/k_norm per head before rope); score's runner models the Llama
+        # and MLA layers only and would run it without those norms: refuse rather than report other figures.
+        raise UsageError("score runs Llama- and MLA-layer EAGLE-3 drafts; this draft has Qwen3 layers "
+                         "(q_norm/k_norm): measure it live with `kconvert verify`")
     num_aux = len(reading.aux_ids)
     draft_vocab = d.draft_vocab_size or d.vocab_size or V
     spec = draft_spec(cfg, d.layer_family, target_vocab=V, target_hidden=m.hidden_size, num_aux=num_aux,
