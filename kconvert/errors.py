@@ -8,7 +8,7 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_FINDINGS = 1  # error-level findings, or a failed gate
 EXIT_USAGE = 2  # bad usage or unreadable input
-EXIT_ENGINE = 3  # the engine could not run the live test
+EXIT_ENGINE = 3  # this machine cannot run the step: the engine could not run, or an optional package is missing
 EXIT_INTERNAL = 70  # an unexpected exception: a kconvert bug (EX_SOFTWARE of sysexits.h)
 
 
@@ -72,6 +72,18 @@ class GateError(KConvertError):
     """A gate (thresholds, push binding) refused."""
 
     exit_code = EXIT_FINDINGS
+
+
+class MissingPackageError(KConvertError):
+    """This machine cannot run the step: an optional package (torch, transformers, vLLM) is not installed. The
+    same exit code as an engine that could not run, so a CI step tells 'install something' from 'bad input'."""
+
+    exit_code = EXIT_ENGINE
+
+    def __init__(self, step: str, needs: str, extra: str):
+        super().__init__(f"{step} needs {needs}, which is not installed here",
+                         hint=f"pip install 'kconvert[{extra}]'")
+        self.extra = extra
 
 
 class EngineError(KConvertError):

@@ -88,10 +88,28 @@ def open_draft(source: str) -> Checkpoint:
     return open_checkpoint(source, prefetch=token_map_names)
 
 
+def check_decided_ids(decided: Decisions, target: TargetModel | None) -> None:
+    """`--aux-ids` names streams of the target (vLLM's numbering: stream k enters layer k, stream L leaves the last
+    layer); one past them is the user's typo, not the draft's defect (K402 judges the ids the files hold)."""
+    L = target.num_hidden_layers if target is not None else None
+    if not decided.aux_ids or not isinstance(L, int):
+        return
+    bad = [i for i in decided.aux_ids if i > L]
+    if bad:
+        name = f" ({target.name})" if getattr(target, "name", None) else ""
+        raise UsageError(f"--aux-ids {','.join(map(str, decided.aux_ids))}: {', '.join(map(str, bad))} is past the "
+                         f"target's layers; a {L}-layer target{name} has streams 0..{L} in vLLM's input-of-layer "
+                         "numbering",
+                         hint=f"give ids within 0..{L}, e.g. the engine default {2},{L // 2},{L - 3}")
+    if len(set(decided.aux_ids)) != len(decided.aux_ids):
+        raise UsageError(f"--aux-ids {','.join(map(str, decided.aux_ids))}: a layer is given twice")
+
+
 def analyse(ckpt: Checkpoint, target: TargetModel | None, engine: EngineRules,
             decisions: Decisions | None = None, *, fail_on: str = "error") -> InspectResult:
     draft = read_draft(ckpt)
     decided = decisions or Decisions()
+    check_decided_ids(decided, target)
     findings = run_rules(Context(draft=draft, target=target, engine=engine, decisions=decided))
     return InspectResult(ckpt, draft, target, engine, findings, decided, fail_on=check_fail_on(fail_on))
 

@@ -14,7 +14,7 @@ app = typer.Typer(
          "Pipeline: inspect (static checks) → fix (write a corrected copy) → verify (live acceptance in a real "
          "engine) → push (publish only what passed).\n\n"
          "Exit codes: 0 passed; 1 error-level findings or a failed gate; 2 bad usage or unreadable input; "
-         "3 the engine could not run the live test; 70 internal error (a kconvert bug).",
+         "3 this machine cannot run the step (engine failed, package missing); 70 internal error (a kconvert bug).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -47,7 +47,7 @@ def _register() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit code (0 pass, 1 findings or failed gate, 2 bad usage or unreadable
-    input, 3 engine could not run, 70 a kconvert bug)."""
+    input, 3 this machine cannot run the step, 70 a kconvert bug)."""
     from typer._click.exceptions import ClickException  # typer 0.29 raises its bundled click's, not click's
     from typer.rich_utils import rich_format_error
 

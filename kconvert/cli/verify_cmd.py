@@ -146,7 +146,7 @@ def verify_command(
     chat template, greedy, and reports drafts, draft tokens, accepted tokens, acceptance rate, mean acceptance
     length (bonus included), per-position and conditional rates and SGLang's equivalent accept_length, all from
     the engine's own counters. Exit 0 pass, 1 below a threshold / static errors / outputs differ, 2 bad input,
-    3 the engine could not run.
+    3 this machine cannot run the step (the engine failed, or vLLM is not installed).
     """
     from kconvert.inspect import check_fail_on
     from kconvert.rules.decisions import decisions_from_flags

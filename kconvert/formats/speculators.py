@@ -40,7 +40,7 @@ def flatten(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def aux_convention(cfg: dict[str, Any], layout: KeyLayout) -> tuple[str | None, str]:
-    return "input", "speculators writes vLLM's input-of-layer ids"
+    return "input", "the format writes vLLM's input-of-layer ids"
 
 
 # Keys the speculators format keeps at top level (everything else of the layer belongs in

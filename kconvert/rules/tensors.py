@@ -78,7 +78,12 @@ def key_layout(ctx: Context) -> Iterator[Finding]:
     if not (bad_prefix or bad_layer):
         return
     ops = [RenameTensor(old, new, f"{ctx.engine.engine} layout") for old, new in renames(d.raw_names, want)]
-    example = next(iter(d.raw_names.values()), "")
+    # The evidence names a tensor that shows the layout: one with the prefix (lm_head is often the only one
+    # without), else one under the layer name the engine does not load.
+    shown = d.key_layout.prefix if bad_prefix else d.key_layout.layer
+    raws = sorted(d.raw_names.values())
+    example = next((n for n in raws if n.startswith(shown) and n != "model.lm_head.weight"),
+                   next((n for n in raws if n.startswith(shown)), raws[0] if raws else ""))
     yield key_layout.finding(
         f"tensor names use the {d.key_layout.name}.* layout; {ctx.engine.engine} loads {want.name}.*",
         evidence=[Evidence(example, d.key_layout.name, want.name)], ops=ops)
@@ -163,8 +168,10 @@ def fc_width(ctx: Context) -> Iterator[Finding]:
                 needs_decision="--aux-ids (one id per aux state the draft was trained on)")
             return
         if declared_t != th:
+            implied = (f"config implies target hidden size {declared_t}" if declared_t else
+                       "config sets neither target_hidden_size nor hidden_size")
             yield fc_width.finding(
-                f"config implies target hidden size {declared_t} but the target's is {th} (fc is {list(fc)})",
+                f"{implied} but the target's is {th} (fc is {list(fc)})",
                 evidence=[Evidence("target_hidden_size", d.target_hidden_size, th)],
                 ops=[SetConfig(("target_hidden_size",), th, "fc width = n_aux x target hidden")])
     elif declared_t and fc[1] != n_aux * declared_t:

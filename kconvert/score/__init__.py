@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from kconvert.errors import UsageError
+from kconvert.errors import MissingPackageError, UsageError
 
 Progress = Callable[[str], None]
 
@@ -25,7 +25,7 @@ def require_torch() -> None:
     try:
         import torch  # noqa: F401
     except ModuleNotFoundError:
-        raise UsageError("kconvert score needs torch: pip install 'kconvert[score]'") from None
+        raise MissingPackageError("kconvert score", "torch", "score") from None
 
 
 @dataclass
