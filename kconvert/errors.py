@@ -12,6 +12,15 @@ EXIT_ENGINE = 3  # this machine cannot run the step: the engine could not run, o
 EXIT_INTERNAL = 70  # an unexpected exception: a kconvert bug (EX_SOFTWARE of sysexits.h)
 
 
+def did_you_mean(word: str, choices: "list[str] | tuple[str, ...]") -> str:
+    """" (did you mean 'kimi-k2.5'?)" for a misspelt name, as ruff and git say it; "" when nothing is close."""
+    import difflib
+
+    low = {c.lower(): c for c in choices}
+    close = difflib.get_close_matches(word.strip().lower(), list(low), n=1, cutoff=0.6)
+    return f" (did you mean {low[close[0]]!r}?)" if close else ""
+
+
 class KConvertError(Exception):
     """Base class: a problem kconvert explains in one line."""
 

@@ -33,8 +33,8 @@ def json_opt(schema: str) -> Any:
 
 OutputFormatOpt = Annotated[Optional[OutputFormat], typer.Option(
     "--output-format", case_sensitive=False, envvar=ENV_FORMAT, show_default=False,
-    help="full: the rich view; concise: one line per finding (path:line: ID severity \\[category] message "
-         "(evidence) \\[fixable]); github: workflow commands that GitHub shows as pull-request annotations; gitlab: GitLab Code "
+    help="full: the rich view; concise: one line per finding (path:line: ID severity [category] message "
+         "(evidence) [fixable]); github: workflow commands that GitHub shows as pull-request annotations; gitlab: GitLab Code "
          "Quality JSON; json: the report (schemas/report.schema.json); junit: JUnit XML; sarif: SARIF 2.1.0 for "
          "GitHub code scanning. Default: github when GITHUB_ACTIONS=true, full on a terminal, concise otherwise.")]
 FailOnOpt = Annotated[str, typer.Option(

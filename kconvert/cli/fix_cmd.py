@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 
 from kconvert.cli import app
+from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, JsonOpt, OutputFormatOpt,
                                   SourceArg, TargetOpt)
 from kconvert.cli._output import begin, console, emit_report, err_console
@@ -34,7 +35,7 @@ Examples:
 CAST = {"bf16": "BF16", "bfloat16": "BF16", "fp16": "F16", "float16": "F16", "fp32": "F32", "float32": "F32"}
 
 
-@app.command("fix", epilog=EXAMPLES)
+@app.command("fix", epilog=help_examples(EXAMPLES))
 def fix_command(
     source: SourceArg,
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="Destination folder (must not exist "

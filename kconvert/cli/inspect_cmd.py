@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from kconvert.cli import app
+from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, FailOnOpt, JsonOpt,
                                   OutputFormatOpt, SourceArg, TargetOpt)
 from kconvert.cli._output import begin, console, emit_report
@@ -27,7 +28,7 @@ Examples:
 """
 
 
-@app.command("inspect", epilog=EXAMPLES)
+@app.command("inspect", epilog=help_examples(EXAMPLES))
 def inspect_command(
     source: SourceArg,
     target: TargetOpt = None,

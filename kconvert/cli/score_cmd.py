@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kconvert.cli import app
+from kconvert.cli._help import help_examples
 from kconvert.cli._common import AuxIdsOpt, EngineOpt, EngineVersionOpt, JsonOpt, OutputFormatOpt
 from kconvert.cli._output import NoStatus, begin, console, emit_report, err_console
 from kconvert.errors import UsageError
@@ -26,7 +27,7 @@ Examples:
 """
 
 
-@app.command("score", epilog=EXAMPLES)
+@app.command("score", epilog=help_examples(EXAMPLES))
 def score_command(
     draft: Annotated[str, typer.Argument(help="Draft checkpoint folder (or a Hub id in the cache).",
                                          show_default=False)],

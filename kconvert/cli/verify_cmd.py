@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from kconvert.cli import app
+from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, FailOnOpt, JsonOpt,
                                   OutputFormatOpt)
 from kconvert.cli._output import NoStatus, begin, console, emit_report, err_console
@@ -72,7 +73,7 @@ def _floats(s: str | None, what: str) -> list[float]:
         raise UsageError(f"{what} {s!r}: comma-separated numbers, e.g. 0.7,0.5,0.3") from None
 
 
-@app.command("verify", epilog=EXAMPLES)
+@app.command("verify", epilog=help_examples(EXAMPLES))
 def verify_command(
     draft: Annotated[Optional[str], typer.Argument(help="Draft checkpoint folder (or Hub id in the cache); not "
                                                         "needed with --server.", show_default=False)] = None,

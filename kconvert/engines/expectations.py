@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kconvert.engines.installed import installed_version
-from kconvert.errors import UsageError
+from kconvert.errors import UsageError, did_you_mean
 from kconvert.formats.model import KeyLayout
 
 # Architectures each engine maps to a draft family.
@@ -311,14 +311,16 @@ def engine_rules(engine: str = "vllm", version: str | None = None) -> EngineRule
     is one, else the newest row, and the report records both (engine.installed_version vs rules_version).
     """
     if engine not in KNOWN:
-        raise UsageError(f"--engine {engine!r}: choose vllm or sglang")
+        raise UsageError(f"--engine {engine!r}: choose vllm or sglang{did_you_mean(engine, list(KNOWN))}")
     if version is None:
         inst = installed_version(engine)
         row = _row_for(engine, inst) if inst else None
         return row or KNOWN[engine][NEWEST[engine]]
     row = _row_for(engine, version.strip())
     if row is None:
-        raise UsageError(f"--engine-version {version!r}: kconvert has no loading rules for {engine} {version}; "
-                         f"known {engine} versions: {', '.join(known_versions(engine))}",
+        names = known_versions(engine) + [a for r in KNOWN[engine].values() for a in r.aliases]
+        raise UsageError(f"--engine-version {version!r}: kconvert has no loading rules for {engine} {version}"
+                         f"{did_you_mean(version, names)}; known {engine} versions: "
+                         f"{', '.join(known_versions(engine))}",
                          hint="name the nearest known version explicitly if its loader is the same")
     return row
