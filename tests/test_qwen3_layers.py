@@ -80,3 +80,36 @@ def test_sglang_builds_no_qwen3_layer_draft_and_fix_does_not_drop_the_norms(tmp_
     k101 = [f for f in res.findings if f.id == "K101"]
     assert k101 and not k101[0].fixable and "q_norm" in k101[0].message
     assert "K203" not in {f.id for f in res.findings}
+
+
+def test_a_qwen3_architecture_over_llama_tensors_is_given_the_llama_class(tmp_path):
+    # vLLM would build Eagle3Qwen3ForCausalLM with q_norm/k_norm left at weight 1: norms nobody trained.
+    d = speculators_qwen3_draft(tmp_path / "d")
+    cfg = json.loads((d / "config.json").read_text())
+    flat = dict(cfg["transformer_layer_config"], architectures=["Qwen3ForCausalLM"], draft_vocab_size=DRAFT_VOCAB,
+                eagle_config={"eagle_aux_hidden_state_layer_ids": [2, 18, 33]})
+    (d / "config.json").write_text(json.dumps(flat))
+    from tests.zoo.replica import llama_layer, write as write_replica
+
+    t = llama_layer("layers.0.", H=H, heads=HEADS, kv=KV, hd=HD, inter=INTER, dtype="BF16")
+    t.update({"fc.weight": hole("BF16", H, 3 * H), "norm.weight": norm("BF16", H, 9),
+              "lm_head.weight": hole("BF16", DRAFT_VOCAB, H), **reduced_vocab(VOCAB, DRAFT_VOCAB, seed=5)})
+    write_replica(tmp_path / "llama", flat, t)
+    res = inspect(str(tmp_path / "llama"), target="qwen3-8b", engine="vllm", engine_version="0.32")
+    assert res.draft.layer_family == "llama"
+    k101 = [f for f in res.findings if f.id == "K101"]
+    assert k101 and [op.value for op in k101[0].ops] == [["LlamaForCausalLMEagle3"]]
+
+
+def test_a_speculators_qwen3_model_type_over_llama_tensors_is_set_to_llama(tmp_path):
+    d = speculators_qwen3_draft(tmp_path / "d")
+    cfg = json.loads((d / "config.json").read_text())
+    from tests.zoo.replica import llama_layer, write as write_replica
+
+    t = llama_layer("layers.0.", H=H, heads=HEADS, kv=KV, hd=HD, inter=INTER, dtype="BF16")
+    t.update({"fc.weight": hole("BF16", H, 3 * H), "norm.weight": norm("BF16", H, 9),
+              "lm_head.weight": hole("BF16", DRAFT_VOCAB, H), **reduced_vocab(VOCAB, DRAFT_VOCAB, seed=5)})
+    write_replica(tmp_path / "llama", cfg, t)
+    res = inspect(str(tmp_path / "llama"), target="qwen3-8b", engine="vllm", engine_version="0.32")
+    k101 = [f for f in res.findings if f.id == "K101"]
+    assert k101 and k101[0].ops[0].path == ("transformer_layer_config", "model_type") and k101[0].ops[0].value == "llama"

@@ -37,15 +37,19 @@ def layer_family(config: dict[str, Any], archs: list[str], tensor_names: list[st
     The speculators format names it in `transformer_layer_config.model_type` (vLLM 0.32
     transformers_utils/configs/speculators/algos.py maps "qwen3" to Eagle3Qwen3ForCausalLM and "llama" to
     Eagle3LlamaForCausalLM); a flat config by its architecture (registry.py); the tensors by what only one layer
-    has (MLA's kv_a_proj_with_mqa, Qwen3's q_norm/k_norm)."""
+    has (MLA's kv_a_proj_with_mqa, Qwen3's q_norm/k_norm). Between Llama and Qwen3 the tensors decide where there
+    are any: a config naming a Qwen3 layer over a Llama layer's tensors makes the engine build q/k norms nobody
+    trained (K101 says so and names the fix)."""
     if any("kv_a_proj_with_mqa" in n for n in tensor_names) or any("Deepseek" in a or "DeepSeek" in a for a in archs) \
             or all(k in config for k in MLA_KEYS):
         return "mla"
-    if layer_model_type == "qwen3":
-        return "qwen3"
-    if any(a in QWEN3_ARCHS for a in archs) or any(n.endswith(QWEN3_QK_NORM_SUFFIXES) for n in tensor_names):
+    if any(n.startswith("layers.") for n in tensor_names):
+        return "qwen3" if any(n.endswith(QWEN3_QK_NORM_SUFFIXES) for n in tensor_names) else "llama"
+    if layer_model_type == "qwen3" or any(a in QWEN3_ARCHS for a in archs):
         return "qwen3"
     return "llama"
+
+
 # Detection confidence from which a producer's known convention counts as evidence (SpecForge's full signature
 # scores 0.85, TorchSpec's and speculators' stamps 0.99, ModelOpt's flags 0.8+; an architecture name alone 0.6).
 PRODUCER_EVIDENCE_CONFIDENCE = 0.8

@@ -60,6 +60,19 @@ def architecture_unmapped(ctx: Context) -> Iterator[Finding]:
             # Speculators drafts only reach here on SGLang, where the plan also converts them to the flat layout
             # (plan.conversion); without an op the plan would call this unfixable and refuse the conversion.
             ops=[SetConfig(("architectures",), [want], "engine maps this architecture")])
+    elif fam != d.layer_family and d.is_speculators and ctx.engine.engine == "vllm":
+        # The speculators format picks the class from transformer_layer_config.model_type (algos.py).
+        from kconvert.engines.expectations import VLLM_SPECULATORS_LAYERS
+
+        declared = (d.checkpoint.config.get("transformer_layer_config") or {}).get("model_type", "llama")
+        want_type = next((k for k, v in VLLM_SPECULATORS_LAYERS.items() if v == d.layer_family), None)
+        yield architecture_unmapped.finding(
+            f"transformer_layer_config.model_type {declared!r} makes vLLM build a {fam} layer but the tensors are "
+            f"those of a {d.layer_family} layer",
+            evidence=[Evidence("transformer_layer_config.model_type", declared, want_type)],
+            ops=[SetConfig(("transformer_layer_config", "model_type"), want_type,
+                           f"tensors are those of a {d.layer_family} layer")] if want_type else [],
+            fixable=None if want_type else False)
     elif fam != d.layer_family:
         yield architecture_unmapped.finding(
             f"architectures {d.architectures} load a {fam} draft but the tensors are those of a {d.layer_family} layer",
