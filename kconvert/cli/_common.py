@@ -13,7 +13,7 @@ SourceArg = Annotated[str, typer.Argument(help="Draft checkpoint: a local folder
 TargetOpt = Annotated[Optional[str], typer.Option(
     "--target", "-t",
     help="The target model: a built-in profile (kimi-k2.5, kimi-k2, deepseek-v3, llama-3.1-8b, llama-3.3-70b, "
-         "gpt-oss-120b), a local folder, or a Hub id. Only its config.json is read.")]
+         "gpt-oss-120b, qwen3-8b), a local folder, or a Hub id. Only its config.json is read.")]
 EngineOpt = Annotated[Optional[str], typer.Option(
     "--engine", "-e", help="Engine the draft is meant for: vllm or sglang. Default: the configuration's, else "
                            "vllm.")]
