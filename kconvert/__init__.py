@@ -38,7 +38,7 @@ __all__ = ["inspect", "fix", "verify", "push", "InspectResult", "FixResult", "Ve
 
 def inspect(source: str, *, target: str | TargetModel | None = None, engine: str = "vllm",
             engine_version: str | None = None, decisions: Decisions | None = None,
-            options: Options | None = None, fail_on: str = "error") -> InspectResult:
+            options: Options | None = None, fail_on: str = "error", selection: Any = None) -> InspectResult:
     """Static checks of an EAGLE-3 draft: producer, canonical description, every incompatibility with the target
     and the engine. Reads config, index and safetensors headers (and d2t/t2d and a few embedding rows), never the
     weights, never code from the checkpoint.
@@ -50,6 +50,8 @@ def inspect(source: str, *, target: str | TargetModel | None = None, engine: str
     decisions: what the files cannot settle (`kconvert.Decisions`: aux ids, their convention, d2t kind);
         `options=` is its earlier name (`kconvert.Options` = `kconvert.Decisions`).
     fail_on: "error" (default) or "warning": the least severe finding that makes `.verdict` "fail".
+    selection: `kconvert.rules.selection.Selection`, the rules in force (select / ignore with a reason); the
+        findings it sets aside are in `.set_aside` and the report's `rule_selection`.
 
     Returns an `InspectResult` (`.findings`, `.verdict`, `.exit_code`, `.to_dict()` = `kconvert inspect --json`).
     Raises `KConvertError` subclasses for unreadable or hostile input and bad arguments.
@@ -57,7 +59,7 @@ def inspect(source: str, *, target: str | TargetModel | None = None, engine: str
     from kconvert.inspect import inspect as _inspect
 
     return _inspect(source, target=target, engine=engine, engine_version=engine_version, decisions=decisions,
-                    options=options, fail_on=fail_on)
+                    options=options, fail_on=fail_on, selection=selection)
 
 
 def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | None = None, engine: str = "vllm",
@@ -65,7 +67,7 @@ def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | 
         only: set[str] | None = None,
         dry_run: bool = False, partial: bool = False, force: bool = False, to_format: str | None = None,
         progress: Callable[[int, int, str], None] | None = None, durable: bool = True,
-        from_pickle: bool = False, decided_by: dict[str, Any] | None = None) -> FixResult:
+        from_pickle: bool = False, decided_by: dict[str, Any] | None = None, selection: Any = None) -> FixResult:
     """Write a corrected copy of a draft that `engine` loads with the intended meaning.
 
     Streams the tensors (unchanged ones by byte range), keeps sharding, writes into a temporary folder beside
@@ -88,14 +90,15 @@ def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | 
 
     return _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version, decisions=decisions,
                 options=options, only=only, dry_run=dry_run, partial=partial, force=force, to_format=to_format,
-                progress=progress, durable=durable, from_pickle=from_pickle, decided_by=decided_by)
+                progress=progress, durable=durable, from_pickle=from_pickle, decided_by=decided_by,
+                selection=selection)
 
 
 def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str | None = None,
            settings: VerifySettings | None = None, thresholds: Thresholds | None = None,
            decisions: Decisions | None = None, options: Options | None = None,
            progress: Callable[[str], None] | None = None,
-           fail_on: str = "error") -> VerifyResult:
+           fail_on: str = "error", selection: Any = None) -> VerifyResult:
     """Static checks, then the draft next to `target` in a real vLLM engine (child process, hard timeout):
     acceptance from the engine's own counters, the optional lossless check, and the gate.
 
@@ -110,7 +113,8 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     from kconvert.verify import verify as _verify
 
     return _verify(draft, target, engine=engine, engine_version=engine_version, settings=settings,
-                   thresholds=thresholds, decisions=decisions, options=options, progress=progress, fail_on=fail_on)
+                   thresholds=thresholds, decisions=decisions, options=options, progress=progress, fail_on=fail_on,
+                   selection=selection)
 
 
 def push(folder: str | Path, repo_id: str, *, report: str | Path | dict[str, Any], revision: str | None = None,

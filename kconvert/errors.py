@@ -8,8 +8,17 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_FINDINGS = 1  # error-level findings, or a failed gate
 EXIT_USAGE = 2  # bad usage or unreadable input
-EXIT_ENGINE = 3  # the engine could not run the live test
+EXIT_ENGINE = 3  # this machine cannot run the step: the engine could not run, or an optional package is missing
 EXIT_INTERNAL = 70  # an unexpected exception: a kconvert bug (EX_SOFTWARE of sysexits.h)
+
+
+def did_you_mean(word: str, choices: "list[str] | tuple[str, ...]") -> str:
+    """" (did you mean 'kimi-k2.5'?)" for a misspelt name, as ruff and git say it; "" when nothing is close."""
+    import difflib
+
+    low = {c.lower(): c for c in choices}
+    close = difflib.get_close_matches(word.strip().lower(), list(low), n=1, cutoff=0.6)
+    return f" (did you mean {low[close[0]]!r}?)" if close else ""
 
 
 class KConvertError(Exception):
@@ -72,6 +81,18 @@ class GateError(KConvertError):
     """A gate (thresholds, push binding) refused."""
 
     exit_code = EXIT_FINDINGS
+
+
+class MissingPackageError(KConvertError):
+    """This machine cannot run the step: an optional package (torch, transformers, vLLM) is not installed. The
+    same exit code as an engine that could not run, so a CI step tells 'install something' from 'bad input'."""
+
+    exit_code = EXIT_ENGINE
+
+    def __init__(self, step: str, needs: str, extra: str):
+        super().__init__(f"{step} needs {needs}, which is not installed here",
+                         hint=f"pip install 'kconvert[{extra}]'")
+        self.extra = extra
 
 
 class EngineError(KConvertError):

@@ -11,6 +11,7 @@ from kconvert.inspect import InspectResult, analyse, open_draft
 from kconvert.plan import Plan, build_fix_plan
 from kconvert.rules import Decisions, Finding
 from kconvert.rules.decisions import given
+from kconvert.rules.selection import Selection
 from kconvert.source.checkpoint import Checkpoint
 from kconvert.target import TargetModel, load_target
 from kconvert.writer.ops import Op, describe, op_to_dict
@@ -87,12 +88,13 @@ def fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | T
         engine: str = "vllm", engine_version: str | None = None, decisions: Decisions | None = None,
         options: Decisions | None = None, only: set[str] | None = None, dry_run: bool = False, partial: bool = False,
         force: bool = False, to_format: str | None = None, progress: Callable[[int, int, str], None] | None = None,
-        durable: bool = True, from_pickle: bool = False, decided_by: dict[str, Any] | None = None) -> FixResult:
+        durable: bool = True, from_pickle: bool = False, decided_by: dict[str, Any] | None = None,
+        selection: Selection | None = None) -> FixResult:
     """Plan and write a corrected copy; see `kconvert.fix` (the package-level function) for the arguments."""
     return _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version,
                 decisions=given(decisions, options),
                 only=only, dry_run=dry_run, partial=partial, force=force, to_format=to_format, progress=progress,
-                durable=durable, from_pickle=from_pickle, decided_by=decided_by)
+                durable=durable, from_pickle=from_pickle, decided_by=decided_by, selection=selection)
 
 
 def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | TargetModel | None = None,
@@ -100,7 +102,7 @@ def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | 
          only: set[str] | None = None, dry_run: bool = False, partial: bool = False, force: bool = False,
          to_format: str | None = None, progress: Callable[[int, int, str], None] | None = None, durable: bool = True,
          from_pickle: bool = False, converted: dict[str, Any] | None = None,
-         decided_by: dict[str, Any] | None = None) -> FixResult:
+         decided_by: dict[str, Any] | None = None, selection: Selection | None = None) -> FixResult:
     # `converted`: provenance of a --from-pickle conversion, whose safetensors copy is fixed here
     only = check_only(only)
     ckpt = source if isinstance(source, Checkpoint) else open_draft(source)
@@ -110,13 +112,13 @@ def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | 
             raise UsageError("fix needs -o/--output DIR (or --dry-run)")
         return _fix_from_pickle(ckpt, Path(out_dir), target=target, engine=engine, engine_version=engine_version,
                                 decisions=decisions, only=only, partial=partial, force=force, to_format=to_format,
-                                progress=progress, durable=durable, decided_by=decided_by)
+                                progress=progress, durable=durable, decided_by=decided_by, selection=selection)
     tgt = load_target(target) if isinstance(target, str) else target
     rules = engine_rules(engine, engine_version)
     decided = decisions or Decisions()
     if decided.lm_head_source and "d2t" not in ckpt.tensors:
         raise UsageError("--lm-head-from needs a draft with d2t (the rows to re-select)")
-    res = analyse(ckpt, tgt, rules, decided)
+    res = analyse(ckpt, tgt, rules, decided, selection=selection)
     result = FixResult(inspect=res, plan=plan_fix(res, only=only, to_format=to_format), only=only, dry_run=dry_run)
     _refuse(result, partial)
     if dry_run:
@@ -131,7 +133,8 @@ def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | 
     def self_check(folder: Path) -> None:
         # The output must not carry a fixable error any more (of those --only selected). Checked before the
         # rename, so that a failed fix leaves no folder behind.
-        result.after = analyse(open_draft(str(folder)), tgt, rules, Decisions())
+        # the same rules in force: an ignored rule is neither fixed nor held against the output
+        result.after = analyse(open_draft(str(folder)), tgt, rules, Decisions(), selection=selection)
         left = remaining_fixable(result.after, only)
         if left:
             raise SelfCheckError(
@@ -191,6 +194,9 @@ def _provenance(res: InspectResult, plan: Plan, converted: dict[str, Any] | None
         "findings_fixed": [f.id for f in plan.applied_findings],
         "findings_left": [f.id for f in plan.unfixable + plan.left],
     }
+    if not res.selection.is_default:
+        # a rule set aside was not fixed: the record says which and why, beside the ops that were applied
+        provenance["rule_selection"] = res.selection.to_dict(res.set_aside)
     if decided_by:
         provenance["decided_by"] = decided_by  # the measurement behind the decision flags (score --diagnose)
     if plan.aux_record:

@@ -13,6 +13,7 @@ from kconvert.formats.layouts import token_map_names
 from kconvert.formats.model import DraftModel
 from kconvert.rules import Context, Decisions, Finding, run_rules
 from kconvert.rules.decisions import given
+from kconvert.rules.selection import Ignored, Selection
 from kconvert.source import open_checkpoint
 from kconvert.source.checkpoint import Checkpoint
 from kconvert.target import TargetModel, load_target
@@ -43,6 +44,9 @@ class InspectResult:
     findings: list[Finding]
     decisions: Decisions = field(default_factory=Decisions)
     fail_on: str = "error"  # "warning": warnings fail the gate too (`--fail-on warning`)
+    # The rules in force (--select/--ignore, [tool.kconvert]) and the findings they set aside, with the reason.
+    selection: Selection = field(default_factory=Selection)
+    set_aside: list[tuple[Finding, Ignored]] = field(default_factory=list)
     created: str = field(default_factory=lambda: _now())  # looked up per call: tests pin the clock
 
     @property
@@ -88,20 +92,42 @@ def open_draft(source: str) -> Checkpoint:
     return open_checkpoint(source, prefetch=token_map_names)
 
 
+def check_decided_ids(decided: Decisions, target: TargetModel | None) -> None:
+    """`--aux-ids` names streams of the target (vLLM's numbering: stream k enters layer k, stream L leaves the last
+    layer); one past them is the user's typo, not the draft's defect (K402 judges the ids the files hold)."""
+    L = target.num_hidden_layers if target is not None else None
+    if not decided.aux_ids or not isinstance(L, int):
+        return
+    bad = [i for i in decided.aux_ids if i > L]
+    if bad:
+        name = f" ({target.name})" if getattr(target, "name", None) else ""
+        raise UsageError(f"--aux-ids {','.join(map(str, decided.aux_ids))}: {', '.join(map(str, bad))} is past the "
+                         f"target's layers; a {L}-layer target{name} has streams 0..{L} in vLLM's input-of-layer "
+                         "numbering",
+                         hint=f"give ids within 0..{L}, e.g. the engine default {2},{L // 2},{L - 3}")
+    if len(set(decided.aux_ids)) != len(decided.aux_ids):
+        raise UsageError(f"--aux-ids {','.join(map(str, decided.aux_ids))}: a layer is given twice")
+
+
 def analyse(ckpt: Checkpoint, target: TargetModel | None, engine: EngineRules,
-            decisions: Decisions | None = None, *, fail_on: str = "error") -> InspectResult:
+            decisions: Decisions | None = None, *, fail_on: str = "error",
+            selection: Selection | None = None) -> InspectResult:
     draft = read_draft(ckpt)
     decided = decisions or Decisions()
-    findings = run_rules(Context(draft=draft, target=target, engine=engine, decisions=decided))
-    return InspectResult(ckpt, draft, target, engine, findings, decided, fail_on=check_fail_on(fail_on))
+    check_decided_ids(decided, target)
+    chosen = selection or Selection()
+    findings, set_aside = chosen.split(run_rules(Context(draft=draft, target=target, engine=engine, decisions=decided)))
+    return InspectResult(ckpt, draft, target, engine, findings, decided, fail_on=check_fail_on(fail_on),
+                         selection=chosen, set_aside=set_aside)
 
 
 def inspect(source: str, *, target: str | TargetModel | None = None, engine: str = "vllm",
             engine_version: str | None = None, decisions: Decisions | None = None,
-            options: Decisions | None = None, fail_on: str = "error") -> InspectResult:
+            options: Decisions | None = None, fail_on: str = "error",
+            selection: Selection | None = None) -> InspectResult:
     """Static checks of one draft; see `kconvert.inspect` (the package-level function) for the arguments."""
     decisions = given(decisions, options)
     check_fail_on(fail_on)
     ckpt = open_draft(source)
     tgt = load_target(target) if isinstance(target, str) else target
-    return analyse(ckpt, tgt, engine_rules(engine, engine_version), decisions, fail_on=fail_on)
+    return analyse(ckpt, tgt, engine_rules(engine, engine_version), decisions, fail_on=fail_on, selection=selection)

@@ -3,6 +3,7 @@ pytest session, so that an engine run one module needs (a good draft at the exam
 again by another (examples, score agreement, TP)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,3 +44,25 @@ def run_verify(draft: str, engine_args: tuple = (), **kw):
 
 def al(vr) -> float:
     return vr.acceptance["mean_acceptance_length"]
+
+
+def qwen3_layer_draft(folder: Path) -> Path:
+    """The shipped speculators draft's layer as a Qwen3 layer, as `speculators train --draft-arch qwen3` writes one:
+    `transformer_layer_config.model_type: qwen3` and Qwen3's per-head q_norm/k_norm [head_dim] (values near 1, a
+    fixed seed), every other tensor the trained draft's."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    src = TINY / GOOD["llama"]
+    folder.mkdir(parents=True)
+    cfg = json.loads((src / "config.json").read_text())
+    layer = cfg["transformer_layer_config"]
+    layer.update(architectures=["Qwen3ForCausalLM"], model_type="qwen3")
+    (folder / "config.json").write_text(json.dumps(cfg, indent=2))
+    t = load_file(str(src / "model.safetensors"))
+    gen = torch.Generator().manual_seed(3)
+    for w in ("q_norm", "k_norm"):
+        t[f"layers.0.self_attn.{w}.weight"] = (1 + 0.05 * torch.randn(layer["head_dim"], generator=gen)).to(
+            t["norm.weight"].dtype)
+    save_file(t, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    return folder

@@ -30,7 +30,7 @@ from kconvert.score import ScoreSettings, score  # noqa: E402
 from kconvert.score.diagnose import run_diagnosis  # noqa: E402
 from kconvert.score.record import TraceRequest, record_trace  # noqa: E402
 from kconvert.score.trace import open_trace  # noqa: E402
-from tests.live_runs import FP32, GOOD, TARGET, TINY, al, run_verify  # noqa: E402
+from tests.live_runs import FP32, GOOD, TARGET, TINY, al, qwen3_layer_draft, run_verify  # noqa: E402
 
 pytestmark = pytest.mark.live
 
@@ -72,6 +72,25 @@ def test_float32_score_counts_what_the_live_engine_counts(family, fp32_trace):
         s = tr.sequence(i)
         assert s.input_ids[s.prompt_len: s.stop].tolist() == out, f"prompt {i}: the trace is not the engine's output"
     sr = score(str(TINY / GOOD[family]), str(fp32_trace), settings=ScoreSettings(threads=THREADS))
+    c = vr.live.counters
+    live = {"drafts": c.drafts, "draft_tokens": c.draft_tokens, "accepted": c.accepted,
+            "accepted_per_pos": list(c.accepted_per_pos)}
+    assert _counters(sr.result.counters()) == live
+    assert sr.acceptance["mean_acceptance_length"] == pytest.approx(al(vr), abs=1e-12)
+
+
+def test_float32_score_of_a_qwen3_layer_draft_counts_what_the_live_engine_counts(fp32_trace, tmp_path_factory):
+    """vLLM 0.32 builds Eagle3Qwen3ForCausalLM for `transformer_layer_config.model_type: qwen3` (algos.py,
+    qwen3_eagle3.py): the run loading and drafting is the engine's word that q_norm/k_norm are placed, and score,
+    which applies them per head before the rotary embedding as qwen3.py does, counts what the engine counted."""
+    draft = qwen3_layer_draft(tmp_path_factory.mktemp("qwen3") / "qwen3-draft")
+    vr = run_verify(str(draft), engine_args=FP32)
+    assert vr.live.counters.drafts > 0
+    tr = open_trace(fp32_trace)
+    for i, out in enumerate(vr.live.output_token_ids):
+        s = tr.sequence(i)
+        assert s.input_ids[s.prompt_len: s.stop].tolist() == out, f"prompt {i}: the trace is not the engine's output"
+    sr = score(str(draft), str(fp32_trace), settings=ScoreSettings(threads=THREADS))
     c = vr.live.counters
     live = {"drafts": c.drafts, "draft_tokens": c.draft_tokens, "accepted": c.accepted,
             "accepted_per_pos": list(c.accepted_per_pos)}

@@ -209,7 +209,10 @@ def test_fix_refuses_a_bin_draft_unasked_and_converts_it_with_from_pickle(tmp_pa
     assert [f for f in res.after.findings if f.severity == "error"] == []
 
 
-def test_from_pickle_without_torch_is_a_usage_error(tmp_path, monkeypatch):
+def test_from_pickle_without_torch_is_exit_3_with_the_install_line(tmp_path, monkeypatch):
+    # One rule for a missing optional package (issue 18): exit 3, "this machine cannot run the step".
+    from kconvert.errors import MissingPackageError
+
     src = bin_draft(tmp_path / "d")
     real_import = builtins.__import__
 
@@ -219,9 +222,10 @@ def test_from_pickle_without_torch_is_a_usage_error(tmp_path, monkeypatch):
         return real_import(name, *a, **k)
 
     monkeypatch.setattr(builtins, "__import__", no_torch)
-    with pytest.raises(UsageError) as e:
+    with pytest.raises(MissingPackageError) as e:
         fix(str(src), tmp_path / "out", from_pickle=True)
     assert "torch" in e.value.message and not (tmp_path / "out").exists()
+    assert e.value.exit_code == 3 and e.value.hint == "pip install 'kconvert[pickle]'"
 
 
 # --- fuzzing the walker -------------------------------------------------------------------------------------------

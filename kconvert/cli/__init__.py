@@ -14,11 +14,14 @@ app = typer.Typer(
          "Pipeline: inspect (static checks) → fix (write a corrected copy) → verify (live acceptance in a real "
          "engine) → push (publish only what passed).\n\n"
          "Exit codes: 0 passed; 1 error-level findings or a failed gate; 2 bad usage or unreadable input; "
-         "3 the engine could not run the live test; 70 internal error (a kconvert bug).",
+         "3 this machine cannot run the step (engine failed, package missing); 70 internal error (a kconvert bug).",
     no_args_is_help=True,
-    add_completion=False,
+    # ruff's habits: -h as well as --help on every command (click hands help_option_names down to subcommands),
+    # and typer's --install-completion / --show-completion for bash, zsh, fish and PowerShell.
+    context_settings={"help_option_names": ["-h", "--help"]},
+    add_completion=True,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,  # click's plain formatter: wraps at any width and never cuts an option name
 )
 
 
@@ -47,9 +50,8 @@ def _register() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit code (0 pass, 1 findings or failed gate, 2 bad usage or unreadable
-    input, 3 engine could not run, 70 a kconvert bug)."""
+    input, 3 this machine cannot run the step, 70 a kconvert bug)."""
     from typer._click.exceptions import ClickException  # typer 0.29 raises its bundled click's, not click's
-    from typer.rich_utils import rich_format_error
 
     from kconvert.cli import _output
     from kconvert.errors import EXIT_INTERNAL, EXIT_USAGE, KConvertError
@@ -74,8 +76,12 @@ def main(argv: list[str] | None = None) -> int:
         _output.error_line("interrupted")
         return 130
     except ClickException as e:
-        # A mistyped command, an unknown option, a missing argument: typer's usage message, exit 2.
-        rich_format_error(e)
+        # A mistyped command, an unknown option, a missing argument: the usage message, exit 2 (click's own
+        # rendering, as the help is click's: bare `kconvert` prints the whole help this way).
+        if type(e).__name__ == "NoArgsIsHelpError" and getattr(e, "ctx", None) is not None:
+            typer.echo(e.ctx.get_help())  # bare `kconvert`: the help on stdout, as --help prints it
+        else:
+            e.show()
         fmt = _output.format_from_argv(args)
         if fmt is not None and not (fmt == "full" or fmt == "concise"):
             _output.emit_failure("UsageError", e.format_message(), EXIT_USAGE, fmt=fmt)

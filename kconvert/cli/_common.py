@@ -13,8 +13,10 @@ SourceArg = Annotated[str, typer.Argument(help="Draft checkpoint: a local folder
 TargetOpt = Annotated[Optional[str], typer.Option(
     "--target", "-t",
     help="The target model: a built-in profile (kimi-k2.5, kimi-k2, deepseek-v3, llama-3.1-8b, llama-3.3-70b, "
-         "gpt-oss-120b), a local folder, or a Hub id. Only its config.json is read.")]
-EngineOpt = Annotated[str, typer.Option("--engine", "-e", help="Engine the draft is meant for: vllm or sglang.")]
+         "gpt-oss-120b, qwen3-8b), a local folder, or a Hub id. Only its config.json is read.")]
+EngineOpt = Annotated[Optional[str], typer.Option(
+    "--engine", "-e", help="Engine the draft is meant for: vllm or sglang. Default: the configuration's, else "
+                           "vllm.")]
 EngineVersionOpt = Annotated[Optional[str], typer.Option(
     "--engine-version",
     help="Engine version whose loading rules apply (vLLM: 0.32 or 0.33, a patch release maps to its minor; "
@@ -33,12 +35,13 @@ def json_opt(schema: str) -> Any:
 
 OutputFormatOpt = Annotated[Optional[OutputFormat], typer.Option(
     "--output-format", case_sensitive=False, envvar=ENV_FORMAT, show_default=False,
-    help="full: the rich view; concise: one line per finding (path:line: ID severity \\[category] message "
-         "(evidence) \\[fixable]); github: workflow commands that GitHub shows as pull-request annotations; gitlab: GitLab Code "
+    help="full: the rich view; concise: one line per finding (path:line: ID severity [category] message "
+         "(evidence) [fixable]); github: workflow commands that GitHub shows as pull-request annotations; gitlab: GitLab Code "
          "Quality JSON; json: the report (schemas/report.schema.json); junit: JUnit XML; sarif: SARIF 2.1.0 for "
          "GitHub code scanning. Default: github when GITHUB_ACTIONS=true, full on a terminal, concise otherwise.")]
-FailOnOpt = Annotated[str, typer.Option(
-    "--fail-on", help="Least severe finding that fails (exit 1): error, or warning for a strict gate.")]
+FailOnOpt = Annotated[Optional[str], typer.Option(
+    "--fail-on", help="Least severe finding that fails (exit 1): error, or warning for a strict gate. Default: "
+                      "the configuration's, else error.")]
 AuxIdsOpt = Annotated[Optional[str], typer.Option(
     "--aux-ids", help="Layers the draft was trained on, in vLLM's input-of-layer numbering (e.g. 2,30,58), or "
                       "'default' for the engine defaults (2, L//2, L-3).")]
@@ -46,3 +49,33 @@ AuxConvOpt = Annotated[Optional[str], typer.Option(
     "--aux-convention", help="Convention the recorded aux ids follow: input (vLLM, speculators) or output "
                              "(SGLang, SpecForge).")]
 D2tOpt = Annotated[Optional[str], typer.Option("--d2t", help="How d2t values were written: offsets or absolute.")]
+
+SelectOpt = Annotated[Optional[str], typer.Option(
+    "--select", help="Rules that gate the run, comma-separated: ids (K404), id prefixes (K4), categories "
+                     "(aux-layers) or rule names. Replaces the configuration's select. Default: every rule.")]
+IgnoreOpt = Annotated[Optional[str], typer.Option(
+    "--ignore", help="Rules set aside (same selectors): their findings are listed in the report as ignored, "
+                     "never fail the gate and are not fixed. Replaces the configuration's ignore.")]
+ExtendIgnoreOpt = Annotated[Optional[str], typer.Option(
+    "--extend-ignore", help="Rules set aside in addition to the configuration's ignore.")]
+ConfigOpt = Annotated[Optional[str], typer.Option(
+    "--config", help="Project configuration to read (kconvert.toml, or pyproject.toml with [tool.kconvert]). "
+                     "Default: the closest one upward from the working directory.")]
+IsolatedOpt = Annotated[bool, typer.Option("--isolated", help="Read no project configuration.")]
+
+
+def project_settings(config: str | None, isolated: bool, *, select: str | None, ignore: str | None,
+                     extend_ignore: str | None, engine: str | None = None, engine_version: str | None = None,
+                     target: str | None = None, fail_on: str | None = None) -> dict[str, Any]:
+    """The run's settings: the command line over the project configuration over the defaults."""
+    from kconvert.cli._config import load_config
+    from kconvert.rules.selection import from_flags
+
+    cfg = load_config(config, isolated=isolated)
+    return {
+        "selection": from_flags(select, ignore, extend_ignore, config=cfg.selection()),
+        "engine": engine or cfg.get("engine") or "vllm",
+        "engine_version": engine_version or cfg.get("engine-version"),
+        "target": target or cfg.get("target"),
+        "fail_on": fail_on or cfg.get("fail-on") or "error",
+    }

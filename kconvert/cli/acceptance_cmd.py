@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from kconvert.cli import app
+from kconvert.cli._help import help_examples
 from kconvert.cli._common import json_opt
 from kconvert.cli._output import begin, console, emit_json, err_console
 from kconvert.errors import InputError, UsageError
@@ -35,7 +36,7 @@ def _read(path: str, what: str) -> str:
         raise InputError(f"cannot read {what} {path}: {exc}") from None
 
 
-@app.command("acceptance", epilog=EXAMPLES)
+@app.command("acceptance", epilog=help_examples(EXAMPLES))
 def acceptance_command(
     metrics: Annotated[str, typer.Argument(help="A vLLM /metrics scrape (Prometheus text; '-' reads stdin).",
                                            show_default=False)],

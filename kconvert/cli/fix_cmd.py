@@ -9,8 +9,10 @@ from rich.markup import escape
 from rich.syntax import Syntax
 
 from kconvert.cli import app
-from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, JsonOpt, OutputFormatOpt,
-                                  SourceArg, TargetOpt)
+from kconvert.cli._help import help_examples
+from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
+                                  ExtendIgnoreOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt, SelectOpt,
+                                  SourceArg, TargetOpt, project_settings)
 from kconvert.cli._output import begin, console, emit_report, err_console
 from kconvert.errors import UsageError
 from kconvert.rules.decisions import decisions_from_flags
@@ -34,13 +36,13 @@ Examples:
 CAST = {"bf16": "BF16", "bfloat16": "BF16", "fp16": "F16", "float16": "F16", "fp32": "F32", "float32": "F32"}
 
 
-@app.command("fix", epilog=EXAMPLES)
+@app.command("fix", epilog=help_examples(EXAMPLES))
 def fix_command(
     source: SourceArg,
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="Destination folder (must not exist "
                                                                            "unless --force).")] = None,
     target: TargetOpt = None,
-    engine: EngineOpt = "vllm",
+    engine: EngineOpt = None,
     engine_version: EngineVersionOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (config diff and tensor ops); "
                                                             "write nothing.")] = False,
@@ -75,6 +77,11 @@ def fix_command(
         "--decided-by", help="A `kconvert score --diagnose` report of this draft: take the decision flags from the "
                              "reading it measured best (or check the flags given agree) and record in kconvert.json "
                              "which trace decided, with the acceptance lengths.")] = None,
+    select: SelectOpt = None,
+    ignore: IgnoreOpt = None,
+    extend_ignore: ExtendIgnoreOpt = None,
+    config: ConfigOpt = None,
+    isolated: IsolatedOpt = False,
     output_format: OutputFormatOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -105,6 +112,8 @@ def fix_command(
         decision, decisions = cite_decision(decided_by, open_draft(source), decisions)
         err_console.print(f"[dim]{escape(decision['summary'])}[/]")
     only_set = check_only(set(only.split(","))) if only is not None else None
+    ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,
+                          engine=engine, engine_version=engine_version, target=target)
     if not dry_run and output is None:
         raise UsageError("fix needs -o/--output DIR (or --dry-run to only print the plan)")
 
@@ -117,9 +126,10 @@ def fix_command(
         def progress(done: int, total: int, message: str) -> None:
             prog.update(task, completed=done, total=total, description=message[:40])
 
-        result = fix(source, output, target=target, engine=engine, engine_version=engine_version, decisions=decisions,
-                     only=only_set, dry_run=dry_run, partial=partial, force=force, to_format=to_format,
-                     progress=progress, durable=fsync, from_pickle=from_pickle, decided_by=decision)
+        result = fix(source, output, target=ps["target"], engine=ps["engine"], engine_version=ps["engine_version"],
+                     decisions=decisions, only=only_set, dry_run=dry_run, partial=partial, force=force,
+                     to_format=to_format, progress=progress, durable=fsync, from_pickle=from_pickle,
+                     decided_by=decision, selection=ps["selection"])
     doc = result.to_dict()
     emit_report(doc, fmt, lambda: render_fix(result, doc))
     raise typer.Exit(result.exit_code)

@@ -6,8 +6,10 @@ from typing import Annotated, Optional
 import typer
 
 from kconvert.cli import app
-from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, FailOnOpt, JsonOpt,
-                                  OutputFormatOpt, SourceArg, TargetOpt)
+from kconvert.cli._help import help_examples
+from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
+                                  ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
+                                  SelectOpt, SourceArg, TargetOpt, project_settings)
 from kconvert.cli._output import begin, console, emit_report
 from kconvert.errors import UsageError
 from kconvert.rules.decisions import decisions_from_flags
@@ -27,16 +29,21 @@ Examples:
 """
 
 
-@app.command("inspect", epilog=EXAMPLES)
+@app.command("inspect", epilog=help_examples(EXAMPLES))
 def inspect_command(
     source: SourceArg,
     target: TargetOpt = None,
-    engine: EngineOpt = "vllm",
+    engine: EngineOpt = None,
     engine_version: EngineVersionOpt = None,
     aux_ids: AuxIdsOpt = None,
     aux_convention: AuxConvOpt = None,
     d2t: D2tOpt = None,
-    fail_on: FailOnOpt = "error",
+    fail_on: FailOnOpt = None,
+    select: SelectOpt = None,
+    ignore: IgnoreOpt = None,
+    extend_ignore: ExtendIgnoreOpt = None,
+    config: ConfigOpt = None,
+    isolated: IsolatedOpt = False,
     output_format: OutputFormatOpt = None,
     as_json: JsonOpt = False,
     hashes: Annotated[bool, typer.Option("--hash", help="Also compute the sha256 of every local file "
@@ -66,8 +73,10 @@ def inspect_command(
     if draft_tp is not None and tp is None:
         raise UsageError("--draft-tp needs --tp (the target's tensor-parallel size)")
     decisions = decisions_from_flags(aux_ids, aux_convention, d2t, tp=tp, draft_tp=draft_tp)
-    result = inspect(source, target=target, engine=engine, engine_version=engine_version, decisions=decisions,
-                     fail_on=check_fail_on(fail_on))
+    ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,
+                          engine=engine, engine_version=engine_version, target=target, fail_on=fail_on)
+    result = inspect(source, target=ps["target"], engine=ps["engine"], engine_version=ps["engine_version"],
+                     decisions=decisions, fail_on=check_fail_on(ps["fail_on"]), selection=ps["selection"])
     doc = result.to_dict(hashes=hashes)
     if report:
         write_json_atomic(report, doc)

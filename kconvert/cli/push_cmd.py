@@ -8,6 +8,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from rich.table import Table
 
 from kconvert.cli import app
+from kconvert.cli._help import help_examples
 from kconvert.cli._output import begin, console, emit_json, err_console
 
 EXAMPLES = """
@@ -23,7 +24,7 @@ Examples:
 """
 
 
-@app.command("push", epilog=EXAMPLES)
+@app.command("push", epilog=help_examples(EXAMPLES))
 def push_command(
     folder: Annotated[str, typer.Argument(help="The checkpoint folder that was verified (e.g. `kconvert fix` "
                                                "output).", show_default=False)],

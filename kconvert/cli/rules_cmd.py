@@ -4,7 +4,6 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from kconvert.cli import app
 from kconvert.cli._common import json_opt
@@ -25,9 +24,13 @@ def rules_command(
     begin("rules", "json" if as_json else "full")
     rules = sorted(REGISTRY.values(), key=lambda r: r.id)
     if rule_id:
-        r = REGISTRY.get(rule_id.upper())
+        by_name = {x.name: x for x in rules}
+        r = REGISTRY.get(rule_id.upper()) or by_name.get(rule_id.lower())
         if r is None:
-            raise UsageError(f"no rule {rule_id!r}; `kconvert rules` lists them")
+            from kconvert.errors import did_you_mean
+
+            raise UsageError(f"no rule {rule_id!r}{did_you_mean(rule_id, [x.id for x in rules] + list(by_name))}; "
+                             "`kconvert rules` lists them")
         if as_json:
             emit_json(r.doc())
             return
@@ -40,9 +43,16 @@ def rules_command(
     if as_json:
         emit_json([r.doc() for r in rules])
         return
-    tab = Table(title=f"{len(rules)} rules")
-    for col in ("id", "name", "category", "severity", "fix", "summary"):
-        tab.add_column(col)
+    # One line per rule, every field whole at 80 columns (a pipe gets 80): id, name, category, severity and
+    # whether fix repairs it; `kconvert rules ID` gives the whole text, as `ruff rule CODE` does.
+    name_w = max(len(r.name) for r in rules)
+    cat_w = max(len(r.category) for r in rules)
+    console.print(f"{'id':<4}  {'name':<{name_w}}  {'category':<{cat_w}}  {'severity':<8} fix", style="bold",
+                  highlight=False)
     for r in rules:
-        tab.add_row(r.id, r.name, r.category, r.severity, r.fix_availability.value, r.summary)
-    console.print(tab)
+        console.print(rule_line(r, name_w, cat_w), highlight=False, markup=False, soft_wrap=True)
+    console.print(f"{len(rules)} rules; `kconvert rules ID` explains one", style="dim", highlight=False)
+
+
+def rule_line(r, name_w: int = 21, cat_w: int = 14) -> str:
+    return f"{r.id:<4}  {r.name:<{name_w}}  {r.category:<{cat_w}}  {r.severity:<8} {r.fix_availability.value}"

@@ -8,7 +8,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from kconvert.cli import app
-from kconvert.cli._common import AuxIdsOpt, EngineOpt, EngineVersionOpt, JsonOpt, OutputFormatOpt
+from kconvert.cli._help import help_examples
+from kconvert.cli._common import (AuxIdsOpt, ConfigOpt, EngineOpt, EngineVersionOpt, ExtendIgnoreOpt, IgnoreOpt,
+                                  IsolatedOpt, JsonOpt, OutputFormatOpt, SelectOpt, project_settings)
 from kconvert.cli._output import NoStatus, begin, console, emit_report, err_console
 from kconvert.errors import UsageError
 from kconvert.report.figures import number, percent
@@ -26,7 +28,7 @@ Examples:
 """
 
 
-@app.command("score", epilog=EXAMPLES)
+@app.command("score", epilog=help_examples(EXAMPLES))
 def score_command(
     draft: Annotated[str, typer.Argument(help="Draft checkpoint folder (or a Hub id in the cache).",
                                          show_default=False)],
@@ -34,7 +36,7 @@ def score_command(
                                                        "(schemas/trace.schema.json).")],
     k: Annotated[int, typer.Option("--num-speculative-tokens", "-k", help="Draft tokens per step.")] = 3,
     aux_ids: AuxIdsOpt = None,
-    engine: EngineOpt = "vllm",
+    engine: EngineOpt = None,
     engine_version: EngineVersionOpt = None,
     target: Annotated[Optional[str], typer.Option(
         "--target", "-t", help="The target's facts for the static checks (default: the config the trace records).")
@@ -68,6 +70,11 @@ def score_command(
     min_rate: Annotated[Optional[float], typer.Option("--min-acceptance-rate", help="Gate: minimum acceptance "
                                                       "rate.")] = None,
     report: Annotated[Optional[str], typer.Option("--report", help="Write the JSON report here.")] = None,
+    select: SelectOpt = None,
+    ignore: IgnoreOpt = None,
+    extend_ignore: ExtendIgnoreOpt = None,
+    config: ConfigOpt = None,
+    isolated: IsolatedOpt = False,
     output_format: OutputFormatOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -102,13 +109,17 @@ def score_command(
     st = ScoreSettings(num_speculative_tokens=k, dtype=dtype, device=device, mode=mode,
                        skip_static=skip_static or diagnose, aux_ids=ids, max_sequences=max_sequences, threads=threads,
                        lm_head_from=lm_head_from)
+    ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,
+                          engine=engine, engine_version=engine_version, target=target)
+    engine, engine_version, target = ps["engine"], ps["engine_version"], ps["target"]
     quiet = fmt != "full" or not err_console.is_terminal
     with err_console.status("score", spinner="dots") if not quiet else NoStatus() as status:
         def progress(stage: str) -> None:
             if not quiet:
                 status.update(f"score: {stage}")
         sr = score(draft, trace, engine=engine, engine_version=engine_version, settings=st,
-                   thresholds=None if th.empty else th, options=decisions, target=target, progress=progress)
+                   thresholds=None if th.empty else th, options=decisions, target=target, progress=progress,
+                   selection=ps["selection"])
         if diagnose:
             from kconvert.score.diagnose import run_diagnosis
 

@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 
 from kconvert.cli import app
+from kconvert.cli._help import help_examples
 from kconvert.cli._output import NoStatus, console, emit_json, err_console
 from kconvert.errors import InputError, UsageError
 
@@ -72,7 +73,7 @@ def read_continuations(path: str) -> list[dict]:
     return items
 
 
-@app.command("trace", epilog=EXAMPLES)
+@app.command("trace", epilog=help_examples(EXAMPLES))
 def trace_command(
     target: Annotated[str, typer.Argument(help="The target model: a local folder or a Hub id (safetensors "
                                                "weights; built into transformers, never remote code).",

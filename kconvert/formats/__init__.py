@@ -23,6 +23,33 @@ AUX_PATHS: tuple[tuple[str, ...], ...] = (
 )
 
 MLA_KEYS = ("kv_lora_rank", "qk_rope_head_dim")
+# Flat-config architectures whose layer is Qwen3's (vLLM 0.32 registry.py: Eagle3Qwen3ForCausalLM and
+# PeagleQwen3ForCausalLM -> qwen3_eagle3; a bare Qwen3ForCausalLM gets `Eagle3` prefixed by configs/eagle.py;
+# Qwen3ForCausalLMEagle3 is SpecForge's training class, specforge/modeling/draft/qwen3_eagle.py).
+QWEN3_ARCHS = ("Eagle3Qwen3ForCausalLM", "PeagleQwen3ForCausalLM", "Qwen3ForCausalLM", "Qwen3ForCausalLMEagle3")
+QWEN3_QK_NORM_SUFFIXES = (".self_attn.q_norm.weight", ".self_attn.k_norm.weight")
+
+
+def layer_family(config: dict[str, Any], archs: list[str], tensor_names: list[str],
+                 layer_model_type: str | None = None) -> str:
+    """The decoder layer the draft's files describe: "mla", "qwen3" or "llama".
+
+    The speculators format names it in `transformer_layer_config.model_type` (vLLM 0.32
+    transformers_utils/configs/speculators/algos.py maps "qwen3" to Eagle3Qwen3ForCausalLM and "llama" to
+    Eagle3LlamaForCausalLM); a flat config by its architecture (registry.py); the tensors by what only one layer
+    has (MLA's kv_a_proj_with_mqa, Qwen3's q_norm/k_norm). Between Llama and Qwen3 the tensors decide where there
+    are any: a config naming a Qwen3 layer over a Llama layer's tensors makes the engine build q/k norms nobody
+    trained (K101 says so and names the fix)."""
+    if any("kv_a_proj_with_mqa" in n for n in tensor_names) or any("Deepseek" in a or "DeepSeek" in a for a in archs) \
+            or all(k in config for k in MLA_KEYS):
+        return "mla"
+    if any(n.startswith("layers.") for n in tensor_names):
+        return "qwen3" if any(n.endswith(QWEN3_QK_NORM_SUFFIXES) for n in tensor_names) else "llama"
+    if layer_model_type == "qwen3" or any(a in QWEN3_ARCHS for a in archs):
+        return "qwen3"
+    return "llama"
+
+
 # Detection confidence from which a producer's known convention counts as evidence (SpecForge's full signature
 # scores 0.85, TorchSpec's and speculators' stamps 0.99, ModelOpt's flags 0.8+; an architecture name alone 0.6).
 PRODUCER_EVIDENCE_CONFIDENCE = 0.8
@@ -107,9 +134,11 @@ def read_draft(ckpt: Checkpoint) -> DraftModel:
         raw_names[c] = name
 
     archs = [a for a in (cfg.get("architectures") if isinstance(cfg.get("architectures"), list) else []) if isinstance(a, str)]
-    has_mla_tensors = any("kv_a_proj_with_mqa" in n for n in tensors)
-    family = "mla" if (has_mla_tensors or any("Deepseek" in a or "DeepSeek" in a for a in archs)
-                       or all(k in cfg for k in MLA_KEYS)) else "llama"
+    # The speculators format's own `architectures` (Eagle3Speculator) says nothing of the layer: read the family
+    # from the unflattened config, whose transformer_layer_config names it.
+    inner = ckpt.config.get("transformer_layer_config") if spec else None
+    family = layer_family(cfg, [a for a in archs if a not in speculators.ARCHITECTURES], list(tensors),
+                          inner.get("model_type") if isinstance(inner, dict) else None)
 
     locations = {".".join(p): v for p in AUX_PATHS if (v := get_path(cfg, p)) is not None}
     ids = None

@@ -15,6 +15,10 @@ LLAMA_LAYER = (
     "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
     "input_layernorm.weight", "hidden_norm.weight", "post_attention_layernorm.weight",
 )
+# Qwen3's decoder layer adds a per-head RMSNorm on q and k (vLLM 0.32 model_executor/models/qwen3.py
+# Qwen3Attention.q_norm/k_norm, built for drafts by qwen3_eagle3.Qwen3Eagle3DecoderLayer).
+QWEN3_QK_NORMS = ("self_attn.q_norm.weight", "self_attn.k_norm.weight")
+QWEN3_LAYER = LLAMA_LAYER + QWEN3_QK_NORMS
 MLA_ATTN_LORA_Q = ("self_attn.q_a_proj.weight", "self_attn.q_a_layernorm.weight", "self_attn.q_b_proj.weight")
 MLA_ATTN_PLAIN_Q = ("self_attn.q_proj.weight",)
 MLA_ATTN = ("self_attn.kv_a_proj_with_mqa.weight", "self_attn.kv_a_layernorm.weight",
@@ -42,6 +46,8 @@ def required_layer_tensors(family: str, q_lora: bool, layer: int = 0) -> tuple[s
     if family == "mla":
         q = MLA_ATTN_LORA_Q if q_lora else MLA_ATTN_PLAIN_Q
         names = q + MLA_ATTN + LAYER_COMMON
+    elif family == "qwen3":
+        names = QWEN3_LAYER
     else:
         names = LLAMA_LAYER
     if layer > 0:
@@ -64,7 +70,7 @@ def known_canonical(name: str) -> bool:
     n = layer_index(name)
     if n is not None:
         rest = name.split(".", 2)[2]
-        return rest in LLAMA_LAYER or rest in MLA_ATTN_LORA_Q + MLA_ATTN_PLAIN_Q + MLA_ATTN + LAYER_COMMON
+        return rest in QWEN3_LAYER or rest in MLA_ATTN_LORA_Q + MLA_ATTN_PLAIN_Q + MLA_ATTN + LAYER_COMMON
     if name.startswith("fc_norm.") and name.endswith(".weight"):
         return True
     # P-EAGLE (speculators `peagle`, vLLM llama_eagle3.py load_weights): the parallel-drafting mask embedding.

@@ -51,7 +51,7 @@ class DraftModel:
     checkpoint: Checkpoint
     format: FormatGuess
     config: dict[str, Any]  # effective flat config (speculators: transformer_layer_config merged in)
-    layer_family: str  # "llama" | "mla"
+    layer_family: str  # "llama" | "qwen3" | "mla"
     architectures: list[str]
     model_type: str | None
     is_speculators: bool

@@ -40,7 +40,7 @@ def flatten(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def aux_convention(cfg: dict[str, Any], layout: KeyLayout) -> tuple[str | None, str]:
-    return "input", "speculators writes vLLM's input-of-layer ids"
+    return "input", "the format writes vLLM's input-of-layer ids"
 
 
 # Keys the speculators format keeps at top level (everything else of the layer belongs in
@@ -77,13 +77,19 @@ def to_flat(config: dict[str, Any], *, architecture: str = "LlamaForCausalLMEagl
     return out
 
 
+# The layer config speculators writes per draft architecture (vllm-project/speculators: scripts/train.py DRAFT_ARCH_CONFIGS: LlamaConfig,
+# Qwen3Config), and that vLLM's algos.py maps by model_type.
+LAYER_CONFIGS = {"llama": ("LlamaForCausalLM", "llama"), "qwen3": ("Qwen3ForCausalLM", "qwen3")}
+
+
 def to_speculators(config: dict[str, Any], *, verifier: str | None = None,
-                   verifier_architectures: list[str] | None = None, version: str = "0.3.0") -> dict[str, Any]:
+                   verifier_architectures: list[str] | None = None, version: str = "0.3.0",
+                   layer: str = "llama") -> dict[str, Any]:
     """flat SpecForge/vLLM layout → speculators (ids expected in vLLM's input convention already)."""
+    layer_cfg = layer
     layer = {k: v for k, v in config.items() if k not in TOP_LEVEL and k not in ("architectures", "eagle_config")
              and not k.startswith("_")}
-    layer["architectures"] = ["LlamaForCausalLM"]
-    layer["model_type"] = "llama"
+    layer["architectures"], layer["model_type"] = [LAYER_CONFIGS[layer_cfg][0]], LAYER_CONFIGS[layer_cfg][1]
     n = config.get("num_hidden_layers")
     layer["num_hidden_layers"] = n if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else 1
     ec = config.get("eagle_config") if isinstance(config.get("eagle_config"), dict) else {}

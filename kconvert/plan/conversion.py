@@ -22,9 +22,10 @@ def wanted_format(draft: DraftModel, engine: EngineRules, to_format: str | None)
         if to_format not in FORMATS:
             raise UsageError(f"--to-format {to_format!r}: choose flat or speculators")
         return to_format
-    if draft.is_speculators and (engine.engine == "sglang" or draft.layer_family != "llama"):
-        # SGLang does not read the speculators format, and vLLM builds a Llama layer for every speculators
-        # draft: an MLA layer must leave it for the flat layout, whose architecture selects the MLA class.
+    if draft.is_speculators and (engine.engine == "sglang" or draft.layer_family == "mla"):
+        # SGLang does not read the speculators format, and vLLM builds a Llama or Qwen3 layer for a speculators
+        # draft (configs/speculators/algos.py): an MLA layer must leave it for the flat layout, whose architecture
+        # selects the MLA class.
         return "flat"
     return None
 
@@ -46,10 +47,12 @@ def conversion_ops(draft: DraftModel, engine: EngineRules, target: TargetModel |
         # only place the speculators format keeps them: the output would have lost its aux ids.
         raise UsageError("--to-format speculators: SGLang does not read the speculators format; use --engine vllm")
     elif want == "speculators" and not draft.is_speculators:
-        if draft.layer_family != "llama":
-            raise UsageError("--to-format speculators: the speculators format holds Llama-layer drafts only")
+        if draft.layer_family == "mla":
+            raise UsageError("--to-format speculators: vLLM reads Llama- and Qwen3-layer drafts in the speculators "
+                             "format only (configs/speculators/algos.py)")
         new = speculators.to_speculators(config, verifier=target.name if target else None,
-                                         verifier_architectures=target.architectures if target else None)
+                                         verifier_architectures=target.architectures if target else None,
+                                         layer=draft.layer_family)
         ops += diff_ops(config, new, "flat -> speculators layout")
         config, layout = new, speculators.LAYOUT
     if engine.engine == "sglang" and AUX_KEY in config:

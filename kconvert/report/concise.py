@@ -131,6 +131,16 @@ def fix_lines(doc: dict[str, Any]) -> list[str]:
     return out
 
 
+def set_aside_note(doc: dict[str, Any]) -> str:
+    """"; 1 set aside (K404: the reason)" when --ignore or the configuration set findings aside."""
+    sel = doc.get("rule_selection") or {}
+    aside = sel.get("set_aside") or []
+    if not aside:
+        return ""
+    ids = sorted({a["id"] for a in aside})
+    return f"; {len(aside)} set aside by the rule selection ({', '.join(ids)})"
+
+
 def summary_line(doc: dict[str, Any]) -> str:
     s = doc.get("summary") or {}
     fail_on = " (--fail-on warning)" if doc.get("fail_on") == "warning" else ""
@@ -138,7 +148,8 @@ def summary_line(doc: dict[str, Any]) -> str:
     counts = f"{_n(s.get('errors', 0), 'error')}, {_n(s.get('warnings', 0), 'warning')}, {s.get('info', 0)} info"
     if doc.get("command") == "fix":  # the findings are the input's; the verdict is the fix's
         return f"{display_path(doc, None)}: input has {counts}{fixable}; fix verdict: {str(doc.get('verdict')).upper()}"
-    return f"{display_path(doc, None)}: {counts}{fixable}; verdict: {str(doc.get('verdict')).upper()}{fail_on}"
+    return (f"{display_path(doc, None)}: {counts}{fixable}{set_aside_note(doc)}; verdict: "
+            f"{str(doc.get('verdict')).upper()}{fail_on}")
 
 
 def next_lines(doc: dict[str, Any]) -> list[str]:

@@ -57,6 +57,8 @@ def build_report(result: InspectResult, *, command: str, hashes: bool = False,
         "engine": engine_info(result.engine),
         "findings": findings(result),
         "fail_on": result.fail_on,
+        # what --select/--ignore/[tool.kconvert] set aside, and why (None: every rule, nothing ignored)
+        "rule_selection": None if result.selection.is_default else result.selection.to_dict(result.set_aside),
         "summary": {"errors": counts["error"], "warnings": counts["warning"], "info": counts["info"],
                     "fixable": counts["fixable"]},
         "live": live,

@@ -11,6 +11,13 @@ from typing import Any
 from kconvert.errors import InputError
 
 
+def _umask() -> int:
+    # The process umask can only be read by setting it; set it straight back (kconvert writes no file meanwhile).
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     p = Path(path)
     try:
@@ -19,6 +26,9 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     except OSError as e:
         raise InputError(f"{p}: cannot write: {e.strerror or e}") from None
     try:
+        # mkstemp creates 0600 for its own privacy; a report is an ordinary file, so it gets the mode open(2)
+        # would give it (0666 under the umask: 0644 under umask 022), still written beside and renamed in place.
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()

@@ -116,6 +116,9 @@ def header(doc: dict[str, Any]) -> Panel:
         Text.assemble((_plural(s["errors"], "error"), SEV_STYLE["error"] if s["errors"] else ""), ", ",
                       (_plural(s["warnings"], "warning"), "yellow" if s["warnings"] else ""), ", ",
                       f"{s['info']} info · {s.get('fixable', 0)} fixable by `kconvert fix`"),
+        *([Text(f"set aside by the rule selection: " + "; ".join(
+            f"{a['id']} ({a['reason']})" for a in (doc.get("rule_selection") or {}).get("set_aside", [])),
+            style="dim")] if (doc.get("rule_selection") or {}).get("set_aside") else []),
         Text.assemble("verdict: ", (str(doc["verdict"]).upper(), verdict_style),
                       (" (--fail-on warning)" if doc.get("fail_on") == "warning" else "", "dim")),
     ]

@@ -8,9 +8,13 @@ from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rul
 
 
 def _mapped_family(ctx: Context) -> str | None:
+    from kconvert.engines.expectations import VLLM_SPECULATORS_LAYERS
+
     archs = ctx.draft.architectures
     if ctx.draft.is_speculators and ctx.engine.engine == "vllm":
-        return "llama"
+        inner = ctx.draft.checkpoint.config.get("transformer_layer_config")
+        model_type = inner.get("model_type", "llama") if isinstance(inner, dict) else "llama"
+        return VLLM_SPECULATORS_LAYERS.get(model_type)
     for a in archs:
         if ctx.engine.engine == "vllm":
             # vLLM prefixes `Eagle3` to names that neither start nor end with it (configs/eagle.py).
@@ -25,18 +29,30 @@ def _mapped_family(ctx: Context) -> str | None:
 
 
 @rule("K101", "architecture-unmapped", "architecture", "error",
-      fix_availability=FixAvailability.ALWAYS,
+      fix_availability=FixAvailability.SOMETIMES,
       summary="The engine does not map the draft's `architectures` to an EAGLE-3 draft of the right family.",
       why="vLLM prefixes `Eagle3` to names that neither start nor end with it and looks the result up in its "
           "registry (LlamaForCausalLMEagle3, Eagle3LlamaForCausalLM, LlamaForCausalLM → Llama draft; "
           "DeepseekV2/V3ForCausalLM → MLA draft); `DeepSeekForCausalLMEagle3` is not mapped and fails to load. "
-          "An MLA draft under a Llama architecture loads the wrong layer class. Source: vLLM 0.32 "
-          "transformers_utils/configs/eagle.py and model_executor/models/registry.py.",
-      fix="fix writes the engine's preferred architecture for the layer family seen in the tensors (safe).")
+          "An MLA draft under a Llama architecture loads the wrong layer class. A Qwen3-layer draft (q_norm, "
+          "k_norm) is built by Eagle3Qwen3ForCausalLM (qwen3_eagle3.py), which the speculators format selects "
+          "with transformer_layer_config.model_type qwen3 (configs/speculators/algos.py). Source: vLLM 0.32 "
+          "transformers_utils/configs/eagle.py and model_executor/models/registry.py. SGLang's EAGLE-3 drafts are "
+          "llama_eagle3.py (EntryClass LlamaForCausalLMEagle3, which skips names it does not hold, so q_norm and "
+          "k_norm would be dropped without a word) and deepseek_eagle3.py; no SGLang source read builds a Qwen3 "
+          "layer.",
+      fix="fix writes the engine's preferred architecture for the layer family seen in the tensors (safe); a "
+          "Qwen3-layer draft on SGLang is not fixable (dropping q_norm/k_norm would make another draft).")
 def architecture_unmapped(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     fam = _mapped_family(ctx)
-    want = ctx.engine.preferred_arch[d.layer_family]
+    want = ctx.engine.preferred_arch.get(d.layer_family)
+    if want is None:
+        yield architecture_unmapped.finding(
+            f"{ctx.engine.key} builds no {d.layer_family}-layer EAGLE-3 draft (its Llama draft would skip "
+            f"q_norm/k_norm silently); serve this draft with vLLM",
+            evidence=[Evidence("architectures", d.architectures, "an architecture this engine maps")], fixable=False)
+        return
     if fam is None:
         yield architecture_unmapped.finding(
             f"{ctx.engine.engine} does not map architectures {d.architectures} to an EAGLE-3 draft",
@@ -44,6 +60,19 @@ def architecture_unmapped(ctx: Context) -> Iterator[Finding]:
             # Speculators drafts only reach here on SGLang, where the plan also converts them to the flat layout
             # (plan.conversion); without an op the plan would call this unfixable and refuse the conversion.
             ops=[SetConfig(("architectures",), [want], "engine maps this architecture")])
+    elif fam != d.layer_family and d.is_speculators and ctx.engine.engine == "vllm":
+        # The speculators format picks the class from transformer_layer_config.model_type (algos.py).
+        from kconvert.engines.expectations import VLLM_SPECULATORS_LAYERS
+
+        declared = (d.checkpoint.config.get("transformer_layer_config") or {}).get("model_type", "llama")
+        want_type = next((k for k, v in VLLM_SPECULATORS_LAYERS.items() if v == d.layer_family), None)
+        yield architecture_unmapped.finding(
+            f"transformer_layer_config.model_type {declared!r} makes vLLM build a {fam} layer but the tensors are "
+            f"those of a {d.layer_family} layer",
+            evidence=[Evidence("transformer_layer_config.model_type", declared, want_type)],
+            ops=[SetConfig(("transformer_layer_config", "model_type"), want_type,
+                           f"tensors are those of a {d.layer_family} layer")] if want_type else [],
+            fixable=None if want_type else False)
     elif fam != d.layer_family:
         yield architecture_unmapped.finding(
             f"architectures {d.architectures} load a {fam} draft but the tensors are those of a {d.layer_family} layer",

@@ -78,7 +78,12 @@ def key_layout(ctx: Context) -> Iterator[Finding]:
     if not (bad_prefix or bad_layer):
         return
     ops = [RenameTensor(old, new, f"{ctx.engine.engine} layout") for old, new in renames(d.raw_names, want)]
-    example = next(iter(d.raw_names.values()), "")
+    # The evidence names a tensor that shows the layout: one with the prefix (lm_head is often the only one
+    # without), else one under the layer name the engine does not load.
+    shown = d.key_layout.prefix if bad_prefix else d.key_layout.layer
+    raws = sorted(d.raw_names.values())
+    example = next((n for n in raws if n.startswith(shown) and n != "model.lm_head.weight"),
+                   next((n for n in raws if n.startswith(shown)), raws[0] if raws else ""))
     yield key_layout.finding(
         f"tensor names use the {d.key_layout.name}.* layout; {ctx.engine.engine} loads {want.name}.*",
         evidence=[Evidence(example, d.key_layout.name, want.name)], ops=ops)
@@ -163,8 +168,10 @@ def fc_width(ctx: Context) -> Iterator[Finding]:
                 needs_decision="--aux-ids (one id per aux state the draft was trained on)")
             return
         if declared_t != th:
+            implied = (f"config implies target hidden size {declared_t}" if declared_t else
+                       "config sets neither target_hidden_size nor hidden_size")
             yield fc_width.finding(
-                f"config implies target hidden size {declared_t} but the target's is {th} (fc is {list(fc)})",
+                f"{implied} but the target's is {th} (fc is {list(fc)})",
                 evidence=[Evidence("target_hidden_size", d.target_hidden_size, th)],
                 ops=[SetConfig(("target_hidden_size",), th, "fc width = n_aux x target hidden")])
     elif declared_t and fc[1] != n_aux * declared_t:
@@ -186,7 +193,7 @@ def fc_width(ctx: Context) -> Iterator[Finding]:
 def attention_shapes(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     H = d.effective_hidden
-    if d.layer_family == "llama":
+    if d.layer_family in ("llama", "qwen3"):
         q = d.shape("layers.0.self_attn.q_proj.weight")
         k = d.shape("layers.0.self_attn.k_proj.weight")
         o = d.shape("layers.0.self_attn.o_proj.weight")
@@ -217,6 +224,13 @@ def attention_shapes(ctx: Context) -> Iterator[Finding]:
         if o and o != (H, heads * hd):
             yield attention_shapes.finding(f"o_proj is {list(o)}, expected {[H, heads * hd]}",
                                            evidence=[Evidence("layers.0.self_attn.o_proj.weight", list(o), [H, heads * hd])])
+        if d.layer_family == "qwen3":
+            # Qwen3Attention.q_norm/k_norm are RMSNorm(head_dim) (vLLM 0.32 qwen3.py): another length fails to load.
+            for n in (f"layers.{i}.self_attn.{w}_norm.weight" for i in d.decoder_layers for w in "qk"):
+                sh = d.shape(n)
+                if sh is not None and sh != (hd,):
+                    yield attention_shapes.finding(f"{n} is {list(sh)}; a Qwen3 layer's per-head norm is [{hd}]",
+                                                   evidence=[Evidence(n, list(sh), [hd])])
         for i in d.decoder_layers[1:]:
             # vLLM PR #26164: only layer 0 concatenates the embeddings; later layers take H inputs.
             qi = d.shape(f"layers.{i}.self_attn.q_proj.weight")

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from kconvert.errors import UsageError
+from kconvert.errors import MissingPackageError, UsageError
 
 Progress = Callable[[str], None]
 
@@ -25,7 +25,7 @@ def require_torch() -> None:
     try:
         import torch  # noqa: F401
     except ModuleNotFoundError:
-        raise UsageError("kconvert score needs torch: pip install 'kconvert[score]'") from None
+        raise MissingPackageError("kconvert score", "torch", "score") from None
 
 
 @dataclass
@@ -129,7 +129,7 @@ def lm_head_loader() -> Callable[[str], Any]:
 
 def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str | None = None,
           settings: ScoreSettings | None = None, thresholds: Any = None, options: Any = None,
-          target: str | None = None, progress: Progress | None = None) -> ScoreResult:
+          target: str | None = None, progress: Progress | None = None, selection: Any = None) -> ScoreResult:
     """Score `draft` against the trace folder `trace` as the engine would load it."""
     require_torch()
     from kconvert.engines.expectations import engine_rules
@@ -152,7 +152,7 @@ def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str |
                          f"target (hidden {tr.meta.hidden_size}, vocab {tr.meta.vocab_size})")
     rules = engine_rules(engine, engine_version)
     ckpt = open_draft(draft)
-    res = analyse(ckpt, tgt, rules, options or Options())
+    res = analyse(ckpt, tgt, rules, options or Options(), selection=selection)
     out = ScoreResult(inspect=res, trace=tr, settings=st, thresholds=thresholds)
     out.timings["open_s"] = time.perf_counter() - t0
     if res.errors and not st.skip_static:

@@ -30,7 +30,7 @@ def load_score_report(path: str) -> tuple[dict[str, Any], str]:
     except OSError as e:
         raise InputError(f"--decided-by {p}: cannot read: {e.strerror or e}") from None
     try:
-        doc = loads_strict_json(raw, str(p))
+        doc = loads_strict_json(raw, "")
     except ValueError as e:
         raise InputError(f"--decided-by {p}: {e}") from None
     validate(doc, "report", what=str(p))

@@ -188,7 +188,7 @@ def build_rope(params: dict[str, Any], head_size: int, neox: bool, *, mla: bool)
 class DraftSpec:
     """The draft's shape and settings, from its DraftModel and the reading."""
 
-    family: str  # llama | mla
+    family: str  # llama | qwen3 | mla
     hidden_size: int
     num_layers: int
     num_heads: int
@@ -245,8 +245,10 @@ def draft_spec(cfg: dict[str, Any], family: str, *, target_vocab: int, target_hi
     head_dim = _cfg_int(cfg, "head_dim") or H // heads
     kv = _cfg_int(cfg, "num_key_value_heads") or heads
     rope, _ = build_rope(params, head_dim, neox=True, mla=False)
-    return DraftSpec("llama", H, n_layers, heads, kv, head_dim, eps, rope, head_dim ** -0.5, target_vocab,
-                     draft_vocab, num_aux, tH)
+    # A Qwen3 layer is the Llama layer plus per-head q/k norms (vLLM qwen3.py Qwen3Attention): same rope, same
+    # projections.
+    return DraftSpec("qwen3" if family == "qwen3" else "llama", H, n_layers, heads, kv, head_dim, eps, rope,
+                     head_dim ** -0.5, target_vocab, draft_vocab, num_aux, tH)
 
 
 # ----------------------------------------------------------------------------------------------- layers ---
@@ -304,10 +306,14 @@ class DraftRunner:
         p = f"layers.{l}.self_attn."
         cos, sin = s.rope.tables(positions, self.dtype)
         N = x.shape[0]
-        if s.family == "llama":
+        if s.family in ("llama", "qwen3"):
             q = self._lin(x, p + "q_proj.weight").view(N, s.num_heads, s.head_dim)
             k = self._lin(x, p + "k_proj.weight").view(N, s.num_kv_heads, s.head_dim)
             v = self._lin(x, p + "v_proj.weight").view(N, s.num_kv_heads, s.head_dim)
+            if s.family == "qwen3":
+                # vLLM qwen3.py Qwen3Attention.forward: q_norm/k_norm over each head, before the rotary embedding
+                q = rms_norm(q, self.w[p + "q_norm.weight"], s.eps)
+                k = rms_norm(k, self.w[p + "k_norm.weight"], s.eps)
             q = s.rope.apply(q, cos, sin)
             k = s.rope.apply(k, cos, sin)
             if s.num_kv_heads != s.num_heads:

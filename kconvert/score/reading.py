@@ -87,7 +87,9 @@ def engine_reading(d: DraftModel, engine: EngineRules, num_target_layers: int, t
     else:
         nbr = _bool(cfg.get("norm_before_residual"), False)
     # llama_eagle3.LlamaModel: eagle_config.norm_before_fc wins over the top-level key.
-    nbf = _bool(ec.get("norm_before_fc", cfg.get("norm_before_fc")), False) if d.layer_family == "llama" else False
+    # qwen3_eagle3.Qwen3Eagle3Model reads it the same way.
+    nbf = (_bool(ec.get("norm_before_fc", cfg.get("norm_before_fc")), False) if d.layer_family in ("llama", "qwen3")
+           else False)
     draft_vocab = d.draft_vocab_size or d.vocab_size or target_vocab
     if draft_vocab == target_vocab:
         d2t = "none"  # vLLM builds no draft_id_to_target_id when the vocabularies are equal

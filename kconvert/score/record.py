@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kconvert._version import __version__
-from kconvert.errors import InputError, UsageError
+from kconvert.errors import InputError, MissingPackageError, UsageError
 from kconvert.score.trace import HIDDEN_DTYPES, TraceMeta, TraceWriter
 from kconvert.source.names import CONFIG_NAME, INDEX_NAME
 
@@ -60,7 +60,7 @@ def _torch():
     try:
         import torch
     except ModuleNotFoundError:
-        raise UsageError("kconvert trace needs torch and transformers: pip install 'kconvert[trace]'") from None
+        raise MissingPackageError("kconvert trace", "torch", "trace") from None
     return torch
 
 
@@ -117,7 +117,7 @@ def load_target_model(ref: str, dtype: str, device: Any, *, need_tokenizer: bool
         import transformers
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     except ModuleNotFoundError:
-        raise UsageError("kconvert trace needs transformers: pip install 'kconvert[trace]'") from None
+        raise MissingPackageError("kconvert trace", "transformers", "trace") from None
     from kconvert.source.checkpoint import load_folder, read_json_file
 
     root, revision, commit = _resolve_folder(ref)

@@ -104,8 +104,10 @@ def required_weights(family: str, num_layers: int, q_lora: bool) -> list[str]:
     names = ["fc.weight", "norm.weight"]
     for l in range(num_layers):
         p = f"layers.{l}."
-        if family == "llama":
+        if family in ("llama", "qwen3"):
             names += [p + f"self_attn.{n}_proj.weight" for n in "qkvo"]
+            if family == "qwen3":
+                names += [p + "self_attn.q_norm.weight", p + "self_attn.k_norm.weight"]
         else:
             q = ["q_a_proj", "q_a_layernorm", "q_b_proj"] if q_lora else ["q_proj"]
             names += [p + f"self_attn.{n}.weight" for n in q + ["kv_a_proj_with_mqa", "kv_a_layernorm",
@@ -134,11 +136,12 @@ def expected_shape(name: str, s: Any, inter: int | None) -> tuple[int, ...] | No
             return None
         return {"mlp.gate_proj.weight": (inter, H), "mlp.up_proj.weight": (inter, H),
                 "mlp.down_proj.weight": (H, inter)}.get(rest)
-    if s.family == "llama":
+    if s.family in ("llama", "qwen3"):
         hd = s.head_dim
         return {"self_attn.q_proj.weight": (s.num_heads * hd, inp), "self_attn.k_proj.weight": (s.num_kv_heads * hd, inp),
                 "self_attn.v_proj.weight": (s.num_kv_heads * hd, inp),
-                "self_attn.o_proj.weight": (H, s.num_heads * hd)}.get(rest)
+                "self_attn.o_proj.weight": (H, s.num_heads * hd),
+                "self_attn.q_norm.weight": (hd,), "self_attn.k_norm.weight": (hd,)}.get(rest)
     qk = s.qk_nope_head_dim + s.qk_rope_head_dim
     table = {"self_attn.kv_a_proj_with_mqa.weight": (s.kv_lora_rank + s.qk_rope_head_dim, inp),
              "self_attn.kv_a_layernorm.weight": (s.kv_lora_rank,),

@@ -426,7 +426,7 @@ def open_trace(path: str | os.PathLike[str], *, check_data_sha256: bool = True) 
         raise InputError(f"{root}: no {META_NAME} (is this a trace folder?)")
     raw = _read_small(meta_path)
     try:
-        doc = loads_strict_json(raw, META_NAME)
+        doc = loads_strict_json(raw, "")
     except ValueError as e:
         raise InputError(f"{META_NAME}: {e}") from None
     validate(doc, "trace", what=META_NAME)

@@ -168,7 +168,7 @@ def read_json_file(path: Path, rel: str) -> Any:
     except OSError as e:
         raise InputError(f"{rel}: cannot read: {e.strerror or e}") from None
     try:
-        return loads_strict_json(raw, rel)
+        return loads_strict_json(raw, "")  # the message names the file once: "config.json: not valid JSON: ..."
     except ValueError as e:
         raise InputError(f"{rel}: {e}") from None
 

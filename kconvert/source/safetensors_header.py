@@ -75,11 +75,14 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def loads_strict_json(raw: bytes, what: str, *, max_depth: int = 64) -> Any:
-    """Parse JSON refusing duplicate keys, invalid UTF-8 and absurd nesting."""
+    """Parse JSON refusing duplicate keys, invalid UTF-8 and absurd nesting. `what` names the document in the
+    message ("header is not valid JSON"); "" leaves it to a caller that names the file itself."""
+    def problem(text: str) -> str:
+        return f"{what} is {text}" if what else text
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ValueError(f"{what} is not UTF-8 ({e.reason} at byte {e.start})") from None
+        raise ValueError(problem(f"not UTF-8 ({e.reason} at byte {e.start})")) from None
     # Deep nesting would exhaust the recursion limit inside json; refuse it before parsing.
     depth = 0
     max_seen = 0
@@ -98,14 +101,14 @@ def loads_strict_json(raw: bytes, what: str, *, max_depth: int = 64) -> Any:
         elif ch in "[{":
             depth += 1
             if depth > max_depth:
-                raise ValueError(f"{what} nests deeper than {max_depth} levels")
+                raise ValueError((f"{what} nests" if what else "nested") + f" deeper than {max_depth} levels")
             max_seen = max(max_seen, depth)
         elif ch in "]}":
             depth -= 1
     try:
         return json.loads(text, object_pairs_hook=_no_duplicate_keys)
     except (ValueError, RecursionError) as e:
-        raise ValueError(f"{what} is not valid JSON: {e}") from None
+        raise ValueError(problem(f"not valid JSON: {e}")) from None
 
 
 def _is_int(x: Any) -> bool:

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from kconvert.errors import InputError, UsageError
+from kconvert.errors import InputError, MissingPackageError, UsageError
 from kconvert.source.checkpoint import Checkpoint, sha256_file
 from kconvert.source.names import INDEX_NAME, TORCH_INDEX_NAME, is_pickle
 
@@ -27,8 +27,7 @@ def _torch():
         import torch
         from safetensors.torch import save_file
     except ImportError:
-        raise UsageError("--from-pickle needs torch, which kconvert's core install does not include",
-                         hint="pip install torch (CPU build is enough), then rerun") from None
+        raise MissingPackageError("fix --from-pickle", "torch", "pickle") from None
     return torch, save_file
 
 

@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from kconvert.errors import InputError, UsageError
+from kconvert.errors import InputError, UsageError, did_you_mean
 from kconvert.schemas import validate
 from kconvert.source.names import CONFIG_NAME
 
@@ -74,7 +74,8 @@ def load_profile(name: str) -> TargetModel:
     d = resources.files("kconvert.target") / "profiles"
     f = d / f"{name}.json"
     if not f.is_file():
-        raise UsageError(f"unknown target profile {name!r}; built-in profiles: {', '.join(profile_names())}")
+        raise UsageError(f"unknown target profile {name!r}{did_you_mean(name, profile_names())}; built-in "
+                         f"profiles: {', '.join(profile_names())}")
     data = json.loads(f.read_text())
     validate(data, "target-profile")
     return TargetModel(
@@ -156,7 +157,8 @@ def load_target(ref: str) -> TargetModel:
     from kconvert.source.hub import is_hub_id, split_hub_id
 
     if not is_hub_id(ref):
-        raise UsageError(f"--target {ref!r}: not a profile ({', '.join(profile_names())}), folder or Hub id")
+        raise UsageError(f"--target {ref!r}: not a profile, folder or Hub id{did_you_mean(ref, profile_names())}",
+                         hint=f"built-in profiles: {', '.join(profile_names())}")
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
 

@@ -13,6 +13,7 @@ from kconvert.errors import UsageError
 from kconvert.inspect import InspectResult, analyse, open_draft
 from kconvert.rules import Decisions
 from kconvert.rules.decisions import given
+from kconvert.rules.selection import Selection
 from kconvert.target import TargetModel, load_profile, load_target, profile_hub_id, profile_names
 from kconvert.verify.lossless import compare_outputs
 from kconvert.verify.thresholds import Check, Thresholds, evaluate
@@ -137,7 +138,7 @@ def refuse_parallel_split(res: InspectResult, st: VerifySettings) -> None:
 def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str | None = None,
            settings: VerifySettings | None = None, thresholds: Thresholds | None = None,
            decisions: Decisions | None = None, options: Decisions | None = None, progress: Progress | None = None,
-           fail_on: str = "error") -> VerifyResult:
+           fail_on: str = "error", selection: Selection | None = None) -> VerifyResult:
     """Static checks, then a live engine run; see `kconvert.verify` (the package-level function) for the arguments."""
     decisions = given(decisions, options)
     from kconvert.prompts import load_prompts
@@ -149,7 +150,7 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     tgt, engine_target = resolve_target(target)
     ckpt = open_draft(draft)
     decided = replace(decisions or Decisions(), tp=st.tp, draft_tp=st.draft_tp)
-    res = analyse(ckpt, tgt, engine_rules(engine, engine_version), decided, fail_on=fail_on)
+    res = analyse(ckpt, tgt, engine_rules(engine, engine_version), decided, fail_on=fail_on, selection=selection)
     refuse_parallel_split(res, st)
     out = VerifyResult(inspect=res, settings=st, engine_target=engine_target, thresholds=thresholds)
     out.prompt_set, prompts = load_prompts(st.prompts)

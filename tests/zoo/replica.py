@@ -42,6 +42,16 @@ def llama_layer(prefix: str, *, H: int, heads: int, kv: int, hd: int, inter: int
     return t
 
 
+def qwen3_layer(prefix: str, *, H: int, heads: int, kv: int, hd: int, inter: int, dtype: str,
+                first: bool = True) -> dict[str, tuple]:
+    """A Qwen3 decoder layer as transformers' Qwen3DecoderLayer names it: the Llama layer plus the per-head
+    q_norm/k_norm [head_dim] (speculators' Qwen3DecoderEagle3FirstLayer keeps them)."""
+    t = llama_layer(prefix, H=H, heads=heads, kv=kv, hd=hd, inter=inter, dtype=dtype, first=first)
+    t[f"{prefix}self_attn.q_norm.weight"] = norm(dtype, hd, 6)
+    t[f"{prefix}self_attn.k_norm.weight"] = norm(dtype, hd, 7)
+    return t
+
+
 def mla_layer(prefix: str, *, H: int, heads: int, q_lora: int, kv_lora: int, rope: int, nope: int, v: int,
               inter: int, dtype: str) -> dict[str, tuple]:
     return {f"{prefix}self_attn.q_a_proj.weight": hole(dtype, q_lora, 2 * H),
