@@ -41,6 +41,8 @@ def test_generate_batch_answers_give_sglang_accept_length_and_vllm_style_counter
     assert acc["acceptance_rate"] == pytest.approx(66 / 108)
     assert acc["mean_acceptance_length"] == pytest.approx(1 + 66 / 36)
     assert acc["per_position"] == [] and acc["num_speculative_tokens"] == 3  # SGLang reports no per-position counts
+    # SGLang's own figure beside vLLM's: completion tokens / verify steps (tokenizer_manager.py), not 1 + 66/36
+    assert acc["sglang_accept_length"] == pytest.approx(105 / 36) == res["accept_length"]
 
 
 def test_accept_length_counts_the_prefill_token_so_it_exceeds_vllms_by_one_per_request():
@@ -60,13 +62,17 @@ def test_per_request_figures_match_sglangs_own_fields():
 def test_older_sglang_with_verify_count_only_gives_accept_length_but_no_counters():
     res = summarize_sglang(meta_infos(load("sglang_generate_verify_ct_only.json")))
     assert res["accept_length"] == pytest.approx(48 / 15)
-    assert res["counters"] is None and res["acceptance"] is None
+    assert res["counters"] is None
+    # SGLang's accept_length is reported; vLLM's convention needs the accepted count this version does not send
+    assert res["acceptance"] == {"sglang_accept_length": pytest.approx(48 / 15), "mean_acceptance_length": None,
+                                 "num_speculative_tokens": None}
 
 
 def test_openai_answers_with_meta_info_in_their_choices_are_read():
     res = summarize_sglang(meta_infos(load("sglang_openai_chat_with_meta_info.json")), server={"speculative_num_steps": 3})
     assert res["accept_length"] == 3.0 and res["counters"]["accepted"] == 19
-    assert res["acceptance"] == {**summarize(10, 30, 19, None, None), "num_speculative_tokens": 3}
+    assert res["acceptance"] == {**summarize(10, 30, 19, None, None), "num_speculative_tokens": 3,
+                                 "sglang_accept_length": 3.0}
 
 
 def test_openai_answers_without_meta_info_are_refused():

@@ -116,9 +116,11 @@ def summarize_sglang(metas: Iterable[Mapping[str, Any]], *, server: Mapping[str,
 
     ``accept_length`` is SGLang's figure, sum(completion_tokens) / sum(spec_verify_ct). When every request
     also reports ``spec_accept_token_num`` (newer SGLang), ``counters`` map onto vLLM's (drafts = verify
-    steps, draft_tokens, accepted) and ``acceptance`` is :func:`summarize` of them; otherwise both are
-    None. Raises :class:`InputError` when a request has no ``spec_verify_ct`` (the server runs without
-    speculative decoding) or a field is not a count.
+    steps, draft_tokens, accepted) and ``acceptance`` is :func:`summarize` of them, with
+    ``sglang_accept_length`` set to ``accept_length`` beside vLLM's ``mean_acceptance_length``; otherwise
+    ``counters`` is None and ``acceptance`` carries ``sglang_accept_length`` alone (vLLM's figure None).
+    Raises :class:`InputError` when a request has no ``spec_verify_ct`` (the server runs without speculative
+    decoding) or a field is not a count.
     """
     server = dict(server or {})
     metas = list(metas)
@@ -146,17 +148,23 @@ def summarize_sglang(metas: Iterable[Mapping[str, Any]], *, server: Mapping[str,
     if draft_tokens is None and accepted is not None and k is not None:
         draft_tokens = verify * k
     counters = None
-    acceptance = None
+    accept_length = completion / verify if verify else None
+    # Both conventions side by side, as `verify` reports them: SGLang's own accept_length (completion tokens /
+    # verify steps, the prefill token included) and vLLM's mean acceptance length 1 + accepted / verify steps,
+    # which needs SGLang's accepted-token count (newer versions only; never inferred from completion tokens).
+    acceptance: dict[str, Any] = {"sglang_accept_length": accept_length, "mean_acceptance_length": None,
+                                  "num_speculative_tokens": k}
     if accepted is not None and draft_tokens is not None:
         counters = {"drafts": verify, "draft_tokens": draft_tokens, "accepted": accepted, "accepted_per_pos": []}
         acceptance = summarize(verify, draft_tokens, accepted, None, None)
         acceptance["num_speculative_tokens"] = k  # per position is unknown: no zero padding up to k
+        acceptance["sglang_accept_length"] = accept_length  # SGLang's figure, not summarize()'s vLLM-counter one
     return {
         "engine": "sglang",
         "num_requests": len(metas),
         "completion_tokens": completion,
         "spec_verify_ct": verify,
-        "accept_length": completion / verify if verify else None,
+        "accept_length": accept_length,
         "num_speculative_tokens": k,
         "counters": counters,
         "acceptance": acceptance,
