@@ -18,9 +18,10 @@ VLLM_AUX_NOTE = (
     "default (2, L//2, L-3)."
 )
 SGLANG_AUX_NOTE = (
-    "SGLang reads `eagle_config.eagle_aux_hidden_state_layer_ids` in the output-of-layer numbering: before "
-    "sglang PR #25454 every explicit id gets +1; since then the +1 is applied only when the first id is 1, "
-    "so which physical layers are read depends on the SGLang version."
+    "SGLang reads `eagle_config.eagle_aux_hidden_state_layer_ids` in the output-of-layer numbering: the target's "
+    "set_eagle3_layers_to_capture adds +1 to every explicit id on Llama, Qwen, GLM-4-MoE and MiniMax targets; on "
+    "DeepSeek/Kimi targets since sglang PR #25454 only when the first id is 1; on GPT-OSS since PR #32334 unless "
+    "the largest id is the layer count (sglang 0.5.23, recorded in tests/data/sglang_oracle.json)."
 )
 
 

@@ -89,6 +89,8 @@ def manifest() -> dict:
     def family(tref: str) -> dict:
         t = load_target(tref)
         types = [x for x in (t.model_type, getattr(t, "text_model_type", None)) if x]
+        if tref.startswith(str(ROOT)):
+            tref = str(Path(tref).relative_to(ROOT))
         return {"ref": tref, "num_layers": t.num_hidden_layers, "kconvert_family": target_family(t), "model_types": types}
 
     out = {"zoo": {}, "examples": {}}
@@ -434,6 +436,8 @@ def main() -> int:
     ap.add_argument("--venv", default="/tmp/kconvert-sglang-oracle", help="the oracle's own venv")
     ap.add_argument("--out", default=str(ROOT / "tests" / "data" / "sglang_oracle.json"))
     ap.add_argument("--skip-install", action="store_true", help="the venv is already set up")
+    ap.add_argument("--check", action="store_true",
+                    help="record into a temporary file and exit 1 if it differs from --out (what CI runs)")
     ap.add_argument("--phase", choices=("all", "run"), default="all", help=argparse.SUPPRESS)
     ap.add_argument("--manifest", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -457,6 +461,18 @@ def main() -> int:
     doc["recorded_by"] = "tests/sglang_oracle/record.py"
     doc["timings_s"] = {"manifest": round(t_manifest, 1), "install": None if t_install is None else round(t_install, 1),
                         "run": round(time.perf_counter() - t1, 1)}
+    if a.check:
+        old = json.loads(Path(a.out).read_text())
+        strip = lambda d: {k: v for k, v in d.items() if k != "timings_s"}  # noqa: E731
+        if strip(old) != strip(doc):
+            keys = sorted(k for k in set(old.get("drafts", {})) | set(doc["drafts"])
+                          if old.get("drafts", {}).get(k) != doc["drafts"].get(k))
+            print(f"{a.out} is stale: SGLang's code now answers differently for {keys or 'the capture/probes'}; "
+                  "rerun tests/sglang_oracle/record.py and review the diff", file=sys.stderr)
+            return 1
+        print(f"{a.out} matches SGLang {doc['versions']['sglang']}'s code ({len(doc['drafts'])} drafts; "
+              f"timings {doc['timings_s']})")
+        return 0
     tmp = Path(a.out + ".tmp")
     tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     tmp.replace(a.out)
