@@ -287,6 +287,17 @@ def test_fixable_errors_print_the_exact_fix_command_and_it_repairs_them(ws, caps
     assert kconvert.inspect("bad-vllm", target="target").verdict == "pass"
 
 
+def test_a_static_pass_on_sglang_prints_the_launch_line_and_verify_server(ws, capsys):
+    rc, out, _ = run(capsys, "inspect", "clean", "--target", "target", "--engine", "sglang",
+                     "--output-format", "concise")
+    assert rc == 0
+    nxt = [ln[len("next: "):].split("  # ")[0] for ln in out.splitlines() if ln.startswith("next: ")]
+    assert nxt == ["python -m sglang.launch_server --model-path target --tp 1 --speculative-algorithm EAGLE3 "
+                   "--speculative-draft-model-path clean --speculative-num-steps 3 --speculative-eagle-topk 1 "
+                   "--speculative-num-draft-tokens 4",
+                   "kconvert verify --server http://127.0.0.1:30000 --engine sglang -k 3"]
+
+
 def test_a_static_pass_names_what_it_cannot_see_and_the_verify_command(ws, capsys):
     rc, out, _ = run(capsys, "inspect", "clean", "--target", "target", "--output-format", "concise")
     assert rc == 0

@@ -112,6 +112,28 @@ def sglang_launch_argv(draft_ref: str, target_ref: str, *, k: int, tp: int) -> l
     ]
 
 
+# Where `python -m sglang.launch_server` listens unless told otherwise (ServerArgs: host 127.0.0.1, port 30000).
+SGLANG_DEFAULT_URL = "http://127.0.0.1:30000"
+DEFAULT_K = 3  # the lightseekorg/kimi-k2.5-eagle3 card's setting: 3 steps, topk 1, 4 draft tokens
+
+
+def launch_target(target_ref: str) -> str:
+    """What SGLang's --model-path needs for a kconvert target: a profile name becomes its Hub id."""
+    from kconvert.target import profile_hub_id, profile_names
+
+    if target_ref in profile_names():
+        return profile_hub_id(target_ref) or target_ref
+    return target_ref
+
+
+def sglang_next_lines(draft_ref: str, target_ref: str, *, k: int = DEFAULT_K, tp: int = 1,
+                      url: str = SGLANG_DEFAULT_URL) -> list[str]:
+    """SGLang's next step as two command lines: the launch line as the lightseekorg model card writes it, then
+    `kconvert verify --server` against that server with the same k."""
+    return [_join(sglang_launch_argv(draft_ref, launch_target(target_ref), k=k, tp=tp)),
+            _join(["kconvert", "verify", "--server", url, "--engine", "sglang", "-k", str(int(k))])]
+
+
 def serve_lines(
     draft_ref: str,
     target_ref: str,
