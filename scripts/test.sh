@@ -25,5 +25,9 @@ if [ $# -eq 0 ]; then
     "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6.100" "import-linter>=2.16,<3" >/dev/null
   KCONVERT_CORE_TIER=1 .venv-core/bin/python -m pytest -q -p no:cacheprovider -m "not live" "${CORE_TESTS[@]}"
   export KCONVERT_CORE_PYTHON="$PWD/.venv-core/bin/python"
+  # SGLang's own code as the oracle (tests/sglang_oracle/README.md): re-run sglang 0.5.23's loaders and capture
+  # and fail if tests/data/sglang_oracle.json is stale. ~90 s the first time (venv .venv-sglang-oracle), less after.
+  echo "test: SGLang oracle (.venv-sglang-oracle: sglang 0.5.23 --no-deps on CPU)"
+  .venv/bin/python tests/sglang_oracle/record.py --venv "$PWD/.venv-sglang-oracle" --check
 fi
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

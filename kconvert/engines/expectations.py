@@ -115,6 +115,8 @@ class EngineRules:
     source: str
     aliases: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    # Draft families whose loader also takes `model.`-prefixed names (a row without a source read: none).
+    model_prefix_ok: frozenset[str] = frozenset()
 
     @property
     def aux_convention(self) -> str:
@@ -298,6 +300,10 @@ SGLANG_0_5_23 = EngineRules(
     # recorded: Llama loads input_norm.weight when eagle_config.norm_before_fc is set (llama_eagle3.py:173); the
     # MLA class drops it ("skipping unexpected weight input_norm.weight")
     norm_before_fc={"llama": True, "mla": False},
+    # recorded (name_probes "model.-prefixed"): llama_eagle3.py:372 tries the name, then "model." + name, so
+    # model.layers.0.* loads (model.lm_head.weight does not); kimi_k25_eagle3.py:449 prefixes model. again and
+    # skips every such name
+    model_prefix_ok=frozenset({"llama"}),
     source="sglang 0.5.23 run on CPU (tests/sglang_oracle/record.py, tests/data/sglang_oracle.json): "
            "llama_eagle3.py:325 and kimi_k25_eagle3.py:428 load_weights, set_eagle3_layers_to_capture of llama.py:929, "
            "qwen2.py:781, qwen3.py:778, deepseek_v2.py:3458, glm4_moe.py:1269, glm4_moe_lite.py:805, "
