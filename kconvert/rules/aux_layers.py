@@ -280,11 +280,12 @@ def aux_ids_count(ctx: Context) -> Iterator[Finding]:
           "(gpt_oss.py:1349; all recorded from SGLang 0.5.23's own code, tests/data/sglang_oracle.json). SpecForge "
           "hands its ids to that capture unchanged (specforge/offline_capture/sglang_backend/capture.py, 0.2.0), "
           "so on a Llama/Qwen target its ids are output-of-layer (strong), and on a DeepSeek/Kimi target ids not "
-          "starting at 1 depend on whether the training SGLang had #25454 (not counted). kconvert weighs the producer's code, the top-level key, a final-boundary id and the first "
-          "id (see `settle_convention`). Severity follows the measured damage of a one-layer shift: " + COST_EARLY
-          + " (error); " + COST_LATE + " (warning); larger shifts are errors. When the evidence disagrees "
-          "(AQ-MedAI/Kimi-K25-eagle3: SpecForge's code says output, the first id 2 says input, and it measured "
-          "51.78% acceptance on vLLM, vLLM PR #35966) the finding is a warning naming both readings.",
+          "starting at 1 depend on whether the training SGLang had #25454 (not counted). kconvert weighs the "
+          "producer's code, the top-level key, a final-boundary id and, on DeepSeek/Kimi targets, the first id "
+          "(see `settle_convention`). Severity follows the measured damage of a one-layer shift: " + COST_EARLY
+          + " (error); " + COST_LATE + " (warning); larger shifts are errors. When the evidence disagrees or is "
+          "weak only (AQ-MedAI/Kimi-K25-eagle3: SpecForge ids [2, 30, 58] on Kimi, the first id 2 says input, and "
+          "it measured 51.78% acceptance on vLLM, vLLM PR #35966) the finding is a warning naming both readings.",
       fix="fix rewrites the ids so that the chosen engine feeds the streams the draft was trained on, when the "
           "convention is settled; otherwise it stops and asks for --aux-convention (after `kconvert verify "
           "--diagnose` has measured both readings), never guessing.")
