@@ -169,3 +169,29 @@ def test_measure_sglang_server_maps_a_server_error_to_an_engine_error(fake_sglan
     fake_sglang["status"] = 500
     with pytest.raises(EngineError, match="HTTP 500"):
         measure_sglang_server(fake_sglang["url"], ["0"])
+
+
+def test_sglang_0_5_23_answers_give_both_conventions_and_per_position_counts_from_its_histogram():
+    # The speculative keys of these answers were written by SGLang 0.5.23's own
+    # TokenizerManager._calculate_spec_decoding_metrics (tests/sglang_oracle/record.py); the scheduler counts it
+    # was fed sit beside them in tests/data/sglang_oracle.json. Expected figures are derived here from those counts.
+    rec = load("sglang_oracle.json")["meta_info"]["requests"]
+    counts = [r["scheduler_counts"] for r in rec]
+    res = summarize_sglang(meta_infos(load("sglang_generate_0_5_23.json")),
+                           server={"speculative_num_steps": 3, "speculative_eagle_topk": 1,
+                                   "speculative_num_draft_tokens": 4})
+    completion = sum(c["completion_tokens"] for c in counts)
+    steps = sum(c["spec_verify_ct"] for c in counts)
+    accepted = sum(c["spec_num_correct_drafts"] for c in counts)
+    assert res["accept_length"] == pytest.approx(completion / steps)
+    assert res["acceptance"]["sglang_accept_length"] == pytest.approx(completion / steps)
+    assert res["acceptance"]["mean_acceptance_length"] == pytest.approx(1 + accepted / steps)
+    # the histograms counted verify steps by accepted drafts j; position i was accepted in the steps with j > i
+    hist = [sum(c["spec_correct_drafts_histogram"][j] if j < len(c["spec_correct_drafts_histogram"]) else 0
+                for c in counts) for j in range(4)]
+    want = [sum(hist[i + 1:]) for i in range(3)]
+    assert res["counters"] == {"drafts": steps, "draft_tokens": steps * 3, "accepted": accepted,
+                               "accepted_per_pos": want}
+    assert res["acceptance"]["per_position"] == pytest.approx([w / steps for w in want])
+    # the third request finished at the prefill: SGLang 0.5.23 wrote no speculative key for it, and it counts
+    assert rec[2]["meta_info_added"] == {} and res["num_requests"] == 3

@@ -1,7 +1,8 @@
 """SGLang in server mode: acceptance of a running SGLang server from its per-request speculative fields.
 
-SGLang is not installed or run here (it needs a GPU): this module is tested on response bodies shaped as
-SGLang writes them (tests/data/sglang_*.json, with their source noted in tests/data/README.md).
+SGLang is not run here (it needs a GPU): this module is tested on response bodies shaped as SGLang writes them
+and on the speculative keys SGLang 0.5.23's own code wrote for given counts (tests/data/sglang_*.json, sources
+in tests/data/README.md).
 
 What SGLang reports (``python/sglang/srt/managers/tokenizer_manager.py``, ``_calculate_spec_decoding_metrics``,
 called when a request finishes on a server started with ``--speculative-algorithm``): the ``meta_info`` of a
@@ -11,7 +12,11 @@ called when a request finishes on a server started with ``--speculative-algorith
 - ``spec_verify_ct``: verify steps of the request (all versions with speculative decoding);
 - newer versions also ``spec_accept_token_num`` (draft tokens accepted), ``spec_draft_token_num``
   (= ``spec_verify_ct`` x (``speculative_num_draft_tokens`` - 1)), ``spec_accept_rate`` (their ratio) and
-  ``spec_accept_length`` (= ``completion_tokens / spec_verify_ct``).
+  ``spec_accept_length`` (= ``completion_tokens / spec_verify_ct``);
+- 0.5.23 names the two counts ``spec_num_correct_drafts`` and ``spec_num_proposed_drafts``, adds
+  ``spec_correct_drafts_histogram`` (verify steps per number of accepted drafts, which gives vLLM's per-position
+  counts) and writes none of these for a request that finished without a verify step (its own code's output:
+  tests/data/sglang_generate_0_5_23.json, recorded by tests/sglang_oracle/record.py).
 
 SGLang's ``accept_length`` (and SpecForge ``bench_eagle3.py``'s) is sum(completion_tokens) /
 sum(spec_verify_ct), bonus token included. It counts the token of the prefill pass too, so it exceeds vLLM's
@@ -86,6 +91,14 @@ def _int(meta: Mapping[str, Any], key: str, source: str) -> int | None:
     return n
 
 
+def _first(meta: Mapping[str, Any], keys: Sequence[str], source: str) -> int | None:
+    for key in keys:
+        value = _int(meta, key, source)
+        if value is not None:
+            return value
+    return None
+
+
 def parse_server_info(info: Mapping[str, Any]) -> dict[str, Any]:
     """The speculative settings of ``/get_server_info`` (keys absent from the answer are left out), plus the
     server's own running ``avg_spec_accept_length`` per DP rank when it reports one."""
@@ -126,24 +139,39 @@ def summarize_sglang(metas: Iterable[Mapping[str, Any]], *, server: Mapping[str,
     metas = list(metas)
     if not metas:
         raise InputError("no SGLang answers to summarize")
+    if not any("spec_verify_ct" in m for m in metas):
+        raise InputError("answer 0: meta_info has no spec_verify_ct: the server runs without speculative decoding")
     completion = verify = 0
     accepted: int | None = 0
     draft_tokens: int | None = 0
+    histogram: list[int] | None = []
     for i, meta in enumerate(metas):
         src = f"answer {i}"
         ct = _int(meta, "completion_tokens", src)
-        vc = _int(meta, "spec_verify_ct", src)
+        # SGLang 0.5.23 writes no speculative field at all for a request that finished without a verify step
+        # (tokenizer_manager.py:3149 `spec_verify_ct[i] > 0`); older versions wrote spec_verify_ct 0
+        vc = _int(meta, "spec_verify_ct", src) or 0
         if ct is None:
             raise InputError(f"{src}: meta_info has no completion_tokens")
-        if vc is None:
-            raise InputError(f"{src}: meta_info has no spec_verify_ct: the server runs without speculative decoding")
         completion += ct
         verify += vc
-        acc, dt = _int(meta, "spec_accept_token_num", src), _int(meta, "spec_draft_token_num", src)
+        # the accepted / proposed draft counts under both names SGLang has used (0.5.23: spec_num_correct_drafts,
+        # spec_num_proposed_drafts, tokenizer_manager.py:3170)
+        acc = _first(meta, ("spec_accept_token_num", "spec_num_correct_drafts"), src)
+        dt = _first(meta, ("spec_draft_token_num", "spec_num_proposed_drafts"), src)
         if vc == 0:  # SGLang leaves the detailed fields out of a request with no verify step
             acc, dt = acc or 0, dt or 0
         accepted = None if accepted is None or acc is None else accepted + acc
         draft_tokens = None if draft_tokens is None or dt is None else draft_tokens + dt
+        # 0.5.23's spec_correct_drafts_histogram[j] = verify steps that accepted j draft tokens
+        # (schedule_batch.py update_spec_correct_drafts_histogram)
+        h = meta.get("spec_correct_drafts_histogram")
+        if histogram is not None and vc:
+            if not isinstance(h, list) or not all(isinstance(x, int) and x >= 0 for x in h) or sum(h) != vc:
+                histogram = None
+            else:
+                histogram += [0] * (len(h) - len(histogram))
+                histogram = [a + b for a, b in zip(histogram, h + [0] * (len(histogram) - len(h)))]
     k = num_speculative_tokens(server)
     if draft_tokens is None and accepted is not None and k is not None:
         draft_tokens = verify * k
@@ -154,10 +182,14 @@ def summarize_sglang(metas: Iterable[Mapping[str, Any]], *, server: Mapping[str,
     # which needs SGLang's accepted-token count (newer versions only; never inferred from completion tokens).
     acceptance: dict[str, Any] = {"sglang_accept_length": accept_length, "mean_acceptance_length": None,
                                   "num_speculative_tokens": k}
+    # vLLM's per-position count (verify steps whose position i was accepted) = steps that accepted more than i
+    per_pos = [sum(histogram[i + 1:]) for i in range(len(histogram) - 1)] if histogram else []
+    if per_pos and (accepted is None or sum(per_pos) != accepted):
+        per_pos = []
     if accepted is not None and draft_tokens is not None:
-        counters = {"drafts": verify, "draft_tokens": draft_tokens, "accepted": accepted, "accepted_per_pos": []}
-        acceptance = summarize(verify, draft_tokens, accepted, None, None)
-        acceptance["num_speculative_tokens"] = k  # per position is unknown: no zero padding up to k
+        counters = {"drafts": verify, "draft_tokens": draft_tokens, "accepted": accepted, "accepted_per_pos": per_pos}
+        acceptance = summarize(verify, draft_tokens, accepted, per_pos or None, k if per_pos else None)
+        acceptance["num_speculative_tokens"] = k  # without a histogram per position is unknown: no zero padding
         acceptance["sglang_accept_length"] = accept_length  # SGLang's figure, not summarize()'s vLLM-counter one
     return {
         "engine": "sglang",

@@ -12,7 +12,8 @@ Three phases (README.md beside this file says why each is needed and how long it
    pure-Python packages its imports ask for (at the versions sglang's own metadata pins where it pins them) and
    triton (import only: ``srt/utils/common.py`` imports it at module level; nothing here runs a kernel).
 3. ``run`` (the oracle venv's Python): SGLang's draft class built on CPU, its real ``load_weights`` fed one
-   tensor at a time, and each target family's real ``set_eagle3_layers_to_capture``.
+   tensor at a time, each target family's real ``set_eagle3_layers_to_capture``, and the speculative keys its
+   tokenizer manager writes into a finished request's ``meta_info`` (tests/data/sglang_generate_0_5_23.json).
 """
 from __future__ import annotations
 
@@ -29,14 +30,15 @@ ROOT = Path(__file__).resolve().parents[2]
 SGLANG_VERSION = "0.5.23"
 TORCH = "torch==2.13.0"
 # What `import sglang.srt.models.{llama_eagle3,kimi_k25_eagle3,llama,qwen2,qwen3,deepseek_v2,glm4_moe,
-# glm4_moe_lite,minimax_m2,gpt_oss}` and `sglang.test.layer_ut_utils` asked for, one ModuleNotFoundError at a
-# time (sglang 0.5.23, Python 3.11). Versions: sglang's own Requires-Dist pin where it has one.
+# glm4_moe_lite,minimax_m2,gpt_oss}`, `sglang.srt.managers.tokenizer_manager` and `sglang.test.layer_ut_utils`
+# asked for, one ModuleNotFoundError at a time (sglang 0.5.23, Python 3.11). Versions: sglang's own Requires-Dist
+# pin where it has one.
 PACKAGES = [
     "numpy", "transformers==5.19.0", "tokenizers==0.23.2", "safetensors", "requests", "pydantic", "orjson",
     "psutil", "packaging", "aiohttp", "fastapi", "uvicorn>=0.51", "pyzmq>=25.1.2", "pybase64", "setproctitle",
     "msgspec", "einops", "tqdm", "pillow", "sentencepiece==0.2.1", "partial_json_parser", "openai==2.8.0",
     "python-multipart", "prometheus-client>=0.20.0", "ipython", "dill", "apache-tvm-ffi==0.1.11",
-    "compressed-tensors==0.18.0", "gguf", "datasets", "triton",
+    "compressed-tensors==0.18.0", "gguf", "datasets", "uvloop", "triton",
 ]
 
 # The two stubs. Each replaces a module that SGLang imports at module level on this CPU-only machine but never
@@ -151,6 +153,7 @@ def _oracle_imports(stub_dir: Path):
     import sglang.srt.models.gpt_oss, sglang.srt.models.kimi_k25_eagle3, sglang.srt.models.llama  # noqa: E401,F401
     import sglang.srt.models.llama_eagle3, sglang.srt.models.minimax_m2, sglang.srt.models.qwen2  # noqa: E401,F401
     import sglang.srt.models.qwen3  # noqa: F401
+    import sglang.srt.managers.tokenizer_manager  # noqa: F401
     # SGLang's own CPU switch (srt/utils/common.py is_cpu, an lru_cache cleared here), set only now: modules that pick
     # kernels at import time have kept the non-CPU path (the CPU one imports sgl_kernel, absent here), while
     # get_device(), which the MLA draft's DeepseekScalingRotaryEmbedding calls when it is built, answers "cpu".
@@ -423,9 +426,53 @@ def run(manifest_doc: dict, stub_dir: Path) -> dict:
         rec["capture"] = {"family": fam, "layers_to_capture": capture(families[fam], rec["aux_ids"], t["num_layers"])}
     import torch as _t
 
+    results["meta_info"] = spec_meta_info()
     results["harness_defaults"] = HARNESS_DEFAULTS
     results["versions"] = {"sglang": sglang.__version__, "torch": _t.__version__, "python": sys.version.split()[0]}
     return results
+
+
+# What a finished request's /generate meta_info carries on a speculative server: SGLang's own
+# TokenizerManager._calculate_spec_decoding_metrics, fed the per-request counters its scheduler keeps
+# (batch_result_processor.py: per verify step spec_verify_ct += 1, spec_num_correct_drafts += accepted drafts,
+# histogram[accepted] += 1; completion tokens = the prefill token + accepted + 1 per step), with
+# speculative_num_draft_tokens set through SGLang's own config override (3 steps, topk 1: 4 draft tokens).
+META_CASES = [  # the counts of tests/data/sglang_generate_eagle3.json's three answers
+    {"completion_tokens": 64, "spec_verify_ct": 20, "spec_num_correct_drafts": 43,
+     "spec_correct_drafts_histogram": [2, 3, 5, 10]},
+    {"completion_tokens": 40, "spec_verify_ct": 16, "spec_num_correct_drafts": 23,
+     "spec_correct_drafts_histogram": [3, 6, 4, 3]},
+    {"completion_tokens": 1, "spec_verify_ct": 0, "spec_num_correct_drafts": 0, "spec_correct_drafts_histogram": []},
+]
+
+
+def spec_meta_info() -> dict:
+    from types import SimpleNamespace
+
+    from sglang.srt.managers.tokenizer_manager import TokenizerManager
+    from sglang.srt.runtime_context import get_spec
+
+    recv = SimpleNamespace(**{k: [c[k] for c in META_CASES] for k in META_CASES[0]},
+                           spec_num_cap_tokens=None, spec_cap_lens_histogram=None)
+    out = []
+    with get_spec().override(speculative_num_draft_tokens=4):
+        for i, case in enumerate(META_CASES):
+            meta: dict = {}
+            TokenizerManager._calculate_spec_decoding_metrics(SimpleNamespace(), meta, recv, i)
+            out.append({"scheduler_counts": case, "meta_info_added": meta})
+    return {"source": _where(TokenizerManager._calculate_spec_decoding_metrics), "speculative_num_draft_tokens": 4,
+            "requests": out}
+
+
+def generate_bodies(doc: dict) -> list:
+    """tests/data/sglang_generate_0_5_23.json: the three /generate answers of sglang_generate_eagle3.json (their
+    constructed text and non-speculative meta_info keys) with the speculative keys SGLang 0.5.23's code wrote."""
+    bodies = json.loads((ROOT / "tests" / "data" / "sglang_generate_eagle3.json").read_text())
+    for body, rec in zip(bodies, doc["meta_info"]["requests"]):
+        meta = {k: v for k, v in body["meta_info"].items() if not k.startswith("spec_")}
+        assert meta["completion_tokens"] == rec["scheduler_counts"]["completion_tokens"]
+        body["meta_info"] = {**meta, **rec["meta_info_added"]}
+    return bodies
 
 
 # --------------------------------------------------------------------------------------------- main
@@ -461,9 +508,14 @@ def main() -> int:
     doc["recorded_by"] = "tests/sglang_oracle/record.py"
     doc["timings_s"] = {"manifest": round(t_manifest, 1), "install": None if t_install is None else round(t_install, 1),
                         "run": round(time.perf_counter() - t1, 1)}
+    gen_path = Path(a.out).with_name("sglang_generate_0_5_23.json")
+    bodies = generate_bodies(doc)
     if a.check:
         old = json.loads(Path(a.out).read_text())
         strip = lambda d: {k: v for k, v in d.items() if k != "timings_s"}  # noqa: E731
+        if not gen_path.exists() or json.loads(gen_path.read_text()) != bodies:
+            print(f"{gen_path} is stale: rerun tests/sglang_oracle/record.py", file=sys.stderr)
+            return 1
         if strip(old) != strip(doc):
             keys = sorted(k for k in set(old.get("drafts", {})) | set(doc["drafts"])
                           if old.get("drafts", {}).get(k) != doc["drafts"].get(k))
@@ -476,6 +528,10 @@ def main() -> int:
     tmp = Path(a.out + ".tmp")
     tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     tmp.replace(a.out)
+    tmp = gen_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(bodies, indent=2) + "\n")
+    tmp.replace(gen_path)
+    print(f"wrote {gen_path}")
     print(f"wrote {a.out}: {len(doc['drafts'])} drafts, timings {doc['timings_s']}")
     return 0
 
