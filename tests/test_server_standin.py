@@ -114,12 +114,22 @@ def vllm_standin():
     s.close()
 
 
-@pytest.fixture(params=["sglang_generate_eagle3.json", "sglang_generate_0_5_23.json"])
+def _sglang_0_5_23_server_info() -> dict:
+    # the fields SGLang 0.5.23's own launcher resolved from the launch line kconvert prints
+    # (tests/data/sglang_oracle.json launch_lines; build_server_info) and its version; no scheduler ran
+    rec = _load("sglang_oracle.json")["launch_lines"][0]
+    return {**rec["server_info"], "version": "0.5.23", "internal_states": []}
+
+
+@pytest.fixture(params=["older", "0.5.23"])
 def sglang_standin(request):
-    # the second file's speculative keys were written by SGLang 0.5.23's own code (tests/sglang_oracle/record.py)
-    answers = _load(request.param)
-    s = StandIn(get={"/get_server_info": _load("sglang_server_info_eagle3.json")}, generate=answers)
-    yield s, answers
+    if request.param == "older":  # constructed bodies, /get_server_info only
+        answers = _load("sglang_generate_eagle3.json")
+        s = StandIn(get={"/get_server_info": _load("sglang_server_info_eagle3.json")}, generate=answers)
+    else:  # speculative keys written by SGLang 0.5.23's code (tests/sglang_oracle/record.py), /server_info
+        answers = _load("sglang_generate_0_5_23.json")
+        s = StandIn(get={"/server_info": _sglang_0_5_23_server_info()}, generate=answers)
+    yield s, answers, request.param
     s.close()
 
 
@@ -148,7 +158,7 @@ def test_verify_server_on_a_vllm_standin_reports_the_recorded_counters(vllm_stan
 
 
 def test_verify_server_on_an_sglang_standin_reports_accept_length_beside_vllms_convention(sglang_standin):
-    s, answers = sglang_standin
+    s, answers, which = sglang_standin
     metas = [a["meta_info"] for a in answers]
     completion = sum(m["completion_tokens"] for m in metas)
     verify_steps = sum(m.get("spec_verify_ct", 0) for m in metas)  # 0.5.23 writes none without a verify step
@@ -157,7 +167,10 @@ def test_verify_server_on_an_sglang_standin_reports_accept_length_beside_vllms_c
                      "-k", "3", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["engine"] == "sglang" and doc["api"] == "/generate" and doc["engine_version"] == "0.5.6"  # the info
+    assert doc["engine"] == "sglang" and doc["api"] == "/generate"
+    assert doc["engine_version"] == {"older": "0.5.6", "0.5.23": "0.5.23"}[which]
+    if which == "0.5.23":  # its histogram gives vLLM's per-position counts, which sum to the accepted tokens
+        assert sum(doc["counters"]["accepted_per_pos"]) == accepted and doc["server"]["speculative_num_steps"] == 3
     assert doc["accept_length"] == pytest.approx(completion / verify_steps)
     assert doc["acceptance"]["sglang_accept_length"] == pytest.approx(completion / verify_steps)
     assert doc["acceptance"]["mean_acceptance_length"] == pytest.approx(1 + accepted / verify_steps)

@@ -129,3 +129,23 @@ def test_speculators_configs_do_not_build_in_sglang():
     spec = [d for d in DRAFTS.values() if "transformer_layer_config" in d["config_keys"]]
     assert spec and all(d["build"]["outcome"] == "raises" for d in spec)
     assert ROW.reads_speculators_format is False
+
+
+@pytest.mark.parametrize("i", range(len(REC["launch_lines"])))
+def test_the_printed_launch_line_parses_in_sglangs_own_launcher_with_the_intended_settings(i):
+    # sglang.launch_server's prepare_server_args + resolve_once ran on the very line kconvert prints
+    from kconvert.engines.serve_lines import sglang_next_lines
+
+    rec = REC["launch_lines"][i]
+    assert "error" not in rec, rec.get("error")
+    assert sglang_next_lines(rec["draft"], rec["target"], k=rec["k"], tp=1) == rec["lines"]
+    k = rec["k"]
+    si = rec["server_info"]
+    got = tuple(si[key] for key in ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+                                    "speculative_num_draft_tokens", "tp_size", "model_path",
+                                    "speculative_draft_model_path"))
+    assert got == ("EAGLE3", k, 1, k + 1, 1, rec["target"], rec["draft"])
+    # and kconvert's server-side reading of those settings gives back k draft tokens per verify step
+    from kconvert.engines.sglang_server import num_speculative_tokens, parse_server_info
+
+    assert num_speculative_tokens(parse_server_info(rec["server_info"])) == k

@@ -23,7 +23,7 @@ sum(spec_verify_ct), bonus token included. It counts the token of the prefill pa
 mean acceptance length 1 + accepted / drafts by up to 1 / verify steps per request; over long answers the
 two agree (docs/eagle3-facts.md section 6). Per-position counts are not reported by SGLang.
 
-``/get_server_info`` is the server's ``ServerArgs`` (``speculative_algorithm``, ``speculative_num_steps``,
+``/server_info`` (``/get_server_info`` before 0.5.23, deprecated there) is the server's ``ServerArgs`` (``speculative_algorithm``, ``speculative_num_steps``,
 ``speculative_eagle_topk``, ``speculative_num_draft_tokens``, ``speculative_draft_model_path``,
 ``model_path``, ``tp_size`` ...) merged with scheduler info, ``internal_states`` (one per DP rank; recent
 versions put ``avg_spec_accept_length`` there) and ``version``.
@@ -230,11 +230,13 @@ def measure_sglang_server(
         raise UsageError("max_tokens and concurrency must be at least 1")
     base = url.rstrip("/")
 
-    def call(method: str, path: str, **kw: Any) -> Any:
+    def call(method: str, path: str, *, missing_ok: bool = False, **kw: Any) -> Any:
         try:
             r = client.request(method, path, **kw)
         except httpx.TransportError as exc:
             raise EngineError(f"cannot reach {base}{path} ({type(exc).__name__}: {exc})") from None
+        if missing_ok and r.status_code == 404:
+            return None
         if r.status_code >= 400:
             msg = f"HTTP {r.status_code} from {method} {path}: {r.text.strip()[:300]}"
             raise (UsageError if r.status_code < 500 else EngineError)(msg)
@@ -243,7 +245,9 @@ def measure_sglang_server(
     sampling = {"temperature": 0.0, "max_new_tokens": int(max_tokens), **(sampling_extra or {})}
     t0 = time.perf_counter()
     with httpx.Client(base_url=base, timeout=timeout) as client:
-        server = parse_server_info(call("GET", "/get_server_info"))
+        # /server_info since SGLang 0.5.23 (http_server.py: /get_server_info is deprecated there), else the old one
+        info = call("GET", "/server_info", missing_ok=True)
+        server = parse_server_info(info if info is not None else call("GET", "/get_server_info"))
         if not server.get("speculative_algorithm"):
             raise UsageError(f"{base} runs without speculative decoding (speculative_algorithm is not set)")
         with ThreadPoolExecutor(max_workers=min(concurrency, len(prompts))) as pool:

@@ -104,6 +104,14 @@ def manifest() -> dict:
         entry = read_draft(Path(folder))
         entry.update(target=family(mod.TARGET), sparse_replica=True)
         out["zoo"][name] = entry
+    # the SGLang launch lines kconvert prints for the shipped drafts (paths relative to the repository root, as a
+    # user in the clone would get them), parsed by SGLang's own launcher in phase 3
+    from kconvert.engines.serve_lines import sglang_next_lines
+
+    out["launch_lines"] = [
+        {"draft": f"examples/tiny/drafts/{d}", "target": "examples/tiny/target", "k": k,
+         "lines": sglang_next_lines(f"examples/tiny/drafts/{d}", "examples/tiny/target", k=k, tp=1)}
+        for d in ("llama-specforge", "mla-torchspec") for k in (3, 5)]
     tiny_target = family(str(ROOT / "examples" / "tiny" / "target"))
     for kind in ("drafts", "broken"):
         for folder in sorted((ROOT / "examples" / "tiny" / kind).iterdir()):
@@ -427,6 +435,7 @@ def run(manifest_doc: dict, stub_dir: Path) -> dict:
     import torch as _t
 
     results["meta_info"] = spec_meta_info()
+    results["launch_lines"] = parse_launch_lines(manifest_doc["launch_lines"])
     results["harness_defaults"] = HARNESS_DEFAULTS
     results["versions"] = {"sglang": sglang.__version__, "torch": _t.__version__, "python": sys.version.split()[0]}
     return results
@@ -462,6 +471,41 @@ def spec_meta_info() -> dict:
             out.append({"scheduler_counts": case, "meta_info_added": meta})
     return {"source": _where(TokenizerManager._calculate_spec_decoding_metrics), "speculative_num_draft_tokens": 4,
             "requests": out}
+
+
+LAUNCH_KEYS = ("model_path", "tp_size", "dp_size", "served_model_name", "speculative_algorithm",
+               "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk",
+               "speculative_num_draft_tokens")
+
+
+def parse_launch_lines(entries: list) -> list:
+    """Each launch line kconvert prints, through SGLang's own launcher front end: `sglang.launch_server` calls
+    `prepare_server_args(sys.argv[1:])` and `resolve_once()` (launch_server.py); the resolved fields are what
+    `/server_info` reports (`build_server_info`, utils/common.py)."""
+    import shlex
+
+    from sglang.srt.server_args import prepare_server_args
+    from sglang.srt.utils.common import build_server_info
+
+    out = []
+    cwd = os.getcwd()
+    os.chdir(ROOT)  # the lines carry paths relative to the clone
+    try:
+        for e in entries:
+            launch = e["lines"][0]
+            argv = shlex.split(launch)
+            rec = {**e, "argv0": argv[:3], "source": _where(prepare_server_args)}
+            try:
+                sa = prepare_server_args(argv[3:])
+                sa.resolve_once()
+                info = build_server_info(sa, {})
+                rec["server_info"] = {k: info.get(k) for k in LAUNCH_KEYS}
+            except BaseException as exc:  # noqa: BLE001 - argparse exits with SystemExit on a bad flag
+                rec["error"] = f"{type(exc).__name__}: {exc}"[:300]
+            out.append(rec)
+    finally:
+        os.chdir(cwd)
+    return out
 
 
 def generate_bodies(doc: dict) -> list:
