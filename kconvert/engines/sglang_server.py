@@ -21,11 +21,12 @@ called when a request finishes on a server started with ``--speculative-algorith
 SGLang's ``accept_length`` (and SpecForge ``bench_eagle3.py``'s) is sum(completion_tokens) /
 sum(spec_verify_ct), bonus token included. It counts the token of the prefill pass too, so it exceeds vLLM's
 mean acceptance length 1 + accepted / drafts by up to 1 / verify steps per request; over long answers the
-two agree (docs/eagle3-facts.md section 6). Per-position counts are not reported by SGLang.
+two agree (docs/eagle3-facts.md section 6). Per-position counts come only from 0.5.23's histogram.
 
-``/server_info`` (``/get_server_info`` before 0.5.23, deprecated there) is the server's ``ServerArgs`` (``speculative_algorithm``, ``speculative_num_steps``,
-``speculative_eagle_topk``, ``speculative_num_draft_tokens``, ``speculative_draft_model_path``,
-``model_path``, ``tp_size`` ...) merged with scheduler info, ``internal_states`` (one per DP rank; recent
+``/server_info`` (``/get_server_info`` before 0.5.23, deprecated there) is the server's ``ServerArgs``
+(``speculative_algorithm``, ``speculative_num_steps``, ``speculative_eagle_topk``,
+``speculative_num_draft_tokens``, ``speculative_draft_model_path``, ``model_path``, ``tp_size`` ...) merged with
+scheduler info, ``internal_states`` (one per DP rank; recent
 versions put ``avg_spec_accept_length`` there) and ``version``.
 
 Bodies are accepted from ``/generate`` (one object, or a list for a batch) and, where the SGLang version adds
@@ -132,7 +133,7 @@ def summarize_sglang(metas: Iterable[Mapping[str, Any]], *, server: Mapping[str,
     steps, draft_tokens, accepted) and ``acceptance`` is :func:`summarize` of them, with
     ``sglang_accept_length`` set to ``accept_length`` beside vLLM's ``mean_acceptance_length``; otherwise
     ``counters`` is None and ``acceptance`` carries ``sglang_accept_length`` alone (vLLM's figure None).
-    Raises :class:`InputError` when a request has no ``spec_verify_ct`` (the server runs without speculative
+    Raises :class:`InputError` when no answer has ``spec_verify_ct`` (the server runs without speculative
     decoding) or a field is not a count.
     """
     server = dict(server or {})
@@ -170,8 +171,9 @@ def summarize_sglang(metas: Iterable[Mapping[str, Any]], *, server: Mapping[str,
             if not isinstance(h, list) or not all(isinstance(x, int) and x >= 0 for x in h) or sum(h) != vc:
                 histogram = None
             else:
-                histogram += [0] * (len(h) - len(histogram))
-                histogram = [a + b for a, b in zip(histogram, h + [0] * (len(histogram) - len(h)))]
+                n = max(len(histogram), len(h))
+                histogram = [(histogram[j] if j < len(histogram) else 0) + (h[j] if j < len(h) else 0)
+                             for j in range(n)]
     k = num_speculative_tokens(server)
     if draft_tokens is None and accepted is not None and k is not None:
         draft_tokens = verify * k

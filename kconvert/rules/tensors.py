@@ -74,10 +74,11 @@ def _engine_aux_count(ctx: Context) -> int:
 def key_layout(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     want = ctx.engine.layout
-    # SGLang 0.5.23's Llama draft loads model.-prefixed names too (EngineRules.model_prefix_ok, recorded)
-    # (but not model.lm_head.weight: recorded as dropped)
-    bad_prefix = bool(d.key_layout.prefix) and not (d.key_layout.prefix == "model." and not d.key_layout.lm_head_prefixed
-                                                    and d.layer_family in ctx.engine.model_prefix_ok)
+    # SGLang 0.5.23's Llama draft loads model.-prefixed names too (EngineRules.model_prefix_ok, recorded), but not
+    # model.lm_head.weight (recorded as dropped)
+    prefix_ok = (d.key_layout.prefix == "model." and not d.key_layout.lm_head_prefixed
+                 and d.layer_family in ctx.engine.model_prefix_ok)
+    bad_prefix = bool(d.key_layout.prefix) and not prefix_ok
     accepted = ctx.engine.layer_names.get(d.layer_family, (want.layer,))
     bad_layer = not d.key_layout.layer.startswith(accepted)
     if not (bad_prefix or bad_layer):

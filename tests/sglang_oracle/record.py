@@ -93,7 +93,8 @@ def manifest() -> dict:
         types = [x for x in (t.model_type, getattr(t, "text_model_type", None)) if x]
         if tref.startswith(str(ROOT)):
             tref = str(Path(tref).relative_to(ROOT))
-        return {"ref": tref, "num_layers": t.num_hidden_layers, "kconvert_family": target_family(t), "model_types": types}
+        return {"ref": tref, "num_layers": t.num_hidden_layers, "kconvert_family": target_family(t),
+                "model_types": types}
 
     out = {"zoo": {}, "examples": {}}
     tmp = Path(tempfile.mkdtemp(prefix="sglang-oracle-zoo-"))
@@ -388,8 +389,8 @@ def run(manifest_doc: dict, stub_dir: Path) -> dict:
         return {"config_overrides": extra_cfg, "outcome": "built", "tensors": names}
 
     llama_key, mla_key = "drafts/llama-specforge", "drafts/mla-torchspec"
-    eagle_cfg = lambda key, **kw: {"eagle_config": {**(manifest_doc["examples"][key]["config"].get("eagle_config")  # noqa: E731
-                                                       or {}), **kw}}
+    def eagle_cfg(key: str, **kw) -> dict:
+        return {"eagle_config": {**(manifest_doc["examples"][key]["config"].get("eagle_config") or {}), **kw}}
     results["name_probes"] = [probes_for(llama_key), probes_for(mla_key)]
     results["config_probes"] = {
         "llama multi-layer": build_probe(llama_key, {"num_hidden_layers": 2}),
