@@ -8,7 +8,7 @@ scripts/bootstrap.sh test
 # The core tier (issue #19), run when the whole suite is asked for (no arguments): a fresh .venv-core with
 # `pip install .` and the test tools only (no vLLM, no torch), running the tests that start no engine, so that an
 # import only vLLM or torch brings in fails here (verify --server exited 70 on a core install: httpx). Its children
-# run the installed copy. ~45 s on this machine (venv + install ~15 s, tests ~30 s). The main run below reuses
+# run the installed copy. ~63 s on this machine (venv + install ~16 s, tests ~47 s). The main run below reuses
 # the venv for the live `verify --server` from a core install (tests/test_server_live.py).
 CORE_TESTS=(
   tests/test_server_standin.py tests/test_cli.py tests/test_sglang_parsing.py tests/test_sglang_oracle.py
@@ -26,7 +26,7 @@ if [ $# -eq 0 ]; then
   KCONVERT_CORE_TIER=1 .venv-core/bin/python -m pytest -q -p no:cacheprovider -m "not live" "${CORE_TESTS[@]}"
   export KCONVERT_CORE_PYTHON="$PWD/.venv-core/bin/python"
   # SGLang's own code as the oracle (tests/sglang_oracle/README.md): re-run sglang 0.5.23's loaders and capture
-  # and fail if tests/data/sglang_oracle.json is stale. ~90 s the first time (venv .venv-sglang-oracle), less after.
+  # and fail if tests/data/sglang_oracle.json is stale. ~90 s the first time (venv .venv-sglang-oracle), ~15 s after.
   echo "test: SGLang oracle (.venv-sglang-oracle: sglang 0.5.23 --no-deps on CPU)"
   .venv/bin/python tests/sglang_oracle/record.py --venv "$PWD/.venv-sglang-oracle" --check
 fi
