@@ -14,8 +14,9 @@ that changed it:
   `eagle_config.use_aux_hidden_state`, vLLM issue #40551).
 - SGLang: `srt/models/llama_eagle3.py` and `deepseek_eagle3.py` as stored, and the pull requests #24663
   (2026-05-08: multi-layer drafts, `midlayer.` renamed `layers.0.` with the old names still loading), #25454
-  (2026-05-16: +1 on explicit ids only when the first id is 1) and #32334 (2026-07: GPT-OSS ids read as
-  hidden-state boundaries, the final boundary captured, `norm_before_fc`/`input_norm` honoured).
+  (2026-05-16: on DeepSeek/Kimi targets +1 on explicit ids only when the first id is 1) and #32334 (2026-07:
+  GPT-OSS ids that reach the final boundary read as boundaries, that boundary captured,
+  `norm_before_fc`/`input_norm` honoured).
 - SGLang 0.5.23: its own code run on this machine (tests/sglang_oracle/record.py -> tests/data/sglang_oracle.json):
   `LlamaForCausalLMEagle3.load_weights` (srt/models/llama_eagle3.py:325), the Kimi/DeepSeek MLA draft
   `Eagle3DeepseekV2ForCausalLM.load_weights` (srt/models/kimi_k25_eagle3.py:428) and each target family's
@@ -268,7 +269,8 @@ SGLANG_POST_25454 = EngineRules(
     layer_names={"llama": ("midlayer.", "layers."), "mla": ("midlayer.", "layers.0.")},  # PR #24663
     multi_layer=frozenset({"llama"}),  # PR #24663; deepseek_eagle3.py still raises for num_hidden_layers != 1
     norm_before_fc={"llama": False, "mla": False},
-    source="sglang PR #25454 (merged 2026-05-16): +1 only when the first id is 1; PR #24663 (2026-05-08)",
+    source="sglang PR #25454 (merged 2026-05-16): on DeepSeek/Kimi targets +1 only when the first id is 1, other "
+           "families unchanged (deepseek_v2.py only; recorded from 0.5.23); PR #24663 (2026-05-08)",
 )
 
 SGLANG_POST_32334 = EngineRules(
