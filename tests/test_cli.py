@@ -287,6 +287,29 @@ def test_fixable_errors_print_the_exact_fix_command_and_it_repairs_them(ws, caps
     assert kconvert.inspect("bad-vllm", target="target").verdict == "pass"
 
 
+def test_a_static_pass_on_sglang_prints_the_launch_line_and_verify_server(ws, capsys):
+    rc, out, _ = run(capsys, "inspect", "clean", "--target", "target", "--engine", "sglang",
+                     "--output-format", "concise")
+    assert rc == 0
+    nxt = [ln[len("next: "):].split("  # ")[0] for ln in out.splitlines() if ln.startswith("next: ")]
+    assert nxt == ["python -m sglang.launch_server --model-path target --tp 1 --speculative-algorithm EAGLE3 "
+                   "--speculative-draft-model-path clean --speculative-num-steps 3 --speculative-eagle-topk 1 "
+                   "--speculative-num-draft-tokens 4",
+                   "kconvert verify --server http://127.0.0.1:30000 --engine sglang -k 3"]
+
+
+def test_fix_for_sglang_prints_the_launch_line_for_what_it_wrote_and_verify_server(ws, capsys):
+    rc, out, _ = run(capsys, "fix", "bad", "-o", "fixed-sg", "--target", "target", "--engine", "sglang",
+                     "--output-format", "concise")
+    assert rc == 0
+    nxt = [ln[len("next: "):].split("  # ")[0] for ln in out.splitlines() if ln.startswith("next: ")]
+    assert len(nxt) == 2 and nxt[1] == "kconvert verify --server http://127.0.0.1:30000 --engine sglang -k 3"
+    argv = shlex.split(nxt[0])
+    assert argv[:3] == ["python", "-m", "sglang.launch_server"]
+    assert argv[argv.index("--speculative-draft-model-path") + 1] == "fixed-sg"
+    assert argv[argv.index("--model-path") + 1] == "target"
+
+
 def test_a_static_pass_names_what_it_cannot_see_and_the_verify_command(ws, capsys):
     rc, out, _ = run(capsys, "inspect", "clean", "--target", "target", "--output-format", "concise")
     assert rc == 0

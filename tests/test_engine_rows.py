@@ -34,13 +34,14 @@ def found(res, rid: str) -> list:
 # --- --engine-version -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("engine,version", [("vllm", "0.32"), ("vllm", "0.32.0"), ("vllm", "0.33"), ("vllm", "0.33.0"),
-                                            ("vllm", "0.32.4"), ("sglang", "pre-25454"), ("sglang", "post-32334")])
+                                            ("vllm", "0.32.4"), ("sglang", "pre-25454"), ("sglang", "post-32334"),
+                                            ("sglang", "0.5.23")])
 def test_known_versions_and_their_patch_releases_are_accepted(engine, version):
     assert engine_rules(engine, version).engine == engine
 
 
 @pytest.mark.parametrize("engine,version", [("vllm", "9.9"), ("vllm", "0.34"), ("vllm", "0.31"), ("vllm", "latest"),
-                                            ("sglang", "0.5.23"), ("sglang", "post-99999")])
+                                            ("sglang", "0.5.24"), ("sglang", "post-99999")])
 def test_an_unknown_version_is_refused_with_the_known_ones_listed(engine, version):
     with pytest.raises(UsageError) as e:
         engine_rules(engine, version)
@@ -100,15 +101,21 @@ def test_norm_before_fc_on_an_mla_draft_is_refused_by_vllm(tmp_path):
     assert [f.severity for f in found(res, "K603")] == ["error"]
 
 
-def test_fc_norm_is_applied_by_vllm_and_unknown_on_sglang(tmp_path):
+def test_fc_norm_is_applied_by_vllm_and_sglang_0_5_23_and_unknown_on_older_sglang_rows(tmp_path):
     def norms(t):
         for i in range(3):
             t[f"fc_norm.{i}.weight"] = ("BF16", (TINY.hidden,), np.ones(TINY.hidden, np.float32))
 
     vllm = run(tmp_path, config=lambda c: c.update(fc_norm=True), tensors=norms)
     assert found(vllm, "K604") == []
-    sg = run(tmp_path, engine="sglang", name="sg", config=lambda c: c.update(fc_norm=True), tensors=norms)
+    sg = run(tmp_path, engine="sglang", version="post-32334", name="sg", config=lambda c: c.update(fc_norm=True),
+             tensors=norms)
     assert [f.severity for f in found(sg, "K604")] == ["warning"]
+    # SGLang 0.5.23 builds and loads fc_norm.{i} when fc_norm is set (llama_eagle3.py:185; recorded:
+    # tests/data/sglang_oracle.json config_probes "llama fc_norm")
+    sg = run(tmp_path, engine="sglang", version="0.5.23", name="sg523", config=lambda c: c.update(fc_norm=True),
+             tensors=norms)
+    assert found(sg, "K604") == []
 
 
 # --- heads without aux states -----------------------------------------------------------------------------------

@@ -54,3 +54,46 @@ def test_aux_id_notes_name_each_engines_convention():
 def test_counts_below_one_are_refused(kw):
     with pytest.raises(ValueError):
         serve_lines("d", "t", **kw)
+
+
+# ------------------------------------------------------------------------------------------ SGLang's next step
+
+def test_sglang_next_step_is_the_model_cards_launch_line_then_verify_server_with_the_same_k():
+    from kconvert.engines.serve_lines import SGLANG_DEFAULT_URL, sglang_next_lines
+
+    # lightseekorg/kimi-k2.5-eagle3's card: --speculative-algorithm EAGLE3, 3 steps, topk 1, 4 draft tokens;
+    # a profile name becomes its Hub id for --model-path
+    launch, measure = sglang_next_lines("lightseekorg/kimi-k2.5-eagle3", "kimi-k2.5", k=3, tp=8)
+    assert launch == ("python -m sglang.launch_server --model-path moonshotai/Kimi-K2.5 --tp 8 "
+                      "--speculative-algorithm EAGLE3 --speculative-draft-model-path lightseekorg/kimi-k2.5-eagle3 "
+                      "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4")
+    assert measure == "kconvert verify --server http://127.0.0.1:30000 --engine sglang -k 3"
+    assert SGLANG_DEFAULT_URL == "http://127.0.0.1:30000"  # ServerArgs' default host and port
+    launch, measure = sglang_next_lines("./my draft", "./target", k=5)
+    assert shlex.split(launch)[shlex.split(launch).index("--speculative-draft-model-path") + 1] == "./my draft"
+    assert measure.endswith("-k 5") and "--speculative-num-draft-tokens 6" in launch
+
+
+def test_verify_engine_sglang_without_server_prints_both_lines_and_exits_2(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    r = subprocess.run([sys.executable, "-m", "kconvert", "verify", "examples/tiny/drafts/llama-specforge", "--target",
+                        "examples/tiny/target", "--engine", "sglang", "-k", "4", "--tp", "2"],
+                       capture_output=True, text=True, cwd=root, env=env, timeout=120)
+    assert r.returncode == 2, r.stderr
+    launch, measure = r.stdout.strip().splitlines()
+    assert shlex.split(launch)[:3] == ["python", "-m", "sglang.launch_server"]
+    assert "--model-path examples/tiny/target --tp 2" in launch and "--speculative-num-draft-tokens 5" in launch
+    assert measure == "kconvert verify --server http://127.0.0.1:30000 --engine sglang -k 4"
+    assert "--server" in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run([sys.executable, "-m", "kconvert", "verify", "examples/tiny/drafts/llama-specforge", "--target",
+                        "examples/tiny/target", "--engine", "sglang", "--json"],
+                       capture_output=True, text=True, cwd=root, env=env, timeout=120)
+    assert r.returncode == 2
+    err = json.loads(r.stdout)["error"]
+    assert "sglang.launch_server" in err["hint"] and "verify --server" in err["hint"]

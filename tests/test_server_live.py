@@ -266,6 +266,33 @@ def test_verify_server_cli_measures_the_running_server(live_server, capsys):
 
 
 @pytest.mark.live
+@pytest.mark.timeout(300)
+def test_verify_server_from_the_core_install_measures_the_running_server(live_server):
+    """`kconvert verify --server` run by the core venv's python (scripts/test.sh: `pip install .`, no vLLM, no
+    torch) against the same live `vllm serve` (no new engine start): its counters equal our own /metrics
+    difference around the call. Issue #19: a core install exited 70 here (httpx was not declared)."""
+    import subprocess
+
+    import httpx
+
+    core_python = os.environ.get("KCONVERT_CORE_PYTHON")
+    if not core_python:
+        pytest.skip("KCONVERT_CORE_PYTHON is not set (scripts/test.sh sets it to the core tier's venv)")
+    scrape = lambda: httpx.get(f"{live_server.url}/metrics", timeout=10).text  # noqa: E731
+    first = scrape()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the installed copy, not the tree
+    r = subprocess.run([core_python, "-m", "kconvert", "verify", "--server", live_server.url, "--prompts", "_smoke",
+                        "--max-tokens", "16", "-k", "3", "--json"], capture_output=True, text=True, env=env,
+                       cwd="/", timeout=240)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    independent = scrape_delta(first, scrape(), model="tiny-target")
+    c = doc["counters"]
+    assert c["drafts"] > 0 and {k: independent[k] for k in c} == c
+    assert independent["requests_finished"] == doc["num_prompts"] == 8
+
+
+@pytest.mark.live
 @pytest.mark.timeout(120)
 def test_live_server_stop_leaves_no_process(live_server):
     import psutil

@@ -41,6 +41,8 @@ def test_generate_batch_answers_give_sglang_accept_length_and_vllm_style_counter
     assert acc["acceptance_rate"] == pytest.approx(66 / 108)
     assert acc["mean_acceptance_length"] == pytest.approx(1 + 66 / 36)
     assert acc["per_position"] == [] and acc["num_speculative_tokens"] == 3  # SGLang reports no per-position counts
+    # SGLang's own figure beside vLLM's: completion tokens / verify steps (tokenizer_manager.py), not 1 + 66/36
+    assert acc["sglang_accept_length"] == pytest.approx(105 / 36) == res["accept_length"]
 
 
 def test_accept_length_counts_the_prefill_token_so_it_exceeds_vllms_by_one_per_request():
@@ -60,13 +62,17 @@ def test_per_request_figures_match_sglangs_own_fields():
 def test_older_sglang_with_verify_count_only_gives_accept_length_but_no_counters():
     res = summarize_sglang(meta_infos(load("sglang_generate_verify_ct_only.json")))
     assert res["accept_length"] == pytest.approx(48 / 15)
-    assert res["counters"] is None and res["acceptance"] is None
+    assert res["counters"] is None
+    # SGLang's accept_length is reported; vLLM's convention needs the accepted count this version does not send
+    assert res["acceptance"] == {"sglang_accept_length": pytest.approx(48 / 15), "mean_acceptance_length": None,
+                                 "num_speculative_tokens": None}
 
 
 def test_openai_answers_with_meta_info_in_their_choices_are_read():
     res = summarize_sglang(meta_infos(load("sglang_openai_chat_with_meta_info.json")), server={"speculative_num_steps": 3})
     assert res["accept_length"] == 3.0 and res["counters"]["accepted"] == 19
-    assert res["acceptance"] == {**summarize(10, 30, 19, None, None), "num_speculative_tokens": 3}
+    assert res["acceptance"] == {**summarize(10, 30, 19, None, None), "num_speculative_tokens": 3,
+                                 "sglang_accept_length": 3.0}
 
 
 def test_openai_answers_without_meta_info_are_refused():
@@ -163,3 +169,29 @@ def test_measure_sglang_server_maps_a_server_error_to_an_engine_error(fake_sglan
     fake_sglang["status"] = 500
     with pytest.raises(EngineError, match="HTTP 500"):
         measure_sglang_server(fake_sglang["url"], ["0"])
+
+
+def test_sglang_0_5_23_answers_give_both_conventions_and_per_position_counts_from_its_histogram():
+    # The speculative keys of these answers were written by SGLang 0.5.23's own
+    # TokenizerManager._calculate_spec_decoding_metrics (tests/sglang_oracle/record.py); the scheduler counts it
+    # was fed sit beside them in tests/data/sglang_oracle.json. Expected figures are derived here from those counts.
+    rec = load("sglang_oracle.json")["meta_info"]["requests"]
+    counts = [r["scheduler_counts"] for r in rec]
+    res = summarize_sglang(meta_infos(load("sglang_generate_0_5_23.json")),
+                           server={"speculative_num_steps": 3, "speculative_eagle_topk": 1,
+                                   "speculative_num_draft_tokens": 4})
+    completion = sum(c["completion_tokens"] for c in counts)
+    steps = sum(c["spec_verify_ct"] for c in counts)
+    accepted = sum(c["spec_num_correct_drafts"] for c in counts)
+    assert res["accept_length"] == pytest.approx(completion / steps)
+    assert res["acceptance"]["sglang_accept_length"] == pytest.approx(completion / steps)
+    assert res["acceptance"]["mean_acceptance_length"] == pytest.approx(1 + accepted / steps)
+    # the histograms counted verify steps by accepted drafts j; position i was accepted in the steps with j > i
+    hist = [sum(c["spec_correct_drafts_histogram"][j] if j < len(c["spec_correct_drafts_histogram"]) else 0
+                for c in counts) for j in range(4)]
+    want = [sum(hist[i + 1:]) for i in range(3)]
+    assert res["counters"] == {"drafts": steps, "draft_tokens": steps * 3, "accepted": accepted,
+                               "accepted_per_pos": want}
+    assert res["acceptance"]["per_position"] == pytest.approx([w / steps for w in want])
+    # the third request finished at the prefill: SGLang 0.5.23 wrote no speculative key for it, and it counts
+    assert rec[2]["meta_info_added"] == {} and res["num_requests"] == 3

@@ -31,7 +31,10 @@ def run_server_mode(url: str, *, engine: str, prompts: str, k: int, max_tokens: 
         for key in ("drafts", "draft_tokens", "accepted", "acceptance_rate", "mean_acceptance_length",
                     "sglang_accept_length", "per_position"):
             if key in acc:
-                console.print(f"  {key}: {acc[key]}", highlight=False)
+                value = acc[key]
+                if value is None and key == "mean_acceptance_length":
+                    value = "not reported (vLLM's convention needs SGLang's spec_accept_token_num)"
+                console.print(f"  {key}: {value}", highlight=False)
     else:
         figures = ", ".join(f"{key} {json.dumps(acc[key])}" for key in (
             "mean_acceptance_length", "acceptance_rate", "per_position", "drafts", "draft_tokens", "accepted",

@@ -30,6 +30,8 @@ Examples:
   kconvert verify ./draft --target moonshotai/Kimi-K2.5 --tp 8 --output-format sarif > verify.sarif
 
   kconvert verify --server http://localhost:8000 --prompts math --output-format concise
+
+  kconvert verify --server http://127.0.0.1:30000 --engine sglang -k 3
 """
 
 
@@ -153,7 +155,9 @@ def verify_command(
     chat template, greedy, and reports drafts, draft tokens, accepted tokens, acceptance rate, mean acceptance
     length (bonus included), per-position and conditional rates and SGLang's equivalent accept_length, all from
     the engine's own counters. Exit 0 pass, 1 below a threshold / static errors / outputs differ, 2 bad input,
-    3 this machine cannot run the step (the engine failed, or vLLM is not installed).
+    3 this machine cannot run the step (the engine failed, or vLLM is not installed). SGLang is measured as a
+    server you start (--server URL --engine sglang); --engine sglang without --server prints its launch line
+    and that command, and exits 2.
     """
     from kconvert.inspect import check_fail_on
     from kconvert.rules.decisions import decisions_from_flags
@@ -165,6 +169,8 @@ def verify_command(
                           engine=engine, engine_version=engine_version, target=target, fail_on=fail_on)
     engine, engine_version, target, fail_on = ps["engine"], ps["engine_version"], ps["target"], ps["fail_on"]
     check_fail_on(fail_on)
+    if engine == "sglang" and not server:
+        _sglang_next_step(draft, target, k=k, tp=tp, fmt=fmt)
     if not server and (draft is None or target is None):
         raise UsageError("verify needs a DRAFT and --target TARGET (or --server URL to measure a running deployment)")
     if server:
@@ -216,6 +222,20 @@ def verify_command(
     _write_reports(doc, report, junit, markdown, sarif)
     emit_report(doc, fmt, lambda: render_verify(console, doc))
     raise typer.Exit(vr.exit_code)
+
+
+def _sglang_next_step(draft: str | None, target: str | None, *, k: int, tp: int, fmt: str) -> None:
+    """kconvert starts vLLM only: for SGLang print the launch line and the `verify --server` line, exit 2."""
+    from kconvert.cli._output import write
+    from kconvert.engines.serve_lines import sglang_next_lines
+    from kconvert.report.next_steps import TARGET_PLACEHOLDER
+
+    launch, measure = sglang_next_lines(draft or "<draft>", target or TARGET_PLACEHOLDER, k=k, tp=tp)
+    if fmt in ("full", "concise"):
+        write(f"{launch}\n{measure}\n")
+    raise UsageError("live verify starts vLLM only; verify an SGLang deployment with --server: start SGLang with "
+                     "the first line, then measure it with the second",
+                     hint=f"{launch} ; then: {measure}")
 
 
 def _write_reports(doc: dict, report: str | None, junit: str | None, markdown: str | None,

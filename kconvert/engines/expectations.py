@@ -14,8 +14,18 @@ that changed it:
   `eagle_config.use_aux_hidden_state`, vLLM issue #40551).
 - SGLang: `srt/models/llama_eagle3.py` and `deepseek_eagle3.py` as stored, and the pull requests #24663
   (2026-05-08: multi-layer drafts, `midlayer.` renamed `layers.0.` with the old names still loading), #25454
-  (2026-05-16: +1 on explicit ids only when the first id is 1) and #32334 (2026-07: GPT-OSS ids read as
-  hidden-state boundaries, the final boundary captured, `norm_before_fc`/`input_norm` honoured).
+  (2026-05-16: on DeepSeek/Kimi targets +1 on explicit ids only when the first id is 1) and #32334 (2026-07:
+  GPT-OSS ids that reach the final boundary read as boundaries, that boundary captured,
+  `norm_before_fc`/`input_norm` honoured).
+- SGLang 0.5.23: its own code run on this machine (tests/sglang_oracle/record.py -> tests/data/sglang_oracle.json):
+  `LlamaForCausalLMEagle3.load_weights` (srt/models/llama_eagle3.py:325), the Kimi/DeepSeek MLA draft
+  `Eagle3DeepseekV2ForCausalLM.load_weights` (srt/models/kimi_k25_eagle3.py:428) and each target family's
+  `set_eagle3_layers_to_capture` (llama.py:929, qwen2.py:781, qwen3.py:778, deepseek_v2.py:3458, glm4_moe.py:1269,
+  glm4_moe_lite.py:805, minimax_m2.py:1067, gpt_oss.py:1337). The recording showed the first-id rule of PR #25454
+  applies only in deepseek_v2.py (and glm4_moe_lite.py): Llama, Qwen2/3, GLM-4-MoE and MiniMax-M2 targets still add
+  +1 to every explicit id, and GPT-OSS adds +1 unless the largest id is the layer count. The post-25454 and
+  post-32334 rows were corrected to the same per-family rules (PR #25454 changed deepseek_v2.py only: its "TODO
+  check if other draft models need similar layer id adjustment" is still in 0.5.23).
 """
 from __future__ import annotations
 
@@ -61,7 +71,9 @@ def target_family(target: Any) -> str:
     types = {t for t in (getattr(target, "model_type", None), getattr(target, "text_model_type", None)) if t}
     if "gpt_oss" in types:
         return "gpt_oss"
-    if getattr(target, "mla", None) or types & {"deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25"}:
+    # glm4_moe_lite is an MLA model whose SGLang capture keeps the first-id rule like deepseek_v2.py
+    # (glm4_moe_lite.py:805, tests/data/sglang_oracle.json)
+    if getattr(target, "mla", None) or types & {"deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25", "glm4_moe_lite"}:
         return "deepseek"
     return "llama"
 
@@ -70,8 +82,10 @@ def target_family(target: Any) -> str:
 # the last layer before the final norm):
 #   "input"                 id k = stream k
 #   "output"                id k = stream k + 1 (SGLang's historic +1: its capture fires before layer k+1)
-#   "output-if-first-is-1"  +1 only when the first id is 1 (SGLang PR #25454)
-AUX_RULES = ("input", "output", "output-if-first-is-1")
+#   "output-if-first-is-1"  +1 only when the first id is 1 (SGLang PR #25454; deepseek_v2.py only)
+#   "output-unless-final"   +1 unless the largest id is the layer count L (SGLang PR #32334, gpt_oss.py:1337: ids
+#                           that name the final boundary are boundaries, any other list keeps the +1)
+AUX_RULES = ("input", "output", "output-if-first-is-1", "output-unless-final")
 
 
 @dataclass(frozen=True)
@@ -110,6 +124,8 @@ class EngineRules:
     source: str
     aliases: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    # Draft families whose loader also takes `model.`-prefixed names (a row without a source read: none).
+    model_prefix_ok: frozenset[str] = frozenset()
 
     @property
     def aux_convention(self) -> str:
@@ -126,6 +142,9 @@ class EngineRules:
             return list(written)
         if rule == "output":
             return [i + 1 for i in written]
+        if rule == "output-unless-final":
+            L = getattr(target, "num_hidden_layers", None)
+            return list(written) if written and L is not None and max(written) == L else [i + 1 for i in written]
         if written and written[0] == 1:
             return [i + 1 for i in written]
         return list(written)
@@ -136,6 +155,13 @@ class EngineRules:
         if rule == "input":
             return list(physical)
         if rule == "output":
+            return [i - 1 for i in physical]
+        if rule == "output-unless-final":
+            # streams that reach the final boundary are written as they are (max id L); others one lower, which
+            # the +1 brings back (their largest id is then below L, so no ambiguity)
+            L = getattr(target, "num_hidden_layers", None)
+            if physical and L is not None and max(physical) == L:
+                return list(physical)
             return [i - 1 for i in physical]
         # SGLang after PR #25454 shifts only lists starting with 1: streams starting at 2 are written in the
         # output convention ([1, ...], the form SpecForge writes), others as they are; streams starting at 1
@@ -245,19 +271,24 @@ SGLANG_LEGACY = EngineRules(
     source="sglang before PR #25454 (and #24663): explicit ids always +1; Llama draft loads midlayer.* only",
 )
 
+# PR #25454 changed deepseek_v2.py (and glm4_moe_lite.py) only; every other target family kept +1 on every
+# explicit id (llama.py:941, qwen2.py:794, qwen3.py:791, glm4_moe.py:1281, minimax_m2.py:1080 in 0.5.23,
+# recorded in tests/data/sglang_oracle.json).
 SGLANG_POST_25454 = EngineRules(
     version="post-25454", **_SGLANG_COMMON,
-    aux_rule={"*": "output-if-first-is-1", "gpt_oss": "output"},  # #32334: GPT-OSS still shifted [24,30,36]
+    aux_rule={"*": "output", "deepseek": "output-if-first-is-1", "gpt_oss": "output"},  # #32334: GPT-OSS +1
     final_boundary=frozenset(),
     layer_names={"llama": ("midlayer.", "layers."), "mla": ("midlayer.", "layers.0.")},  # PR #24663
     multi_layer=frozenset({"llama"}),  # PR #24663; deepseek_eagle3.py still raises for num_hidden_layers != 1
     norm_before_fc={"llama": False, "mla": False},
-    source="sglang PR #25454 (merged 2026-05-16): +1 only when the first id is 1; PR #24663 (2026-05-08)",
+    source="sglang PR #25454 (merged 2026-05-16): on DeepSeek/Kimi targets +1 only when the first id is 1, other "
+           "families unchanged (deepseek_v2.py only; recorded from 0.5.23); PR #24663 (2026-05-08)",
 )
 
 SGLANG_POST_32334 = EngineRules(
     version="post-32334", **_SGLANG_COMMON,
-    aux_rule={"*": "output-if-first-is-1", "gpt_oss": "input"},  # GPT-OSS ids are hidden-state boundaries
+    # gpt_oss.py:1337 (0.5.23, the code of #32334): ids whose largest is L are boundaries, others keep +1
+    aux_rule={"*": "output", "deepseek": "output-if-first-is-1", "gpt_oss": "output-unless-final"},
     final_boundary=frozenset({"gpt_oss"}),
     layer_names=SGLANG_POST_25454.layer_names,
     multi_layer=SGLANG_POST_25454.multi_layer,
@@ -265,11 +296,40 @@ SGLANG_POST_32334 = EngineRules(
     source="sglang PR #32334 (merged 2026-07): GPT-OSS boundaries incl. the final one; norm_before_fc honoured",
 )
 
+SGLANG_0_5_23 = EngineRules(
+    version="0.5.23", **{**_SGLANG_COMMON,
+                         # llama_eagle3.py:185 (fc_norm or use_aux_norm builds one RMSNorm per state, applied before
+                         # fc at :241); the MLA class loads fc_norm.{i} too (recorded: config_probes "mla fc_norm")
+                         "fc_norm": True,
+                         # llama_eagle3.py:207 reads config.norm_output (the Llama class only)
+                         "norm_output": True},
+    aux_rule=SGLANG_POST_32334.aux_rule,
+    final_boundary=SGLANG_POST_32334.final_boundary,
+    # recorded: Llama class loads midlayer.*, layers.N.* and model.-prefixed names (llama_eagle3.py:372 tries
+    # name, then model.name); the MLA class maps layers.0. to midlayer. (kimi_k25_eagle3.py:448) and skips
+    # model.-prefixed names with a warning
+    layer_names={"llama": ("midlayer.", "layers."), "mla": ("midlayer.", "layers.0.")},
+    # recorded: Llama builds num_hidden_layers layers; the MLA class raises "EAGLE3 currently only supports 1 layer"
+    multi_layer=frozenset({"llama"}),
+    # recorded: Llama loads input_norm.weight when eagle_config.norm_before_fc is set (llama_eagle3.py:173); the
+    # MLA class drops it ("skipping unexpected weight input_norm.weight")
+    norm_before_fc={"llama": True, "mla": False},
+    # recorded (name_probes "model.-prefixed"): llama_eagle3.py:372 tries the name, then "model." + name, so
+    # model.layers.0.* loads (model.lm_head.weight does not); kimi_k25_eagle3.py:449 prefixes model. again and
+    # skips every such name
+    model_prefix_ok=frozenset({"llama"}),
+    source="sglang 0.5.23 run on CPU (tests/sglang_oracle/record.py, tests/data/sglang_oracle.json): "
+           "llama_eagle3.py:325 and kimi_k25_eagle3.py:428 load_weights, set_eagle3_layers_to_capture of llama.py:929, "
+           "qwen2.py:781, qwen3.py:778, deepseek_v2.py:3458, glm4_moe.py:1269, glm4_moe_lite.py:805, "
+           "minimax_m2.py:1067, gpt_oss.py:1337",
+)
+
 KNOWN: dict[str, dict[str, EngineRules]] = {
     "vllm": {"0.32": VLLM_0_32, "0.33": VLLM_0_33},
-    "sglang": {"pre-25454": SGLANG_LEGACY, "post-25454": SGLANG_POST_25454, "post-32334": SGLANG_POST_32334},
+    "sglang": {"pre-25454": SGLANG_LEGACY, "post-25454": SGLANG_POST_25454, "post-32334": SGLANG_POST_32334,
+               "0.5.23": SGLANG_0_5_23},
 }
-NEWEST = {"vllm": "0.33", "sglang": "post-32334"}
+NEWEST = {"vllm": "0.33", "sglang": "0.5.23"}
 # Kept for callers that named the SGLang row after PR #25454 "current" before #32334 was read.
 SGLANG_CURRENT = SGLANG_POST_25454
 

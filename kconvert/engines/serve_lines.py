@@ -18,9 +18,10 @@ VLLM_AUX_NOTE = (
     "default (2, L//2, L-3)."
 )
 SGLANG_AUX_NOTE = (
-    "SGLang reads `eagle_config.eagle_aux_hidden_state_layer_ids` in the output-of-layer numbering: before "
-    "sglang PR #25454 every explicit id gets +1; since then the +1 is applied only when the first id is 1, "
-    "so which physical layers are read depends on the SGLang version."
+    "SGLang reads `eagle_config.eagle_aux_hidden_state_layer_ids` in the output-of-layer numbering: the target's "
+    "set_eagle3_layers_to_capture adds +1 to every explicit id on Llama, Qwen, GLM-4-MoE and MiniMax targets; on "
+    "DeepSeek/Kimi targets since sglang PR #25454 only when the first id is 1; on GPT-OSS since PR #32334 unless "
+    "the largest id is the layer count (sglang 0.5.23, recorded in tests/data/sglang_oracle.json)."
 )
 
 
@@ -109,6 +110,28 @@ def sglang_launch_argv(draft_ref: str, target_ref: str, *, k: int, tp: int) -> l
         "--speculative-eagle-topk", "1",
         "--speculative-num-draft-tokens", str(int(k) + 1),
     ]
+
+
+# Where `python -m sglang.launch_server` listens unless told otherwise (ServerArgs: host 127.0.0.1, port 30000).
+SGLANG_DEFAULT_URL = "http://127.0.0.1:30000"
+DEFAULT_K = 3  # the lightseekorg/kimi-k2.5-eagle3 card's setting: 3 steps, topk 1, 4 draft tokens
+
+
+def launch_target(target_ref: str) -> str:
+    """What SGLang's --model-path needs for a kconvert target: a profile name becomes its Hub id."""
+    from kconvert.target import profile_hub_id, profile_names
+
+    if target_ref in profile_names():
+        return profile_hub_id(target_ref) or target_ref
+    return target_ref
+
+
+def sglang_next_lines(draft_ref: str, target_ref: str, *, k: int = DEFAULT_K, tp: int = 1,
+                      url: str = SGLANG_DEFAULT_URL) -> list[str]:
+    """SGLang's next step as two command lines: the launch line as the lightseekorg model card writes it, then
+    `kconvert verify --server` against that server with the same k."""
+    return [_join(sglang_launch_argv(draft_ref, launch_target(target_ref), k=k, tp=tp)),
+            _join(["kconvert", "verify", "--server", url, "--engine", "sglang", "-k", str(int(k))])]
 
 
 def serve_lines(

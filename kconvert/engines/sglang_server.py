@@ -1,7 +1,8 @@
 """SGLang in server mode: acceptance of a running SGLang server from its per-request speculative fields.
 
-SGLang is not installed or run here (it needs a GPU): this module is tested on response bodies shaped as
-SGLang writes them (tests/data/sglang_*.json, with their source noted in tests/data/README.md).
+SGLang is not run here (it needs a GPU): this module is tested on response bodies shaped as SGLang writes them
+and on the speculative keys SGLang 0.5.23's own code wrote for given counts (tests/data/sglang_*.json, sources
+in tests/data/README.md).
 
 What SGLang reports (``python/sglang/srt/managers/tokenizer_manager.py``, ``_calculate_spec_decoding_metrics``,
 called when a request finishes on a server started with ``--speculative-algorithm``): the ``meta_info`` of a
@@ -11,16 +12,21 @@ called when a request finishes on a server started with ``--speculative-algorith
 - ``spec_verify_ct``: verify steps of the request (all versions with speculative decoding);
 - newer versions also ``spec_accept_token_num`` (draft tokens accepted), ``spec_draft_token_num``
   (= ``spec_verify_ct`` x (``speculative_num_draft_tokens`` - 1)), ``spec_accept_rate`` (their ratio) and
-  ``spec_accept_length`` (= ``completion_tokens / spec_verify_ct``).
+  ``spec_accept_length`` (= ``completion_tokens / spec_verify_ct``);
+- 0.5.23 names the two counts ``spec_num_correct_drafts`` and ``spec_num_proposed_drafts``, adds
+  ``spec_correct_drafts_histogram`` (verify steps per number of accepted drafts, which gives vLLM's per-position
+  counts) and writes none of these for a request that finished without a verify step (its own code's output:
+  tests/data/sglang_generate_0_5_23.json, recorded by tests/sglang_oracle/record.py).
 
 SGLang's ``accept_length`` (and SpecForge ``bench_eagle3.py``'s) is sum(completion_tokens) /
 sum(spec_verify_ct), bonus token included. It counts the token of the prefill pass too, so it exceeds vLLM's
 mean acceptance length 1 + accepted / drafts by up to 1 / verify steps per request; over long answers the
-two agree (docs/formats-and-engines.md#acceptance-metrics). Per-position counts are not reported by SGLang.
+two agree (docs/formats-and-engines.md#acceptance-metrics). Per-position counts come only from 0.5.23's histogram.
 
-``/get_server_info`` is the server's ``ServerArgs`` (``speculative_algorithm``, ``speculative_num_steps``,
-``speculative_eagle_topk``, ``speculative_num_draft_tokens``, ``speculative_draft_model_path``,
-``model_path``, ``tp_size`` ...) merged with scheduler info, ``internal_states`` (one per DP rank; recent
+``/server_info`` (``/get_server_info`` before 0.5.23, deprecated there) is the server's ``ServerArgs``
+(``speculative_algorithm``, ``speculative_num_steps``, ``speculative_eagle_topk``,
+``speculative_num_draft_tokens``, ``speculative_draft_model_path``, ``model_path``, ``tp_size`` ...) merged with
+scheduler info, ``internal_states`` (one per DP rank; recent
 versions put ``avg_spec_accept_length`` there) and ``version``.
 
 Bodies are accepted from ``/generate`` (one object, or a list for a batch) and, where the SGLang version adds
@@ -86,6 +92,14 @@ def _int(meta: Mapping[str, Any], key: str, source: str) -> int | None:
     return n
 
 
+def _first(meta: Mapping[str, Any], keys: Sequence[str], source: str) -> int | None:
+    for key in keys:
+        value = _int(meta, key, source)
+        if value is not None:
+            return value
+    return None
+
+
 def parse_server_info(info: Mapping[str, Any]) -> dict[str, Any]:
     """The speculative settings of ``/get_server_info`` (keys absent from the answer are left out), plus the
     server's own running ``avg_spec_accept_length`` per DP rank when it reports one."""
@@ -116,47 +130,75 @@ def summarize_sglang(metas: Iterable[Mapping[str, Any]], *, server: Mapping[str,
 
     ``accept_length`` is SGLang's figure, sum(completion_tokens) / sum(spec_verify_ct). When every request
     also reports ``spec_accept_token_num`` (newer SGLang), ``counters`` map onto vLLM's (drafts = verify
-    steps, draft_tokens, accepted) and ``acceptance`` is :func:`summarize` of them; otherwise both are
-    None. Raises :class:`InputError` when a request has no ``spec_verify_ct`` (the server runs without
-    speculative decoding) or a field is not a count.
+    steps, draft_tokens, accepted) and ``acceptance`` is :func:`summarize` of them, with
+    ``sglang_accept_length`` set to ``accept_length`` beside vLLM's ``mean_acceptance_length``; otherwise
+    ``counters`` is None and ``acceptance`` carries ``sglang_accept_length`` alone (vLLM's figure None).
+    Raises :class:`InputError` when no answer has ``spec_verify_ct`` (the server runs without speculative
+    decoding) or a field is not a count.
     """
     server = dict(server or {})
     metas = list(metas)
     if not metas:
         raise InputError("no SGLang answers to summarize")
+    if not any("spec_verify_ct" in m for m in metas):
+        raise InputError("answer 0: meta_info has no spec_verify_ct: the server runs without speculative decoding")
     completion = verify = 0
     accepted: int | None = 0
     draft_tokens: int | None = 0
+    histogram: list[int] | None = []
     for i, meta in enumerate(metas):
         src = f"answer {i}"
         ct = _int(meta, "completion_tokens", src)
-        vc = _int(meta, "spec_verify_ct", src)
+        # SGLang 0.5.23 writes no speculative field at all for a request that finished without a verify step
+        # (tokenizer_manager.py:3149 `spec_verify_ct[i] > 0`); older versions wrote spec_verify_ct 0
+        vc = _int(meta, "spec_verify_ct", src) or 0
         if ct is None:
             raise InputError(f"{src}: meta_info has no completion_tokens")
-        if vc is None:
-            raise InputError(f"{src}: meta_info has no spec_verify_ct: the server runs without speculative decoding")
         completion += ct
         verify += vc
-        acc, dt = _int(meta, "spec_accept_token_num", src), _int(meta, "spec_draft_token_num", src)
+        # the accepted / proposed draft counts under both names SGLang has used (0.5.23: spec_num_correct_drafts,
+        # spec_num_proposed_drafts, tokenizer_manager.py:3170)
+        acc = _first(meta, ("spec_accept_token_num", "spec_num_correct_drafts"), src)
+        dt = _first(meta, ("spec_draft_token_num", "spec_num_proposed_drafts"), src)
         if vc == 0:  # SGLang leaves the detailed fields out of a request with no verify step
             acc, dt = acc or 0, dt or 0
         accepted = None if accepted is None or acc is None else accepted + acc
         draft_tokens = None if draft_tokens is None or dt is None else draft_tokens + dt
+        # 0.5.23's spec_correct_drafts_histogram[j] = verify steps that accepted j draft tokens
+        # (schedule_batch.py update_spec_correct_drafts_histogram)
+        h = meta.get("spec_correct_drafts_histogram")
+        if histogram is not None and vc:
+            if not isinstance(h, list) or not all(isinstance(x, int) and x >= 0 for x in h) or sum(h) != vc:
+                histogram = None
+            else:
+                n = max(len(histogram), len(h))
+                histogram = [(histogram[j] if j < len(histogram) else 0) + (h[j] if j < len(h) else 0)
+                             for j in range(n)]
     k = num_speculative_tokens(server)
     if draft_tokens is None and accepted is not None and k is not None:
         draft_tokens = verify * k
     counters = None
-    acceptance = None
+    accept_length = completion / verify if verify else None
+    # Both conventions side by side, as `verify` reports them: SGLang's own accept_length (completion tokens /
+    # verify steps, the prefill token included) and vLLM's mean acceptance length 1 + accepted / verify steps,
+    # which needs SGLang's accepted-token count (newer versions only; never inferred from completion tokens).
+    acceptance: dict[str, Any] = {"sglang_accept_length": accept_length, "mean_acceptance_length": None,
+                                  "num_speculative_tokens": k}
+    # vLLM's per-position count (verify steps whose position i was accepted) = steps that accepted more than i
+    per_pos = [sum(histogram[i + 1:]) for i in range(len(histogram) - 1)] if histogram else []
+    if per_pos and (accepted is None or sum(per_pos) != accepted):
+        per_pos = []
     if accepted is not None and draft_tokens is not None:
-        counters = {"drafts": verify, "draft_tokens": draft_tokens, "accepted": accepted, "accepted_per_pos": []}
-        acceptance = summarize(verify, draft_tokens, accepted, None, None)
-        acceptance["num_speculative_tokens"] = k  # per position is unknown: no zero padding up to k
+        counters = {"drafts": verify, "draft_tokens": draft_tokens, "accepted": accepted, "accepted_per_pos": per_pos}
+        acceptance = summarize(verify, draft_tokens, accepted, per_pos or None, k if per_pos else None)
+        acceptance["num_speculative_tokens"] = k  # without a histogram per position is unknown: no zero padding
+        acceptance["sglang_accept_length"] = accept_length  # SGLang's figure, not summarize()'s vLLM-counter one
     return {
         "engine": "sglang",
         "num_requests": len(metas),
         "completion_tokens": completion,
         "spec_verify_ct": verify,
-        "accept_length": completion / verify if verify else None,
+        "accept_length": accept_length,
         "num_speculative_tokens": k,
         "counters": counters,
         "acceptance": acceptance,
@@ -190,11 +232,13 @@ def measure_sglang_server(
         raise UsageError("max_tokens and concurrency must be at least 1")
     base = url.rstrip("/")
 
-    def call(method: str, path: str, **kw: Any) -> Any:
+    def call(method: str, path: str, *, missing_ok: bool = False, **kw: Any) -> Any:
         try:
             r = client.request(method, path, **kw)
         except httpx.TransportError as exc:
             raise EngineError(f"cannot reach {base}{path} ({type(exc).__name__}: {exc})") from None
+        if missing_ok and r.status_code == 404:
+            return None
         if r.status_code >= 400:
             msg = f"HTTP {r.status_code} from {method} {path}: {r.text.strip()[:300]}"
             raise (UsageError if r.status_code < 500 else EngineError)(msg)
@@ -203,7 +247,9 @@ def measure_sglang_server(
     sampling = {"temperature": 0.0, "max_new_tokens": int(max_tokens), **(sampling_extra or {})}
     t0 = time.perf_counter()
     with httpx.Client(base_url=base, timeout=timeout) as client:
-        server = parse_server_info(call("GET", "/get_server_info"))
+        # /server_info since SGLang 0.5.23 (http_server.py: /get_server_info is deprecated there), else the old one
+        info = call("GET", "/server_info", missing_ok=True)
+        server = parse_server_info(info if info is not None else call("GET", "/get_server_info"))
         if not server.get("speculative_algorithm"):
             raise UsageError(f"{base} runs without speculative decoding (speculative_algorithm is not set)")
         with ThreadPoolExecutor(max_workers=min(concurrency, len(prompts))) as pool:

@@ -51,6 +51,20 @@ def fix_command(result: InspectResult) -> str:
     return quote(argv + _engine_flags(result) + result.decisions.flags())
 
 
+def verify_steps(draft: str, result: InspectResult, why: str) -> list[dict[str, str]]:
+    """The live step: `kconvert verify` for vLLM; for SGLang (which kconvert does not start) the launch line and
+    `kconvert verify --server` against it."""
+    if result.engine.engine == "sglang":
+        from kconvert.engines.serve_lines import sglang_next_lines
+
+        target = result.target.name if result.target else TARGET_PLACEHOLDER
+        launch, measure = sglang_next_lines(draft, target, tp=result.decisions.tp or 1)
+        return [{"command": launch, "why": f"{why}: start SGLang with the draft (topk 1, k+1 draft tokens)"},
+                {"command": measure, "why": "measure that server's acceptance (SGLang's accept_length and vLLM's "
+                                            "mean acceptance length)"}]
+    return [{"command": verify_command(draft, result), "why": why}]
+
+
 def verify_command(draft: str, result: InspectResult) -> str:
     argv = ["kconvert", "verify", draft, "--target", result.target.name if result.target else TARGET_PLACEHOLDER]
     if result.engine.engine != "vllm":
@@ -81,8 +95,7 @@ def next_steps(result: InspectResult, *, command: str, written: str | None = Non
     steps: list[dict[str, str]] = []
     checked: list[str] = []
     if command == "fix" and written:
-        steps.append({"command": verify_command(written, result),
-                      "why": "measure the corrected draft live next to the target"})
+        steps += verify_steps(written, result, "measure the corrected draft live next to the target")
         return {"next_steps": steps, "not_checked": checked}
     failing = result.failing
     fixable = [f for f in failing if f.fixable]
@@ -94,6 +107,5 @@ def next_steps(result: InspectResult, *, command: str, written: str | None = Non
         steps.append({"command": fix_command(result), "why": why})
     if not failing and command == "inspect" and not live:
         checked = not_checked(result)
-        steps.append({"command": verify_command(result.checkpoint.ref, result),
-                      "why": "static checks passed; measure acceptance live"})
+        steps += verify_steps(result.checkpoint.ref, result, "static checks passed; measure acceptance live")
     return {"next_steps": steps, "not_checked": checked}

@@ -54,13 +54,23 @@ def settle_convention(ctx: Context) -> Settled:
     votes: dict[str, list[str]] = {}
     weak: dict[str, list[str]] = {}
     guessed = ""
-    if d.aux.convention and d.aux.convention_strength == "producer":
+    undetermined = ""
+    if (d.aux.convention and d.aux.convention_strength == "producer" and d.format.producer == "specforge"
+            and ids and ids[0] != 1 and ctx.target is not None and target_family(ctx.target) == "deepseek"):
+        # SpecForge passes its ids unchanged to SGLang's set_eagle3_layers_to_capture (0.2.0,
+        # specforge/offline_capture/sglang_backend/capture.py): on a DeepSeek/Kimi target, ids not starting at 1 were +1
+        # before sglang PR #25454 (output) and as given after it (input), so SpecForge's code settles nothing
+        # here; on Llama/Qwen targets SGLang adds +1 to every id (llama.py:941), so there it stays strong.
+        undetermined = ("; not counted: SpecForge's code, whose ids on a DeepSeek/Kimi target not starting at 1 "
+                        "mean output before sglang PR #25454 and input after it")
+    elif d.aux.convention and d.aux.convention_strength == "producer":
         votes.setdefault(d.aux.convention, []).append(f"{d.format.producer}: {d.aux.convention_evidence}")
     elif d.aux.convention and d.format.producer != "unknown" and d.aux.convention_strength == "weak" \
             and not d.aux.convention_evidence.startswith("ids at the top-level key"):
         # Named in the message, never weighed: the guess rests on an architecture name half the ecosystem writes.
         guessed = (f"; not counted: {d.format.producer}'s convention ({d.aux.convention}), the producer being "
                    "guessed from the architecture alone")
+    guessed += undetermined
     if "eagle_aux_hidden_state_layer_ids" in d.aux.locations:
         votes.setdefault("input", []).append("the ids sit at the top-level key that only vLLM reads")
     if ids:
@@ -68,9 +78,13 @@ def settle_convention(ctx: Context) -> Settled:
             votes.setdefault("input", []).append(
                 f"id {max(ids)} is the {ctx.target.num_hidden_layers}-layer target's final boundary (there is no "
                 f"layer {max(ids)} whose output it could name)")
-        if ids[0] == 1:
+        # The first-id convention exists only where SGLang's capture applies it: DeepSeek/Kimi targets
+        # (deepseek_v2.py:3470, PR #25454); on Llama/Qwen/GPT-OSS targets SGLang 0.5.23 still shifts by its own
+        # rule (tests/data/sglang_oracle.json), so there the first id says nothing.
+        first_id_counts = ctx.target is None or target_family(ctx.target) == "deepseek"
+        if first_id_counts and ids[0] == 1:
             weak.setdefault("output", []).append("the first id is 1 (SGLang's first-id rule, PR #25454)")
-        elif ids[0] == 2:
+        elif first_id_counts and ids[0] == 2:
             weak.setdefault("input", []).append("the first id is 2 (SGLang's first-id rule, PR #25454)")
     strong = set(votes)
     if len(strong) == 1:
@@ -259,13 +273,19 @@ def aux_ids_count(ctx: Context) -> Iterator[Finding]:
       fix_availability=FixAvailability.NEEDS_DECISION,
       summary="The engine feeds other streams than the draft was trained on, because the aux ids are read in "
               "another convention; or the files cannot settle which convention they follow.",
-      why="vLLM reads id k as the stream entering layer k; SGLang added +1 (output of layer k) and, since PR "
-          "#25454, adds it only when the first id is 1 (on GPT-OSS targets it kept +1 until PR #32334, which reads "
-          "boundaries). kconvert weighs the producer's code, the top-level key, a final-boundary id and the first "
-          "id (see `settle_convention`). Severity follows the measured damage of a one-layer shift: " + COST_EARLY
-          + " (error); " + COST_LATE + " (warning); larger shifts are errors. When the evidence disagrees "
-          "(AQ-MedAI/Kimi-K25-eagle3: SpecForge's code says output, the first id 2 says input, and it measured "
-          "51.78% acceptance on vLLM, vLLM PR #35966) the finding is a warning naming both readings.",
+      why="vLLM reads id k as the stream entering layer k; SGLang adds +1 (output of layer k) in the target's "
+          "set_eagle3_layers_to_capture: on every explicit id for Llama, Qwen, GLM-4-MoE and MiniMax targets "
+          "(llama.py:941 in 0.5.23); on DeepSeek/Kimi targets since PR #25454 only when the first id is 1 "
+          "(deepseek_v2.py:3470); on GPT-OSS since PR #32334 unless the largest id is the layer count "
+          "(gpt_oss.py:1349; all recorded from SGLang 0.5.23's own code, tests/data/sglang_oracle.json). SpecForge "
+          "hands its ids to that capture unchanged (specforge/offline_capture/sglang_backend/capture.py, 0.2.0), "
+          "so on a Llama/Qwen target its ids are output-of-layer (strong), and on a DeepSeek/Kimi target ids not "
+          "starting at 1 depend on whether the training SGLang had #25454 (not counted). kconvert weighs the "
+          "producer's code, the top-level key, a final-boundary id and, on DeepSeek/Kimi targets, the first id "
+          "(see `settle_convention`). Severity follows the measured damage of a one-layer shift: " + COST_EARLY
+          + " (error); " + COST_LATE + " (warning); larger shifts are errors. When the evidence disagrees or is "
+          "weak only (AQ-MedAI/Kimi-K25-eagle3: SpecForge ids [2, 30, 58] on Kimi, the first id 2 says input, and "
+          "it measured 51.78% acceptance on vLLM, vLLM PR #35966) the finding is a warning naming both readings.",
       fix="fix rewrites the ids so that the chosen engine feeds the streams the draft was trained on, when the "
           "convention is settled; otherwise it stops and asks for --aux-convention (after `kconvert verify "
           "--diagnose` has measured both readings), never guessing.")

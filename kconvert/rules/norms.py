@@ -125,7 +125,8 @@ def fc_norm(ctx: Context) -> Iterator[Finding]:
           "draft step; vLLM 0.32/0.33 read it at top level (llama_eagle3.py, deepseek_eagle3.py) and the "
           "speculators adapter propagates it (vLLM PR #46488, in 0.32's algos.py). SpecForge's flag of the same "
           "name meant neither EAGLE 3 nor 3.1 when false until SpecForge PR #879 (2026-09) aligned it. SGLang "
-          "reads a norm_output field (cited by SpecForge PR #879) in releases kconvert has not pinned.",
+          "0.5.23 reads it at top level like vLLM (llama_eagle3.py:207: the post-norm state feeds the next step); "
+          "older SGLang rows are not pinned.",
       fix="Not decided by the files: check how the producer meant it and set it for the engine yourself.")
 def norm_output(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft

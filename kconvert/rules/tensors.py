@@ -67,12 +67,18 @@ def _engine_aux_count(ctx: Context) -> int:
           "SGLang's Llama draft held `midlayer` and silently skipped other names until PR #24663, which renamed "
           "it `layers.0` and kept loading `midlayer.*`; its DeepSeek/MLA draft renames `layers.0.` to "
           "`midlayer.` itself (deepseek_eagle3.py load_weights), so `layers.0.*` MLA drafts load there "
-          "(lightseekorg/kimi-k2.5-eagle3-mla is served in SGLang's CI).",
+          "(lightseekorg/kimi-k2.5-eagle3-mla is served in SGLang's CI). SGLang 0.5.23's Llama draft also loads "
+          "`model.`-prefixed names (llama_eagle3.py:372) while its MLA draft skips every one of them "
+          "(kimi_k25_eagle3.py:449), as recorded from its own code (tests/data/sglang_oracle.json).",
       fix="fix renames every tensor into the engine's layout (headers only, bytes untouched; always safe).")
 def key_layout(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     want = ctx.engine.layout
-    bad_prefix = bool(d.key_layout.prefix)
+    # SGLang 0.5.23's Llama draft loads model.-prefixed names too (EngineRules.model_prefix_ok, recorded), but not
+    # model.lm_head.weight (recorded as dropped)
+    prefix_ok = (d.key_layout.prefix == "model." and not d.key_layout.lm_head_prefixed
+                 and d.layer_family in ctx.engine.model_prefix_ok)
+    bad_prefix = bool(d.key_layout.prefix) and not prefix_ok
     accepted = ctx.engine.layer_names.get(d.layer_family, (want.layer,))
     bad_layer = not d.key_layout.layer.startswith(accepted)
     if not (bad_prefix or bad_layer):

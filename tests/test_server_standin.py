@@ -1,0 +1,206 @@
+"""`kconvert verify --server` as a user runs it, in a child process, against a loopback stand-in that replays
+recorded server answers (tests/data, each recording's source in tests/data/README.md):
+
+- vLLM: the two real `/metrics` scrapes of `vllm_metrics_{before,after}.txt` around the 8 `_smoke` prompts;
+  the expected counters are the scrapes' own deltas as prometheus_client's parser reads them, and the figures
+  vLLM's definitions written out (tests/oracles.py), not kconvert's summary.
+- SGLang: `sglang_server_info_eagle3.json` for `/get_server_info` and the three `/generate` answers of
+  `sglang_generate_eagle3.json` (constructed) or of `sglang_generate_0_5_23.json` (speculative keys written by
+  SGLang 0.5.23's own code); the expected figures are derived in the test from the answers' own `meta_info`
+  (SGLang's accept_length = sum(completion_tokens) / sum(spec_verify_ct), tokenizer_manager.py).
+
+The child is `sys.executable -m kconvert`, so in the core tier (scripts/test.sh, a venv with `pip install .` and
+no vLLM or torch) this proves that `verify --server` runs on what kconvert declares: issue #19 found it exiting 70
+("ModuleNotFoundError: httpx") there while the main venv passed because vLLM brought httpx in.
+Cost: ~1-2 s per child process.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tests.oracles import by_hand, prom_delta
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data"
+
+
+def _load(name: str):
+    return json.loads((DATA / name).read_text())
+
+
+class StandIn:
+    """A loopback HTTP server answering GET/POST paths from recorded bodies. ``metrics`` is a list of texts
+    served in turn (the last repeats); ``generate`` a list of `/generate` answers served in turn, then again
+    from the first."""
+
+    def __init__(self, *, get: dict[str, object], metrics: list[str] | None = None,
+                 generate: list[dict] | None = None, completion: dict | None = None):
+        state = {"metrics": list(metrics or []), "generate": list(generate or []), "posts": []}
+        self.state = state
+        lock = threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def _reply(self, code, body, ctype="application/json"):
+                data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                if self.path == "/metrics" and state["metrics"]:
+                    with lock:
+                        text = state["metrics"].pop(0) if len(state["metrics"]) > 1 else state["metrics"][0]
+                    self._reply(200, text, "text/plain; version=0.0.4")
+                elif self.path in get:
+                    self._reply(200, get[self.path])
+                else:
+                    self._reply(404, {"detail": "Not Found"})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with lock:
+                    state["posts"].append((self.path, body))
+                    n = sum(1 for p, _ in state["posts"] if p == "/generate") - 1
+                    answer = state["generate"][n % len(state["generate"])] if state["generate"] else None
+                if self.path == "/generate" and answer is not None:
+                    self._reply(200, answer)
+                elif self.path == "/v1/completions" and completion is not None:
+                    self._reply(200, completion)
+                else:
+                    self._reply(404, {"detail": "Not Found"})
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def run_kconvert(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    core = os.environ.get("KCONVERT_CORE_TIER") == "1"
+    # the main tier runs the source tree's kconvert; the core tier the installed copy (pip install .)
+    if core:
+        env.pop("PYTHONPATH", None)
+    else:
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return subprocess.run([sys.executable, "-m", "kconvert", *args], capture_output=True, text=True, env=env,
+                          timeout=120, cwd="/" if core else str(ROOT))
+
+
+@pytest.fixture
+def vllm_standin():
+    before, after = (DATA / "vllm_metrics_before.txt").read_text(), (DATA / "vllm_metrics_after.txt").read_text()
+    counters = prom_delta(before, after, model="tiny-target")
+    finished = counters.pop("requests_finished")
+    # what the recorded run was (tests/data/README.md): vLLM 0.32.0 serving "tiny-target", 8 _smoke prompts, 32 tokens
+    expected = {"engine_version": "0.32.0", "model": "tiny-target", "max_tokens": 32, "num_prompts": 8,
+                "counters": counters, "requests_finished": finished,
+                "hand": by_hand(counters["drafts"], counters["draft_tokens"], counters["accepted"],
+                                counters["accepted_per_pos"])}
+    s = StandIn(get={"/version": {"version": expected["engine_version"]},
+                     "/v1/models": {"object": "list", "data": [{"id": expected["model"], "object": "model"}]}},
+                metrics=[before, after],
+                # completion bodies were not recorded; verify --server takes its figures from /metrics only
+                completion={"choices": [{"index": 0, "text": "", "finish_reason": "length"}],
+                            "usage": {"prompt_tokens": 0, "completion_tokens": expected["max_tokens"]}})
+    yield s, expected
+    s.close()
+
+
+def _sglang_0_5_23_server_info() -> dict:
+    # the fields SGLang 0.5.23's own launcher resolved from the launch line kconvert prints
+    # (tests/data/sglang_oracle.json launch_lines; build_server_info) and its version; no scheduler ran
+    rec = _load("sglang_oracle.json")["launch_lines"][0]
+    return {**rec["server_info"], "version": "0.5.23", "internal_states": []}
+
+
+@pytest.fixture(params=["older", "0.5.23"])
+def sglang_standin(request):
+    if request.param == "older":  # constructed bodies, /get_server_info only
+        answers = _load("sglang_generate_eagle3.json")
+        s = StandIn(get={"/get_server_info": _load("sglang_server_info_eagle3.json")}, generate=answers)
+    else:  # speculative keys written by SGLang 0.5.23's code (tests/sglang_oracle/record.py), /server_info
+        answers = _load("sglang_generate_0_5_23.json")
+        s = StandIn(get={"/server_info": _sglang_0_5_23_server_info()}, generate=answers)
+    yield s, answers, request.param
+    s.close()
+
+
+def test_core_tier_has_no_engine_installed():
+    """The core tier is only worth its time if vLLM and torch are really absent from it."""
+    if os.environ.get("KCONVERT_CORE_TIER") != "1":
+        pytest.skip("main tier: vLLM and torch are installed on purpose")
+    assert importlib.util.find_spec("vllm") is None and importlib.util.find_spec("torch") is None
+    # the children run the installed copy (pip install .), not the source tree the tests import
+    r = subprocess.run([sys.executable, "-c", "import kconvert; print(kconvert.__file__)"], capture_output=True,
+                       text=True, cwd="/", env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert "site-packages" in r.stdout, r.stdout + r.stderr
+
+
+def test_verify_server_on_a_vllm_standin_reports_the_recorded_counters(vllm_standin):
+    s, expected = vllm_standin
+    r = run_kconvert("verify", "--server", s.url, "--engine", "vllm", "--prompts", "_smoke",
+                     "--max-tokens", str(expected["max_tokens"]), "-k", "3", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["counters"] == expected["counters"]
+    hand, acc = expected["hand"], doc["acceptance"]
+    assert acc["acceptance_rate"] == pytest.approx(hand["acceptance_rate"])
+    assert acc["mean_acceptance_length"] == pytest.approx(hand["mean_acceptance_length"])
+    assert acc["per_position"] == pytest.approx(hand["per_position"])
+    assert doc["engine_version"] == "0.32.0" and doc["num_prompts"] == expected["num_prompts"] == 8
+    assert [p for p, _ in s.state["posts"]] == ["/v1/completions"] * 8
+    assert doc["requests_finished"] == expected["requests_finished"] == 8 and doc["warnings"] == []  # the recorded scrapes count 8 finished requests
+
+
+def test_verify_server_on_an_sglang_standin_reports_accept_length_beside_vllms_convention(sglang_standin):
+    s, answers, which = sglang_standin
+    metas = [a["meta_info"] for a in answers]
+    completion = sum(m["completion_tokens"] for m in metas)
+    verify_steps = sum(m.get("spec_verify_ct", 0) for m in metas)  # 0.5.23 writes none without a verify step
+    accepted = sum(m.get("spec_accept_token_num", m.get("spec_num_correct_drafts", 0)) for m in metas)
+    r = run_kconvert("verify", "--server", s.url, "--engine", "sglang", "--prompts", "_smoke", "--max-prompts", "3",
+                     "-k", "3", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["engine"] == "sglang" and doc["api"] == "/generate"
+    assert doc["engine_version"] == {"older": "0.5.6", "0.5.23": "0.5.23"}[which]
+    if which == "0.5.23":  # its histogram gives vLLM's per-position counts, which sum to the accepted tokens
+        assert sum(doc["counters"]["accepted_per_pos"]) == accepted and doc["server"]["speculative_num_steps"] == 3
+    assert doc["accept_length"] == pytest.approx(completion / verify_steps)
+    assert doc["acceptance"]["sglang_accept_length"] == pytest.approx(completion / verify_steps)
+    assert doc["acceptance"]["mean_acceptance_length"] == pytest.approx(1 + accepted / verify_steps)
+    assert all(body["sampling_params"]["temperature"] == 0.0 for _, body in s.state["posts"])
+    r = run_kconvert("verify", "--server", s.url, "--engine", "sglang", "--prompts", "_smoke", "--max-prompts", "3",
+                     "--output-format", "concise")
+    assert r.returncode == 0, r.stderr
+    assert "sglang_accept_length" in r.stdout and "mean_acceptance_length" in r.stdout
+
+
+def test_verify_server_on_nothing_listening_is_an_engine_error():
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    r = run_kconvert("verify", "--server", f"http://127.0.0.1:{port}", "--engine", "sglang", "--prompts", "_smoke",
+                     "--max-prompts", "1")
+    assert r.returncode == 3, r.stderr
+    assert "cannot reach" in r.stderr
