@@ -1,0 +1,286 @@
+"""Collect every command kconvert prints for a user and run it as printed.
+
+A printed command is a `next:` line (inspect, fix, verify --dry-run, score), a command in a hint, a `--help`
+example, or a command quoted in a rule text. Each runs in-process through `kconvert.cli.main` (a subprocess
+start costs ~0.6 s each), shlex-split, in the folder the printing command ran in, with nothing substituted:
+fix lines run in full (they write beside the draft, in a temporary work folder), verify lines with `--dry-run`
+appended, score lines up to the point where they need a trace. Lines starting `python -m sglang.launch_server`
+are validated, not run: the paths they name exist (after the fix line before them ran), and -k/--tp agree with
+the verify line that follows.
+
+`baseline=True` measures the behaviour before `verify --dry-run` existed: a verify line runs as printed and counts
+as working when it reaches the engine start (the live run is stopped there), the way a user's run would reach it.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import shlex
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from kconvert.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+ZOO = Path(__file__).resolve().parent / "zoo"
+
+NEXT = re.compile(r"^next: (?P<cmd>.+?)(?:  # (?P<why>.*))?$")
+QUOTED = re.compile(r"`((?:kconvert|python -m sglang\.launch_server) [^`]+)`")
+
+
+@dataclass
+class Printed:
+    command: str  # as printed
+    why: str  # its comment
+    origin: str  # which run printed it
+    cwd: Path
+
+
+@dataclass
+class Outcome:
+    printed: Printed
+    ok: bool
+    detail: str = ""
+
+
+@dataclass
+class Run:
+    rc: int
+    out: str
+    err: str
+
+
+class EngineWouldStart(BaseException):  # not an Exception: main() must not report it as a kconvert bug
+    """Raised in place of the live run: the command got as far as starting the engine."""
+
+
+def run(argv: list[str], cwd: Path, *, baseline: bool = False) -> Run:
+    import os
+
+    from kconvert.cli import _output
+
+    old = Path.cwd()
+    out, err = io.StringIO(), io.StringIO()
+    os.chdir(cwd)
+    patch = contextlib.nullcontext()
+    if baseline:
+        import unittest.mock
+
+        def stop(*_a, **_k):
+            raise EngineWouldStart
+
+        patch = unittest.mock.patch("kconvert.verify.run._run_live", stop)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), patch:
+            _output.console.file = out
+            _output.err_console.file = err
+            try:
+                rc = main(argv)
+            except EngineWouldStart:
+                rc = -1
+    finally:
+        _output.console.file = None  # back to the current sys.stdout / sys.stderr
+        _output.err_console.file = None
+        os.chdir(old)
+    return Run(rc, out.getvalue(), err.getvalue())
+
+
+def next_lines(text: str, origin: str, cwd: Path) -> list[Printed]:
+    found = []
+    for line in text.splitlines():
+        m = NEXT.match(line.strip())
+        if m:
+            found.append(Printed(m["cmd"].strip(), (m["why"] or "").strip(), origin, cwd))
+    return found
+
+
+def hint_lines(text: str, origin: str, cwd: Path) -> list[Printed]:
+    found = []
+    for line in text.splitlines():
+        if "hint:" in line or "error:" in line:
+            found += [Printed(c, "from a hint", origin, cwd) for c in QUOTED.findall(line)]
+    return found
+
+
+def expected_ids(why: str) -> list[str]:
+    m = re.match(r"repairs ([K0-9, ]+)", why)
+    return [i.strip() for i in m[1].split(",") if i.strip()] if m else []
+
+
+@dataclass
+class Collector:
+    """Runs printing commands, gathers what they print, runs each printed line once (and what it prints in turn)."""
+
+    baseline: bool = False
+    seen: set[tuple[str, str]] = field(default_factory=set)
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def emit(self, argv: list[str], origin: str, cwd: Path) -> Run:
+        """Run one printing command (concise output, so every next line is one line) and follow what it prints."""
+        r = run(argv + ["--output-format", "concise"], cwd, baseline=self.baseline)
+        for p in next_lines(r.out, origin, cwd) + hint_lines(r.err, origin, cwd):
+            self.follow(p)
+        return r
+
+    def follow(self, p: Printed) -> None:
+        key = (str(p.cwd), p.command)
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        self.outcomes.append(self.check(p))
+
+    def check(self, p: Printed) -> Outcome:
+        argv = shlex.split(p.command)
+        if argv[:3] == ["python", "-m", "sglang.launch_server"]:
+            return check_sglang_line(p, argv)
+        if not argv or argv[0] != "kconvert":
+            return Outcome(p, False, f"not a kconvert command: {argv[:1]}")
+        cmd, args = argv[1], argv[2:]
+        if cmd == "fix":
+            return self.check_fix(p, args)
+        if cmd == "verify":
+            return self.check_verify(p, args)
+        if cmd in ("inspect", "score", "rules", "trace", "acceptance"):
+            r = run(args_for(cmd, args), p.cwd, baseline=self.baseline)
+            ok = r.rc in ((0, 1) if cmd == "score" else (0,))
+            return Outcome(p, ok, f"exit {r.rc}: {last_error(r)}")
+        return Outcome(p, False, f"unknown command {cmd}")
+
+    def check_fix(self, p: Printed, args: list[str]) -> Outcome:
+        r = run(["fix", *args, "--output-format", "concise"], p.cwd, baseline=self.baseline)
+        if r.rc != 0:
+            return Outcome(p, False, f"exit {r.rc}: {last_error(r)}")
+        out = option(args, "-o", "--output")
+        want_gone = expected_ids(p.why)
+        if out and "--dry-run" not in args:
+            again = inspect_flags(args)
+            r2 = run(["inspect", out, *again, "--json"], p.cwd)
+            if r2.rc not in (0, 1):
+                return Outcome(p, False, f"re-inspect of {out}: exit {r2.rc}")
+            doc = json.loads(r2.out)
+            left = sorted({f["id"] for f in doc["findings"] if f["id"] in want_gone and f["severity"] != "info"})
+            if left:
+                return Outcome(p, False, f"{', '.join(left)} still reported on the output")
+            for q in next_lines(r.out, f"fix → {out}", p.cwd):
+                self.follow(q)
+            # Another engine row prints the same destination: a user runs one row, so each starts afresh.
+            shutil.rmtree(p.cwd / out, ignore_errors=True)
+            self.seen = {k for k in self.seen if not k[1].startswith(("kconvert verify " + out + " ",
+                                                                       "kconvert inspect " + out + " "))}
+        return Outcome(p, True)
+
+    def check_verify(self, p: Printed, args: list[str]) -> Outcome:
+        if self.baseline:
+            r = run(["verify", *args, "--output-format", "concise"], p.cwd, baseline=True)
+            ok = r.rc in (-1, 0)  # reached the engine start, or passed without needing it
+            return Outcome(p, ok, f"exit {r.rc}: {last_error(r)}")
+        if "--server" in args:
+            args = args  # a server line: the dry run says what it would measure
+        r = run(["verify", *args, "--dry-run", "--output-format", "concise"], p.cwd)
+        for q in next_lines(r.out, f"verify --dry-run {' '.join(args[:1])}", p.cwd):
+            self.follow(q)
+        return Outcome(p, r.rc == 0, f"exit {r.rc}: {last_error(r)}")
+
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if not o.ok]
+
+    def summary(self) -> str:
+        bad = self.failed()
+        lines = [f"{len(self.outcomes)} printed commands run, {len(bad)} failed"]
+        lines += [f"  FAIL [{o.printed.origin}] {o.printed.command}  # {o.printed.why}\n       {o.detail}" for o in bad]
+        return "\n".join(lines)
+
+
+def args_for(cmd: str, args: list[str]) -> list[str]:
+    return [cmd, *args]
+
+
+def option(args: list[str], *names: str) -> str | None:
+    for i, a in enumerate(args):
+        if a in names and i + 1 < len(args):
+            return args[i + 1]
+        for n in names:
+            if n.startswith("--") and a.startswith(n + "="):
+                return a.split("=", 1)[1]
+    return None
+
+
+def inspect_flags(fix_args: list[str]) -> list[str]:
+    """The flags of a fix line that inspect of its output repeats: target, engine and its version."""
+    out = []
+    for name in ("--target", "-t", "--engine", "--engine-version"):
+        v = option(fix_args, name)
+        if v is not None:
+            out += [name, v]
+    return out
+
+
+def last_error(r: Run) -> str:
+    lines = [ln for ln in r.err.splitlines() if ln.strip()]
+    return (lines[-2:] and " | ".join(lines[-2:])) or ""
+
+
+def check_sglang_line(p: Printed, argv: list[str]) -> Outcome:
+    """An SGLang launch line: the paths it names exist (relative to where it was printed), and its speculative
+    flags are coherent (a positive step count, a draft path)."""
+    draft = option(argv, "--speculative-draft-model-path")
+    model = option(argv, "--model-path", "--model")
+    problems = []
+    for what, path in (("draft", draft), ("target", model)):
+        if path is None:
+            problems.append(f"no {what} path")
+        elif (path.startswith((".", "/")) or "/" not in path) and not (p.cwd / path).exists():
+            problems.append(f"{what} {path} does not exist")
+    steps = option(argv, "--speculative-num-steps")
+    if steps is not None and int(steps) < 1:
+        problems.append(f"--speculative-num-steps {steps}")
+    return Outcome(p, not problems, "; ".join(problems))
+
+
+# ------------------------------------------------------------------------------------------------- the drafts
+
+def workspace(root: Path) -> list[tuple[str, str | None]]:
+    """Build every zoo draft (as tests/test_zoo.py does) and copy examples/tiny into `root`; returns the
+    (draft, target) pairs as relative paths from `root`, the way a user would type them there."""
+    import importlib
+
+    pairs: list[tuple[str, str | None]] = []
+    for case in sorted(p.name for p in ZOO.iterdir() if (p / "expect.json").is_file()):
+        mod = importlib.import_module(f"tests.zoo.{case}.build")
+        mod.build(root / "zoo" / case)
+        pairs.append((f"zoo/{case}", mod.TARGET))
+    shutil.copytree(ROOT / "examples" / "tiny", root / "examples" / "tiny",
+                    ignore=shutil.ignore_patterns("*.md", "*-vllm", "*-sglang"))
+    for group in ("drafts", "broken"):
+        for d in sorted((root / "examples" / "tiny" / group).iterdir()):
+            if (d / "config.json").is_file():
+                pairs.append((f"examples/tiny/{group}/{d.name}", "examples/tiny/target"))
+    return pairs
+
+
+def collect(root: Path, rows, *, baseline: bool = False, pairs=None) -> Collector:
+    c = Collector(baseline=baseline)
+    pairs = pairs if pairs is not None else workspace(root)
+    for draft, target in pairs:
+        for row in rows:
+            flags = ["--engine", row.engine, "--engine-version", row.version]
+            tflags = ["--target", target] if target else []
+            origin = f"{draft} [{row.key}]"
+            c.emit(["inspect", draft, *tflags, *flags], f"inspect {origin}", root)
+            if not baseline:
+                c.emit(["verify", draft, *tflags, *flags, "--dry-run"], f"verify --dry-run {origin}", root)
+    return c
+
+
+def iter_help_examples() -> Iterator[tuple[str, str]]:
+    from kconvert.cli import _register, app
+
+    _register()
+    for info in app.registered_commands:
+        for line in (info.epilog or "").splitlines():
+            if line.strip().startswith("kconvert "):
+                yield info.name or "", line.strip()
