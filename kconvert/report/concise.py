@@ -117,6 +117,29 @@ def live_lines(doc: dict[str, Any]) -> list[str]:
     return out
 
 
+def dry_run_lines(doc: dict[str, Any]) -> list[str]:
+    """`verify --dry-run`: what the live run would start, one fact per line."""
+    if not doc.get("dry_run"):
+        return []
+    plan = doc["dry_run"]
+    out = [f"dry run: {'would start' if plan.get('would_start') else 'would not start'} {plan['engine']} "
+           f"({plan['platform']} platform) with target {plan['target']}, {plan['num_prompts']} prompts of "
+           f"'{plan['prompt_set']}', k={plan['num_speculative_tokens']}; nothing started"]
+    if plan["engine"] == "vllm":
+        out.append("engine args: " + json.dumps(plan["engine_args"], sort_keys=True, default=str))
+        if plan.get("env"):
+            out.append("engine env: " + " ".join(f"{k}={v}" for k, v in sorted(plan["env"].items())))
+        out += [f"auto setting: {s}" for s in plan.get("auto_settings") or []]
+        out.append(f"serve line (vllm): {plan['serve_line']}")
+    else:
+        out.append(f"serve line (sglang): {plan['sglang_launch_line']}")
+    if plan.get("diagnose"):
+        out.append(f"diagnose: {plan['diagnose']}")
+    if plan.get("note"):
+        out.append(f"note: {plan['note']}")
+    return out
+
+
 def fix_lines(doc: dict[str, Any]) -> list[str]:
     fx = doc.get("fix")
     if not fx:
@@ -149,5 +172,5 @@ def next_lines(doc: dict[str, Any]) -> list[str]:
 
 def render_concise(doc: dict[str, Any]) -> str:
     lines = [finding_line(doc, f) for f in doc.get("findings") or []]
-    lines += fix_lines(doc) + live_lines(doc) + [summary_line(doc)] + next_lines(doc)
+    lines += fix_lines(doc) + live_lines(doc) + dry_run_lines(doc) + [summary_line(doc)] + next_lines(doc)
     return "\n".join(lines) + "\n"

@@ -15,7 +15,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from kconvert.report.concise import evidence_text, finding_path, one_line
+from kconvert.report.concise import dry_run_lines, evidence_text, finding_path, one_line
 from kconvert.report.figures import number, percent, series
 
 SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -167,6 +167,12 @@ def acceptance_table(title: str, counters: dict[str, Any], acceptance: dict[str,
 def render_verify(console: Console, doc: dict[str, Any]) -> None:
     """A verify report: the static view, then the live figures, the gate, the diagnosis, the serve lines."""
     render_report(console, doc, next_steps=False)
+    if doc.get("dry_run"):
+        for line in dry_run_lines(doc):
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
+        console.print(f"verdict: {'[bold green]PASS' if doc['verdict'] == 'pass' else '[bold red]FAIL'}[/] (static)")
+        render_next(console, doc)
+        return
     if doc.get("static_blocked"):
         what = "errors" if doc.get("fail_on", "error") == "error" else "errors or warnings (--fail-on warning)"
         console.print(f"[red]static checks found {what}: no engine was started (fix them with `kconvert fix`, or "
@@ -233,3 +239,4 @@ def render_acceptance(console: Console, err_console: Console, doc: dict[str, Any
                                    doc["counters"], doc["acceptance"], extra))
     for w in doc["warnings"]:
         err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
+
