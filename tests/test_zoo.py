@@ -108,6 +108,13 @@ def test_fix_dry_run_gives_the_recorded_outcome(built, case, row):
         assert res.noop, [o for o in res.ops]
     else:
         assert sorted({f.id for f in res.plan.applied_findings}) == want["findings"]
+    # A setting that needs a decision nobody gave is left exactly as it is, named with the flag that decides it,
+    # and the repairs that need no decision are still applied (never refused wholesale, never guessed).
+    left = res.plan.left_as_is
+    assert sorted({f.id for f in left}) == want.get("left_as_is", [])
+    for f in left:
+        assert want["flag"] in f.needs_decision
+    assert res.exit_code == (1 if res.plan.unfixable else 0)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if "decided" in expect(c)])

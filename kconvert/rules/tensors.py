@@ -141,7 +141,8 @@ def unexpected_tensors(ctx: Context) -> Iterator[Finding]:
           "(vLLM: num_aux_hidden_states, else len(eagle_config ids), else 3); a different width fails at load, "
           "and a width that matches another target's hidden size means the draft belongs to another target.",
       fix="fix sets target_hidden_size when the fc width and the target agree on it (safe); a draft trained for "
-          "another target cannot be fixed.")
+          "another target cannot be fixed. An fc width that disagrees with the number of aux states the engine "
+          "feeds is an error whose repair is the ids themselves: fix refuses until --aux-ids names them.")
 def fc_width(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     fc = d.shape("fc.weight")
