@@ -69,7 +69,8 @@ class FixResult:
         from kconvert.report.document import build_report
 
         return build_report(self.inspect, command="fix", extra={"fix": fix_summary(self)}, exit_code=self.exit_code,
-                            written=str(self.written) if self.written else None)
+                            written=str(self.written) if self.written else None, left_as_is=self.plan.left_as_is,
+                            noop=self.noop and not self.dry_run)
 
 
 def remaining_fixable(after: InspectResult, only: set[str] | None = None) -> list[Finding]:

@@ -42,20 +42,44 @@ def _engine_flags(result: InspectResult) -> list[str]:
     return flags
 
 
-def fix_command(result: InspectResult) -> str:
+def fix_command(result: InspectResult, extra: list[str] | None = None) -> str:
     ck = result.checkpoint
     source = ck.ref
     argv = ["kconvert", "fix", source, "-o", fix_output_dir(source, result.engine.engine, hub=ck.kind == "hub")]
     if result.target is not None:
         argv += ["--target", result.target.name]
-    return quote(argv + _engine_flags(result) + result.decisions.flags())
+    flags = result.decisions.flags()
+    for f in extra or []:
+        if f not in flags:
+            flags.append(f)
+    return quote(argv + _engine_flags(result) + _split(flags))
 
 
-def verify_command(draft: str, result: InspectResult) -> str:
+def _split(flags: list[str]) -> list[str]:
+    out: list[str] = []
+    for f in flags:
+        out += f.split(" ", 1) if f.startswith("--") and " " in f else [f]
+    return out
+
+
+def _target_flags(result: InspectResult) -> list[str]:
+    """--trust-remote-code where the target's repository ships code the engine needs (Kimi-K2.5's tokenizer)."""
+    return ["--trust-remote-code"] if result.target is not None and result.target.remote_code else []
+
+
+def verify_command(draft: str, result: InspectResult, *, decisions: bool = True, diagnose: bool = False) -> str:
     argv = ["kconvert", "verify", draft, "--target", result.target.name if result.target else TARGET_PLACEHOLDER]
-    if result.engine.engine != "vllm":
-        argv += ["--engine", result.engine.engine]
-    return quote(argv + result.decisions.flags())
+    argv += _engine_flags(result) + _target_flags(result)
+    if diagnose:
+        argv.append("--diagnose")
+    return quote(argv + (result.decisions.flags() if decisions else []))
+
+
+TRACE_PLACEHOLDER = "<trace>"  # a folder `kconvert trace` recorded once where the target runs
+
+
+def score_command(draft: str) -> str:
+    return quote(["kconvert", "score", draft, "--trace", TRACE_PLACEHOLDER, "--diagnose"])
 
 
 def not_checked(result: InspectResult) -> list[str]:
@@ -70,29 +94,101 @@ def not_checked(result: InspectResult) -> list[str]:
     if "d2t" in d.tensors:
         out.append("an lm_head pruned to the draft vocabulary with the wrong index (lm_head[d2t] instead of "
                    "lm_head[d2t + arange]): right shape, wrong rows")
-    out.append("weights that load but were not trained for this target (e.g. randomly initialised embed_tokens, "
-               "TorchSpec #38)")
+    if "embed_tokens.weight" in d.tensors and embeddings_checked(result):
+        out.append("weights that load but were not trained for this target (K701 sampled the draft's own "
+                   "embed_tokens and found them trained; the other weights are not read)")
+    else:
+        out.append("weights that load but were not trained for this target (e.g. randomly initialised embed_tokens, "
+                   "TorchSpec #38)")
     return out
 
 
+def embeddings_checked(result: InspectResult) -> bool:
+    """K701 read the draft's own embed_tokens rows (it reports nothing when they look trained)."""
+    from kconvert.rules import REGISTRY
+
+    k701 = REGISTRY.get("K701")
+    if k701 is None or (k701.needs_target and result.target is None):
+        return False
+    name = result.draft.raw_names.get("embed_tokens.weight", "embed_tokens.weight")
+    return name not in getattr(result, "unreadable", {}) and not any(
+        f.id == "K005" and name in " ".join(str(e.where) for e in f.evidence) for f in result.findings)
+
+
+def _plan_parts(result: InspectResult):
+    """The findings a fix line would repair, leave as is, recommend a reading for, or never repair."""
+    from kconvert.rules.measured import recommendation
+
+    failing = result.failing
+    repairs = [f for f in failing if f.ops]
+    blocking = [f for f in result.findings if f.severity == "error" and f.needs_decision and not f.ops]
+    unfixable = [f for f in failing if not f.ops and not f.needs_decision]
+    decide = [f for f in result.findings if f.severity != "error" and f.needs_decision and not f.ops]
+    recommended = [(f, r) for f in decide if (r := recommendation(f, result)) is not None]
+    return repairs, blocking, unfixable, decide, recommended
+
+
 def next_steps(result: InspectResult, *, command: str, written: str | None = None,
-               live: bool = False) -> dict[str, Any]:
-    """`{"next_steps": [{"command", "why"}], "not_checked": [...]}` for a report of `command`."""
+               live: bool = False, left_as_is: list | None = None, noop: bool = False) -> dict[str, Any]:
+    """`{"next_steps": [{"command", "why"}], "not_checked": [...]}` for a report of `command`. Every command is
+    one a user can run as printed; each comment says what it does (and `exits 1` where it will)."""
     steps: list[dict[str, str]] = []
     checked: list[str] = []
-    if command == "fix" and written:
-        steps.append({"command": verify_command(written, result),
-                      "why": "measure the corrected draft live next to the target"})
+    if command == "fix":
+        unfixable = _plan_parts(result)[2]
+        if unfixable:
+            # The output still fails on this engine row (fix exited 1): verifying it would stop at the same errors.
+            for f in unfixable:
+                steps.append({"command": quote(["kconvert", "rules", f.id]),
+                              "why": f"{f.id} remains: no file edit repairs it on {result.engine.key}"})
+            return {"next_steps": steps, "not_checked": checked}
+        if written:
+            # The output records the decisions in kconvert.json: inspect of it repeats no flag, so neither does this.
+            why = "measure the corrected draft live next to the target"
+            if left_as_is:
+                why += ("; it still carries what fix left as is (" + ", ".join(sorted({f.id for f in left_as_is}))
+                        + "): --diagnose measures the readings")
+            steps.append({"command": verify_command(written, result, decisions=False, diagnose=bool(left_as_is)),
+                          "why": why})
+        elif noop and not result.failing:
+            steps.append({"command": verify_command(result.checkpoint.ref, result, decisions=False),
+                          "why": "nothing to change: the input already serves as it is; measure it live"})
         return {"next_steps": steps, "not_checked": checked}
-    failing = result.failing
-    fixable = [f for f in failing if f.fixable]
-    if fixable and command in ("inspect", "verify"):
-        why = f"repairs {', '.join(sorted({f.id for f in fixable}))}"
-        blocking = [f for f in fixable if f.needs_decision and not f.ops]
-        if blocking:
-            why += "; first add " + "; ".join(f"{f.id}: {f.needs_decision}" for f in blocking)
-        steps.append({"command": fix_command(result), "why": why})
-    if not failing and command == "inspect" and not live:
+    if command not in ("inspect", "verify"):
+        return {"next_steps": steps, "not_checked": checked}
+    repairs, blocking, unfixable, decide, recommended = _plan_parts(result)
+    if blocking:
+        # The repair of these errors is the decision itself: a fix line without it would refuse as printed.
+        for f in blocking:
+            steps.append({"command": quote(["kconvert", "rules", f.id]),
+                          "why": f"{f.id} is an error whose repair needs a decision: fix waits for "
+                                 f"{f.needs_decision}"})
+    elif repairs or recommended:
+        flags = [r.flag for _, r in recommended]
+        why_parts = []
+        if repairs:
+            why_parts.append(f"repairs {', '.join(sorted({f.id for f in repairs}))}")
+        for f, r in recommended:
+            why_parts.append(f"{f.id}: {r.flag} is what {r.source} served ({r.figure}); "
+                             + ("the other reading was measured too" if r.other_measured
+                                else "no public run measured the other"))
+        rest = [f for f in decide if f not in [x for x, _ in recommended]]
+        if rest:
+            why_parts.append("leaves as is: " + "; ".join(f"{f.id} (decide with {f.needs_decision})" for f in rest))
+        if unfixable:
+            flags.append("--partial")
+            why_parts.append(f"{', '.join(sorted({f.id for f in unfixable}))} stays: no file edit repairs it, so "
+                             "fix exits 1")
+        steps.append({"command": fix_command(result, flags), "why": "; ".join(why_parts)})
+    if recommended:
+        names = ", ".join(sorted({f.id for f, _ in recommended}))
+        if result.engine.engine == "vllm":
+            steps.append({"command": verify_command(result.checkpoint.ref, result, diagnose=True),
+                          "why": f"confirm {names} live: --diagnose runs both readings in the engine"})
+        steps.append({"command": score_command(result.checkpoint.ref),
+                      "why": f"or offline: score both readings of {names} against a trace of the target "
+                             f"({TRACE_PLACEHOLDER}: recorded once with `kconvert trace`)"})
+    if not result.failing and command == "inspect" and not live and not recommended:
         checked = not_checked(result)
         steps.append({"command": verify_command(result.checkpoint.ref, result),
                       "why": "static checks passed; measure acceptance live"})
