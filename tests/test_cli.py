@@ -15,7 +15,7 @@ import pytest
 
 import kconvert
 from kconvert.cli import main
-from kconvert.errors import EXIT_INTERNAL, NothingToFixError, SelfCheckError, UsageError
+from kconvert.errors import EXIT_INTERNAL, SelfCheckError, UsageError
 from kconvert.schemas import validate
 from tests.factories import make_draft, make_target
 
@@ -213,11 +213,15 @@ def test_fix_only_an_unknown_id_is_refused_with_the_list(ws, capsys):
 
 
 def test_fix_only_an_id_without_a_finding_says_so(ws, capsys):
-    rc, out, err = run(capsys, "fix", "bad", "-o", "out", "--target", "target", "--only", "K502")
-    assert rc == 1 and "no such finding in this checkpoint" in err and "K404" in err
+    """`--only` a known id with no finding here is the same case as a fix with nothing to do (README's rule):
+    exit 0, nothing written, fix says so and names the next command, which verifies the input."""
+    rc, out, err = run(capsys, "fix", "bad", "-o", "out", "--target", "target", "--only", "K502",
+                       "--output-format", "full")
+    assert rc == 0, err
+    assert "--only K502: no K502 finding in this checkpoint" in out and "nothing written" in out
     assert not Path("out").exists()
-    with pytest.raises(NothingToFixError):
-        kconvert.fix("bad", "out", target="target", only={"K502"})
+    res = kconvert.fix("bad", "out", target="target", only={"K502"})
+    assert res.noop and res.written is None and res.exit_code == 0 and not Path("out").exists()
     # one of two named ids has a finding: fix applies it and names the other
     rc, out, err = run(capsys, "fix", "bad", "-o", "out", "--target", "target", "--only", "K404,K502",
                        "--output-format", "full")

@@ -147,8 +147,14 @@ def fix_lines(doc: dict[str, Any]) -> list[str]:
     out = [f"plan: {one_line(s)}" for s in fx.get("steps") or []]
     for rid in fx.get("only_without_finding") or []:
         out.append(f"only: {rid} has no finding in this checkpoint")
+    for f in fx.get("left_as_is") or []:
+        rec = f.get("recommended")
+        out.append(f"left as is: {f['id']} {one_line((f.get('message') or '').split(': ')[0])}; decide with {one_line(f['decide_with'])}"
+                   + (f"; measured: {rec['flag']} ({rec['figure']}, {rec['source']})" if rec else ""))
     if fx.get("output"):
         out.append(f"wrote: {fx['output']} (provenance in kconvert.json)")
+    elif fx.get("noop") and not fx.get("dry_run"):
+        out.append("nothing to change: nothing written (the input serves as it is)")
     elif fx.get("dry_run"):
         out.append(f"dry run: {len(fx.get('ops') or [])} op(s) planned, nothing written")
     return out
@@ -157,7 +163,10 @@ def fix_lines(doc: dict[str, Any]) -> list[str]:
 def summary_line(doc: dict[str, Any]) -> str:
     s = doc.get("summary") or {}
     fail_on = " (--fail-on warning)" if doc.get("fail_on") == "warning" else ""
-    fixable = f" ({s.get('fixable')} fixable)" if s.get("fixable") else ""
+    parts = ([f"{s['fixable']} fixable"] if s.get("fixable") else []) + \
+        ([f"{s['needs_decision']} {'needs' if s['needs_decision'] == 1 else 'need'} a decision"]
+         if s.get("needs_decision") else [])
+    fixable = f" ({', '.join(parts)})" if parts else ""
     counts = f"{_n(s.get('errors', 0), 'error')}, {_n(s.get('warnings', 0), 'warning')}, {s.get('info', 0)} info"
     if doc.get("command") == "fix":  # the findings are the input's; the verdict is the fix's
         return f"{display_path(doc, None)}: input has {counts}{fixable}; fix verdict: {str(doc.get('verdict')).upper()}"

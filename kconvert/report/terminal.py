@@ -115,7 +115,9 @@ def header(doc: dict[str, Any]) -> Panel:
         Text("evidence: " + "; ".join(fmt.get("evidence", [])), style="dim"),
         Text.assemble((_plural(s["errors"], "error"), SEV_STYLE["error"] if s["errors"] else ""), ", ",
                       (_plural(s["warnings"], "warning"), "yellow" if s["warnings"] else ""), ", ",
-                      f"{s['info']} info · {s.get('fixable', 0)} fixable by `kconvert fix`"),
+                      f"{s['info']} info · {s.get('fixable', 0)} fixable by `kconvert fix`"
+                      + (f", {s['needs_decision']} {'needs' if s['needs_decision'] == 1 else 'need'} a decision"
+                         if s.get("needs_decision") else "")),
         Text.assemble("verdict: ", (str(doc["verdict"]).upper(), verdict_style),
                       (" (--fail-on warning)" if doc.get("fail_on") == "warning" else "", "dim")),
     ]
