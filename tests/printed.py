@@ -299,6 +299,8 @@ def iter_help_examples() -> Iterator[tuple[str, str]]:
 
     _register()
     for info in app.registered_commands:
-        for line in (info.epilog or "").splitlines():
+        # a shell line continued with a backslash is one command
+        text = re.sub(r"\\\n\s*", " ", info.epilog or "")
+        for line in text.splitlines():
             if line.strip().startswith("kconvert "):
                 yield info.name or "", line.strip()

@@ -386,6 +386,9 @@ def aux_ids_location(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     if ctx.decisions.aux_ids is not None and d.aux.ids is not None:
         phys = list(ctx.decisions.aux_ids)
+        ops = write_ops(ctx, phys, "--aux-ids")
+        if ops and all(d.aux.locations.get(".".join(o.path)) == o.value for o in ops):
+            return  # the flag repeats what the files already say (e.g. passed back to a fixed output)
         yield aux_ids_location.finding(
             f"aux ids replaced by --aux-ids: {d.aux.ids} -> streams {phys}", severity="info",
             evidence=[Evidence(d.aux.source, d.aux.ids, phys)], ops=write_ops(ctx, phys, "--aux-ids"))
