@@ -104,15 +104,16 @@ def not_checked(result: InspectResult) -> list[str]:
 
 
 def embeddings_checked(result: InspectResult) -> bool:
-    """K701 read the draft's own embed_tokens rows (it reports nothing when they look trained)."""
-    from kconvert.rules import REGISTRY
-
-    k701 = REGISTRY.get("K701")
-    if k701 is None or (k701.needs_target and result.target is None):
+    """K701 sampled the draft's own embed_tokens rows and found them trained (it reports nothing then): the
+    tensor is shaped like the target's embedding, in a float dtype, and its rows were readable (K005 silent)."""
+    d, t = result.draft, result.target
+    info = d.tensors.get("embed_tokens.weight")
+    if info is None or t is None or tuple(info.shape) != (t.vocab_size, d.effective_hidden):
         return False
-    name = result.draft.raw_names.get("embed_tokens.weight", "embed_tokens.weight")
-    return name not in getattr(result, "unreadable", {}) and not any(
-        f.id == "K005" and name in " ".join(str(e.where) for e in f.evidence) for f in result.findings)
+    if info.dtype not in ("BF16", "F16", "F32") or any(f.id == "K701" for f in result.findings):
+        return False
+    return not any(f.id == "K005" and info.name in " ".join(str(e.where) for e in f.evidence)
+                   for f in result.findings)
 
 
 def _plan_parts(result: InspectResult):

@@ -67,11 +67,13 @@ class Settled:
 
 def settle_convention(ctx: Context) -> Settled:
     d = ctx.draft
-    if ctx.decisions.aux_convention:
-        return Settled(ctx.decisions.aux_convention, "decided by --aux-convention")
     ids = d.aux.ids
     if d.aux.convention_strength == "record" and d.aux.convention:
+        # kconvert.json names the streams of these very ids (fix wrote them): a --aux-convention passed back was
+        # the decision about the input's ids, already applied, not a second one about the written ids.
         return Settled(d.aux.convention, d.aux.convention_evidence)
+    if ctx.decisions.aux_convention:
+        return Settled(ctx.decisions.aux_convention, "decided by --aux-convention")
     votes: dict[str, list[str]] = {}
     weak: dict[str, list[str]] = {}
     guessed = ""
