@@ -28,6 +28,9 @@ from kconvert.cli import main
 ROOT = Path(__file__).resolve().parent.parent
 ZOO = Path(__file__).resolve().parent / "zoo"
 
+# Placeholders a printed line marks as such, and what the test puts there.
+SERVER_PLACEHOLDERS = ("<url>", "<server>", "URL", "<server-url>")
+SERVER_EXAMPLE = "http://localhost:30000"
 TRACE = "<trace>"  # the placeholder a score line marks: a trace the user records once with `kconvert trace`
 NEXT = re.compile(r"^next: (?P<cmd>.+?)(?:  # (?P<why>.*))?$")
 QUOTED = re.compile(r"`((?:kconvert|python -m sglang\.launch_server) [^`]+)`")
@@ -39,6 +42,7 @@ class Printed:
     why: str  # its comment
     origin: str  # which run printed it
     cwd: Path
+    following: "Printed | None" = None  # the line printed after it (a launch line's verify --server)
 
 
 @dataclass
@@ -123,9 +127,13 @@ class Collector:
     def emit(self, argv: list[str], origin: str, cwd: Path) -> Run:
         """Run one printing command (concise output, so every next line is one line) and follow what it prints."""
         r = run(argv + ["--output-format", "concise"], cwd, baseline=self.baseline)
-        for p in next_lines(r.out, origin, cwd) + hint_lines(r.err, origin, cwd):
-            self.follow(p)
+        self.follow_all(next_lines(r.out, origin, cwd) + hint_lines(r.err, origin, cwd))
         return r
+
+    def follow_all(self, lines: list[Printed]) -> None:
+        for i, p in enumerate(lines):
+            p.following = lines[i + 1] if i + 1 < len(lines) else None
+            self.follow(p)
 
     def follow(self, p: Printed) -> None:
         key = (str(p.cwd), p.command)
@@ -164,8 +172,7 @@ class Collector:
             if not (p.cwd / out).is_dir():
                 # nothing to change: exit 0, nothing written, and fix says so
                 ok = "nothing to change" in r.out and not want_gone
-                for q in next_lines(r.out, f"fix (nothing to change) {out}", p.cwd):
-                    self.follow(q)
+                self.follow_all(next_lines(r.out, f"fix (nothing to change) {out}", p.cwd))
                 return Outcome(p, ok, "" if ok else f"nothing written to {out}, yet the comment says: {p.why}")
             again = inspect_flags(args)
             r2 = run(["inspect", out, *again, "--json"], p.cwd)
@@ -175,8 +182,7 @@ class Collector:
             left = sorted({f["id"] for f in doc["findings"] if f["id"] in want_gone and f["severity"] != "info"})
             if left:
                 return Outcome(p, False, f"{', '.join(left)} still reported on the output")
-            for q in next_lines(r.out, f"fix → {out}", p.cwd):
-                self.follow(q)
+            self.follow_all(next_lines(r.out, f"fix → {out}", p.cwd))
             # Another engine row prints the same destination: a user runs one row, so each starts afresh.
             shutil.rmtree(p.cwd / out, ignore_errors=True)
             self.seen = {k for k in self.seen if not k[1].startswith((f"kconvert verify {out} ",
@@ -188,11 +194,9 @@ class Collector:
             r = run(["verify", *args, "--output-format", "concise"], p.cwd, baseline=True)
             ok = r.rc in (-1, 0)  # reached the engine start, or passed without needing it
             return Outcome(p, ok, f"exit {r.rc}: {last_error(r)}")
-        if "--server" in args:
-            args = args  # a server line: the dry run says what it would measure
+        args = [SERVER_EXAMPLE if a in SERVER_PLACEHOLDERS else a for a in args]
         r = run(["verify", *args, "--dry-run", "--output-format", "concise"], p.cwd)
-        for q in next_lines(r.out, f"verify --dry-run {' '.join(args[:1])}", p.cwd):
-            self.follow(q)
+        self.follow_all(next_lines(r.out, f"verify --dry-run {' '.join(args[:1])}", p.cwd))
         return Outcome(p, r.rc == 0, f"exit {r.rc}: {last_error(r)}")
 
     def check_score_without_trace(self, p: Printed, args: list[str]) -> Outcome:
@@ -243,20 +247,37 @@ def last_error(r: Run) -> str:
 
 
 def check_sglang_line(p: Printed, argv: list[str]) -> Outcome:
-    """An SGLang launch line: the paths it names exist (relative to where it was printed), and its speculative
-    flags are coherent (a positive step count, a draft path)."""
-    draft = option(argv, "--speculative-draft-model-path")
-    model = option(argv, "--model-path", "--model")
+    """An SGLang launch line, validated, not run: the paths it names exist where it was printed (after the fix
+    line before it ran) or are Hub ids; its speculative flags agree with each other (a chain of k steps, topk 1,
+    k + 1 draft tokens) and with the -k and --tp of the verify line printed after it."""
     problems = []
-    for what, path in (("draft", draft), ("target", model)):
+    for what, name in (("draft", "--speculative-draft-model-path"), ("target", "--model-path")):
+        path = option(argv, name) or (option(argv, "--model") if what == "target" else None)
         if path is None:
-            problems.append(f"no {what} path")
-        elif (path.startswith((".", "/")) or "/" not in path) and not (p.cwd / path).exists():
+            problems.append(f"no {what} path ({name})")
+        elif not (p.cwd / path).exists() and not _hub_id(path, p.cwd):
             problems.append(f"{what} {path} does not exist")
-    steps = option(argv, "--speculative-num-steps")
-    if steps is not None and int(steps) < 1:
+    steps, topk, tokens = (option(argv, f"--speculative-{n}") for n in ("num-steps", "eagle-topk", "num-draft-tokens"))
+    if steps is None or int(steps) < 1:
         problems.append(f"--speculative-num-steps {steps}")
+    elif topk == "1" and tokens is not None and int(tokens) != int(steps) + 1:
+        problems.append(f"topk 1 drafts a chain: --speculative-num-draft-tokens {tokens} != steps {steps} + 1")
+    nxt = p.following
+    if nxt is not None and nxt.command.startswith("kconvert verify "):
+        vargs = shlex.split(nxt.command)
+        k = option(vargs, "-k", "--num-speculative-tokens")
+        if k is not None and steps is not None and int(k) != int(steps):
+            problems.append(f"verify -k {k} but the launch line drafts {steps} steps")
+        tp = option(vargs, "--tp", "--tensor-parallel-size")
+        if tp is not None and option(argv, "--tp", "--tp-size") not in (None, tp):
+            problems.append(f"verify --tp {tp} but the launch line --tp {option(argv, '--tp', '--tp-size')}")
     return Outcome(p, not problems, "; ".join(problems))
+
+
+def _hub_id(path: str, cwd: Path) -> bool:
+    """org/name that is no local path: its first part is not a folder where the line was printed."""
+    parts = path.split("/")
+    return len(parts) == 2 and all(parts) and not (cwd / parts[0]).exists() and not path.startswith(".")
 
 
 # ------------------------------------------------------------------------------------------------- the drafts

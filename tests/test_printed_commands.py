@@ -200,3 +200,22 @@ def test_verify_dry_run_starts_nothing_imports_no_engine_and_exits_by_the_static
     assert doc["dry_run"]["would_start"] is True and doc["live"] is None
     assert doc["dry_run"]["engine_args"]["speculative_config"]["method"] == "eagle3"
     assert "would measure the sglang server at http://localhost:30000" in p.stdout
+
+
+def test_sglang_launch_lines_are_validated_against_the_files_and_the_verify_line_after_them(tmp_path):
+    """A launch line is not run (no SGLang here): the draft it names must exist after the fix line ran, and its
+    chain (steps, topk 1, steps + 1 draft tokens) must match the -k of the verify --server line printed next."""
+    (tmp_path / "zoo" / "d-sglang").mkdir(parents=True)
+    verify = printed.Printed("kconvert verify --server http://localhost:30000 --engine sglang -k 3", "", "t", tmp_path)
+
+    def check(line: str) -> printed.Outcome:
+        p = printed.Printed(line, "", "t", tmp_path, following=verify)
+        return printed.check_sglang_line(p, shlex.split(line))
+
+    base = ("python -m sglang.launch_server --model-path moonshotai/Kimi-K2.5 --tp 8 --speculative-algorithm EAGLE3 "
+            "--speculative-draft-model-path {d} --speculative-num-steps {k} --speculative-eagle-topk 1 "
+            "--speculative-num-draft-tokens {n}")
+    assert check(base.format(d="zoo/d-sglang", k=3, n=4)).ok
+    assert "does not exist" in check(base.format(d="zoo/missing-sglang", k=3, n=4)).detail
+    assert "verify -k 3" in check(base.format(d="zoo/d-sglang", k=4, n=5)).detail
+    assert "drafts a chain" in check(base.format(d="zoo/d-sglang", k=3, n=3)).detail
