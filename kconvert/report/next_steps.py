@@ -95,8 +95,10 @@ def not_checked(result: InspectResult) -> list[str]:
         out.append("an lm_head pruned to the draft vocabulary with the wrong index (lm_head[d2t] instead of "
                    "lm_head[d2t + arange]): right shape, wrong rows")
     if "embed_tokens.weight" in d.tensors and embeddings_checked(result):
-        out.append("weights that load but were not trained for this target (K701 sampled the draft's own "
-                   "embed_tokens and found them trained; the other weights are not read)")
+        from kconvert.rules.tensors import embeddings
+
+        out.append(f"weights that load but were not trained for this target ({embeddings.id} sampled the draft's "
+                   "own embed_tokens and found them trained; the other weights are not read)")
     else:
         out.append("weights that load but were not trained for this target (e.g. randomly initialised embed_tokens, "
                    "TorchSpec #38)")
@@ -106,13 +108,16 @@ def not_checked(result: InspectResult) -> list[str]:
 def embeddings_checked(result: InspectResult) -> bool:
     """K701 sampled the draft's own embed_tokens rows and found them trained (it reports nothing then): the
     tensor is shaped like the target's embedding, in a float dtype, and its rows were readable (K005 silent)."""
+    from kconvert.rules.integrity import values_unreadable
+    from kconvert.rules.tensors import embeddings
+
     d, t = result.draft, result.target
     info = d.tensors.get("embed_tokens.weight")
     if info is None or t is None or tuple(info.shape) != (t.vocab_size, d.effective_hidden):
         return False
-    if info.dtype not in ("BF16", "F16", "F32") or any(f.id == "K701" for f in result.findings):
+    if info.dtype not in ("BF16", "F16", "F32") or any(f.id == embeddings.id for f in result.findings):
         return False
-    return not any(f.id == "K005" and info.name in " ".join(str(e.where) for e in f.evidence)
+    return not any(f.id == values_unreadable.id and info.name in " ".join(str(e.where) for e in f.evidence)
                    for f in result.findings)
 
 

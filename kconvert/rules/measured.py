@@ -75,7 +75,10 @@ def measured_reading(ctx: Context, question: str) -> MeasuredReading | None:
     return None
 
 
-QUESTION_OF_RULE = {"K404": "aux-convention"}
+def _question_of(rule_id: str) -> str | None:
+    from kconvert.rules.aux_layers import aux_ids_convention
+
+    return {aux_ids_convention.id: "aux-convention"}.get(rule_id)
 
 
 def recommendation(finding: Finding, res: Any) -> MeasuredReading | None:
@@ -83,7 +86,7 @@ def recommendation(finding: Finding, res: Any) -> MeasuredReading | None:
     inspect result (draft, target, engine, decisions)."""
     from kconvert.rules.base import Context
 
-    question = QUESTION_OF_RULE.get(finding.id)
+    question = _question_of(finding.id)
     if question is None or not finding.needs_decision:
         return None
     return measured_reading(Context(res.draft, res.target, res.engine, res.decisions), question)
