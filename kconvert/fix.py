@@ -37,7 +37,14 @@ class FixResult:
 
     @property
     def noop(self) -> bool:
-        return not self.plan.ops
+        """Nothing to change: no op, and no input file the copy would leave out (a pickle file is never copied)."""
+        return not self.plan.ops and not self.leaves_out
+
+    @property
+    def leaves_out(self) -> list[str]:
+        from kconvert.source.names import is_pickle, is_torch_weights
+
+        return sorted(r for r in self.inspect.checkpoint.files if is_pickle(r) and not is_torch_weights(r))
 
     def remaining_fixable(self) -> list[Finding]:
         if self.after is None:
