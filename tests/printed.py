@@ -301,7 +301,8 @@ def workspace(root: Path) -> list[tuple[str, str | None]]:
     return pairs
 
 
-def collect(root: Path, rows, *, baseline: bool = False, pairs=None) -> Collector:
+def collect(root: Path, rows, *, baseline: bool = False, pairs=None, dry_runs: bool = True) -> Collector:
+    """Every printed line of inspect (and, with `dry_runs`, of verify --dry-run) over `pairs` x `rows`, run."""
     c = Collector(baseline=baseline)
     pairs = pairs if pairs is not None else workspace(root)
     for draft, target in pairs:
@@ -310,7 +311,7 @@ def collect(root: Path, rows, *, baseline: bool = False, pairs=None) -> Collecto
             tflags = ["--target", target] if target else []
             origin = f"{draft} [{row.key}]"
             c.emit(["inspect", draft, *tflags, *flags], f"inspect {origin}", root)
-            if not baseline:
+            if dry_runs and not baseline:
                 c.emit(["verify", draft, *tflags, *flags, "--dry-run"], f"verify --dry-run {origin}", root)
     return c
 
