@@ -219,3 +219,29 @@ def test_sglang_launch_lines_are_validated_against_the_files_and_the_verify_line
     assert "does not exist" in check(base.format(d="zoo/missing-sglang", k=3, n=4)).detail
     assert "verify -k 3" in check(base.format(d="zoo/d-sglang", k=4, n=5)).detail
     assert "drafts a chain" in check(base.format(d="zoo/d-sglang", k=3, n=3)).detail
+
+
+def test_score_diagnose_prints_a_fix_line_that_runs_as_printed(tmp_path):
+    """`score --diagnose` with a tiny trace (a few seconds): the line it prints to apply the best reading runs as
+    printed, repairs what it says, and its own next line (verify of the output) passes as a dry run. The trace
+    names its target `tests/tiny-target` (the factory's record), so that folder is where the user's target is."""
+    pytest.importorskip("torch")
+    from tests.factories import make_draft, make_target
+    from tests.score_factories import consistent_trace
+    from tests.test_score import _ids, _reading
+
+    make_target(tmp_path / "tests" / "tiny-target")
+    good = make_draft(tmp_path / "good", "torchspec", family="mla", config=lambda c: _ids(c, [2, 5, 7]))
+    trace = consistent_trace(tmp_path / "trace", good, _reading(good)[1], work=tmp_path)
+    make_draft(tmp_path / "b", "torchspec", family="mla", config=lambda c: (
+        c.pop("eagle_aux_hidden_state_layer_ids"), c["eagle_config"].update(eagle_aux_hidden_state_layer_ids=[1, 4, 6])))
+    r = printed.run(["score", "b", "--trace", trace.name, "--diagnose", "--report", "score.json",
+                     "--output-format", "concise"], tmp_path)
+    assert r.rc == 1, r.err  # the draft as written fails (K404 error); the diagnosis names the repair
+    (line,) = [ln.split("apply it with: ", 1)[1] for ln in r.out.splitlines() if "apply it with: " in ln]
+    assert line.startswith("kconvert fix b -o b-fixed ") and "--aux-ids 2,5,7" in line
+    c = printed.Collector()
+    c.follow(printed.Printed(line, "repairs K404", "score --diagnose", tmp_path))
+    assert not c.failed(), c.summary()
+    # the fix ran in full (K404 gone on re-inspect of b-fixed), then its verify line as a dry run
+    assert sorted(o.printed.command.split()[1] for o in c.outcomes) == ["fix", "verify"]
