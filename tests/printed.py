@@ -123,12 +123,23 @@ class Collector:
     baseline: bool = False
     seen: set[tuple[str, str]] = field(default_factory=set)
     outcomes: list[Outcome] = field(default_factory=list)
+    written: list[tuple[Path, str]] = field(default_factory=list)  # (cwd, folder) fix lines wrote
 
     def emit(self, argv: list[str], origin: str, cwd: Path) -> Run:
         """Run one printing command (concise output, so every next line is one line) and follow what it prints."""
         r = run(argv + ["--output-format", "concise"], cwd, baseline=self.baseline)
         self.follow_all(next_lines(r.out, origin, cwd) + hint_lines(r.err, origin, cwd))
+        self.clear_written()
         return r
+
+    def clear_written(self) -> None:
+        """Another engine row prints the same destinations: a user runs one row, so each starts afresh (and the
+        lines about a destination run again for it)."""
+        for cwd, out in self.written:
+            shutil.rmtree(cwd / out, ignore_errors=True)
+            self.seen = {k for k in self.seen
+                         if not k[1].startswith(tuple(f"kconvert {c} {out} " for c in ("verify", "inspect", "score")))}
+        self.written.clear()
 
     def follow_all(self, lines: list[Printed]) -> None:
         for i, p in enumerate(lines):
@@ -182,11 +193,8 @@ class Collector:
             left = sorted({f["id"] for f in doc["findings"] if f["id"] in want_gone and f["severity"] != "info"})
             if left:
                 return Outcome(p, False, f"{', '.join(left)} still reported on the output")
+            self.written.append((p.cwd, out))
             self.follow_all(next_lines(r.out, f"fix → {out}", p.cwd))
-            # Another engine row prints the same destination: a user runs one row, so each starts afresh.
-            shutil.rmtree(p.cwd / out, ignore_errors=True)
-            self.seen = {k for k in self.seen if not k[1].startswith((f"kconvert verify {out} ",
-                                                                       f"kconvert inspect {out} "))}
         return Outcome(p, True)
 
     def check_verify(self, p: Printed, args: list[str]) -> Outcome:

@@ -85,7 +85,16 @@ def test_a_kimi_draft_with_ambiguous_ids_gets_its_certain_repairs_and_keeps_its_
     # under a strict gate the warning left as is fails the fix
     strict = kconvert.fix(str(src), None, target="kimi-k2.5", dry_run=True, fail_on="warning")
     assert strict.exit_code == 1
-
+    if "prefixed" not in case:
+        return  # the lines below write two more Kimi-sized copies; one case exercises them (renames included)
+    # and every line inspect prints for it runs as printed (the fix line with the measured reading first)
+    c = printed.Collector()
+    c.emit(["inspect", "in", "--target", "kimi-k2.5"], f"inspect {case}", tmp_path)
+    assert not c.failed() and c.outcomes, c.summary()
+    fixes = [o.printed for o in c.outcomes if o.printed.command.startswith("kconvert fix in ")]
+    assert fixes and "--aux-convention input" in fixes[0].command and "K502" in fixes[0].why, c.summary()
+    assert any(o.printed.command.startswith("kconvert verify in-vllm ") and "--diagnose" in o.printed.command
+               for o in c.outcomes), c.summary()
 
 def test_fix_prints_what_it_left_as_is_and_the_flag_that_decides(tmp_path):
     src = _kimi_specforge(tmp_path / "in", absolute_d2t=True)

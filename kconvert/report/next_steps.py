@@ -186,13 +186,19 @@ def next_steps(result: InspectResult, *, command: str, written: str | None = Non
             why_parts.append(f"{', '.join(sorted({f.id for f in unfixable}))} stays: no file edit repairs it, so "
                              "fix exits 1")
         steps.append({"command": fix_command(result, flags), "why": "; ".join(why_parts)})
-    if recommended:
+    if recommended and not blocking:
         names = ", ".join(sorted({f.id for f, _ in recommended}))
+        # A draft that fails statically is measured after the fix line above (the copy it writes); one that
+        # passes can be measured as it is, both readings side by side.
+        ck = result.checkpoint
+        subject = fix_output_dir(ck.ref, result.engine.engine, hub=ck.kind == "hub") if result.failing else ck.ref
+        after = " after the fix" if result.failing else ""
         if result.engine.engine == "vllm":
-            steps.append({"command": verify_command(result.checkpoint.ref, result, diagnose=True),
-                          "why": f"confirm {names} live: --diagnose runs both readings in the engine"})
-        steps.append({"command": score_command(result.checkpoint.ref),
-                      "why": f"or offline: score both readings of {names} against a trace of the target "
+            steps.append({"command": verify_command(subject, result, diagnose=True, decisions=not result.failing),
+                          "why": f"confirm {names} live{after}: --diagnose measures the other reading in the "
+                                 "engine when acceptance is low"})
+        steps.append({"command": score_command(subject),
+                      "why": f"or offline{after}: score the readings of {names} against a trace of the target "
                              f"({TRACE_PLACEHOLDER}: recorded once with `kconvert trace`)"})
     if not result.failing and command == "inspect" and not live and not recommended:
         checked = not_checked(result)
