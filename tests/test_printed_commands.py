@@ -111,6 +111,18 @@ def _hub_cache(root: Path, repo_id: str, folder: Path) -> Path:
     return root
 
 
+def _offline_hub(monkeypatch, root: Path) -> None:
+    """huggingface_hub reads its cache folder and offline flag into `constants` at import (an earlier test may
+    have imported it): set both the environment and those constants."""
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_HOME", str(root))
+    monkeypatch.setenv("HF_HUB_CACHE", str(root / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(root / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+
+
 def test_aqmedai_kimi_k25_goes_from_inspect_to_a_vllm_draft_by_following_printed_lines(tmp_path, monkeypatch):
     """The seed's AQ-MedAI/Kimi-K25-eagle3 (its replica, served from an offline Hub cache under its Hub id):
     `kconvert inspect` recommends the reading vLLM PR #35966 measured, and the printed lines alone lead to a
@@ -118,9 +130,7 @@ def test_aqmedai_kimi_k25_goes_from_inspect_to_a_vllm_draft_by_following_printed
     from tests.zoo.aqmedai_kimi_k25_eagle3.build import build
 
     replica = build(tmp_path / "replica")
-    monkeypatch.setenv("HF_HOME", str(_hub_cache(tmp_path / "hf", "AQ-MedAI/Kimi-K25-eagle3", replica)))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    _offline_hub(monkeypatch, _hub_cache(tmp_path / "hf", "AQ-MedAI/Kimi-K25-eagle3", replica))
     work = tmp_path / "work"
     work.mkdir()
 
@@ -164,8 +174,7 @@ def test_fix_help_first_example_works_on_the_aqmedai_replica(tmp_path, monkeypat
     from tests.zoo.aqmedai_kimi_k25_eagle3.build import build
 
     replica = build(tmp_path / "replica")
-    monkeypatch.setenv("HF_HOME", str(_hub_cache(tmp_path / "hf", "AQ-MedAI/Kimi-K25-eagle3", replica)))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    _offline_hub(monkeypatch, _hub_cache(tmp_path / "hf", "AQ-MedAI/Kimi-K25-eagle3", replica))
     first = next(line for command, line in printed.iter_help_examples() if command == "fix")
     assert first.startswith("kconvert fix AQ-MedAI/Kimi-K25-eagle3 ")
     r = printed.run(shlex.split(first)[1:], tmp_path)
