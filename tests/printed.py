@@ -318,9 +318,13 @@ def collect(root: Path, rows, *, baseline: bool = False, pairs=None, dry_runs: b
             flags = ["--engine", row.engine, "--engine-version", row.version]
             tflags = ["--target", target] if target else []
             origin = f"{draft} [{row.key}]"
-            c.emit(["inspect", draft, *tflags, *flags], f"inspect {origin}", root)
+            r = c.emit(["inspect", draft, *tflags, *flags], f"inspect {origin}", root)
             if dry_runs and not baseline:
-                c.emit(["verify", draft, *tflags, *flags, "--dry-run"], f"verify --dry-run {origin}", root)
+                v = c.emit(["verify", draft, *tflags, *flags, "--dry-run"], f"verify --dry-run {origin}", root)
+                if v.rc != r.rc or "dry run: " not in v.out:
+                    # the preflight exits by the static verdict: inspect's, never 3
+                    c.outcomes.append(Outcome(Printed(f"kconvert verify {draft} --dry-run", "static verdict",
+                                                      origin, root), False, f"inspect {r.rc}, dry run {v.rc}"))
     return c
 
 
