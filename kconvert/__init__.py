@@ -67,15 +67,21 @@ def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | 
         only: set[str] | None = None,
         dry_run: bool = False, partial: bool = False, force: bool = False, to_format: str | None = None,
         progress: Callable[[int, int, str], None] | None = None, durable: bool = True,
-        from_pickle: bool = False, decided_by: dict[str, Any] | None = None, selection: Any = None) -> FixResult:
+        from_pickle: bool = False, decided_by: dict[str, Any] | None = None, selection: Any = None,
+        fail_on: str = "error") -> FixResult:
     """Write a corrected copy of a draft that `engine` loads with the intended meaning.
 
     Streams the tensors (unchanged ones by byte range), keeps sharding, writes into a temporary folder beside
     `out_dir`, checks the result and renames it into place, with provenance in `kconvert.json`; never modifies
     the input, and a failed fix leaves nothing at `out_dir`.
 
-    only: apply only the fixes of these rule ids (an unknown id is a `UsageError`; ids none of which has a
-        finding raise `NothingToFixError`). dry_run: plan only (`out_dir` may be None). partial: write what can be
+    A finding that needs a decision no flag gave leaves its setting exactly as it is (`.plan.left_as_is`, recorded
+    in kconvert.json); every repair that needs no decision is applied. Nothing to change: nothing is written
+    (`.noop`, `.written` None, verdict pass).
+
+    only: apply only the fixes of these rule ids (an unknown id is a `UsageError`; an id with no finding here
+        changes nothing, as a fix with nothing to do). fail_on: "warning" fails the fix (exit 1) while the output
+        still carries a warning. dry_run: plan only (`out_dir` may be None). partial: write what can be
         fixed even when unfixable errors remain. force: replace an existing `out_dir`. to_format: "flat" or
         "speculators". progress(done_bytes, total_bytes, message). durable: fsync before the rename.
         from_pickle: convert PyTorch pickle weights (.bin/.pt) to safetensors through
@@ -91,21 +97,22 @@ def fix(source: str, out_dir: str | Path | None, *, target: str | TargetModel | 
     return _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version, decisions=decisions,
                 options=options, only=only, dry_run=dry_run, partial=partial, force=force, to_format=to_format,
                 progress=progress, durable=durable, from_pickle=from_pickle, decided_by=decided_by,
-                selection=selection)
+                selection=selection, fail_on=fail_on)
 
 
 def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str | None = None,
            settings: VerifySettings | None = None, thresholds: Thresholds | None = None,
            decisions: Decisions | None = None, options: Options | None = None,
            progress: Callable[[str], None] | None = None,
-           fail_on: str = "error", selection: Any = None) -> VerifyResult:
+           fail_on: str = "error", selection: Any = None, dry_run: bool = False) -> VerifyResult:
     """Static checks, then the draft next to `target` in a real vLLM engine (child process, hard timeout):
     acceptance from the engine's own counters, the optional lossless check, and the gate.
 
     target: a folder, a Hub id, or a profile name (mapped to its Hub id for the engine).
     settings: `kconvert.VerifySettings` (tp, k, prompts, max tokens, engine args, timeout, lossless, ...).
     thresholds: `kconvert.Thresholds` to gate on (None: no gate). fail_on: "error" or "warning" for the static
-    checks (failing findings stop before the engine starts unless `settings.skip_static`).
+    checks (failing findings stop before the engine starts unless `settings.skip_static`). dry_run: the static
+    checks and the planned engine arguments and serve line (`.planned`); nothing started, no engine imported.
 
     Returns a `VerifyResult` (`.acceptance`, `.verdict`, `.exit_code`, `.to_dict()` = `kconvert verify --json`).
     Raises `EngineError` when the engine could not run, and the other `KConvertError` subclasses.
@@ -114,7 +121,7 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
 
     return _verify(draft, target, engine=engine, engine_version=engine_version, settings=settings,
                    thresholds=thresholds, decisions=decisions, options=options, progress=progress, fail_on=fail_on,
-                   selection=selection)
+                   selection=selection, dry_run=dry_run)
 
 
 def push(folder: str | Path, repo_id: str, *, report: str | Path | dict[str, Any], revision: str | None = None,

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kconvert.engines.expectations import engine_rules
-from kconvert.errors import AmbiguityError, NothingToFixError, SelfCheckError, UnfixableError, UsageError
+from kconvert.errors import AmbiguityError, SelfCheckError, UnfixableError, UsageError
 from kconvert.inspect import InspectResult, analyse, open_draft
 from kconvert.plan import Plan, build_fix_plan
 from kconvert.rules import Decisions, Finding
@@ -30,6 +30,7 @@ class FixResult:
     only: set[str] | None = None  # the rule ids `--only` selected
     only_without_finding: list[str] = field(default_factory=list)  # of those, the ids with no finding here
     dry_run: bool = False
+    fail_on: str = "error"  # `--fail-on warning`: a warning left in the output fails the fix too
 
     @property
     def ops(self) -> list[Op]:
@@ -37,7 +38,14 @@ class FixResult:
 
     @property
     def noop(self) -> bool:
-        return not self.plan.ops
+        """Nothing to change: no op, and no input file the copy would leave out (a pickle file is never copied)."""
+        return not self.plan.ops and not self.leaves_out
+
+    @property
+    def leaves_out(self) -> list[str]:
+        from kconvert.source.names import is_pickle, is_torch_weights
+
+        return sorted(r for r in self.inspect.checkpoint.files if is_pickle(r) and not is_torch_weights(r))
 
     def remaining_fixable(self) -> list[Finding]:
         if self.after is None:
@@ -46,7 +54,19 @@ class FixResult:
 
     @property
     def exit_code(self) -> int:
-        return 1 if (self.plan.unfixable or self.remaining_fixable()) else 0
+        """0 when no error-level finding remains (nothing to fix counts: the input already serves), 1 when one
+        does (or, under --fail-on warning, a warning: one left as is for a decision, or one no op repairs)."""
+        if self.plan.unfixable or self.remaining_fixable():
+            return 1
+        if self.fail_on == "warning" and self.warnings_left():
+            return 1
+        return 0
+
+    def warnings_left(self) -> list[Finding]:
+        """The warnings the output still carries (inspect of the output; for a dry run or a noop, the plan's)."""
+        if self.after is not None:
+            return [f for f in self.after.findings if f.severity == "warning"]
+        return [f for f in self.plan.left + self.plan.left_as_is if f.severity == "warning"]
 
     @property
     def verdict(self) -> str:
@@ -57,7 +77,8 @@ class FixResult:
         from kconvert.report.document import build_report
 
         return build_report(self.inspect, command="fix", extra={"fix": fix_summary(self)}, exit_code=self.exit_code,
-                            written=str(self.written) if self.written else None)
+                            written=str(self.written) if self.written else None, left_as_is=self.plan.left_as_is,
+                            noop=self.noop and not self.dry_run)
 
 
 def remaining_fixable(after: InspectResult, only: set[str] | None = None) -> list[Finding]:
@@ -89,12 +110,17 @@ def fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | T
         options: Decisions | None = None, only: set[str] | None = None, dry_run: bool = False, partial: bool = False,
         force: bool = False, to_format: str | None = None, progress: Callable[[int, int, str], None] | None = None,
         durable: bool = True, from_pickle: bool = False, decided_by: dict[str, Any] | None = None,
-        selection: Selection | None = None) -> FixResult:
+        selection: Selection | None = None, fail_on: str = "error") -> FixResult:
     """Plan and write a corrected copy; see `kconvert.fix` (the package-level function) for the arguments."""
-    return _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version,
-                decisions=given(decisions, options),
-                only=only, dry_run=dry_run, partial=partial, force=force, to_format=to_format, progress=progress,
-                durable=durable, from_pickle=from_pickle, decided_by=decided_by, selection=selection)
+    from kconvert.inspect import check_fail_on
+
+    check_fail_on(fail_on)
+    result = _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version,
+                  decisions=given(decisions, options),
+                  only=only, dry_run=dry_run, partial=partial, force=force, to_format=to_format, progress=progress,
+                  durable=durable, from_pickle=from_pickle, decided_by=decided_by, selection=selection)
+    result.fail_on = fail_on
+    return result
 
 
 def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | TargetModel | None = None,
@@ -121,7 +147,9 @@ def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | 
     res = analyse(ckpt, tgt, rules, decided, selection=selection)
     result = FixResult(inspect=res, plan=plan_fix(res, only=only, to_format=to_format), only=only, dry_run=dry_run)
     _refuse(result, partial)
-    if dry_run:
+    if dry_run or (result.noop and not remaining_fixable(res, only)):
+        # Nothing to change: the input already serves as it is; a copy would only be a second name for it. (A plan
+        # without ops beside a repairable error is a kconvert bug: it goes on to the writer's self-check.)
         return result
     if out_dir is None:
         raise UsageError("fix needs -o/--output DIR (or --dry-run)")
@@ -163,17 +191,15 @@ def _refuse(result: FixResult, partial: bool) -> None:
     error no op can repair remains."""
     plan, only = result.plan, result.only
     if only:
+        # An id with no finding here is the same case as a fix with nothing to do: exit 0, nothing written.
         present = {f.id for f in result.inspect.findings}
         result.only_without_finding = sorted(only - present)
-        if not only & present:
-            raise NothingToFixError(
-                f"--only {','.join(sorted(only))}: no such finding in this checkpoint, so nothing to fix; nothing "
-                f"written (its findings: {', '.join(sorted(present)) or 'none'})",
-                hint="`kconvert inspect` lists the findings; drop --only to apply every fix")
     if plan.blocking:
         lines = "; ".join(f"{f.id} {f.message} → decide with {f.needs_decision}" for f in plan.blocking)
+        ids = sorted({f.id for f in plan.blocking})
         raise AmbiguityError(f"fix does not guess: {lines}",
-                             hint="rerun with the flag(s) named above; `kconvert rules ID` explains each")
+                             hint="the repair of these errors is the decision itself; rerun with the flag(s) named "
+                                  "above; " + ", ".join(f"`kconvert rules {i}`" for i in ids) + " explains")
     if plan.unfixable and not partial:
         lines = "; ".join(f"{f.id} {f.message}" for f in plan.unfixable)
         raise UnfixableError(f"error-level findings that no op can repair: {lines}",
@@ -192,7 +218,9 @@ def _provenance(res: InspectResult, plan: Plan, converted: dict[str, Any] | None
         "engine": {"name": res.engine.engine, "rules_version": res.engine.version},
         "decisions": {k: v for k, v in vars(res.decisions).items() if v not in (None, False)},
         "findings_fixed": [f.id for f in plan.applied_findings],
-        "findings_left": [f.id for f in plan.unfixable + plan.left],
+        "findings_left": [f.id for f in plan.unfixable + plan.left + plan.left_as_is],
+        # Settings fix did not touch because they need a decision no flag gave (and what the record measured).
+        "left_as_is": [left_as_is_entry(f, res) for f in plan.left_as_is],
     }
     if not res.selection.is_default:
         # a rule set aside was not fixed: the record says which and why, beside the ops that were applied
@@ -226,6 +254,14 @@ def _fix_from_pickle(ckpt, out: Path, **kw) -> FixResult:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def left_as_is_entry(f: Finding, res: InspectResult) -> dict[str, Any]:
+    from kconvert.rules.measured import recommendation
+
+    rec = recommendation(f, res)
+    return {"id": f.id, "message": f.message, "decide_with": f.needs_decision or "",
+            "recommended": rec.to_dict() if rec else None}
+
+
 def fix_summary(result: FixResult) -> dict[str, Any]:
     p = result.plan
     return {
@@ -237,6 +273,7 @@ def fix_summary(result: FixResult) -> dict[str, Any]:
         "applied_findings": [f.id for f in p.applied_findings],
         "unfixable": [f.to_dict() for f in p.unfixable],
         "left": [f.to_dict() for f in p.left],
+        "left_as_is": [left_as_is_entry(f, result.inspect) for f in p.left_as_is],
         "output": str(result.written) if result.written else None,
         "noop": result.noop,
         "remaining_fixable_after": [f.id for f in result.remaining_fixable()],

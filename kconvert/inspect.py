@@ -83,7 +83,9 @@ class InspectResult:
         c = {"error": 0, "warning": 0, "info": 0}
         for f in self.findings:
             c[f.severity] += 1
-        c["fixable"] = sum(1 for f in self.findings if f.fixable and f.severity != "info")
+        # fixable: fix repairs it as the files stand; needs_decision: fix leaves it as is until a flag decides
+        c["fixable"] = sum(1 for f in self.findings if f.ops and f.severity != "info")
+        c["needs_decision"] = sum(1 for f in self.findings if f.needs_decision and not f.ops and f.severity != "info")
         return c
 
 

@@ -15,7 +15,7 @@ import pytest
 
 import kconvert
 from kconvert.cli import main
-from kconvert.errors import EXIT_INTERNAL, NothingToFixError, SelfCheckError, UsageError
+from kconvert.errors import EXIT_INTERNAL, SelfCheckError, UsageError
 from kconvert.schemas import validate
 from tests.factories import make_draft, make_target
 
@@ -213,11 +213,15 @@ def test_fix_only_an_unknown_id_is_refused_with_the_list(ws, capsys):
 
 
 def test_fix_only_an_id_without_a_finding_says_so(ws, capsys):
-    rc, out, err = run(capsys, "fix", "bad", "-o", "out", "--target", "target", "--only", "K502")
-    assert rc == 1 and "no such finding in this checkpoint" in err and "K404" in err
+    """`--only` a known id with no finding here is the same case as a fix with nothing to do (README's rule):
+    exit 0, nothing written, fix says so and names the next command, which verifies the input."""
+    rc, out, err = run(capsys, "fix", "bad", "-o", "out", "--target", "target", "--only", "K502",
+                       "--output-format", "full")
+    assert rc == 0, err
+    assert "--only K502: no K502 finding in this checkpoint" in out and "nothing written" in out
     assert not Path("out").exists()
-    with pytest.raises(NothingToFixError):
-        kconvert.fix("bad", "out", target="target", only={"K502"})
+    res = kconvert.fix("bad", "out", target="target", only={"K502"})
+    assert res.noop and res.written is None and res.exit_code == 0 and not Path("out").exists()
     # one of two named ids has a finding: fix applies it and names the other
     rc, out, err = run(capsys, "fix", "bad", "-o", "out", "--target", "target", "--only", "K404,K502",
                        "--output-format", "full")
@@ -299,9 +303,11 @@ def test_a_static_pass_on_sglang_prints_the_launch_line_and_verify_server(ws, ca
 
 
 def test_fix_for_sglang_prints_the_launch_line_for_what_it_wrote_and_verify_server(ws, capsys):
-    rc, out, _ = run(capsys, "fix", "bad", "-o", "fixed-sg", "--target", "target", "--engine", "sglang",
+    # a speculators-format draft: SGLang reads no such config (K101), so fix writes the flat layout
+    make_draft(Path("spec"), "speculators")
+    rc, out, _ = run(capsys, "fix", "spec", "-o", "fixed-sg", "--target", "target", "--engine", "sglang",
                      "--output-format", "concise")
-    assert rc == 0
+    assert rc == 0 and Path("fixed-sg", "config.json").is_file()
     nxt = [ln[len("next: "):].split("  # ")[0] for ln in out.splitlines() if ln.startswith("next: ")]
     assert len(nxt) == 2 and nxt[1] == "kconvert verify --server http://127.0.0.1:30000 --engine sglang -k 3"
     argv = shlex.split(nxt[0])

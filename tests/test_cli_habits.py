@@ -176,14 +176,21 @@ def test_fix_does_not_apply_an_ignored_rule_and_records_it(tmp_path):
 
     draft, target = _aux_broken(tmp_path)
     out = tmp_path / "out"
-    r = cli("fix", str(draft), "-o", str(out), "--target", str(target), "--ignore", "K404", "--no-fsync",
+    # K404 is the draft's only finding: set aside, nothing is left to change, so fix writes nothing (exit 0) and
+    # its report records what was set aside and why
+    r = cli("fix", str(draft), "-o", str(out), "--target", str(target), "--ignore", "K404", "--no-fsync", "--json",
             cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["rule_selection"]["set_aside"][0]["id"] == "K404"
+    assert not out.exists()
+    # without the selection the same fix repairs K404 and writes the ids it settles
+    r = cli("fix", str(draft), "-o", str(out), "--target", str(target), "--no-fsync", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
     prov = json.loads((out / "kconvert.json").read_text())
-    assert "K404" not in str(prov["findings_fixed"]) and not prov["ops"]
-    assert prov["rule_selection"]["set_aside"][0]["id"] == "K404"
+    assert "K404" in str(prov["findings_fixed"])
     src = json.loads((draft / "config.json").read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
-    assert json.loads((out / "config.json").read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == src
+    assert json.loads((out / "config.json").read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"] != src
 
 
 def test_rules_list_reads_in_a_pipe_one_line_per_rule_at_80_columns():

@@ -215,11 +215,15 @@ def test_dry_run_writes_nothing(tmp_path, target):
     assert sorted(p.name for p in tmp_path.iterdir()) == listing
 
 
-def test_unknown_producer_ids_stop_fix_naming_aux_convention(tmp_path, target):
+def test_unknown_producer_ids_are_left_as_is_naming_aux_convention(tmp_path, target):
+    """The convention of an unknown producer's ids is a decision: without the flag fix leaves the ids exactly as
+    they are and names the flag (here nothing else needs changing, so nothing is written); with it, fix writes."""
     src = draft(tmp_path, "unknown")
-    with pytest.raises(AmbiguityError) as e:
-        fix(str(src), tmp_path / "out", target=target)
-    assert "--aux-convention" in str(e.value) and not (tmp_path / "out").exists()
+    before = config(src)
+    res = fix(str(src), tmp_path / "out", target=target)
+    assert [f.id for f in res.plan.left_as_is] == ["K404"]
+    assert "--aux-convention" in res.plan.left_as_is[0].needs_decision
+    assert res.noop and res.exit_code == 0 and not (tmp_path / "out").exists() and config(src) == before
     res = fix(str(src), tmp_path / "out", target=target, decisions=Decisions(aux_convention="output"))
     assert config(tmp_path / "out")["eagle_config"][AUX] == [2, 4, 5]
     assert res.remaining_fixable() == []
@@ -227,11 +231,11 @@ def test_unknown_producer_ids_stop_fix_naming_aux_convention(tmp_path, target):
     assert fix(str(tmp_path / "out"), tmp_path / "again", target=target).noop
 
 
-def test_missing_aux_ids_stop_fix_unless_given(tmp_path, target):
+def test_missing_aux_ids_are_left_missing_unless_given(tmp_path, target):
     src = draft(tmp_path, config=lambda c: (c.pop(AUX), c.pop("eagle_config")))
-    with pytest.raises(AmbiguityError) as e:
-        fix(str(src), tmp_path / "out", target=target)
-    assert "--aux-ids" in str(e.value)
+    res = fix(str(src), tmp_path / "out", target=target, dry_run=True)
+    assert [f.id for f in res.plan.left_as_is] == ["K401"] and "--aux-ids" in res.plan.left_as_is[0].needs_decision
+    assert not any(getattr(o, "path", None) and AUX in o.path for o in res.ops)
     fix(str(src), tmp_path / "out", target=target, decisions=Decisions(aux_ids=[2, 4, 6]))
     cfg = config(tmp_path / "out")
     assert cfg[AUX] == [2, 4, 6] and cfg["eagle_config"][AUX] == [2, 4, 6]
@@ -416,8 +420,13 @@ def test_cli_fix_exit_codes(tmp_path, target, capsys):
     assert main(["fix", str(bad), "--target", target]) == 2  # no -o and no --dry-run
     assert main(["fix", str(bad), "--dry-run", "--target", target]) == 0
     unknown = draft(tmp_path, "unknown", name="unknown")
-    assert main(["fix", str(unknown), "-o", str(tmp_path / "u"), "--target", target]) == 1
-    assert "--aux-convention" in capsys.readouterr().err
+    capsys.readouterr()
+    # a decision nobody gave leaves the ids as they are: nothing else to change, so exit 0 and nothing written
+    assert main(["fix", str(unknown), "-o", str(tmp_path / "u"), "--target", target, "--output-format",
+                 "concise"]) == 0
+    out = capsys.readouterr().out
+    assert "left as is: K404" in out and "--aux-convention" in out and not (tmp_path / "u").exists()
+    assert main(["fix", str(unknown), "-o", str(tmp_path / "u"), "--target", target, "--fail-on", "warning"]) == 1
     assert main(["fix", str(unknown), "-o", str(tmp_path / "u"), "--target", target,
                  "--aux-convention", "output"]) == 0
     broken = draft(tmp_path, name="broken", tensors=lambda t: t.pop("fc.weight"))

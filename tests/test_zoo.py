@@ -134,6 +134,26 @@ def test_fix_dry_run_gives_the_pinned_outcome(built, case, row):
     assert got == e["pinned"]["rows"][row]["fix"], REPIN
 
 
+@pytest.mark.parametrize("case, row", PINNED, ids=[f"{c}-{r}" for c, r in PINNED])
+def test_fix_leaves_only_what_needs_a_decision_and_fails_only_on_what_remains(built, case, row):
+    # A setting that needs a decision nobody gave is left exactly as it is, named with the flag that decides it,
+    # and the repairs that need no decision are still applied (never refused wholesale, never guessed): fix
+    # exits 1 only where an error no file edit repairs remains.
+    from kconvert.errors import AmbiguityError, UnfixableError
+    from kconvert.fix import fix
+
+    folder, target = built[case]
+    e = expect(case)
+    try:
+        res = fix(str(folder), None, target=target, engine=ROWS[row].engine, engine_version=ROWS[row].version,
+                  dry_run=True, from_pickle=bool(e["pinned"].get("from_pickle")))
+    except (AmbiguityError, UnfixableError):
+        return  # refused: the pinned outcome above says so, with the flag or the findings
+    for f in res.plan.left_as_is:
+        assert f.needs_decision and f.severity != "error", (f.id, f.severity)
+    assert res.exit_code == (1 if res.plan.unfixable else 0)
+
+
 @pytest.mark.parametrize("case", [c for c in CASES if "decided" in expect(c)["pinned"]])
 def test_a_decision_lets_fix_proceed(built, case):
     folder, target = built[case]

@@ -48,6 +48,18 @@ def _register() -> None:
                 raise
 
 
+_COMMAND = None
+
+
+def _click_command():
+    """The click command typer builds from `app`, built once per process: typer rebuilds it on every `app(...)`
+    call (~40 ms of signature introspection), which a program calling `main` many times (tests) pays each time."""
+    global _COMMAND
+    if _COMMAND is None:
+        _COMMAND = typer.main.get_command(app)
+    return _COMMAND
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit code (0 pass, 1 findings or failed gate, 2 bad usage or unreadable
     input, 3 this machine cannot run the step, 70 a kconvert bug)."""
@@ -60,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     _output.reset()
     try:
-        rc = app(args=args, standalone_mode=False, prog_name="kconvert")
+        rc = _click_command().main(args=args, standalone_mode=False, prog_name="kconvert")
     except KConvertError as e:
         _output.error_line(e.message, e.hint)
         last = getattr(e, "last_lines", None)

@@ -11,8 +11,8 @@ from rich.syntax import Syntax
 from kconvert.cli import app
 from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
-                                  ExtendIgnoreOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt, SelectOpt,
-                                  SourceArg, TargetOpt, project_settings)
+                                  ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
+                                  SelectOpt, SourceArg, TargetOpt, project_settings)
 from kconvert.cli._output import begin, console, emit_report, err_console
 from kconvert.errors import UsageError
 from kconvert.rules.decisions import decisions_from_flags
@@ -20,7 +20,7 @@ from kconvert.rules.decisions import decisions_from_flags
 EXAMPLES = """
 Examples:
 
-  kconvert fix AQ-MedAI/Kimi-K25-eagle3 -o ./kimi-draft-vllm --target kimi-k2.5
+  kconvert fix AQ-MedAI/Kimi-K25-eagle3 -o ./kimi-draft-vllm --target kimi-k2.5 --aux-convention input
 
   kconvert fix ./draft -o ./draft-sglang --engine sglang --dry-run
 
@@ -82,6 +82,7 @@ def fix_command(
     extend_ignore: ExtendIgnoreOpt = None,
     config: ConfigOpt = None,
     isolated: IsolatedOpt = False,
+    fail_on: FailOnOpt = None,
     output_format: OutputFormatOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -90,7 +91,10 @@ def fix_command(
     Streams the tensors (unchanged ones are copied by byte range), keeps sharding, writes into a temporary folder
     beside the destination, checks the result and renames it into place, and records every op in kconvert.json.
     Never modifies the input; a failed fix leaves no output folder. Stops, naming the flag to pass, where the
-    files cannot settle a decision. Exit 0 written (or planned), 1 unfixable or ambiguous, 2 bad input.
+    files cannot settle a decision. A setting that needs a decision no flag gave is left exactly as it is (named,
+    and recorded in kconvert.json); every other repair is applied. Nothing to change: nothing is written. Exit 0
+    no error-level finding remains (1 under --fail-on warning while a warning does), 1 an error remains or its
+    repair needs a decision, 2 bad input.
     """
     from kconvert.fix import check_only, fix
 
@@ -113,7 +117,7 @@ def fix_command(
         err_console.print(f"[dim]{escape(decision['summary'])}[/]")
     only_set = check_only(set(only.split(","))) if only is not None else None
     ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,
-                          engine=engine, engine_version=engine_version, target=target)
+                          engine=engine, engine_version=engine_version, target=target, fail_on=fail_on)
     if not dry_run and output is None:
         raise UsageError("fix needs -o/--output DIR (or --dry-run to only print the plan)")
 
@@ -129,7 +133,8 @@ def fix_command(
         result = fix(source, output, target=ps["target"], engine=ps["engine"], engine_version=ps["engine_version"],
                      decisions=decisions, only=only_set, dry_run=dry_run, partial=partial, force=force,
                      to_format=to_format, progress=progress, durable=fsync, from_pickle=from_pickle,
-                     decided_by=decision, selection=ps["selection"])
+                     decided_by=decision, selection=ps["selection"],
+                     fail_on=ps["fail_on"])
     doc = result.to_dict()
     emit_report(doc, fmt, lambda: render_fix(result, doc))
     raise typer.Exit(result.exit_code)
@@ -145,11 +150,14 @@ def render_fix(result, doc: dict) -> None:
         console.print(f"[yellow]--only {rid}:[/] no {rid} finding in this checkpoint")
     unselected = [f for f in plan.left if only and f.id not in only]
     if result.noop:
+        written = "" if result.dry_run else "; nothing written"
         if unselected or plan.unfixable:
-            console.print("[yellow]0 ops: nothing selected can change this checkpoint[/]")
+            console.print(f"[yellow]0 ops: nothing selected can change this checkpoint{written}[/]")
+        elif plan.left_as_is:
+            console.print(f"[green]0 ops: nothing to change that the files settle{written}.[/]")
         else:
             console.print("[green]0 ops: the checkpoint already loads as intended on "
-                          f"{result.inspect.engine.engine}; nothing to change.[/]")
+                          f"{result.inspect.engine.engine}; nothing to change{written}.[/]")
     else:
         diff = plan.config_diff()
         if diff:
@@ -169,6 +177,11 @@ def render_fix(result, doc: dict) -> None:
         why = " (not selected by --only)" if f in unselected else ""
         console.print(f"[yellow]left as is{why}:[/] {f.id} {escape(f.message)}"
                       + (f" (decide with {escape(f.needs_decision)})" if f.needs_decision else ""))
+    for entry in doc["fix"]["left_as_is"]:
+        rec = entry.get("recommended")
+        console.print(f"[yellow]left as is:[/] {entry['id']} {escape(entry['message'].split(': ')[0])}; decide with {escape(entry['decide_with'])}"
+                      + (f"; measured: {escape(rec['flag'])} ({escape(rec['figure'])}, {escape(rec['source'])})"
+                         if rec else ""))
     if result.dry_run:
         console.print("[dim]dry run: nothing written[/]")
     elif result.written:

@@ -10,13 +10,15 @@ from kconvert.errors import UsageError
 
 
 def run_server_mode(url: str, *, engine: str, prompts: str, k: int, max_tokens: int, max_prompts: int | None,
-                    fmt: str, report: str | None) -> None:
+                    fmt: str, report: str | None, dry_run: bool = False) -> None:
     from kconvert.verify.deployment import measure_server
 
     if fmt not in ("full", "concise", "github", "json"):
         # gitlab, junit and sarif carry a checkpoint's findings; a running server has none to report
         raise UsageError(f"--server: --output-format {fmt} reports a checkpoint's findings and a server "
                          "measurement has none; use full, concise, github or json")
+    if dry_run:
+        _dry_run(url, engine=engine, prompts=prompts, k=k, max_tokens=max_tokens, max_prompts=max_prompts, fmt=fmt)
     result = measure_server(url, engine=engine, prompts=prompts, k=k, max_tokens=max_tokens, max_prompts=max_prompts)
     set_name, n_prompts = result["prompt_set"], result["num_prompts"]
     if report:
@@ -45,4 +47,27 @@ def run_server_mode(url: str, *, engine: str, prompts: str, k: int, max_tokens: 
 
             line = command("notice", line, title="kconvert verify --server")
         write(line + "\n")
+    raise typer.Exit(0)
+
+
+def _dry_run(url: str, *, engine: str, prompts: str, k: int, max_tokens: int, max_prompts: int | None,
+             fmt: str) -> None:
+    """What `--server` would measure, without contacting the server: the prompts, the step count, the figures."""
+    from kconvert.prompts import load_prompts
+
+    if not url.startswith(("http://", "https://")):
+        raise UsageError(f"--server {url!r}: give the server's URL, e.g. http://localhost:30000")
+    if engine not in ("vllm", "sglang"):
+        raise UsageError(f"--engine {engine!r}: choose vllm or sglang")
+    set_name, texts = load_prompts(prompts)
+    n = len(texts[:max_prompts] if max_prompts else texts)
+    source = "/metrics before and after (vllm:spec_decode_* counters)" if engine == "vllm" else \
+        "each response's meta_info (spec_verify_ct, completion_tokens)"
+    plan = {"dry_run": {"server": url, "engine": engine, "prompt_set": set_name, "num_prompts": n,
+                        "max_tokens": max_tokens, "num_speculative_tokens": k, "figures_from": source}}
+    if fmt == "json":
+        emit_json(plan)
+    else:
+        write(f"dry run: would measure the {engine} server at {url}: {n} prompts of '{set_name}', {max_tokens} "
+              f"tokens each, greedy, k={k}; figures from {source}; nothing contacted\n")
     raise typer.Exit(0)

@@ -134,6 +134,10 @@ def verify_command(
                                            "unsettled, run the candidate readings live and name the best.")] = False,
     server: Annotated[Optional[str], typer.Option("--server", help="Measure a running server at this URL "
                                                   "instead of starting an engine.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Preflight: validate, run the static checks, resolve "
+                                          "the target and print the engine arguments and the serve line (with "
+                                          "--server: what would be measured); start nothing. Exit 0/1 by the "
+                                          "static verdict, 2 bad input.")] = False,
     report: Annotated[Optional[str], typer.Option("--report", help="Write the JSON report here.")] = None,
     junit: Annotated[Optional[str], typer.Option("--junit", help="Write JUnit XML here.")] = None,
     markdown: Annotated[Optional[str], typer.Option("--markdown", help="Write the model-card section here.")] = None,
@@ -169,7 +173,7 @@ def verify_command(
                           engine=engine, engine_version=engine_version, target=target, fail_on=fail_on)
     engine, engine_version, target, fail_on = ps["engine"], ps["engine_version"], ps["target"], ps["fail_on"]
     check_fail_on(fail_on)
-    if engine == "sglang" and not server:
+    if engine == "sglang" and not server and not dry_run:
         _sglang_next_step(draft, target, k=k, tp=tp, fmt=fmt)
     if not server and (draft is None or target is None):
         raise UsageError("verify needs a DRAFT and --target TARGET (or --server URL to measure a running deployment)")
@@ -177,7 +181,7 @@ def verify_command(
         from kconvert.cli.server_mode import run_server_mode
 
         run_server_mode(server, engine=engine, prompts=prompts, k=k, max_tokens=max_tokens, max_prompts=max_prompts,
-                        fmt=fmt, report=report)
+                        fmt=fmt, report=report, dry_run=dry_run)
         return
     settings = VerifySettings(tp=tp, draft_tp=draft_tp, num_speculative_tokens=k, prompts=prompts,
                               max_tokens=max_tokens, trust_remote_code=trust_remote_code,
@@ -209,7 +213,10 @@ def verify_command(
             err_console.print("[dim]lossless check on: one more engine run without the draft[/]")
         vr = verify(draft, target, engine=engine, engine_version=engine_version, settings=settings,
                     thresholds=None if th.empty else th, decisions=decisions, progress=progress, fail_on=fail_on,
-                    selection=ps["selection"])
+                    selection=ps["selection"], dry_run=dry_run)
+        if dry_run and diagnose:
+            vr.planned["diagnose"] = ("after the run, when acceptance is low or a convention is unsettled: the "
+                                      "candidate readings, one engine run each")
         if diagnose and vr.live is not None:
             from kconvert.verify.diagnosis import diagnose as run_diagnosis
             from kconvert.verify.diagnosis import plan_diagnosis

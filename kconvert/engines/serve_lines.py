@@ -21,7 +21,7 @@ SGLANG_AUX_NOTE = (
     "SGLang reads `eagle_config.eagle_aux_hidden_state_layer_ids` in the output-of-layer numbering: the target's "
     "set_eagle3_layers_to_capture adds +1 to every explicit id on Llama, Qwen, GLM-4-MoE and MiniMax targets; on "
     "DeepSeek/Kimi targets since sglang PR #25454 only when the first id is 1; on GPT-OSS since PR #32334 unless "
-    "the largest id is the layer count (sglang 0.5.23, recorded in tests/data/sglang_oracle.json)."
+    "the largest id is the layer count (sglang 0.5.23's own code: llama.py:941, deepseek_v2.py:3470, gpt_oss.py:1349)."
 )
 
 

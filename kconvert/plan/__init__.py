@@ -18,15 +18,16 @@ from kconvert.target import TargetModel
 from kconvert.writer.config import apply_config
 from kconvert.writer.ops import DeleteConfig, Op, RenameTensor, ReselectLmHead, SetConfig, describe
 
-# Findings whose decision changes what the draft means: fix stops until a flag settles them.
-BLOCKING_CATEGORIES = ("aux-layers", "vocab-mapping")
+# A finding that needs a decision nobody gave is left exactly as it is (a setting left alone is no guess), unless
+# it is an error: then its repair is what the decision settles, and fix refuses until a flag gives it.
 
 
 @dataclass
 class Plan:
     ops: list[Op] = field(default_factory=list)
     applied_findings: list[Finding] = field(default_factory=list)
-    blocking: list[Finding] = field(default_factory=list)  # need a decision (flag)
+    blocking: list[Finding] = field(default_factory=list)  # error-level, the repair needs a decision (flag)
+    left_as_is: list[Finding] = field(default_factory=list)  # need a decision no flag gave: settings untouched
     unfixable: list[Finding] = field(default_factory=list)  # error-level, no op can repair
     left: list[Finding] = field(default_factory=list)  # warnings/info not acted upon
     config_before: dict[str, Any] = field(default_factory=dict)
@@ -112,8 +113,10 @@ def build_plan(findings: list[Finding], config: dict[str, Any], *, only: set[str
         if f.ops:
             ops.extend(f.ops)
             plan.applied_findings.append(f)
-        elif f.needs_decision and (f.category in BLOCKING_CATEGORIES or f.severity == "error"):
+        elif f.needs_decision and f.severity == "error":
             plan.blocking.append(f)
+        elif f.needs_decision:
+            plan.left_as_is.append(f)
         elif f.severity == "error":
             plan.unfixable.append(f)
         elif f.severity == "warning":

@@ -117,6 +117,29 @@ def live_lines(doc: dict[str, Any]) -> list[str]:
     return out
 
 
+def dry_run_lines(doc: dict[str, Any]) -> list[str]:
+    """`verify --dry-run`: what the live run would start, one fact per line."""
+    if not doc.get("dry_run"):
+        return []
+    plan = doc["dry_run"]
+    out = [f"dry run: {'would start' if plan.get('would_start') else 'would not start'} {plan['engine']} "
+           f"({plan['platform']} platform) with target {plan['target']}, {plan['num_prompts']} prompts of "
+           f"'{plan['prompt_set']}', k={plan['num_speculative_tokens']}; nothing started"]
+    if plan["engine"] == "vllm":
+        out.append("engine args: " + json.dumps(plan["engine_args"], sort_keys=True, default=str))
+        if plan.get("env"):
+            out.append("engine env: " + " ".join(f"{k}={v}" for k, v in sorted(plan["env"].items())))
+        out += [f"auto setting: {s}" for s in plan.get("auto_settings") or []]
+        out.append(f"serve line (vllm): {plan['serve_line']}")
+    else:
+        out.append(f"serve line (sglang): {plan['sglang_launch_line']}")
+    if plan.get("diagnose"):
+        out.append(f"diagnose: {plan['diagnose']}")
+    if plan.get("note"):
+        out.append(f"note: {plan['note']}")
+    return out
+
+
 def fix_lines(doc: dict[str, Any]) -> list[str]:
     fx = doc.get("fix")
     if not fx:
@@ -124,8 +147,14 @@ def fix_lines(doc: dict[str, Any]) -> list[str]:
     out = [f"plan: {one_line(s)}" for s in fx.get("steps") or []]
     for rid in fx.get("only_without_finding") or []:
         out.append(f"only: {rid} has no finding in this checkpoint")
+    for f in fx.get("left_as_is") or []:
+        rec = f.get("recommended")
+        out.append(f"left as is: {f['id']} {one_line((f.get('message') or '').split(': ')[0])}; decide with {one_line(f['decide_with'])}"
+                   + (f"; measured: {rec['flag']} ({rec['figure']}, {rec['source']})" if rec else ""))
     if fx.get("output"):
         out.append(f"wrote: {fx['output']} (provenance in kconvert.json)")
+    elif fx.get("noop") and not fx.get("dry_run"):
+        out.append("nothing to change: nothing written (the input serves as it is)")
     elif fx.get("dry_run"):
         out.append(f"dry run: {len(fx.get('ops') or [])} op(s) planned, nothing written")
     return out
@@ -144,7 +173,10 @@ def set_aside_note(doc: dict[str, Any]) -> str:
 def summary_line(doc: dict[str, Any]) -> str:
     s = doc.get("summary") or {}
     fail_on = " (--fail-on warning)" if doc.get("fail_on") == "warning" else ""
-    fixable = f" ({s.get('fixable')} fixable)" if s.get("fixable") else ""
+    parts = ([f"{s['fixable']} fixable"] if s.get("fixable") else []) + \
+        ([f"{s['needs_decision']} {'needs' if s['needs_decision'] == 1 else 'need'} a decision"]
+         if s.get("needs_decision") else [])
+    fixable = f" ({', '.join(parts)})" if parts else ""
     counts = f"{_n(s.get('errors', 0), 'error')}, {_n(s.get('warnings', 0), 'warning')}, {s.get('info', 0)} info"
     if doc.get("command") == "fix":  # the findings are the input's; the verdict is the fix's
         return f"{display_path(doc, None)}: input has {counts}{fixable}; fix verdict: {str(doc.get('verdict')).upper()}"
@@ -160,5 +192,5 @@ def next_lines(doc: dict[str, Any]) -> list[str]:
 
 def render_concise(doc: dict[str, Any]) -> str:
     lines = [finding_line(doc, f) for f in doc.get("findings") or []]
-    lines += fix_lines(doc) + live_lines(doc) + [summary_line(doc)] + next_lines(doc)
+    lines += fix_lines(doc) + live_lines(doc) + dry_run_lines(doc) + [summary_line(doc)] + next_lines(doc)
     return "\n".join(lines) + "\n"

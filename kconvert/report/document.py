@@ -39,7 +39,8 @@ def findings(result: InspectResult) -> list[dict[str, Any]]:
 def build_report(result: InspectResult, *, command: str, hashes: bool = False,
                  live: dict[str, Any] | None = None, thresholds: dict[str, Any] | None = None,
                  verdict: str | None = None, exit_code: int | None = None,
-                 extra: dict[str, Any] | None = None, written: str | None = None) -> dict[str, Any]:
+                 extra: dict[str, Any] | None = None, written: str | None = None,
+                 left_as_is: list[Any] | None = None, noop: bool = False) -> dict[str, Any]:
     from kconvert.report.next_steps import next_steps
 
     counts = result.counts()
@@ -60,12 +61,13 @@ def build_report(result: InspectResult, *, command: str, hashes: bool = False,
         # what --select/--ignore/[tool.kconvert] set aside, and why (None: every rule, nothing ignored)
         "rule_selection": None if result.selection.is_default else result.selection.to_dict(result.set_aside),
         "summary": {"errors": counts["error"], "warnings": counts["warning"], "info": counts["info"],
-                    "fixable": counts["fixable"]},
+                    "fixable": counts["fixable"], "needs_decision": counts["needs_decision"]},
         "live": live,
         "thresholds": thresholds,
         "verdict": verdict or ("fail" if code else "pass"),
         "exit_code": code,
-        **next_steps(result, command=command, written=written, live=live is not None),
+        **next_steps(result, command=command, written=written, live=live is not None, left_as_is=left_as_is,
+                     noop=noop),
     }
     if extra:
         doc.update(extra)

@@ -42,16 +42,33 @@ def _engine_flags(result: InspectResult) -> list[str]:
     return flags
 
 
-def fix_command(result: InspectResult) -> str:
+def fix_command(result: InspectResult, extra: list[str] | None = None) -> str:
     ck = result.checkpoint
     source = ck.ref
     argv = ["kconvert", "fix", source, "-o", fix_output_dir(source, result.engine.engine, hub=ck.kind == "hub")]
     if result.target is not None:
         argv += ["--target", result.target.name]
-    return quote(argv + _engine_flags(result) + result.decisions.flags())
+    flags = result.decisions.flags()
+    for f in extra or []:
+        if f not in flags:
+            flags.append(f)
+    return quote(argv + _engine_flags(result) + _split(flags))
 
 
-def verify_steps(draft: str, result: InspectResult, why: str) -> list[dict[str, str]]:
+def _split(flags: list[str]) -> list[str]:
+    out: list[str] = []
+    for f in flags:
+        out += f.split(" ", 1) if f.startswith("--") and " " in f else [f]
+    return out
+
+
+def _target_flags(result: InspectResult) -> list[str]:
+    """--trust-remote-code where the target's repository ships code the engine needs (Kimi-K2.5's tokenizer)."""
+    return ["--trust-remote-code"] if result.target is not None and result.target.remote_code else []
+
+
+def verify_steps(draft: str, result: InspectResult, why: str, *, decisions: bool = True,
+                 diagnose: bool = False) -> list[dict[str, str]]:
     """The live step: `kconvert verify` for vLLM; for SGLang (which kconvert does not start) the launch line and
     `kconvert verify --server` against it."""
     if result.engine.engine == "sglang":
@@ -62,14 +79,22 @@ def verify_steps(draft: str, result: InspectResult, why: str) -> list[dict[str, 
         return [{"command": launch, "why": f"{why}: start SGLang with the draft (topk 1, k+1 draft tokens)"},
                 {"command": measure, "why": "measure that server's acceptance (SGLang's accept_length and vLLM's "
                                             "mean acceptance length)"}]
-    return [{"command": verify_command(draft, result), "why": why}]
+    return [{"command": verify_command(draft, result, decisions=decisions, diagnose=diagnose), "why": why}]
 
 
-def verify_command(draft: str, result: InspectResult) -> str:
+def verify_command(draft: str, result: InspectResult, *, decisions: bool = True, diagnose: bool = False) -> str:
     argv = ["kconvert", "verify", draft, "--target", result.target.name if result.target else TARGET_PLACEHOLDER]
-    if result.engine.engine != "vllm":
-        argv += ["--engine", result.engine.engine]
-    return quote(argv + result.decisions.flags())
+    argv += _engine_flags(result) + _target_flags(result)
+    if diagnose:
+        argv.append("--diagnose")
+    return quote(argv + (result.decisions.flags() if decisions else []))
+
+
+TRACE_PLACEHOLDER = "<trace>"  # a folder `kconvert trace` recorded once where the target runs
+
+
+def score_command(draft: str) -> str:
+    return quote(["kconvert", "score", draft, "--trace", TRACE_PLACEHOLDER, "--diagnose"])
 
 
 def not_checked(result: InspectResult) -> list[str]:
@@ -84,28 +109,113 @@ def not_checked(result: InspectResult) -> list[str]:
     if "d2t" in d.tensors:
         out.append("an lm_head pruned to the draft vocabulary with the wrong index (lm_head[d2t] instead of "
                    "lm_head[d2t + arange]): right shape, wrong rows")
-    out.append("weights that load but were not trained for this target (e.g. randomly initialised embed_tokens, "
-               "TorchSpec #38)")
+    if "embed_tokens.weight" in d.tensors and embeddings_checked(result):
+        from kconvert.rules.tensors import embeddings
+
+        out.append(f"weights that load but were not trained for this target ({embeddings.id} sampled the draft's "
+                   "own embed_tokens and found them trained; the other weights are not read)")
+    else:
+        out.append("weights that load but were not trained for this target (e.g. randomly initialised embed_tokens, "
+                   "TorchSpec #38)")
     return out
 
 
+def embeddings_checked(result: InspectResult) -> bool:
+    """K701 sampled the draft's own embed_tokens rows and found them trained (it reports nothing then): the
+    tensor is shaped like the target's embedding, in a float dtype, and its rows were readable (K005 silent)."""
+    from kconvert.rules.integrity import values_unreadable
+    from kconvert.rules.tensors import embeddings
+
+    d, t = result.draft, result.target
+    info = d.tensors.get("embed_tokens.weight")
+    if info is None or t is None or tuple(info.shape) != (t.vocab_size, d.effective_hidden):
+        return False
+    if info.dtype not in ("BF16", "F16", "F32") or any(f.id == embeddings.id for f in result.findings):
+        return False
+    return not any(f.id == values_unreadable.id and info.name in " ".join(str(e.where) for e in f.evidence)
+                   for f in result.findings)
+
+
+def _plan_parts(result: InspectResult):
+    """The findings a fix line would repair, leave as is, recommend a reading for, or never repair."""
+    from kconvert.rules.measured import recommendation
+
+    failing = result.failing
+    repairs = [f for f in failing if f.ops]
+    blocking = [f for f in result.findings if f.severity == "error" and f.needs_decision and not f.ops]
+    unfixable = [f for f in failing if not f.ops and not f.needs_decision]
+    decide = [f for f in result.findings if f.severity != "error" and f.needs_decision and not f.ops]
+    recommended = [(f, r) for f in decide if (r := recommendation(f, result)) is not None]
+    return repairs, blocking, unfixable, decide, recommended
+
+
 def next_steps(result: InspectResult, *, command: str, written: str | None = None,
-               live: bool = False) -> dict[str, Any]:
-    """`{"next_steps": [{"command", "why"}], "not_checked": [...]}` for a report of `command`."""
+               live: bool = False, left_as_is: list | None = None, noop: bool = False) -> dict[str, Any]:
+    """`{"next_steps": [{"command", "why"}], "not_checked": [...]}` for a report of `command`. Every command is
+    one a user can run as printed; each comment says what it does (and `exits 1` where it will)."""
     steps: list[dict[str, str]] = []
     checked: list[str] = []
-    if command == "fix" and written:
-        steps += verify_steps(written, result, "measure the corrected draft live next to the target")
+    if command == "fix":
+        unfixable = _plan_parts(result)[2]
+        if unfixable:
+            # The output still fails on this engine row (fix exited 1): verifying it would stop at the same errors.
+            for f in unfixable:
+                steps.append({"command": quote(["kconvert", "rules", f.id]),
+                              "why": f"{f.id} remains: no file edit repairs it on {result.engine.key}"})
+            return {"next_steps": steps, "not_checked": checked}
+        if written:
+            # The output records the decisions in kconvert.json: inspect of it repeats no flag, so neither does this.
+            why = "measure the corrected draft live next to the target"
+            if left_as_is:
+                why += ("; it still carries what fix left as is (" + ", ".join(sorted({f.id for f in left_as_is}))
+                        + "): --diagnose measures the readings")
+            steps += verify_steps(written, result, why, decisions=False, diagnose=bool(left_as_is))
+        elif noop and not result.failing:
+            steps += verify_steps(result.checkpoint.ref, result,
+                                  "nothing to change: the input already serves as it is; measure it live",
+                                  decisions=False)
         return {"next_steps": steps, "not_checked": checked}
-    failing = result.failing
-    fixable = [f for f in failing if f.fixable]
-    if fixable and command in ("inspect", "verify"):
-        why = f"repairs {', '.join(sorted({f.id for f in fixable}))}"
-        blocking = [f for f in fixable if f.needs_decision and not f.ops]
-        if blocking:
-            why += "; first add " + "; ".join(f"{f.id}: {f.needs_decision}" for f in blocking)
-        steps.append({"command": fix_command(result), "why": why})
-    if not failing and command == "inspect" and not live:
+    if command not in ("inspect", "verify"):
+        return {"next_steps": steps, "not_checked": checked}
+    repairs, blocking, unfixable, decide, recommended = _plan_parts(result)
+    if blocking:
+        # The repair of these errors is the decision itself: a fix line without it would refuse as printed.
+        for f in blocking:
+            steps.append({"command": quote(["kconvert", "rules", f.id]),
+                          "why": f"{f.id} is an error whose repair needs a decision: fix waits for "
+                                 f"{f.needs_decision}"})
+    elif repairs or recommended:
+        flags = [r.flag for _, r in recommended]
+        why_parts = []
+        if repairs:
+            why_parts.append(f"repairs {', '.join(sorted({f.id for f in repairs}))}")
+        for f, r in recommended:
+            why_parts.append(f"{f.id}: {r.flag} is what {r.source} served ({r.figure}); "
+                             + ("the other reading was measured too" if r.other_measured
+                                else "no public run measured the other"))
+        rest = [f for f in decide if f not in [x for x, _ in recommended]]
+        if rest:
+            why_parts.append("leaves as is: " + "; ".join(f"{f.id} (decide with {f.needs_decision})" for f in rest))
+        if unfixable:
+            flags.append("--partial")
+            why_parts.append(f"{', '.join(sorted({f.id for f in unfixable}))} stays: no file edit repairs it, so "
+                             "fix exits 1")
+        steps.append({"command": fix_command(result, flags), "why": "; ".join(why_parts)})
+    if recommended and not blocking:
+        names = ", ".join(sorted({f.id for f, _ in recommended}))
+        # A draft that fails statically is measured after the fix line above (the copy it writes); one that
+        # passes can be measured as it is, both readings side by side.
+        ck = result.checkpoint
+        subject = fix_output_dir(ck.ref, result.engine.engine, hub=ck.kind == "hub") if result.failing else ck.ref
+        after = " after the fix" if result.failing else ""
+        if result.engine.engine == "vllm":
+            steps.append({"command": verify_command(subject, result, diagnose=True, decisions=not result.failing),
+                          "why": f"confirm {names} live{after}: --diagnose measures the other reading in the "
+                                 "engine when acceptance is low"})
+        steps.append({"command": score_command(subject),
+                      "why": f"or offline{after}: score the readings of {names} against a trace of the target "
+                             f"({TRACE_PLACEHOLDER}: recorded once with `kconvert trace`)"})
+    if not result.failing and command == "inspect" and not live and not recommended:
         checked = not_checked(result)
         steps += verify_steps(result.checkpoint.ref, result, "static checks passed; measure acceptance live")
     return {"next_steps": steps, "not_checked": checked}

@@ -15,7 +15,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from kconvert.report.concise import evidence_text, finding_path, one_line
+from kconvert.report.concise import dry_run_lines, evidence_text, finding_path, one_line
 from kconvert.report.figures import number, percent, series
 
 SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -115,7 +115,9 @@ def header(doc: dict[str, Any]) -> Panel:
         Text("evidence: " + "; ".join(fmt.get("evidence", [])), style="dim"),
         Text.assemble((_plural(s["errors"], "error"), SEV_STYLE["error"] if s["errors"] else ""), ", ",
                       (_plural(s["warnings"], "warning"), "yellow" if s["warnings"] else ""), ", ",
-                      f"{s['info']} info · {s.get('fixable', 0)} fixable by `kconvert fix`"),
+                      f"{s['info']} info · {s.get('fixable', 0)} fixable by `kconvert fix`"
+                      + (f", {s['needs_decision']} {'needs' if s['needs_decision'] == 1 else 'need'} a decision"
+                         if s.get("needs_decision") else "")),
         *([Text(f"set aside by the rule selection: " + "; ".join(
             f"{a['id']} ({a['reason']})" for a in (doc.get("rule_selection") or {}).get("set_aside", [])),
             style="dim")] if (doc.get("rule_selection") or {}).get("set_aside") else []),
@@ -170,6 +172,12 @@ def acceptance_table(title: str, counters: dict[str, Any], acceptance: dict[str,
 def render_verify(console: Console, doc: dict[str, Any]) -> None:
     """A verify report: the static view, then the live figures, the gate, the diagnosis, the serve lines."""
     render_report(console, doc, next_steps=False)
+    if doc.get("dry_run"):
+        for line in dry_run_lines(doc):
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
+        console.print(f"verdict: {'[bold green]PASS' if doc['verdict'] == 'pass' else '[bold red]FAIL'}[/] (static)")
+        render_next(console, doc)
+        return
     if doc.get("static_blocked"):
         what = "errors" if doc.get("fail_on", "error") == "error" else "errors or warnings (--fail-on warning)"
         console.print(f"[red]static checks found {what}: no engine was started (fix them with `kconvert fix`, or "
@@ -236,3 +244,4 @@ def render_acceptance(console: Console, err_console: Console, doc: dict[str, Any
                                    doc["counters"], doc["acceptance"], extra))
     for w in doc["warnings"]:
         err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
+

@@ -32,8 +32,29 @@ DIAGNOSE = "`kconvert verify --diagnose` measures both readings live"
 COST_LATE = ("one layer late: about 0.10 accept length lost on Kimi-K2.5 (61 layers; "
              "lightseekorg/kimi-k2.5-eagle3-mla on SGLang, sglang PR #25454)")
 COST_EARLY = ("one layer early: position-0 acceptance ~10% instead of ~45% on MiniMax-M2.5 (62 layers; vLLM PR "
-              "#43671); the tiny example's aux-ids-sglang-convention variant loses acceptance live the same way "
-              "(examples/tiny/README.md)")
+              "#43671)")
+
+# Producers whose code fixes the layers a draft is trained on when its config names none, in the output-of-layer
+# numbering they capture in: SpecForge 0.2.0 `specforge/algorithms/model_providers.py`
+# (`resolve_eagle_capture_layers`: the run's ids, else the draft config's eagle_config ids, else
+# [1, L//2-1, L-4]), whose exporter rebuilds the config from the user's draft JSON, so a default build ships no
+# ids. Only a producer recognised by its full signature counts (a guess from the architecture name does not).
+PRODUCER_DEFAULT_LAYERS = {
+    "specforge": ("SpecForge 0.2.0 specforge/algorithms/model_providers.py resolve_eagle_capture_layers",
+                  lambda L: [1, L // 2 - 1, L - 4]),
+}
+PRODUCER_DEFAULT_CONFIDENCE = 0.75  # SpecForge's signature without the ids key: architecture, midlayer.*, d2t, t2d
+
+
+def producer_default_streams(ctx: Context) -> tuple[list[int], str] | None:
+    """The streams (vLLM's input-of-layer numbering) a recognised producer trains on when the config names no
+    ids, with the code that says so; None when no producer's code settles it."""
+    d = ctx.draft
+    entry = PRODUCER_DEFAULT_LAYERS.get(d.format.producer)
+    if entry is None or ctx.target is None or d.format.confidence < PRODUCER_DEFAULT_CONFIDENCE:
+        return None
+    source, layers = entry
+    return [i + 1 for i in layers(ctx.target.num_hidden_layers)], source
 
 
 @dataclass
@@ -46,11 +67,13 @@ class Settled:
 
 def settle_convention(ctx: Context) -> Settled:
     d = ctx.draft
-    if ctx.decisions.aux_convention:
-        return Settled(ctx.decisions.aux_convention, "decided by --aux-convention")
     ids = d.aux.ids
     if d.aux.convention_strength == "record" and d.aux.convention:
+        # kconvert.json names the streams of these very ids (fix wrote them): a --aux-convention passed back was
+        # the decision about the input's ids, already applied, not a second one about the written ids.
         return Settled(d.aux.convention, d.aux.convention_evidence)
+    if ctx.decisions.aux_convention:
+        return Settled(ctx.decisions.aux_convention, "decided by --aux-convention")
     votes: dict[str, list[str]] = {}
     weak: dict[str, list[str]] = {}
     guessed = ""
@@ -154,9 +177,17 @@ def _no_aux_head(ctx: Context) -> bool:
           "ids; 1.21% acceptance against 58.9% when configured, slower than no draft). The files cannot tell "
           "which layers it was trained on (SpecForge's, TorchSpec's and ModelOpt's defaults [1, L//2-1, L-4] in "
           "the output convention are the engines' defaults; the nvidia head was trained elsewhere), so this stays "
-          "a warning and `kconvert verify` measures it. Only the EAGLE reference code hard-codes the defaults.",
-      fix="fix writes the ids where the engine reads them once you say which layers (--aux-ids); it does not "
-          "guess. `--aux-ids default` records the engine defaults explicitly.", )
+          "a warning and `kconvert verify` measures it. Where the producer's code fixes the layers, that code is "
+          "the evidence: the EAGLE reference code hard-codes the defaults, and SpecForge 0.2.0 trains on the "
+          "outputs of [1, L//2-1, L-4] when no ids are given (specforge/algorithms/model_providers.py, "
+          "resolve_eagle_capture_layers), i.e. the inputs of [2, L//2, L-3], the defaults of vLLM "
+          "(interfaces.py get_eagle3_default_aux_hidden_state_layers) and SGLang: info when the engine's "
+          "defaults feed those streams, an error when they do not.",
+      fix="Where the producer's code settles the layers and the engine's defaults feed other streams, fix writes "
+          "the producer's layers where the engine reads them (safe: the code is the evidence). Otherwise fix "
+          "leaves the config as it is (no ids written, the engine keeps its defaults), says so and records it in "
+          "kconvert.json; --aux-ids L1,L2,L3 writes the layers you name, `--aux-ids default` the engine's "
+          "defaults explicitly. It never guesses, and never refuses the other repairs for this warning.", )
 def aux_ids_missing(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     if d.aux.ids is not None or "_invalid" in d.aux.locations or _no_aux_head(ctx):
@@ -171,6 +202,22 @@ def aux_ids_missing(ctx: Context) -> Iterator[Finding]:
             ops=ops)
         return
     phys = trained_physical_ids(ctx)
+    by_producer = producer_default_streams(ctx) if phys is None else None
+    if by_producer is not None and default:
+        streams, source = by_producer
+        if streams == default:
+            yield aux_ids_missing.finding(
+                f"no aux ids recorded; {d.format.producer} trains on streams {streams} when none are given "
+                f"({source}), the streams {ctx.engine.key}'s defaults feed", severity="info",
+                evidence=[Evidence("eagle_aux_hidden_state_layer_ids", None, streams)])
+        else:
+            yield aux_ids_missing.finding(
+                f"no aux ids recorded; {d.format.producer} trains on streams {streams} when none are given "
+                f"({source}), but {ctx.engine.key}'s defaults feed {default}: the draft would run on other "
+                "layers than it was trained on", severity="error",
+                evidence=[Evidence("eagle_aux_hidden_state_layer_ids", None, streams)],
+                ops=write_ops(ctx, streams, f"{d.format.producer}'s default training layers ({source})"))
+        return
     if phys is not None:
         yield aux_ids_missing.finding(
             f"no aux ids recorded; writing {phys} as decided", evidence=[Evidence("eagle_aux_hidden_state_layer_ids",
@@ -195,7 +242,8 @@ def aux_ids_missing(ctx: Context) -> Iterator[Finding]:
           "[24, 30, 36] became [25, 31, 37], only two states were collected and the draft crashed (8,640 vs "
           "5,760 wide). A stream never collected gives fc fewer states than it was trained on; duplicates feed "
           "the same stream twice.",
-      fix="Not fixable without knowing the trained layers: pass --aux-ids. A stream the engine version cannot "
+      fix="An error whose repair is the ids themselves: fix refuses (writes nothing) until --aux-ids names the "
+          "trained layers. A stream the engine version cannot "
           "collect needs another engine version (the ids are right).", needs_target=False)
 def aux_ids_invalid(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
@@ -254,7 +302,8 @@ def aux_ids_invalid(ctx: Context) -> Iterator[Finding]:
       summary="The number of aux ids disagrees with the width of `fc`.",
       why="fc concatenates one target hidden state per id; vLLM sizes fc from the id count it reads (3 when it "
           "reads none), so a disagreement fails at load or mixes streams.",
-      fix="Not fixable without knowing the trained layers: pass --aux-ids with as many ids as fc expects.",
+      fix="An error whose repair is the ids themselves: fix refuses (writes nothing) until --aux-ids names as "
+          "many layers as fc expects.",
       needs_target=True)
 def aux_ids_count(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
@@ -277,7 +326,7 @@ def aux_ids_count(ctx: Context) -> Iterator[Finding]:
           "set_eagle3_layers_to_capture: on every explicit id for Llama, Qwen, GLM-4-MoE and MiniMax targets "
           "(llama.py:941 in 0.5.23); on DeepSeek/Kimi targets since PR #25454 only when the first id is 1 "
           "(deepseek_v2.py:3470); on GPT-OSS since PR #32334 unless the largest id is the layer count "
-          "(gpt_oss.py:1349; all recorded from SGLang 0.5.23's own code, tests/data/sglang_oracle.json). SpecForge "
+          "(gpt_oss.py:1349; all recorded from SGLang 0.5.23's own code run on CPU). SpecForge "
           "hands its ids to that capture unchanged (specforge/offline_capture/sglang_backend/capture.py, 0.2.0), "
           "so on a Llama/Qwen target its ids are output-of-layer (strong), and on a DeepSeek/Kimi target ids not "
           "starting at 1 depend on whether the training SGLang had #25454 (not counted). kconvert weighs the "
@@ -287,8 +336,11 @@ def aux_ids_count(ctx: Context) -> Iterator[Finding]:
           "weak only (AQ-MedAI/Kimi-K25-eagle3: SpecForge ids [2, 30, 58] on Kimi, the first id 2 says input, and "
           "it measured 51.78% acceptance on vLLM, vLLM PR #35966) the finding is a warning naming both readings.",
       fix="fix rewrites the ids so that the chosen engine feeds the streams the draft was trained on, when the "
-          "convention is settled; otherwise it stops and asks for --aux-convention (after `kconvert verify "
-          "--diagnose` has measured both readings), never guessing.")
+          "convention is settled. When it is not (a warning), fix leaves the ids exactly as they are, applies "
+          "every other repair, says so and records it in kconvert.json; --aux-convention input|output decides "
+          "(the finding names the reading a public run measured, when one did: AQ-MedAI/Kimi-K25-eagle3, input, "
+          "vLLM PR #35966), and `kconvert verify --diagnose` or `kconvert score --diagnose` measure both. It "
+          "never guesses.")
 def aux_ids_convention(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     ids = d.aux.ids
@@ -305,9 +357,14 @@ def aux_ids_convention(ctx: Context) -> Iterator[Finding]:
             trained = list(ids) if conv == "input" else [i + 1 for i in ids]
             readings.append(f"read as {conv}, {eng} feeds " + ("the trained streams" if trained == fed else
                             f"{fed} against trained {trained}"))
+        from kconvert.rules.measured import measured_reading
+
+        measured = measured_reading(ctx, "aux-convention")
+        record = (f"; {measured.sentence()}, so {measured.flag} is recommended" if measured else
+                  "; no public run measured either reading")
         yield aux_ids_convention.finding(
             f"cannot settle which convention the aux ids {ids} follow: {st.why}; " + "; ".join(readings)
-            + f"; {DIAGNOSE}", severity="warning", evidence=[Evidence(d.aux.source, ids, None)],
+            + record + f"; {DIAGNOSE}", severity="warning", evidence=[Evidence(d.aux.source, ids, None)],
             needs_decision=DECIDE_CONV)
         return
     phys = trained_physical_ids(ctx)
@@ -345,11 +402,15 @@ def aux_ids_convention(ctx: Context) -> Iterator[Finding]:
           "(gpu/spec_decode/eagle/eagle3_utils.py) and otherwise feeds the defaults (2, L//2, L-3): ids only in "
           "eagle_config that differ from those are ignored there, which collapses acceptance as in vLLM PR "
           "#50170 (error). SGLang reads eagle_config. Different ids at two keys make runners disagree.",
-      fix="fix writes the same ids at every key the engine reads (safe once the ids are settled).")
+      fix="fix writes the same ids at every key the engine reads (safe once the ids are settled). Different ids at "
+          "two keys are an error whose repair is choosing one: fix refuses until --aux-ids names them.")
 def aux_ids_location(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     if ctx.decisions.aux_ids is not None and d.aux.ids is not None:
         phys = list(ctx.decisions.aux_ids)
+        ops = write_ops(ctx, phys, "--aux-ids")
+        if ops and all(d.aux.locations.get(".".join(o.path)) == o.value for o in ops):
+            return  # the flag repeats what the files already say (e.g. passed back to a fixed output)
         yield aux_ids_location.finding(
             f"aux ids replaced by --aux-ids: {d.aux.ids} -> streams {phys}", severity="info",
             evidence=[Evidence(d.aux.source, d.aux.ids, phys)], ops=write_ops(ctx, phys, "--aux-ids"))

@@ -69,7 +69,7 @@ def _engine_aux_count(ctx: Context) -> int:
           "`midlayer.` itself (deepseek_eagle3.py load_weights), so `layers.0.*` MLA drafts load there "
           "(lightseekorg/kimi-k2.5-eagle3-mla is served in SGLang's CI). SGLang 0.5.23's Llama draft also loads "
           "`model.`-prefixed names (llama_eagle3.py:372) while its MLA draft skips every one of them "
-          "(kimi_k25_eagle3.py:449), as recorded from its own code (tests/data/sglang_oracle.json).",
+          "(kimi_k25_eagle3.py:449), as recorded from its own code run on CPU.",
       fix="fix renames every tensor into the engine's layout (headers only, bytes untouched; always safe).")
 def key_layout(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
@@ -152,7 +152,8 @@ def unexpected_tensors(ctx: Context) -> Iterator[Finding]:
           "(vLLM: num_aux_hidden_states, else len(eagle_config ids), else 3); a different width fails at load, "
           "and a width that matches another target's hidden size means the draft belongs to another target.",
       fix="fix sets target_hidden_size when the fc width and the target agree on it (safe); a draft trained for "
-          "another target cannot be fixed.")
+          "another target cannot be fixed. An fc width that disagrees with the number of aux states the engine "
+          "feeds is an error whose repair is the ids themselves: fix refuses until --aux-ids names them.")
 def fc_width(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     fc = d.shape("fc.weight")

@@ -79,8 +79,9 @@ def draft_vocab_size(ctx: Context) -> Iterator[Finding]:
           "vocabulary and crash the engine (index out of bounds) or map to wrong tokens. A pruned head (fewer rows "
           "than the target vocabulary) without d2t maps draft id i to target id i: wrong tokens, near-zero "
           "acceptance.",
-      fix="fix rewrites absolute ids to offsets (safe when the reading is unambiguous, e.g. t2d agrees; otherwise "
-          "--d2t decides). Missing or invalid mappings are not fixable.")
+      fix="fix rewrites absolute ids to offsets (safe when the reading is unambiguous, e.g. t2d agrees). An "
+          "ambiguous d2t (a warning) is left exactly as it is, the other repairs applied and the choice recorded "
+          "in kconvert.json, until --d2t offsets|absolute decides. Missing or invalid mappings are not fixable.")
 def d2t_rule(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     V = target_vocab(ctx)

@@ -40,6 +40,8 @@ class TargetModel:
     tie_word_embeddings: bool | None = None
     local_path: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # The engine loads the target only with --trust-remote-code (its repository ships the tokenizer's code).
+    remote_code: bool = False
 
     @property
     def is_mla(self) -> bool:
@@ -86,6 +88,7 @@ def load_profile(name: str) -> TargetModel:
         head_dim=data.get("head_dim"), torch_dtype=data.get("torch_dtype"), rope_theta=data.get("rope_theta"),
         rope_scaling=data.get("rope_scaling"), mla=data.get("mla"), text_model_type=data.get("text_model_type"),
         weight_prefix=data.get("weight_prefix", ""), multimodal=bool(data.get("multimodal")),
+        remote_code=bool(data.get("remote_code")),
     )
 
 
@@ -138,6 +141,8 @@ def from_config(cfg: dict[str, Any], *, name: str, origin: str, local_path: str 
         rope_theta=rope_theta, rope_scaling=rope_scaling if isinstance(rope_scaling, dict) else None, mla=mla,
         weight_prefix=prefix, multimodal=text is not None and "vision_config" in cfg,
         tie_word_embeddings=tie if isinstance(tie, bool) else None, local_path=local_path,
+        # auto_map names code in the target's repository (Kimi-K2.5: configuration_kimi_k25, tokenization_kimi)
+        remote_code=isinstance(cfg.get("auto_map"), dict),
     )
 
 

@@ -146,5 +146,6 @@ def _fix_command(vr: VerifyResult, fix_args: list[str]) -> str:
     ref = vr.inspect.checkpoint.ref
     args = ["kconvert", "fix", ref, "-o", f"{ref.rstrip('/')}-fixed"]
     if vr.inspect.target is not None:
-        args += ["--target", vr.engine_target]
+        # the target as the user named it (a profile stays a profile: fix reads its facts, not the Hub)
+        args += ["--target", vr.inspect.target.name]
     return shlex.join(args + fix_args)

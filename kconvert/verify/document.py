@@ -14,9 +14,11 @@ def build_verify_report(vr: VerifyResult) -> dict[str, Any]:
     th = vr.thresholds.to_dict() if vr.thresholds else None
     if th is not None:
         th["checks"] = [c.to_dict() for c in vr.checks]
-    doc = build_report(vr.inspect, command="verify", hashes=True, live=live_section(vr), thresholds=th,
+    # A dry run binds no measurement to the files, so it reads no weights to hash them (a preflight stays cheap).
+    doc = build_report(vr.inspect, command="verify", hashes=not vr.dry_run, live=live_section(vr), thresholds=th,
                        verdict="pass" if vr.passed else "fail", exit_code=vr.exit_code,
-                       extra={"static_blocked": vr.static_blocked, "diagnosis": vr.diagnosis})
+                       extra={"static_blocked": vr.static_blocked, "diagnosis": vr.diagnosis,
+                              **({"dry_run": vr.planned} if vr.dry_run else {})})
     doc["engine"]["version"] = vr.live.engine_version if vr.live else None
     return doc
 

@@ -76,9 +76,17 @@ class VerifyResult:
     thresholds: Thresholds | None = None
     static_blocked: bool = False
     diagnosis: dict[str, Any] | None = None
+    # `--dry-run`: what the live run would start (engine arguments, environment, serve line); nothing started
+    planned: dict[str, Any] | None = None
+
+    @property
+    def dry_run(self) -> bool:
+        return self.planned is not None
 
     @property
     def passed(self) -> bool:
+        if self.dry_run:
+            return not self.inspect.failing  # a dry run's verdict is the static one
         if self.static_blocked:
             return False
         if self.lossless is not None and not self.lossless.get("identical", False):
@@ -138,12 +146,15 @@ def refuse_parallel_split(res: InspectResult, st: VerifySettings) -> None:
 def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str | None = None,
            settings: VerifySettings | None = None, thresholds: Thresholds | None = None,
            decisions: Decisions | None = None, options: Decisions | None = None, progress: Progress | None = None,
-           fail_on: str = "error", selection: Selection | None = None) -> VerifyResult:
-    """Static checks, then a live engine run; see `kconvert.verify` (the package-level function) for the arguments."""
+           fail_on: str = "error", selection: Selection | None = None,
+           dry_run: bool = False) -> VerifyResult:
+    """Static checks, then a live engine run; see `kconvert.verify` (the package-level function) for the arguments.
+    `dry_run`: the static checks, the target resolved and the engine's arguments planned; no engine started (and
+    no engine package imported), the verdict the static one."""
     decisions = given(decisions, options)
     from kconvert.prompts import load_prompts
 
-    if engine != "vllm":
+    if engine != "vllm" and not dry_run:
         raise UsageError("live verify runs vLLM; measure a running SGLang server with --server URL --engine sglang")
     st = settings or VerifySettings()
     say = progress or (lambda _s: None)
@@ -155,6 +166,9 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     out = VerifyResult(inspect=res, settings=st, engine_target=engine_target, thresholds=thresholds)
     out.prompt_set, prompts = load_prompts(st.prompts)
     out.prompts = prompts[: st.max_prompts] if st.max_prompts else prompts
+    if dry_run:
+        out.planned = plan_live(out, str(ckpt.root) if ckpt.root is not None else ckpt.ref, tgt)
+        return out
     if res.failing and not st.skip_static:
         out.static_blocked = True
         return out
@@ -164,6 +178,51 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     if thresholds is not None:
         out.checks = evaluate(thresholds, out.acceptance or {})
     return out
+
+
+def plan_live(out: VerifyResult, draft_dir: str, tgt: TargetModel) -> dict[str, Any]:
+    """What `_run_live` would start, computed without starting it (and without importing vLLM): the platform,
+    the engine arguments and environment kconvert would set, the settings it chose by itself, and the serve
+    lines of the same run."""
+    from pathlib import Path
+
+    from kconvert.engines.installed import detect_platform
+    from kconvert.engines.serve_lines import serve_lines
+    from kconvert.engines.vllm_args import build_engine_args, read_model_config
+
+    req = out.settings.live_request(out.engine_target, draft_dir, out.prompts)
+    engine = out.inspect.engine.engine
+    # A Hub target is not fetched for a dry run: its facts come from the profile or config already read.
+    target_config = (read_model_config(out.engine_target) if Path(out.engine_target).is_dir()
+                     else _config_of(tgt))
+    platform = detect_platform()
+    args, env, auto = build_engine_args(req, platform=platform, target_config=target_config,
+                                        draft_config=read_model_config(draft_dir) if Path(draft_dir).is_dir() else None)
+    lines = serve_lines(out.inspect.checkpoint.ref, out.engine_target, k=out.settings.num_speculative_tokens,
+                        tp=out.settings.tp, draft_tp=out.settings.draft_tp, engine_aux_note=False,
+                        extra=out.settings.speculative_extra)
+    planned: dict[str, Any] = {
+        "engine": engine, "platform": platform, "target": out.engine_target, "prompt_set": out.prompt_set,
+        "num_prompts": len(out.prompts), "num_speculative_tokens": out.settings.num_speculative_tokens,
+        "engine_args": args, "env": env, "auto_settings": auto, "serve_line": lines["vllm"],
+        "sglang_launch_line": lines["sglang"],
+        "would_start": not (out.inspect.failing and not out.settings.skip_static) and engine == "vllm",
+    }
+    if engine != "vllm":
+        planned["note"] = ("live verify starts vLLM only; for SGLang, launch the server with the line above and "
+                           "measure it with `kconvert verify --server URL --engine sglang`")
+    elif not planned["would_start"]:
+        planned["note"] = "static checks fail: verify would stop here and start no engine (--skip-static runs it)"
+    return planned
+
+
+def _config_of(tgt: TargetModel) -> dict[str, Any]:
+    """The few config.json keys the engine arguments depend on (multimodal wrapper, MLA, max positions)."""
+    cfg: dict[str, Any] = {"architectures": list(tgt.architectures), "model_type": tgt.model_type,
+                           "max_position_embeddings": tgt.max_position_embeddings}
+    if tgt.mla:
+        cfg["kv_lora_rank"] = tgt.mla.get("kv_lora_rank")
+    return cfg
 
 
 def _run_live(out: VerifyResult, draft_dir: str, say: Progress) -> None:

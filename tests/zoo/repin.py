@@ -61,9 +61,15 @@ def observe_fix(folder: Path, target: str, row, *, from_pickle: bool = False, de
         return {"outcome": "needs", "flag": flags[0] if flags else e.message}
     except UnfixableError as e:
         return {"outcome": "unfixable", "findings": sorted(set(_RULE.findall(e.message)))}
-    if res.noop:
-        return {"outcome": "noop"}
-    return {"outcome": "ops", "findings": sorted({f.id for f in res.plan.applied_findings})}
+    out = {"outcome": "noop"} if res.noop else {"outcome": "ops",
+                                                "findings": sorted({f.id for f in res.plan.applied_findings})}
+    # what fix left exactly as it is (a decision nobody gave), and the flag that decides it
+    left = res.plan.left_as_is
+    if left:
+        out["left_as_is"] = sorted({f.id for f in left})
+        flags = _FLAG.findall(" ".join(f.needs_decision for f in left))
+        out["flag"] = flags[0] if flags else ""
+    return out
 
 
 def observe(case: str, folder: Path, target: str, e: dict) -> dict:
