@@ -286,7 +286,7 @@ def test_verify_server_from_the_core_install_measures_the_running_server(live_se
                        cwd="/", timeout=240)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    independent = scrape_delta(first, scrape(), model="tiny-target")
+    independent = prom_delta(first, scrape(), model="tiny-target")  # prometheus_client, not kconvert
     c = doc["counters"]
     assert c["drafts"] > 0 and {k: independent[k] for k in c} == c
     assert independent["requests_finished"] == doc["num_prompts"] == 8
