@@ -10,8 +10,9 @@
 
 A disagreement fails and prints the input. The differences kconvert is allowed are listed below, each with why;
 the ones where kconvert accepts what the engine's library refuses are not allowed: they are kconvert defects,
-listed in KNOWN_LOOSER with an xfail(strict) test each, so that fixing kconvert flips the xfail and the allowance
-has to go. Budget: `KCONVERT_FUZZ_EXAMPLES` (default 150) scales both; about 4 s here.
+fixed (LOOSER_FIXED and the torch cases below say what each was), or, where kconvert legitimately reads less
+than the library, an allowed difference with its reason. Budget: `KCONVERT_FUZZ_EXAMPLES` (default 150) scales
+both; about 4 s here.
 """
 from __future__ import annotations
 
@@ -80,18 +81,6 @@ def _stricter_reason(blob: bytes) -> str | None:
     return None
 
 
-# kconvert accepts, safetensors refuses: kconvert defects (the engine would fail to load a shard kconvert passed).
-KNOWN_LOOSER = {
-    "incomplete metadata": "data section longer than the tensors cover (trailing bytes after the last tensor)",
-    "invalid offset": "holes between tensors, or a first tensor not at offset 0",
-    "invalid JSON in header": "a lone UTF-16 surrogate escape in a string (Python's json takes it, serde_json not)",
-}
-
-
-def _looser_reason(err: str) -> str | None:
-    return next((why for key, why in KNOWN_LOOSER.items() if key in err), None)
-
-
 def _safetensors_view(path: Path) -> dict:
     with safe_open(str(path), "pt") as f:
         return {k: (f.get_slice(k).get_dtype(), tuple(f.get_slice(k).get_shape()), _bytes_of(f.get_tensor(k)))
@@ -123,10 +112,8 @@ def compare_safetensors(path: Path, blob: bytes) -> str:
         # readers of one header could then disagree on a tensor's dtype or span, and a writer never emits one)
         assert why, f"kconvert refuses what safetensors loads: {our_err}\n{show}"
         return why
-    if theirs is None:
-        why = _looser_reason(their_err)
-        assert why, f"kconvert accepts what safetensors refuses: {their_err}\n{show}"
-        return "KNOWN DEFECT: " + why
+    # kconvert accepts, safetensors refuses: never allowed (the engine would fail to load a shard inspect passed)
+    assert theirs is not None, f"kconvert accepts what safetensors refuses: {their_err}\n{show}"
     got = {k: (t.dtype, t.shape, blob[t.start:t.end]) for k, t in ours.tensors.items()}
     assert got == theirs, f"the two readers see different tensors\n{show}"
     return "agree"
@@ -183,33 +170,54 @@ def _raw_st_file(raw: bytes, data: bytes) -> bytes:
 F32_1 = {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}
 
 
-@pytest.mark.parametrize("blob, key", [
-    (_st_file({"a": F32_1}, b"\0" * 8), "incomplete metadata"),
-    (_st_file({"a": F32_1, "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}}, b"\0" * 12),
-     "invalid offset"),
-    (_raw_st_file(b'{"\\ud800":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}', b"\0" * 4),
-     "invalid JSON in header"),
-], ids=list(KNOWN_LOOSER))
-@pytest.mark.xfail(strict=True, reason="kconvert accepts a shard safetensors refuses (reported with issue 20)")
-def test_kconvert_refuses_what_safetensors_refuses(tmp_path: Path, blob: bytes, key: str) -> None:
+# Found by this test (issue 20): kconvert accepted these, safetensors refuses them. Each is now refused in one line
+# naming the file (and the tensor where there is one), with what is wrong. The oracle's refusal is asserted first,
+# so a change of safetensors shows as a failure here rather than as a silently stricter kconvert.
+_E = {"dtype": "F32", "shape": [0], "data_offsets": [4, 4]}
+LOOSER_FIXED = [
+    # (id, file, safetensors' message, kconvert's message)
+    ("trailing bytes", _st_file({"a": F32_1}, b"\0" * 8), "incomplete metadata", "4 trailing bytes"),
+    ("data but no tensor", _st_file({}, b"\0" * 4), "incomplete metadata", "4 trailing bytes"),
+    ("hole between tensors",
+     _st_file({"a": F32_1, "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}}, b"\0" * 12),
+     "invalid offset for tensor `b`", r"\[b\]: data_offsets begin at 8, leaving a hole of 4 bytes after 'a'"),
+    ("first tensor not at 0", _st_file({"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, b"\0" * 8),
+     "invalid offset for tensor `a`", r"\[a\]: data_offsets begin at 4, leaving a hole of 4 bytes at the start"),
+    ("empty tensor inside another's span",
+     _st_file({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "e": _E}, b"\0" * 8),
+     "invalid offset for tensor `e`", r"\[e\]: byte span \[4, 4\) overlaps that of 'a'"),
+    ("lone high surrogate escape", _raw_st_file(b'{"\\ud800":' + json.dumps(F32_1).encode() + b"}", b"\0" * 4),
+     "invalid JSON in header", "lone UTF-16 surrogate"),
+    ("lone low surrogate escape", _raw_st_file(b'{"\\udc00":' + json.dumps(F32_1).encode() + b"}", b"\0" * 4),
+     "invalid JSON in header", "lone UTF-16 surrogate"),
+    ("lone surrogate in __metadata__",
+     _raw_st_file(b'{"__metadata__":{"k":"\\ud800"},"a":' + json.dumps(F32_1).encode() + b"}", b"\0" * 4),
+     "invalid JSON in header", "lone UTF-16 surrogate"),
+    # found while fixing the above (not by the fuzz): serde_json reads -0 as a float, Python's json as the int 0
+    ("-0 as an integer", _raw_st_file(b'{"a":{"dtype":"F32","shape":[-0],"data_offsets":[0,0]}}', b""),
+     "invalid type: floating point", r"\[a\]: invalid shape \[-0.0\]"),
+]
+
+
+@pytest.mark.parametrize("blob, theirs, ours", [c[1:] for c in LOOSER_FIXED], ids=[c[0] for c in LOOSER_FIXED])
+def test_kconvert_refuses_what_safetensors_refuses(tmp_path: Path, blob: bytes, theirs: str, ours: str) -> None:
     p = tmp_path / "f.safetensors"
     p.write_bytes(blob)
-    with pytest.raises(Exception, match=key):
-        _safetensors_view(p)  # the oracle refuses (not part of the xfail: a wrong oracle must fail loudly)
-    with pytest.raises(KConvertError):
+    with pytest.raises(Exception, match=theirs):
+        _safetensors_view(p)  # the oracle refuses
+    with pytest.raises(KConvertError, match=ours) as e:
         read_header(p, p.name)
+    assert str(e.value).startswith("f.safetensors") and "\n" not in str(e.value)
+    assert e.value.exit_code == 2
 
 
-def test_the_known_looser_cases_are_refused_by_safetensors(tmp_path: Path) -> None:
-    # the xfail above is only honest if safetensors really refuses these inputs
-    for blob, key in [(_st_file({"a": F32_1}, b"\0" * 8), "incomplete metadata"),
-                      (_st_file({"a": F32_1, "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}},
-                                b"\0" * 12), "invalid offset")]:
-        p = tmp_path / "f.safetensors"
-        p.write_bytes(blob)
-        with pytest.raises(Exception, match=key):
-            _safetensors_view(p)
-        assert read_header(p, p.name).tensors  # and kconvert, today, accepts them
+def test_a_surrogate_pair_and_an_empty_tensor_at_the_end_are_still_read(tmp_path: Path) -> None:
+    # the other side of the fixes above: what safetensors accepts, kconvert still accepts
+    p = tmp_path / "f.safetensors"
+    p.write_bytes(_raw_st_file(b'{"\\ud83d\\ude00":' + json.dumps(F32_1).encode()
+                               + b',"e":{"dtype":"F32","shape":[0],"data_offsets":[4,4]}}', b"\0" * 4))
+    assert set(_safetensors_view(p)) == {"\U0001F600", "e"}
+    assert set(read_header(p, p.name).tensors) == {"\U0001F600", "e"}
 
 
 # ---------------------------------------------------------------------------------------------- torch zip
