@@ -47,27 +47,6 @@ REBUILDERS = {("torch._utils", "_rebuild_tensor_v2"), ("torch._utils", "_rebuild
 ALLOWED_GLOBALS = ({("collections", "OrderedDict")} | REBUILDERS
                    | {("torch", name) for name in STORAGE_DTYPES})
 
-# Opcodes a state dict of tensors needs (torch.save writes protocol 2); everything else, the text opcodes of
-# protocols 0/1 included, is refused before it could matter.
-_ALLOWED_OPS = {
-    "PROTO", "FRAME", "STOP", "MARK", "POP", "POP_MARK", "DUP",
-    "EMPTY_DICT", "EMPTY_LIST", "EMPTY_TUPLE", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3", "LIST", "DICT",
-    "BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8",
-    "BININT", "BININT1", "BININT2", "LONG1", "LONG4", "BINFLOAT",
-    "NONE", "NEWTRUE", "NEWFALSE", "BINBYTES", "SHORT_BINBYTES", "BINBYTES8",
-    "BINPUT", "LONG_BINPUT", "MEMOIZE", "BINGET", "LONG_BINGET",
-    "GLOBAL", "STACK_GLOBAL", "BINPERSID", "REDUCE", "BUILD",
-    "SETITEM", "SETITEMS", "APPEND", "APPENDS",
-}
-
-
-class _Mark:
-    pass
-
-
-_MARK = _Mark()
-
-
 @dataclass(frozen=True)
 class _Global:
     module: str
@@ -116,135 +95,186 @@ def _check_member_name(file: str, name: str) -> None:
         raise _refuse(file, f"zip member {name!r} leaves the archive folder or is malformed")
 
 
-def _walk_pickle(file: str, data: bytes) -> Any:
-    """Interpret the pickle's opcodes for the allowed subset; returns the top-level object (never executes)."""
-    stack: list[Any] = []
-    memo: dict[int, Any] = {}
-    marks: list[int] = []
-    n_ops = 0
+class _Machine:
+    """The walker's state: the pickle stack, memo and mark positions of one data.pkl."""
 
-    def pop_mark() -> list[Any]:
-        if not marks:
-            raise _refuse(file, "data.pkl: MARK expected")
-        at = marks.pop()
-        items = stack[at:]
-        del stack[at:]
+    def __init__(self, file: str):
+        self.file = file
+        self.stack: list[Any] = []
+        self.memo: dict[int, Any] = {}
+        self.marks: list[int] = []
+
+    def refuse(self, msg: str) -> HeaderError:
+        return _refuse(self.file, f"data.pkl: {msg}")
+
+    def pop(self) -> Any:
+        if not self.stack:
+            raise self.refuse("stack underflow")
+        return self.stack.pop()
+
+    def top(self) -> Any:
+        """The object on top of the stack (left there); an empty stack is an underflow."""
+        return self.stack[-1] if self.stack else self.pop()
+
+    def pop_mark(self) -> list[Any]:
+        if not self.marks:
+            raise self.refuse("MARK expected")
+        at = self.marks.pop()
+        items = self.stack[at:]
+        del self.stack[at:]
         return items
 
-    def pop() -> Any:
-        if not stack:
-            raise _refuse(file, "data.pkl: stack underflow")
-        return stack.pop()
+    def push(self, x: Any) -> None:
+        self.stack.append(x)
 
+
+# One small handler per opcode: (machine, decoded argument) -> None. Whatever is not in this table (nor PROTO,
+# FRAME, STOP, handled by the loop) is refused before it could matter.
+def _op_tuple_n(k: int):
+    def op(m: _Machine, _arg: Any) -> None:
+        if len(m.stack) < k:
+            raise m.refuse("stack underflow")
+        items = m.stack[-k:]
+        del m.stack[-k:]
+        m.push(tuple(items))
+    return op
+
+
+def _op_dict(m: _Machine, _arg: Any) -> None:
+    items = m.pop_mark()
+    if len(items) % 2:
+        raise m.refuse("odd number of dict items")
+    m.push(_to_dict(m.file, items))
+
+
+def _op_get(m: _Machine, arg: Any) -> None:
+    if int(arg) not in m.memo:
+        raise m.refuse(f"memo {arg} read before written")
+    m.push(m.memo[int(arg)])
+
+
+def _op_put(m: _Machine, arg: Any) -> None:
+    m.memo[int(arg)] = m.top()
+
+
+def _op_memoize(m: _Machine, _arg: Any) -> None:
+    m.memo[len(m.memo)] = m.top()
+
+
+def _op_global(m: _Machine, arg: Any) -> None:
+    module, _, attr = str(arg).partition(" ")
+    m.push(_global(m.file, module, attr))
+
+
+def _op_stack_global(m: _Machine, _arg: Any) -> None:
+    attr, module = m.pop(), m.pop()
+    if not (isinstance(module, str) and isinstance(attr, str)):
+        raise m.refuse("STACK_GLOBAL of non-strings")
+    m.push(_global(m.file, module, attr))
+
+
+def _op_reduce(m: _Machine, _arg: Any) -> None:
+    args = m.pop()
+    fn = m.pop()
+    m.push(_reduce(m.file, fn, args))
+
+
+def _op_build(m: _Machine, _arg: Any) -> None:
+    state = m.pop()
+    obj = m.stack[-1] if m.stack else None
+    # OrderedDict state dicts carry `_metadata` as instance state; it is data, and it is dropped.
+    if not isinstance(obj, _OrderedDict) or not isinstance(state, (dict, tuple, type(None))):
+        raise m.refuse("BUILD of an object other than an OrderedDict (refused, nothing executed)")
+
+
+def _op_setitem(m: _Machine, _arg: Any) -> None:
+    v, k = m.pop(), m.pop()
+    d = m.stack[-1] if m.stack else None
+    if not isinstance(d, dict):
+        raise m.refuse("SETITEM on a non-dict")
+    d[_key(m.file, k)] = v
+
+
+def _op_setitems(m: _Machine, _arg: Any) -> None:
+    items = m.pop_mark()
+    d = m.stack[-1] if m.stack else None
+    if not isinstance(d, dict) or len(items) % 2:
+        raise m.refuse("SETITEMS on a non-dict")
+    d.update(_to_dict(m.file, items))
+
+
+def _op_append(m: _Machine, _arg: Any) -> None:
+    v = m.pop()
+    if not m.stack or not isinstance(m.stack[-1], list):
+        raise m.refuse("APPEND on a non-list")
+    m.stack[-1].append(v)
+
+
+def _op_appends(m: _Machine, _arg: Any) -> None:
+    items = m.pop_mark()
+    if not m.stack or not isinstance(m.stack[-1], list):
+        raise m.refuse("APPENDS on a non-list")
+    m.stack[-1].extend(items)
+
+
+def _op_const(value: Any):
+    def op(m: _Machine, _arg: Any) -> None:
+        m.push(value() if callable(value) else value)
+    return op
+
+
+def _op_arg(m: _Machine, arg: Any) -> None:
+    """Strings, ints, floats, bytes: the decoded argument itself."""
+    m.push(arg)
+
+
+_OPS: dict[str, Any] = {
+    "MARK": lambda m, _a: m.marks.append(len(m.stack)),
+    "POP": lambda m, _a: m.pop(),
+    "POP_MARK": lambda m, _a: m.pop_mark(),
+    "DUP": lambda m, _a: m.push(m.top()),
+    "EMPTY_DICT": _op_const(dict), "EMPTY_LIST": _op_const(list), "EMPTY_TUPLE": _op_const(()),
+    "NONE": _op_const(None), "NEWTRUE": _op_const(True), "NEWFALSE": _op_const(False),
+    "TUPLE1": _op_tuple_n(1), "TUPLE2": _op_tuple_n(2), "TUPLE3": _op_tuple_n(3),
+    "TUPLE": lambda m, _a: m.push(tuple(m.pop_mark())),
+    "LIST": lambda m, _a: m.push(list(m.pop_mark())),
+    "DICT": _op_dict,
+    "BINPUT": _op_put, "LONG_BINPUT": _op_put, "MEMOIZE": _op_memoize,
+    "BINGET": _op_get, "LONG_BINGET": _op_get,
+    "GLOBAL": _op_global, "STACK_GLOBAL": _op_stack_global,
+    "BINPERSID": lambda m, _a: m.push(_storage(m.file, m.pop())),
+    "REDUCE": _op_reduce, "BUILD": _op_build,
+    "SETITEM": _op_setitem, "SETITEMS": _op_setitems, "APPEND": _op_append, "APPENDS": _op_appends,
+    **{name: _op_arg for name in ("BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8", "BININT", "BININT1", "BININT2",
+                                  "LONG1", "LONG4", "BINFLOAT", "BINBYTES", "SHORT_BINBYTES", "BINBYTES8")},
+}
+# Opcodes a state dict of tensors needs (torch.save writes protocol 2); everything else, the text opcodes of
+# protocols 0/1 included, is refused.
+_ALLOWED_OPS = set(_OPS) | {"PROTO", "FRAME", "STOP"}
+
+
+def _walk_pickle(file: str, data: bytes) -> Any:
+    """Interpret the pickle's opcodes for the allowed subset; returns the top-level object (never executes)."""
+    m = _Machine(file)
     try:
-        for op, arg, _pos in _quiet(pickletools.genops(data)):
-            n_ops += 1
+        for n_ops, (op, arg, _pos) in enumerate(_quiet(pickletools.genops(data)), 1):
             if n_ops > MAX_OPS:
-                raise _refuse(file, f"data.pkl: more than {MAX_OPS} opcodes")
-            if len(stack) > MAX_STACK or len(memo) > MAX_STACK * 20:
-                raise _refuse(file, "data.pkl: stack or memo too large")
+                raise m.refuse(f"more than {MAX_OPS} opcodes")
+            if len(m.stack) > MAX_STACK or len(m.memo) > MAX_STACK * 20:
+                raise m.refuse("stack or memo too large")
             name = op.name
             if name not in _ALLOWED_OPS:
-                raise _refuse(file, f"data.pkl: opcode {name} builds arbitrary objects; only tensor state dicts are "
-                                    "read (refused, nothing executed)")
-            if name in ("PROTO", "FRAME"):
-                continue
+                raise m.refuse(f"opcode {name} builds arbitrary objects; only tensor state dicts are read "
+                               "(refused, nothing executed)")
             if name == "STOP":
-                return pop()
-            if name == "MARK":
-                marks.append(len(stack))
-            elif name == "POP":
-                pop()
-            elif name == "POP_MARK":
-                pop_mark()
-            elif name == "DUP":
-                stack.append(stack[-1] if stack else pop())
-            elif name == "EMPTY_DICT":
-                stack.append({})
-            elif name == "EMPTY_LIST":
-                stack.append([])
-            elif name == "EMPTY_TUPLE":
-                stack.append(())
-            elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
-                k = int(name[-1])
-                if len(stack) < k:
-                    raise _refuse(file, "data.pkl: stack underflow")
-                items = stack[-k:]
-                del stack[-k:]
-                stack.append(tuple(items))
-            elif name == "TUPLE":
-                stack.append(tuple(pop_mark()))
-            elif name == "LIST":
-                stack.append(list(pop_mark()))
-            elif name == "DICT":
-                items = pop_mark()
-                if len(items) % 2:
-                    raise _refuse(file, "data.pkl: odd number of dict items")
-                stack.append(_to_dict(file, items))
-            elif name in ("BINPUT", "LONG_BINPUT"):
-                memo[int(arg)] = stack[-1] if stack else pop()
-            elif name == "MEMOIZE":
-                memo[len(memo)] = stack[-1] if stack else pop()
-            elif name in ("BINGET", "LONG_BINGET"):
-                if int(arg) not in memo:
-                    raise _refuse(file, f"data.pkl: memo {arg} read before written")
-                stack.append(memo[int(arg)])
-            elif name == "GLOBAL":
-                module, _, attr = str(arg).partition(" ")
-                stack.append(_global(file, module, attr))
-            elif name == "STACK_GLOBAL":
-                attr, module = pop(), pop()
-                if not (isinstance(module, str) and isinstance(attr, str)):
-                    raise _refuse(file, "data.pkl: STACK_GLOBAL of non-strings")
-                stack.append(_global(file, module, attr))
-            elif name == "BINPERSID":
-                stack.append(_storage(file, pop()))
-            elif name == "REDUCE":
-                args = pop()
-                fn = pop()
-                stack.append(_reduce(file, fn, args))
-            elif name == "BUILD":
-                state = pop()
-                obj = stack[-1] if stack else None
-                # OrderedDict state dicts carry `_metadata` as instance state; it is data, and it is dropped.
-                if not isinstance(obj, _OrderedDict) or not isinstance(state, (dict, tuple, type(None))):
-                    raise _refuse(file, "data.pkl: BUILD of an object other than an OrderedDict (refused, nothing "
-                                        "executed)")
-            elif name == "SETITEM":
-                v, k = pop(), pop()
-                d = stack[-1] if stack else None
-                if not isinstance(d, dict):
-                    raise _refuse(file, "data.pkl: SETITEM on a non-dict")
-                d[_key(file, k)] = v
-            elif name == "SETITEMS":
-                items = pop_mark()
-                d = stack[-1] if stack else None
-                if not isinstance(d, dict) or len(items) % 2:
-                    raise _refuse(file, "data.pkl: SETITEMS on a non-dict")
-                d.update(_to_dict(file, items))
-            elif name == "APPEND":
-                v = pop()
-                if not stack or not isinstance(stack[-1], list):
-                    raise _refuse(file, "data.pkl: APPEND on a non-list")
-                stack[-1].append(v)
-            elif name == "APPENDS":
-                items = pop_mark()
-                if not stack or not isinstance(stack[-1], list):
-                    raise _refuse(file, "data.pkl: APPENDS on a non-list")
-                stack[-1].extend(items)
-            elif name in ("NONE",):
-                stack.append(None)
-            elif name == "NEWTRUE":
-                stack.append(True)
-            elif name == "NEWFALSE":
-                stack.append(False)
-            else:  # strings, ints, floats, bytes: the decoded argument itself
-                stack.append(arg)
+                return m.pop()
+            if name not in ("PROTO", "FRAME"):
+                _OPS[name](m, arg)
     except HeaderError:
         raise
     except (ValueError, struct.error, IndexError, TypeError, KeyError) as e:
-        raise _refuse(file, f"data.pkl: not a readable pickle ({type(e).__name__}: {e})") from None
-    raise _refuse(file, "data.pkl: no STOP opcode")
+        raise m.refuse(f"not a readable pickle ({type(e).__name__}: {e})") from None
+    raise m.refuse("no STOP opcode")
 
 
 def _quiet(ops):
