@@ -42,6 +42,7 @@ STORAGE_DTYPES: dict[str, tuple[str, int]] = {
     "BFloat16Storage": ("BF16", 2), "LongStorage": ("I64", 8), "IntStorage": ("I32", 4),
     "ShortStorage": ("I16", 2), "CharStorage": ("I8", 1), "ByteStorage": ("U8", 1), "BoolStorage": ("BOOL", 1),
 }
+_FLOAT_DTYPES = {"F32", "F64", "F16", "BF16"}
 REBUILDERS = {("torch._utils", "_rebuild_tensor_v2"), ("torch._utils", "_rebuild_tensor"),
               ("torch._utils", "_rebuild_parameter")}
 ALLOWED_GLOBALS = ({("collections", "OrderedDict")} | REBUILDERS
@@ -341,13 +342,22 @@ def _reduce(file: str, fn: Any, args: Any) -> Any:
             raise _refuse(file, "data.pkl: OrderedDict built with arguments")
         return _OrderedDict()
     if fn.name == "_rebuild_parameter":
-        if not args or not isinstance(args[0], _Tensor):
-            raise _refuse(file, "data.pkl: _rebuild_parameter without a tensor")
+        # torch/_utils.py: _rebuild_parameter(data, requires_grad, backward_hooks) -> nn.Parameter(data, requires_grad)
+        if len(args) != 3 or not isinstance(args[0], _Tensor):
+            raise _refuse(file, "data.pkl: _rebuild_parameter without (tensor, requires_grad, hooks)")
+        _requires_grad(file, args[0].storage, args[1])
         return args[0]
     if (fn.module, fn.name) in REBUILDERS:
-        if len(args) < 4 or not isinstance(args[0], _Storage):
-            raise _refuse(file, "data.pkl: tensor rebuilt without a storage")
+        # torch/_utils.py: _rebuild_tensor(storage, storage_offset, size, stride) and _rebuild_tensor_v2(storage,
+        # storage_offset, size, stride, requires_grad, backward_hooks, metadata=None): torch.load calls them with
+        # these arguments, and any other count is a TypeError there.
+        arity = (4,) if fn.name == "_rebuild_tensor" else (6, 7)
+        if len(args) not in arity or not isinstance(args[0], _Storage):
+            raise _refuse(file, f"data.pkl: {fn.name} called with {len(args)} arguments (takes "
+                                f"{' or '.join(map(str, arity))}, the first a storage)")
         storage, offset, shape, stride = args[:4]
+        if len(args) > 4:
+            _requires_grad(file, storage, args[4])
         shape_t, stride_t = _ints(shape), _ints(stride)
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0 or shape_t is None \
                 or stride_t is None or len(shape_t) != len(stride_t) or len(shape_t) > MAX_RANK \
@@ -356,6 +366,17 @@ def _reduce(file: str, fn: Any, args: Any) -> Any:
                                 f"shape {shape!r:.60}, stride {stride!r:.60})")
         return _Tensor(storage, offset, shape_t, stride_t)
     raise _refuse(file, f"data.pkl: REDUCE of {fn.module}.{fn.name} (refused, nothing executed)")
+
+
+def _requires_grad(file: str, storage: _Storage, flag: Any) -> None:
+    """The pickle's requires_grad, as torch sets it (`tensor.requires_grad = flag`): a bool, and True only on a
+    floating point tensor, or torch.load raises "only Tensors of floating point and complex dtype can require
+    gradients" and the engine cannot load the file."""
+    if not isinstance(flag, bool):
+        raise _refuse(file, f"data.pkl: requires_grad of storage {storage.key} is {flag!r:.20}, not a bool")
+    if flag and storage.dtype not in _FLOAT_DTYPES:
+        raise _refuse(file, f"data.pkl: requires_grad set on a {storage.dtype} tensor (storage {storage.key}); "
+                            "torch.load refuses it: only floating point tensors can require gradients")
 
 
 def _data_start(fh, file: str, info: zipfile.ZipInfo, size: int) -> int:
@@ -371,100 +392,198 @@ def _data_start(fh, file: str, info: zipfile.ZipInfo, size: int) -> int:
     return start
 
 
-def read_torch_zip(path: Path, rel: str) -> TorchZipFile:
-    """Describe a torch.save zip archive; HeaderError (one line, exit 2) on anything not a plain tensor dict."""
+# Small records torch.load reads besides data.pkl, relative to the archive folder: the C++ reader
+# (caffe2/serialize/inline_container.cc, PyTorchStreamReader::init) reads `.data/serialization_id` and the version
+# (`.data/version`, else `version`, which must exist); torch/serialization.py `_load` reads `.format_version`,
+# `byteorder` and `.storage_alignment`. kconvert reads the same records (each at most MAX_RECORD_BYTES, a few
+# bytes in practice) and checks them as torch does, so that a .bin torch.load cannot open is refused by inspect
+# too. Storage members (the weights, up to GBs) are never read whole: only their local headers.
+MAX_RECORD_BYTES = 4096
+# caffe2/serialize/versions.h: kMinSupportedFileFormatVersion 0x1, kMaxSupportedFileFormatVersion 0xA
+TORCH_FILE_VERSIONS = range(1, 11)
+
+
+@dataclass
+class _Archive:
+    """The layout of a torch.save zip: its folder, its data.pkl, its storage members by key, its small records."""
+
+    prefix: str
+    pkl: zipfile.ZipInfo
+    storages: dict[str, zipfile.ZipInfo]
+    by_name: dict[str, zipfile.ZipInfo]
+
+    def record(self, name: str) -> zipfile.ZipInfo | None:
+        """The member `<archive>/<name>`, looked up as miniz does for torch: case-insensitively."""
+        return self.by_name.get((self.prefix + name).lower())
+
+
+def _regular_file_size(path: Path, rel: str) -> int:
     try:
         st = path.stat()
     except OSError as e:
         raise _refuse(rel, f"cannot read: {e.strerror or e}") from None
     if not stat.S_ISREG(st.st_mode):
         raise _refuse(rel, "not a regular file")
-    size = st.st_size
+    return st.st_size
+
+
+def _open_zip(fh, rel: str) -> zipfile.ZipFile:
+    if fh.read(4) != b"PK\x03\x04":
+        raise _refuse(rel, "not a zip archive: the legacy (pre-1.6) torch.save format is not read statically; "
+                           "re-save it with a current torch, or convert it with a trusted tool")
+    try:
+        return zipfile.ZipFile(fh)
+    # NotImplementedError: an entry asks for a zip version or feature zipfile does not implement (found by the
+    # differential fuzz: "version needed to extract" 6.4 escaped as an internal error, exit 70)
+    except (zipfile.BadZipFile, ValueError, OSError, NotImplementedError, EOFError, struct.error,
+            OverflowError) as e:
+        raise _refuse(rel, f"not a readable zip archive ({type(e).__name__}: {e})") from None
+
+
+def _layout(rel: str, infos: list[zipfile.ZipInfo]) -> _Archive:
+    """Check the member list (count, names, one archive folder, stored and unencrypted) and map it."""
+    if len(infos) > MAX_MEMBERS:
+        raise _refuse(rel, f"{len(infos)} zip members (cap {MAX_MEMBERS})")
+    names = [i.filename for i in infos]
+    if len(set(names)) != len(names):
+        raise _refuse(rel, "the zip archive holds two members of the same name")
+    for n in names:
+        _check_member_name(rel, n)
+    pkls = [i for i in infos if i.filename.endswith("/data.pkl") and i.filename.count("/") == 1]
+    if len(pkls) != 1:
+        raise _refuse(rel, "not a torch.save archive: expected exactly one <archive>/data.pkl")
+    prefix = pkls[0].filename[: -len("data.pkl")]
+    stray = [n for n in names if not n.startswith(prefix) and not n.startswith(".data/")]
+    if stray:
+        raise _refuse(rel, f"zip member {stray[0]!r} lies outside the archive folder {prefix!r}")
+    for i in infos:
+        if i.compress_type != zipfile.ZIP_STORED or i.compress_size != i.file_size:
+            raise _refuse(rel, f"zip member {i.filename} is compressed; torch.save stores members "
+                               "uncompressed (refused)")
+        if i.flag_bits & 0x1:
+            raise _refuse(rel, f"zip member {i.filename} is encrypted")
+    if pkls[0].file_size > MAX_PICKLE_BYTES:
+        raise _refuse(rel, f"data.pkl is {pkls[0].file_size} bytes (cap {MAX_PICKLE_BYTES})")
+    storages = {i.filename[len(prefix) + len("data/"):]: i for i in infos if i.filename.startswith(prefix + "data/")}
+    by_name: dict[str, zipfile.ZipInfo] = {}
+    for i in infos:
+        by_name.setdefault(i.filename.lower(), i)
+    return _Archive(prefix, pkls[0], storages, by_name)
+
+
+def _read_member(fh, rel: str, info: zipfile.ZipInfo, size: int, cap: int) -> bytes:
+    """A small member's bytes, located from its local header (the same header miniz reads for torch)."""
+    what = info.filename
+    if info.file_size > cap:
+        raise _refuse(rel, f"zip member {what} is {info.file_size} bytes (cap {cap})")
+    fh.seek(_data_start(fh, rel, info, size))
+    data = fh.read(info.file_size)
+    if len(data) != info.file_size:
+        raise _refuse(rel, f"zip member {what} is truncated")
+    return data
+
+
+def _torch_version(raw: bytes) -> int | None:
+    """The archive version as the C++ reader reads it (std::stoull: leading whitespace, a sign, decimal digits,
+    the rest ignored), or None where torch cannot parse it."""
+    text = raw.decode("latin-1").lstrip(" \t\n\v\f\r")
+    sign = text[:1] if text[:1] in "+-" else ""
+    digits = ""
+    for c in text[len(sign):]:
+        if not "0" <= c <= "9":
+            break
+        digits += c
+    if not digits or int(digits) >= 2**64:
+        return None
+    return -int(digits) if sign == "-" else int(digits)
+
+
+def _check_records(fh, rel: str, arc: _Archive, size: int) -> str:
+    """Read and check the small records torch.load reads (see MAX_RECORD_BYTES); returns the byte order."""
+    def read(name: str) -> bytes | None:
+        info = arc.record(name)
+        return None if info is None else _read_member(fh, rel, info, size, MAX_RECORD_BYTES)
+
+    read(".data/serialization_id")
+    version = read(".data/version")
+    if version is None:
+        version = read("version")
+    if version is None:
+        raise _refuse(rel, "the archive has no version record; torch.load refuses it")
+    v = _torch_version(version)
+    if v not in TORCH_FILE_VERSIONS:
+        raise _refuse(rel, f"version record {version[:20]!r} is not a file version torch reads "
+                           f"({TORCH_FILE_VERSIONS.start}..{TORCH_FILE_VERSIONS.stop - 1})")
+    read(".format_version")
+    byteorder = read("byteorder")
+    if byteorder is not None and byteorder not in (b"little", b"big"):
+        # torch/serialization.py _load: "Unknown endianness type" (it would otherwise be read as little-endian)
+        raise _refuse(rel, f"byteorder record {byteorder[:20]!r} is neither 'little' nor 'big'; torch.load "
+                           "refuses it")
+    alignment = read(".storage_alignment")
+    if alignment is not None:
+        try:
+            int(alignment)  # torch/serialization.py _load: int(zip_file.get_record(".storage_alignment"))
+        except ValueError:
+            raise _refuse(rel, f".storage_alignment record {alignment[:20]!r} is not an integer; torch.load "
+                               "refuses it") from None
+    return "little" if byteorder is None else byteorder.decode()
+
+
+def _describe(fh, rel: str, top: Any, arc: _Archive, byteorder: str, size: int) -> TorchZipFile:
+    """The tensors of the walked pickle, each checked against its storage member and given its byte span."""
+    out = TorchZipFile(rel)
+    if not isinstance(top, dict):
+        raise _refuse(rel, "data.pkl does not hold a dict of tensors")
+    if len(top) > MAX_TENSORS:
+        raise _refuse(rel, f"{len(top)} entries (cap {MAX_TENSORS})")
+    skipped = [str(k) for k, v in top.items() if not isinstance(v, _Tensor)]
+    if skipped:
+        out.notes.append(f"{rel}: {len(skipped)} entries that are not tensors were ignored "
+                         f"({', '.join(skipped[:3])})")
+    starts: dict[str, int] = {}
+    for name, t in top.items():
+        if not isinstance(t, _Tensor):
+            continue
+        if not isinstance(name, str) or not name or any(ord(c) < 32 or c == "\x7f" for c in name):
+            raise _refuse(rel, f"tensor name {name!r:.60} is not a plain string")
+        s = t.storage
+        member = arc.storages.get(s.key)
+        if member is None:
+            raise _refuse(rel, f"storage {s.key} is not in the archive", tensor=name)
+        if member.file_size != s.numel * s.itemsize:
+            raise _refuse(rel, f"storage {s.key} holds {member.file_size} bytes, the pickle declares "
+                               f"{s.numel} x {s.itemsize}", tensor=name)
+        numel = math.prod(t.shape)
+        if numel:
+            last = t.offset + sum((d - 1) * st_ for d, st_ in zip(t.shape, t.stride))
+            if last >= s.numel:
+                raise _refuse(rel, f"view (offset {t.offset}, shape {list(t.shape)}, stride "
+                                   f"{list(t.stride)}) runs past storage {s.key} of {s.numel} elements",
+                              tensor=name)
+        if s.key not in starts:
+            starts[s.key] = _data_start(fh, rel, member, size)
+        begin = starts[s.key] + t.offset * s.itemsize
+        contiguous = list(t.stride) == _row_major(t.shape)
+        out.tensors[name] = TensorInfo(name, rel, s.dtype, t.shape, begin, begin + numel * s.itemsize)
+        if numel and not contiguous:
+            out.unreadable[name] = "a non-contiguous view in a PyTorch file (not readable by byte range)"
+        elif byteorder != "little":
+            out.unreadable[name] = f"a {byteorder}-endian PyTorch archive"
+    return out
+
+
+def read_torch_zip(path: Path, rel: str) -> TorchZipFile:
+    """Describe a torch.save zip archive; HeaderError (one line, exit 2) on anything not a plain tensor dict."""
+    size = _regular_file_size(path, rel)
     try:
         with open(path, "rb") as fh:
-            magic = fh.read(4)
-            if magic != b"PK\x03\x04":
-                raise _refuse(rel, "not a zip archive: the legacy (pre-1.6) torch.save format is not read statically; "
-                                   "re-save it with a current torch, or convert it with a trusted tool")
-            try:
-                zf = zipfile.ZipFile(fh)
-            except (zipfile.BadZipFile, ValueError, OSError) as e:
-                raise _refuse(rel, f"not a readable zip archive ({e})") from None
-            infos = zf.infolist()
-            if len(infos) > MAX_MEMBERS:
-                raise _refuse(rel, f"{len(infos)} zip members (cap {MAX_MEMBERS})")
-            names = [i.filename for i in infos]
-            if len(set(names)) != len(names):
-                raise _refuse(rel, "the zip archive holds two members of the same name")
-            for n in names:
-                _check_member_name(rel, n)
-            pkls = [i for i in infos if i.filename.endswith("/data.pkl") and i.filename.count("/") == 1]
-            if len(pkls) != 1:
-                raise _refuse(rel, "not a torch.save archive: expected exactly one <archive>/data.pkl")
-            prefix = pkls[0].filename[: -len("data.pkl")]
-            stray = [n for n in names if not n.startswith(prefix) and not n.startswith(".data/")]
-            if stray:
-                raise _refuse(rel, f"zip member {stray[0]!r} lies outside the archive folder {prefix!r}")
-            for i in infos:
-                if i.compress_type != zipfile.ZIP_STORED or i.compress_size != i.file_size:
-                    raise _refuse(rel, f"zip member {i.filename} is compressed; torch.save stores members "
-                                       "uncompressed (refused)")
-                if i.flag_bits & 0x1:
-                    raise _refuse(rel, f"zip member {i.filename} is encrypted")
-            pkl = pkls[0]
-            if pkl.file_size > MAX_PICKLE_BYTES:
-                raise _refuse(rel, f"data.pkl is {pkl.file_size} bytes (cap {MAX_PICKLE_BYTES})")
-            fh.seek(_data_start(fh, rel, pkl, size))
-            data = fh.read(pkl.file_size)
-            if len(data) != pkl.file_size:
-                raise _refuse(rel, "data.pkl is truncated")
-            byteorder = "little"
-            bo = next((i for i in infos if i.filename == prefix + "byteorder"), None)
-            if bo is not None and bo.file_size <= 16:
-                fh.seek(_data_start(fh, rel, bo, size))
-                byteorder = fh.read(bo.file_size).decode("ascii", "replace").strip()
-            members = {i.filename[len(prefix) + len("data/"):]: i for i in infos
-                       if i.filename.startswith(prefix + "data/")}
-            top = _walk_pickle(rel, data)
-            out = TorchZipFile(rel)
-            if not isinstance(top, dict):
-                raise _refuse(rel, "data.pkl does not hold a dict of tensors")
-            if len(top) > MAX_TENSORS:
-                raise _refuse(rel, f"{len(top)} entries (cap {MAX_TENSORS})")
-            skipped = [str(k) for k, v in top.items() if not isinstance(v, _Tensor)]
-            if skipped:
-                out.notes.append(f"{rel}: {len(skipped)} entries that are not tensors were ignored "
-                                 f"({', '.join(skipped[:3])})")
-            starts: dict[str, int] = {}
-            for name, t in top.items():
-                if not isinstance(t, _Tensor):
-                    continue
-                if not isinstance(name, str) or not name or any(ord(c) < 32 or c == "\x7f" for c in name):
-                    raise _refuse(rel, f"tensor name {name!r:.60} is not a plain string")
-                s = t.storage
-                member = members.get(s.key)
-                if member is None:
-                    raise _refuse(rel, f"storage {s.key} is not in the archive", tensor=name)
-                if member.file_size != s.numel * s.itemsize:
-                    raise _refuse(rel, f"storage {s.key} holds {member.file_size} bytes, the pickle declares "
-                                       f"{s.numel} x {s.itemsize}", tensor=name)
-                numel = math.prod(t.shape)
-                if numel:
-                    last = t.offset + sum((d - 1) * st_ for d, st_ in zip(t.shape, t.stride))
-                    if last >= s.numel:
-                        raise _refuse(rel, f"view (offset {t.offset}, shape {list(t.shape)}, stride "
-                                           f"{list(t.stride)}) runs past storage {s.key} of {s.numel} elements",
-                                      tensor=name)
-                if s.key not in starts:
-                    starts[s.key] = _data_start(fh, rel, member, size)
-                begin = starts[s.key] + t.offset * s.itemsize
-                contiguous = list(t.stride) == _row_major(t.shape)
-                out.tensors[name] = TensorInfo(name, rel, s.dtype, t.shape, begin, begin + numel * s.itemsize)
-                if numel and not contiguous:
-                    out.unreadable[name] = "a non-contiguous view in a PyTorch file (not readable by byte range)"
-                elif byteorder != "little":
-                    out.unreadable[name] = f"a {byteorder}-endian PyTorch archive"
-            return out
+            zf = _open_zip(fh, rel)
+            arc = _layout(rel, zf.infolist())
+            # the pickle first: a hostile one is refused naming what it asked for, whatever else is wrong
+            top = _walk_pickle(rel, _read_member(fh, rel, arc.pkl, size, MAX_PICKLE_BYTES))
+            byteorder = _check_records(fh, rel, arc, size)
+            return _describe(fh, rel, top, arc, byteorder, size)
     except HeaderError:
         raise
     except OSError as e:
