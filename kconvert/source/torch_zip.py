@@ -13,8 +13,12 @@ is refused with a one-line error (exit 2). Nothing named by the pickle is import
 Every name, offset and size is validated like a safetensors header: member names stay inside one archive folder
 (no absolute path, '..', backslash or control character), members are stored uncompressed (torch's writer never
 compresses), each storage member lies inside the file and holds exactly numel x itemsize bytes, and every tensor
-view (offset, shape, stride) stays inside its storage. Contiguous little-endian tensors get absolute byte spans in
-the file, so inspect can read d2t/t2d and norms by byte range as it does for safetensors.
+view (offset, shape, stride) stays inside its storage. What torch.load itself checks before it would load the
+file is checked too, so inspect never passes a .bin the engine cannot open: the zip directory as torch's miniz reads
+it, the small records torch reads (version, byteorder, .storage_alignment, ...) and requires_grad. Storage bytes are
+never read whole (a .bin can be GBs), and CRCs are not compared (torch does not compare them either).
+Contiguous little-endian tensors get absolute byte spans in the file, so inspect can read d2t/t2d and norms by
+byte range as it does for safetensors.
 """
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ from kconvert.source.safetensors_header import MAX_RANK, MAX_TENSORS, TensorInfo
 MAX_PICKLE_BYTES = 64 * 1024 * 1024
 MAX_MEMBERS = 200_000
 MAX_OPS = 20_000_000
+MAX_DIRECTORY_BYTES = 64 * 1024 * 1024  # MAX_MEMBERS entries of ~300 bytes
 MAX_STACK = 100_000
 
 # torch.<Name>Storage -> (safetensors dtype, bytes per element)
@@ -483,6 +488,8 @@ def _check_directory(fh, rel: str, size: int) -> None:
         raise bad(f"disk numbers {num_disk}/{cdir_disk} or entry counts {on_disk}/{total} of a multi-disk archive")
     if cdir_size < total * 46 or cdir_ofs + cdir_size > size:
         raise bad("central directory size or offset out of bounds")
+    if cdir_size > MAX_DIRECTORY_BYTES:
+        raise _refuse(rel, f"the zip central directory is {cdir_size} bytes (cap {MAX_DIRECTORY_BYTES})")
     fh.seek(cdir_ofs)
     cd = fh.read(cdir_size)
     pos = 0
@@ -529,8 +536,12 @@ def _layout(rel: str, infos: list[zipfile.ZipInfo]) -> _Archive:
         if i.compress_type != zipfile.ZIP_STORED or i.compress_size != i.file_size:
             raise _refuse(rel, f"zip member {i.filename} is compressed; torch.save stores members "
                                "uncompressed (refused)")
-        if i.flag_bits & 0x1:
+        # miniz (torch's zip reader), mz_zip_reader_is_file_supported: bit 0 (encrypted), bit 6 (strong
+        # encryption) and bit 5 (compressed patched data) are refused before a member is read
+        if i.flag_bits & 0x41:
             raise _refuse(rel, f"zip member {i.filename} is encrypted")
+        if i.flag_bits & 0x20:
+            raise _refuse(rel, f"zip member {i.filename} is flagged as compressed patched data")
     if pkls[0].file_size > MAX_PICKLE_BYTES:
         raise _refuse(rel, f"data.pkl is {pkls[0].file_size} bytes (cap {MAX_PICKLE_BYTES})")
     storages = {i.filename[len(prefix) + len("data/"):]: i for i in infos if i.filename.startswith(prefix + "data/")}
