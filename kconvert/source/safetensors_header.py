@@ -74,9 +74,35 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def loads_strict_json(raw: bytes, what: str, *, max_depth: int = 64) -> Any:
+def _serde_int(text: str) -> Any:
+    # serde_json reads `-0` as the float -0.0, so safetensors refuses it where an integer is due; Python's json
+    # reads it as the integer 0. Kept a float here, it fails the integer checks as it fails in safetensors.
+    return -0.0 if text == "-0" else int(text)
+
+
+def _lone_surrogate(obj: Any, depth: int = 0) -> str | None:
+    """A string holding a lone UTF-16 surrogate (from a `\\ud800`-style escape), or None. Python's json accepts
+    such an escape, serde_json (safetensors) refuses it: "lone leading surrogate in hex escape"."""
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+        except UnicodeEncodeError:
+            return obj
+        return None
+    items = list(obj.items()) if isinstance(obj, dict) else obj if isinstance(obj, list) else []
+    for it in items:
+        for x in (it if isinstance(obj, dict) else (it,)):
+            bad = _lone_surrogate(x, depth + 1)
+            if bad is not None:
+                return bad
+    return None
+
+
+def loads_strict_json(raw: bytes, what: str, *, max_depth: int = 64, serde: bool = False) -> Any:
     """Parse JSON refusing duplicate keys, invalid UTF-8 and absurd nesting. `what` names the document in the
-    message ("header is not valid JSON"); "" leaves it to a caller that names the file itself."""
+    message ("header is not valid JSON"); "" leaves it to a caller that names the file itself. `serde`: also
+    read `-0` as serde_json, the parser of safetensors' Rust reader, does (a float, so not an integer); the
+    other such difference, a lone surrogate escape, is refused by `parse_header_json` for remote headers too."""
     def problem(text: str) -> str:
         return f"{what} is {text}" if what else text
     try:
@@ -106,9 +132,10 @@ def loads_strict_json(raw: bytes, what: str, *, max_depth: int = 64) -> Any:
         elif ch in "]}":
             depth -= 1
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicate_keys)
+        obj = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_int=_serde_int if serde else None)
     except (ValueError, RecursionError) as e:
         raise ValueError(problem(f"not valid JSON: {e}")) from None
+    return obj
 
 
 def _is_int(x: Any) -> bool:
@@ -119,6 +146,10 @@ def parse_header_json(file: str, header: Any, *, data_start: int, file_size: int
     """Validate a decoded header object; `file_size` None means the size is unknown (remote metadata)."""
     if not isinstance(header, dict):
         raise HeaderError(file, "header is not a JSON object")
+    bad = _lone_surrogate(header)
+    if bad is not None:
+        raise HeaderError(file, f"header is not valid JSON for safetensors: the string {bad!r:.60} holds a lone "
+                                "UTF-16 surrogate escape, which serde_json (safetensors' parser) refuses")
     if len(header) > MAX_TENSORS:
         raise HeaderError(file, f"header lists {len(header)} entries (cap {MAX_TENSORS})")
     meta = header.get("__metadata__", {})
@@ -163,13 +194,28 @@ def parse_header_json(file: str, header: Any, *, data_start: int, file_size: int
         spans.append((begin, end, name))
         out.tensors[name] = TensorInfo(name=name, file=file, dtype=dtype, shape=tuple(shape),
                                        start=data_start + begin, end=data_start + end)
-    # Empty tensors occupy no bytes and may sit anywhere; among the others, sorted by start, an overlap
-    # always shows between neighbours.
-    spans = sorted(s for s in spans if s[1] > s[0])
-    for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
-        if b1 < e0:
-            raise HeaderError(file, f"byte span overlaps that of {n0!r}", tensor=n1)
+    _check_tiling(file, spans, data_len)
     return out
+
+
+def _check_tiling(file: str, spans: list[tuple[int, int, str]], data_len: int | None) -> None:
+    """The tensors tile the data section exactly, as safetensors' own reader demands (safetensors/src/tensor.rs,
+    `Metadata::validate` and `read_metadata`): sorted by (begin, end), each begins where the previous one ended,
+    the first at 0, and the last ends at the end of the file. A hole, an overlap or trailing bytes make
+    `safe_open` refuse the shard ("invalid offset", "incomplete metadata, file not fully covered"), so the engine
+    could not load what inspect passed; and bytes no tensor covers are a place to carry data no reader checks."""
+    at, prev = 0, None
+    for begin, end, name in sorted(spans):
+        if begin < at:
+            raise HeaderError(file, f"byte span [{begin}, {end}) overlaps that of {prev!r}", tensor=name)
+        if begin > at:
+            where = f"after {prev!r}" if prev is not None else "at the start of the data section"
+            raise HeaderError(file, f"data_offsets begin at {begin}, leaving a hole of {begin - at} bytes {where}; "
+                                    "safetensors requires the tensors to tile the data", tensor=name)
+        at, prev = end, name
+    if data_len is not None and data_len != at:
+        raise HeaderError(file, f"the data section holds {data_len} bytes but its tensors cover {at}: "
+                                f"{data_len - at} trailing bytes no tensor describes (safetensors refuses the file)")
 
 
 def header_length(rel: str, first8: bytes, size: int | None) -> int:
@@ -214,7 +260,7 @@ def read_header(path: Path, rel: str) -> SafetensorsHeader:
     if len(raw) != n:
         raise HeaderError(rel, "file shrank while reading its header")
     try:
-        obj = loads_strict_json(raw.rstrip(b" "), "header")
+        obj = loads_strict_json(raw.rstrip(b" "), "header", serde=True)
     except ValueError as e:
         raise HeaderError(rel, str(e)) from None
     return parse_header_json(rel, obj, data_start=8 + n, file_size=size)
