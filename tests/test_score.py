@@ -123,8 +123,9 @@ HOSTILE = {
         lambda p: _rewrite_data(p, lambda d: _with_header(d, _reshape(_header(d)[0], "hidden.3", lambda s: [s[0] * 2,
                                                                                                         s[1] // 2]))),
         "hidden.3"),
-    "a tensor is missing": (lambda p: _rewrite_data(p, lambda d: _with_header(d, _drop(_header(d)[0], "next_token"))),
-                            "next_token"),
+    # a valid safetensors file without the tensor (safetensors itself writes it: dropping the header entry alone
+    # would leave a hole, which the header reader refuses before the trace's own check is reached)
+    "a tensor is missing": (lambda p: _rewrite_data(p, lambda d: _resave_without(d, "next_token")), "next_token"),
     "an unexpected tensor": (lambda p: _rewrite_data(p, lambda d: _with_header(d, _rename(_header(d)[0], "lm_head"))),
                              "missing|unexpected"),
     "sequence boundaries go backwards": (lambda p: _rewrite_data(p, _set_i64("seq_offsets", 1, 10**6)), "seq_offsets"),
@@ -145,9 +146,12 @@ def _reshape(h: dict, name: str, fn) -> dict:
     return h
 
 
-def _drop(h: dict, name: str) -> dict:
-    h.pop(name)
-    return h
+def _resave_without(data: bytearray, name: str) -> bytearray:
+    from safetensors.numpy import load, save
+
+    meta = _header(data)[0].get("__metadata__")
+    tensors = {k: v for k, v in load(bytes(data)).items() if k != name}
+    return bytearray(save(tensors, metadata=meta))
 
 
 def _rename(h: dict, new: str) -> dict:
