@@ -23,7 +23,7 @@ from kconvert._version import __version__
 
 if TYPE_CHECKING:
     from kconvert.fix import FixResult
-    from kconvert.verify.thresholds import Thresholds
+    from kconvert.results.thresholds import Thresholds
     from kconvert.push import PushResult
     from kconvert.inspect import InspectResult
     from kconvert.rules import Decisions, Options
@@ -150,7 +150,7 @@ _API = {"inspect": inspect, "fix": fix, "verify": verify, "push": push}
 _TYPES = {"InspectResult": "kconvert.inspect", "FixResult": "kconvert.fix", "VerifyResult": "kconvert.verify",
           "VerifySettings": "kconvert.verify", "PushResult": "kconvert.push", "Decisions": "kconvert.rules",
           "Options": "kconvert.rules",
-          "Thresholds": "kconvert.verify.thresholds"}
+          "Thresholds": "kconvert.results.thresholds"}
 
 
 def __getattr__(name: str) -> Any:

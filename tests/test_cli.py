@@ -144,7 +144,7 @@ def test_library_functions_survive_importing_their_modules_and_work_twice(ws, ca
         fn = getattr(kconvert, name)
         assert pyinspect.isfunction(fn) and fn.__doc__ and len(fn.__doc__) > 200, name
     # --- inspect, twice; to_dict() is the --json report
-    monkeypatch.setattr(sys.modules["kconvert.inspect"], "_now", lambda: "2026-01-01T00:00:00+00:00")
+    monkeypatch.setattr(sys.modules["kconvert.results.inspection"], "_now", lambda: "2026-01-01T00:00:00+00:00")
     a = kconvert.inspect("bad", target="target")
     b = kconvert.inspect("bad", target="target")
     assert isinstance(a, kconvert.InspectResult) and a.verdict == b.verdict == "fail" and a.exit_code == 1

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from kconvert.errors import InputError, UsageError
-from kconvert.verify.thresholds import Thresholds, apply_expected, evaluate, expected_to_vllm_al, load_policy
+from kconvert.results.thresholds import Thresholds, apply_expected, evaluate, expected_to_vllm_al, load_policy
 from kconvert.engines.acceptance import summarize
 from kconvert.report.junit import render_junit
 from kconvert.verify import compare_outputs

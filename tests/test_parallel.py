@@ -16,7 +16,7 @@ from kconvert.errors import UsageError
 from kconvert.inspect import inspect
 from kconvert.rules import Decisions
 from kconvert.verify import VerifyResult, VerifySettings, verify
-from kconvert.verify.document import serve_line
+from kconvert.results.verify import serve_line
 from tests.factories import make_draft, make_target
 
 SEED_SPEC = '{"model": "AQ-MedAI/Kimi-K25-eagle3", "method": "eagle3", "num_speculative_tokens": 4, ' \

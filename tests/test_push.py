@@ -62,7 +62,7 @@ def make_checkpoint(folder: Path, *, shards: int = 1, provenance: bool = True,
 
 def make_report(folder: Path, *, verdict: str = "pass", command: str = "verify", k: int = 4,
                 extra_files: dict[str, str] | None = None) -> dict:
-    """A verify report of `folder` shaped like kconvert.report.document.build_report's, with a live section."""
+    """A verify report of `folder` shaped like kconvert.results.document.build_report's, with a live section."""
     files = []
     for p in sorted(folder.iterdir()):
         if p.is_file():

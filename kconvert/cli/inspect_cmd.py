@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kconvert.cli import app
+from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
                                   ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,

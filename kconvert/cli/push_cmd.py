@@ -7,7 +7,7 @@ import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.table import Table
 
-from kconvert.cli import app
+from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
 from kconvert.cli._output import begin, console, emit_json, err_console
 

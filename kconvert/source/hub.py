@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from kconvert.errors import HeaderError, InputError, KConvertError
-from kconvert.source import Prefetch
 from kconvert.source.checkpoint import (
     MAX_SMALL_TENSOR_BYTES,
     Checkpoint,
     FileEntry,
+    Prefetch,
     add_tensors,
     check_placement,
     load_folder,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kconvert.errors import KConvertError
-from kconvert.verify.run import VerifyResult
+from kconvert.results.verify import VerifyResult
 
 LOW_AL_FRACTION = 0.6  # below 60% of the maximum (k + 1) counts as low
 
