@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kconvert.errors import UsageError
-from kconvert.inspect import inspect
+from kconvert.commands.inspect import inspect
 from kconvert.rules import Decisions
 from tests.factories import SHAPES, make_draft, make_target, rename_all
 

@@ -26,7 +26,7 @@ import pytest
 from huggingface_hub import ModelCard, metadata_load
 
 from kconvert.errors import GateError, InputError
-from kconvert.push import push
+from kconvert.commands.push import push
 from kconvert.hub.card import END, START, render_card
 from kconvert.engines.acceptance import summarize
 from kconvert.report.markdown import render_markdown_section

@@ -96,7 +96,7 @@ def fix_command(
     no error-level finding remains (1 under --fail-on warning while a warning does), 1 an error remains or its
     repair needs a decision, 2 bad input.
     """
-    from kconvert.fix import check_only, fix
+    from kconvert.commands.fix import check_only, fix
 
     fmt = begin("fix", output_format, as_json, source)
     cast_dtype = None
@@ -110,7 +110,7 @@ def fix_command(
     if decided_by:
         from rich.markup import escape
 
-        from kconvert.inspect import open_draft
+        from kconvert.commands.inspect import open_draft
         from kconvert.score.cite import decision as cite_decision
 
         decision, decisions = cite_decision(decided_by, open_draft(source), decisions)

@@ -65,7 +65,7 @@ def inspect_command(
     embedding rows); never loads the weights, never runs code from the checkpoint. Exit 0 when nothing fails the
     gate (--fail-on), 1 otherwise, 2 for unreadable input.
     """
-    from kconvert.inspect import check_fail_on, inspect
+    from kconvert.commands.inspect import check_fail_on, inspect
     from kconvert.report.terminal import render_report
     from kconvert.report.files import write_json_atomic
 

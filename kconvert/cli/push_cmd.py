@@ -63,7 +63,7 @@ def push_command(
     conventions, serve commands, provenance from kconvert.json), keeping an existing README.md and its metadata,
     and uploads every file plus README.md in one commit.
     """
-    from kconvert.push import push
+    from kconvert.commands.push import push
 
     begin("push", "json" if as_json else "full", source=folder)
     quiet = as_json or not err_console.is_terminal

@@ -163,9 +163,9 @@ def verify_command(
     server you start (--server URL --engine sglang); --engine sglang without --server prints its launch line
     and that command, and exits 2.
     """
-    from kconvert.inspect import check_fail_on
+    from kconvert.commands.inspect import check_fail_on
     from kconvert.rules.decisions import decisions_from_flags
-    from kconvert.verify import VerifySettings, verify
+    from kconvert.commands.verify import VerifySettings, verify
     from kconvert.results.thresholds import Thresholds, apply_expected, load_policy
 
     fmt = begin("verify", output_format, as_json, draft)
@@ -218,8 +218,8 @@ def verify_command(
             vr.planned["diagnose"] = ("after the run, when acceptance is low or a convention is unsettled: the "
                                       "candidate readings, one engine run each")
         if diagnose and vr.live is not None:
-            from kconvert.verify.diagnosis import diagnose as run_diagnosis
-            from kconvert.verify.diagnosis import plan_diagnosis
+            from kconvert.commands.verify.diagnosis import diagnose as run_diagnosis
+            from kconvert.commands.verify.diagnosis import plan_diagnosis
 
             plan = plan_diagnosis(vr)
             if plan.needed:

@@ -7,7 +7,7 @@ target's tokens) and the report has verify's acceptance fields. `score --diagnos
 files (aux ids shifted, d2t as absolute ids, whose embeddings, re-selected lm_head rows, norm_before_residual)
 and names the best by measured acceptance.
 
-Layers: kconvert.score uses formats, source, target, rules (through inspect), engines and results;
+Layers: kconvert.score uses formats, source, target, rules (through kconvert.commands.inspect), engines and results;
 torch is needed only here (and transformers only for recording).
 """
 from __future__ import annotations
@@ -67,7 +67,7 @@ def lm_head_loader() -> Callable[[str], Any]:
     def load(path: str):
         if path not in cache:
             from kconvert.formats import read_draft
-            from kconvert.inspect import open_draft
+            from kconvert.commands.inspect import open_draft
             from kconvert.score.run import read_tensor
 
             src = read_draft(open_draft(path))
@@ -85,7 +85,7 @@ def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str |
     """Score `draft` against the trace folder `trace` as the engine would load it."""
     require_torch()
     from kconvert.engines.expectations import engine_rules
-    from kconvert.inspect import analyse, open_draft
+    from kconvert.commands.inspect import analyse, open_draft
     from kconvert.rules import Options
     from kconvert.score.reading import engine_reading
     from kconvert.score.run import WeightCache, resolve_device, resolve_dtype, score_reading, set_threads

@@ -9,7 +9,7 @@ from typing import Any, Callable
 from kconvert.engines.expectations import engine_rules
 from kconvert.engines.live_run import LiveRequest
 from kconvert.errors import UsageError
-from kconvert.inspect import analyse, open_draft
+from kconvert.commands.inspect import analyse, open_draft
 from kconvert.results.inspection import Inspection
 from kconvert.results.thresholds import Thresholds, evaluate
 from kconvert.results.verify import VerifyResult, VerifySettings
@@ -17,7 +17,7 @@ from kconvert.rules import Decisions
 from kconvert.rules.decisions import given
 from kconvert.rules.selection import Selection
 from kconvert.target import TargetModel, load_profile, load_target, profile_hub_id, profile_names
-from kconvert.verify.lossless import compare_outputs
+from kconvert.commands.verify.lossless import compare_outputs
 
 Progress = Callable[[str], None]
 
@@ -62,9 +62,18 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
            decisions: Decisions | None = None, options: Decisions | None = None, progress: Progress | None = None,
            fail_on: str = "error", selection: Selection | None = None,
            dry_run: bool = False) -> VerifyResult:
-    """Static checks, then a live engine run; see `kconvert.verify` (the package-level function) for the arguments.
-    `dry_run`: the static checks, the target resolved and the engine's arguments planned; no engine started (and
-    no engine package imported), the verdict the static one."""
+    """Static checks, then the draft next to `target` in a real vLLM engine (child process, hard timeout):
+    acceptance from the engine's own counters, the optional lossless check, and the gate.
+
+    target: a folder, a Hub id, or a profile name (mapped to its Hub id for the engine).
+    settings: `kconvert.VerifySettings` (tp, k, prompts, max tokens, engine args, timeout, lossless, ...).
+    thresholds: `kconvert.Thresholds` to gate on (None: no gate). fail_on: "error" or "warning" for the static
+    checks (failing findings stop before the engine starts unless `settings.skip_static`). dry_run: the static
+    checks and the planned engine arguments and serve line (`.planned`); nothing started, no engine imported.
+
+    Returns a `VerifyResult` (`.acceptance`, `.verdict`, `.exit_code`, `.to_dict()` = `kconvert verify --json`).
+    Raises `EngineError` when the engine could not run, and the other `KConvertError` subclasses.
+    """
     decisions = given(decisions, options)
     from kconvert.prompts import load_prompts
 

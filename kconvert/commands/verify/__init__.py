@@ -7,7 +7,7 @@ comparison with the target alone; `diagnosis` the candidate readings of `--diagn
 `deployment` measures a running server (`--server`) or its saved scrapes (`kconvert acceptance`).
 """
 from kconvert.results.verify import VerifyResult, VerifySettings, build_verify_report
-from kconvert.verify.lossless import compare_outputs
-from kconvert.verify.run import verify
+from kconvert.commands.verify.lossless import compare_outputs
+from kconvert.commands.verify.run import verify
 
 __all__ = ["VerifyResult", "VerifySettings", "build_verify_report", "compare_outputs", "verify"]

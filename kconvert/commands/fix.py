@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 from kconvert.engines.expectations import engine_rules
 from kconvert.errors import AmbiguityError, SelfCheckError, UnfixableError, UsageError
-from kconvert.inspect import analyse, open_draft
+from kconvert.commands.inspect import analyse, open_draft
 from kconvert.plan import Plan, build_fix_plan
 from kconvert.results.fix import FixResult, left_as_is_entry, remaining_fixable
 from kconvert.results.inspection import Inspection, check_fail_on
@@ -42,7 +42,29 @@ def fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | T
         force: bool = False, to_format: str | None = None, progress: Callable[[int, int, str], None] | None = None,
         durable: bool = True, from_pickle: bool = False, decided_by: dict[str, Any] | None = None,
         selection: Selection | None = None, fail_on: str = "error") -> FixResult:
-    """Plan and write a corrected copy; see `kconvert.fix` (the package-level function) for the arguments."""
+    """Write a corrected copy of a draft that `engine` loads with the intended meaning.
+
+    Streams the tensors (unchanged ones by byte range), keeps sharding, writes into a temporary folder beside
+    `out_dir`, checks the result and renames it into place, with provenance in `kconvert.json`; never modifies
+    the input, and a failed fix leaves nothing at `out_dir`.
+
+    A finding that needs a decision no flag gave leaves its setting exactly as it is (`.plan.left_as_is`, recorded
+    in kconvert.json); every repair that needs no decision is applied. Nothing to change: nothing is written
+    (`.noop`, `.written` None, verdict pass).
+
+    only: apply only the fixes of these rule ids (an unknown id is a `UsageError`; an id with no finding here
+        changes nothing, as a fix with nothing to do). fail_on: "warning" fails the fix (exit 1) while the output
+        still carries a warning. dry_run: plan only (`out_dir` may be None). partial: write what can be
+        fixed even when unfixable errors remain. force: replace an existing `out_dir`. to_format: "flat" or
+        "speculators". progress(done_bytes, total_bytes, message). durable: fsync before the rename.
+        from_pickle: convert PyTorch pickle weights (.bin/.pt) to safetensors through
+        `torch.load(weights_only=True)` after the static opcode check (without it such a draft is refused).
+        decided_by: the measurement behind the decision flags (`kconvert.score.cite.decision` of a
+        `kconvert score --diagnose` report), recorded in kconvert.json.
+
+    Returns a `FixResult` (`.plan`, `.written`, `.verdict`, `.to_dict()` = `kconvert fix --json`). Raises
+    `AmbiguityError` where a flag must decide (the message names it), `UnfixableError`, `UsageError`, `InputError`.
+    """
     check_fail_on(fail_on)
     result = _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version,
                   decisions=given(decisions, options),

@@ -54,7 +54,23 @@ def inspect(source: str, *, target: str | TargetModel | None = None, engine: str
             engine_version: str | None = None, decisions: Decisions | None = None,
             options: Decisions | None = None, fail_on: str = "error",
             selection: Selection | None = None) -> InspectResult:
-    """Static checks of one draft; see `kconvert.inspect` (the package-level function) for the arguments."""
+    """Static checks of an EAGLE-3 draft: producer, canonical description, every incompatibility with the target
+    and the engine. Reads config, index and safetensors headers (and d2t/t2d and a few embedding rows), never the
+    weights, never code from the checkpoint.
+
+    source: a local folder or a Hub id `org/name[@revision]`.
+    target: a built-in profile (`kimi-k2.5`, ...), a folder, a Hub id (only its config.json is read), a
+        `TargetModel`, or None (target-dependent rules are skipped and say so).
+    engine / engine_version: whose loading rules apply (`vllm` or `sglang`; default the installed version).
+    decisions: what the files cannot settle (`kconvert.Decisions`: aux ids, their convention, d2t kind);
+        `options=` is its earlier name (`kconvert.Options` = `kconvert.Decisions`).
+    fail_on: "error" (default) or "warning": the least severe finding that makes `.verdict` "fail".
+    selection: `kconvert.rules.selection.Selection`, the rules in force (select / ignore with a reason); the
+        findings it sets aside are in `.set_aside` and the report's `rule_selection`.
+
+    Returns an `InspectResult` (`.findings`, `.verdict`, `.exit_code`, `.to_dict()` = `kconvert inspect --json`).
+    Raises `KConvertError` subclasses for unreadable or hostile input and bad arguments.
+    """
     decisions = given(decisions, options)
     check_fail_on(fail_on)
     ckpt = open_draft(source)
