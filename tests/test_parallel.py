@@ -11,7 +11,7 @@ import pytest
 
 from kconvert.engines.live_run import LiveRequest
 from kconvert.engines.serve_lines import parse_speculative_config
-from kconvert.engines.vllm_args import build_engine_args
+from kconvert.runners.vllm_args import build_engine_args
 from kconvert.errors import UsageError
 from kconvert.commands.inspect import inspect
 from kconvert.rules import Decisions

@@ -116,7 +116,7 @@ def diagnose(vr: VerifyResult, plan: DiagnosisPlan | None = None, *,
 
 
 def _run_candidate(vr: VerifyResult, c: Candidate, scratch: Path) -> dict[str, Any]:
-    from kconvert.engines.vllm_offline import run_vllm
+    from kconvert.runners.vllm_offline import run_vllm
     from kconvert.commands.fix import fix
     from kconvert.rules import Decisions
     from kconvert.rules.vocab import d2t_rule

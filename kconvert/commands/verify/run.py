@@ -111,7 +111,8 @@ def plan_live(out: VerifyResult, draft_dir: str, tgt: TargetModel) -> dict[str, 
 
     from kconvert.engines.installed import detect_platform
     from kconvert.engines.serve_lines import serve_lines
-    from kconvert.engines.vllm_args import build_engine_args, read_model_config
+    from kconvert.runners.engine_setup import read_model_config
+    from kconvert.runners.vllm_args import build_engine_args
 
     req = out.settings.live_request(out.engine_target, draft_dir, out.prompts)
     engine = out.inspect.engine.engine
@@ -149,7 +150,7 @@ def _config_of(tgt: TargetModel) -> dict[str, Any]:
 
 
 def _run_live(out: VerifyResult, draft_dir: str, say: Progress) -> None:
-    from kconvert.engines.vllm_offline import run_vllm
+    from kconvert.runners.vllm_offline import run_vllm
 
     req = out.settings.live_request(out.engine_target, draft_dir, out.prompts)
     say("speculative run")
