@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kconvert.engines.expectations import EngineRules, engine_rules
 from kconvert.errors import UsageError
-from kconvert.formats import read_draft
+from kconvert.formats.read import read_draft
 from kconvert.formats.layouts import token_map_names
 from kconvert.results.inspect import InspectResult
 from kconvert.results.inspection import check_fail_on

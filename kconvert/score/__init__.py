@@ -66,7 +66,7 @@ def lm_head_loader() -> Callable[[str], Any]:
 
     def load(path: str):
         if path not in cache:
-            from kconvert.formats import read_draft
+            from kconvert.formats.read import read_draft
             from kconvert.commands.inspect import open_draft
             from kconvert.score.run import read_tensor
 
