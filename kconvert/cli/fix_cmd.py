@@ -4,7 +4,6 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.markup import escape
 from rich.syntax import Syntax
 
@@ -13,7 +12,7 @@ from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
                                   ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
                                   SelectOpt, SourceArg, TargetOpt, project_settings)
-from kconvert.cli._output import begin, console, emit_report, err_console
+from kconvert.cli._output import begin, byte_progress, console, emit_report, err_console
 from kconvert.errors import UsageError
 from kconvert.rules.decisions import decisions_from_flags
 
@@ -122,14 +121,7 @@ def fix_command(
         raise UsageError("fix needs -o/--output DIR (or --dry-run to only print the plan)")
 
     quiet = fmt != "full" or not err_console.is_terminal
-    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), DownloadColumn(),
-                  TransferSpeedColumn(), TimeRemainingColumn(), console=err_console, disable=quiet,
-                  transient=True) as prog:
-        task = prog.add_task("writing", total=None)
-
-        def progress(done: int, total: int, message: str) -> None:
-            prog.update(task, completed=done, total=total, description=message[:40])
-
+    with byte_progress("writing", quiet=quiet) as progress:
         result = fix(source, output, target=ps["target"], engine=ps["engine"], engine_version=ps["engine_version"],
                      decisions=decisions, only=only_set, dry_run=dry_run, partial=partial, force=force,
                      to_format=to_format, progress=progress, durable=fsync, from_pickle=from_pickle,

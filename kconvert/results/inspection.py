@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass, field
+from typing import Any
 
 from kconvert.engines.expectations import EngineRules
 from kconvert.errors import UsageError
@@ -32,8 +33,22 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+class Gated:
+    """A result's exit code and verdict from whether it passed (each result says what passing is: `passed`)."""
+
+    passed: Any  # a property in each result (not a dataclass field: this class is no dataclass)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+    @property
+    def verdict(self) -> str:
+        return "pass" if self.passed else "fail"
+
+
 @dataclass
-class Inspection:
+class Inspection(Gated):
     """What the static checks found: the checkpoint, its DraftModel, the target and engine row, the findings and
     the gate (`fail_on`, the rules in force). `InspectResult` adds its JSON report."""
 
@@ -65,12 +80,8 @@ class Inspection:
         return [f for f in self.findings if f.severity in bad]
 
     @property
-    def exit_code(self) -> int:
-        return 1 if self.failing else 0
-
-    @property
-    def verdict(self) -> str:
-        return "fail" if self.exit_code else "pass"
+    def passed(self) -> bool:
+        return not self.failing
 
     def counts(self) -> dict[str, int]:
         c = {"error": 0, "warning": 0, "info": 0}

@@ -20,10 +20,6 @@ from kconvert.rules.tensors import embeddings
 TARGET_PLACEHOLDER = "<target>"  # verify needs a target; fix and inspect may have run without one
 
 
-def quote(argv: list[str]) -> str:
-    return " ".join(shlex.quote(a) for a in argv)
-
-
 def fix_output_dir(source: str, engine: str, *, hub: bool) -> str:
     """A destination beside a local draft (`drafts/x` -> `drafts/x-vllm`), in the working directory for a Hub id."""
     if hub:
@@ -54,7 +50,7 @@ def fix_command(result: Inspection, extra: list[str] | None = None) -> str:
     for f in extra or []:
         if f not in flags:
             flags.append(f)
-    return quote(argv + _engine_flags(result) + _split(flags))
+    return shlex.join(argv + _engine_flags(result) + _split(flags))
 
 
 def _split(flags: list[str]) -> list[str]:
@@ -87,14 +83,14 @@ def verify_command(draft: str, result: Inspection, *, decisions: bool = True, di
     argv += _engine_flags(result) + _target_flags(result)
     if diagnose:
         argv.append("--diagnose")
-    return quote(argv + (result.decisions.flags() if decisions else []))
+    return shlex.join(argv + (result.decisions.flags() if decisions else []))
 
 
 TRACE_PLACEHOLDER = "<trace>"  # a folder `kconvert trace` recorded once where the target runs
 
 
 def score_command(draft: str) -> str:
-    return quote(["kconvert", "score", draft, "--trace", TRACE_PLACEHOLDER, "--diagnose"])
+    return shlex.join(["kconvert", "score", draft, "--trace", TRACE_PLACEHOLDER, "--diagnose"])
 
 
 def not_checked(result: Inspection) -> list[str]:
@@ -153,7 +149,7 @@ def next_steps(result: Inspection, *, command: str, written: str | None = None,
         if unfixable:
             # The output still fails on this engine row (fix exited 1): verifying it would stop at the same errors.
             for f in unfixable:
-                steps.append({"command": quote(["kconvert", "rules", f.id]),
+                steps.append({"command": shlex.join(["kconvert", "rules", f.id]),
                               "why": f"{f.id} remains: no file edit repairs it on {result.engine.key}"})
             return {"next_steps": steps, "not_checked": checked}
         if written:
@@ -174,7 +170,7 @@ def next_steps(result: Inspection, *, command: str, written: str | None = None,
     if blocking:
         # The repair of these errors is the decision itself: a fix line without it would refuse as printed.
         for f in blocking:
-            steps.append({"command": quote(["kconvert", "rules", f.id]),
+            steps.append({"command": shlex.join(["kconvert", "rules", f.id]),
                           "why": f"{f.id} is an error whose repair needs a decision: fix waits for "
                                  f"{f.needs_decision}"})
     elif repairs or recommended:

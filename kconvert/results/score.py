@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kconvert.results.document import build_report
-from kconvert.results.inspection import Inspection
+from kconvert.results.inspection import Gated, Inspection
 
 
 @dataclass
@@ -28,7 +28,7 @@ class ScoreSettings:
 
 
 @dataclass
-class ScoreResult:
+class ScoreResult(Gated):
     inspect: Inspection
     trace: Any  # Trace
     settings: ScoreSettings
@@ -56,9 +56,6 @@ class ScoreResult:
             return False
         return all(c.passed for c in self.checks)
 
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.passed else 1
 
 
 def score_section(sr: ScoreResult) -> dict[str, Any] | None:

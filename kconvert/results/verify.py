@@ -9,7 +9,7 @@ from typing import Any
 from kconvert.engines.live_run import LiveRequest, LiveResult
 from kconvert.engines.serve_lines import ServeReplay, serve_lines
 from kconvert.results.document import build_report
-from kconvert.results.inspection import Inspection
+from kconvert.results.inspection import Gated, Inspection
 from kconvert.results.thresholds import Check, Thresholds
 
 
@@ -55,7 +55,7 @@ class VerifySettings:
 
 
 @dataclass
-class VerifyResult:
+class VerifyResult(Gated):
     inspect: Inspection
     settings: VerifySettings
     engine_target: str
@@ -84,14 +84,6 @@ class VerifyResult:
         if self.lossless is not None and not self.lossless.get("identical", False):
             return False
         return all(c.passed for c in self.checks)
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.passed else 1
-
-    @property
-    def verdict(self) -> str:
-        return "pass" if self.passed else "fail"
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON report (schemas/report.schema.json), as `kconvert verify --json` prints it."""
