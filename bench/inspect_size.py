@@ -42,7 +42,7 @@ def main() -> None:
 
     import tests.factories as fx
     from kconvert.engines.expectations import engine_rules
-    from kconvert.inspect import analyse
+    from kconvert.commands.inspect import analyse
     from kconvert.source import open_checkpoint
     from kconvert.target import load_target
 

@@ -64,7 +64,7 @@ def live(name: str, path: str, dtype: str, work: Path) -> dict | None:
     if f.exists():
         return json.loads(f.read_text())
     from kconvert.errors import KConvertError
-    from kconvert.verify import VerifySettings, verify
+    from kconvert.commands.verify import VerifySettings, verify
 
     st = VerifySettings(prompts="all", max_tokens=64, num_speculative_tokens=3, timeout_s=900, lossless=False,
                         skip_static=True,
@@ -151,7 +151,7 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     drafts = {n: str(TINY / p) for n, p in DRAFTS.items() if not a.only or n in a.only}
     if not a.no_fixed:
-        from kconvert.fix import fix
+        from kconvert.commands.fix import fix
         from kconvert.rules import Options
 
         for n, opts in FIXES.items():

@@ -50,7 +50,7 @@ def tiny(threads: int, work: Path, skip_live: bool) -> dict:
     draft = TINY / "drafts" / "mla-torchspec"
     target = TINY / "target"
     if not skip_live:
-        from kconvert.verify import VerifySettings, verify
+        from kconvert.commands.verify import VerifySettings, verify
 
         t0 = time.perf_counter()
         vr = verify(str(draft), str(target), settings=VerifySettings(prompts="all", max_tokens=64,

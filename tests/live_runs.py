@@ -28,7 +28,7 @@ _runs: dict[tuple, object] = {}
 def run_verify(draft: str, engine_args: tuple = (), **kw):
     """`kconvert.verify` of `draft` next to the tiny target with SETTINGS (overridden by `kw`; `replay=(json, tp)`
     replays a serve line's speculative config and TP), once per session."""
-    from kconvert.verify import VerifySettings, verify
+    from kconvert.commands.verify import VerifySettings, verify
 
     key = (draft, engine_args, tuple(sorted(kw.items())))
     if key not in _runs:

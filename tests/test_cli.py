@@ -9,6 +9,7 @@ import os
 import shlex
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -93,8 +94,8 @@ def test_a_bug_is_an_internal_error_exit_70_one_line_with_the_debug_hint(ws, cap
 
     import importlib
 
-    # the module, not `kconvert.inspect` (the package keeps that name for the function)
-    monkeypatch.setattr(importlib.import_module("kconvert.inspect"), "inspect", boom)
+    # the implementation the CLI calls (kconvert.commands.inspect), not the package's re-export of it
+    monkeypatch.setattr(importlib.import_module("kconvert.commands.inspect"), "inspect", boom)
     rc, out, err = run(capsys, "inspect", "clean")
     assert rc == EXIT_INTERNAL == 70
     lines = err.strip().splitlines()
@@ -138,13 +139,14 @@ def test_typer_is_pinned_to_the_tested_range():
 def test_library_functions_survive_importing_their_modules_and_work_twice(ws, capsys, monkeypatch):
     import importlib
 
-    for name in ("kconvert.inspect", "kconvert.fix", "kconvert.verify", "kconvert.push"):
+    for name in ("kconvert.commands.inspect", "kconvert.commands.fix", "kconvert.commands.verify",
+                 "kconvert.commands.push"):
         importlib.import_module(name)
     for name in ("inspect", "fix", "verify", "push"):
         fn = getattr(kconvert, name)
         assert pyinspect.isfunction(fn) and fn.__doc__ and len(fn.__doc__) > 200, name
     # --- inspect, twice; to_dict() is the --json report
-    monkeypatch.setattr(sys.modules["kconvert.inspect"], "_now", lambda: "2026-01-01T00:00:00+00:00")
+    monkeypatch.setattr(sys.modules["kconvert.results.inspection"], "_now", lambda: "2026-01-01T00:00:00+00:00")
     a = kconvert.inspect("bad", target="target")
     b = kconvert.inspect("bad", target="target")
     assert isinstance(a, kconvert.InspectResult) and a.verdict == b.verdict == "fail" and a.exit_code == 1
@@ -188,18 +190,29 @@ def test_library_push_twice_against_the_loopback_hub(tmp_path, capsys, monkeypat
     assert r1.to_dict()["operations"] == r2.to_dict()["operations"]
 
 
-def test_library_signatures_are_the_implementations():
-    """The package functions spell out the implementations' parameters: a new parameter must reach both."""
-    from kconvert.fix import fix
-    from kconvert.push import push
-    from kconvert.inspect import inspect
-    from kconvert.verify import verify
+def test_library_names_are_the_implementations_re_exported():
+    """`kconvert.inspect` and the others are the command modules' own functions and classes (no wrapper whose
+    parameters could drift), and no module of the package takes a public name (`kconvert/commands/` holds them)."""
+    from kconvert.commands.fix import fix
+    from kconvert.commands.inspect import inspect
+    from kconvert.commands.push import PushResult, push
+    from kconvert.commands.verify import verify
+    from kconvert.results.fix import FixResult
+    from kconvert.results.inspect import InspectResult
+    from kconvert.results.thresholds import Thresholds
+    from kconvert.results.verify import VerifyResult, VerifySettings
+    from kconvert.rules import Decisions, Options
 
-    for public, impl in ((kconvert.inspect, inspect), (kconvert.fix, fix), (kconvert.verify, verify),
-                         (kconvert.push, push)):
-        pub, imp = pyinspect.signature(public), pyinspect.signature(impl)
-        assert [(p.name, p.kind, p.default) for p in pub.parameters.values()] == \
-               [(p.name, p.kind, p.default) for p in imp.parameters.values()], public.__name__
+    expected = {"inspect": inspect, "fix": fix, "verify": verify, "push": push, "InspectResult": InspectResult,
+                "FixResult": FixResult, "VerifyResult": VerifyResult, "VerifySettings": VerifySettings,
+                "PushResult": PushResult, "Decisions": Decisions, "Options": Options, "Thresholds": Thresholds}
+    assert set(kconvert.__all__) == set(expected) | {"__version__"}
+    for name, obj in expected.items():
+        assert getattr(kconvert, name) is obj, name
+    assert type(kconvert) is types.ModuleType  # no module-class swapping
+    package = Path(kconvert.__file__).parent
+    for name in ("inspect", "fix", "verify", "push"):
+        assert not (package / f"{name}.py").exists() and not (package / name).exists(), f"a module {name} shadows"
 
 
 # ------------------------------------------------------------------------------------------------ fix
@@ -245,7 +258,7 @@ def test_fix_only_other_findings_leaves_the_rest_without_contradiction(tmp_path,
 def test_a_failed_fix_leaves_no_output_folder(ws, capsys, monkeypatch):
     """A fix whose output would still carry a fixable error (simulated: a plan that lost its ops) is a kconvert
     bug the self-check catches before the rename: nothing at the destination, an existing one untouched."""
-    fixmod = sys.modules["kconvert.fix"]
+    fixmod = sys.modules["kconvert.commands.fix"]
     real = fixmod.plan_fix
 
     def plan_without_ops(*a, **k):

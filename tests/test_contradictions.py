@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kconvert.errors import UsageError
-from kconvert.inspect import inspect
+from kconvert.commands.inspect import inspect
 from kconvert.rules import Decisions
 from tests.factories import SHAPES, make_draft, make_target, rename_all
 
@@ -133,7 +133,7 @@ def test_missing_torch_exits_3_with_the_install_line(tmp_path):
 
 
 def test_missing_vllm_exits_3_with_the_install_line(monkeypatch):
-    from kconvert.engines import vllm_offline
+    from kconvert.runners import vllm_offline
     from kconvert.engines.live_run import LiveRequest
     from kconvert.errors import EXIT_ENGINE, MissingPackageError
 

@@ -12,7 +12,7 @@ import pytest
 
 from kconvert.engines.expectations import ALL_ROWS, KNOWN, NEWEST, engine_rules, target_family
 from kconvert.errors import UsageError
-from kconvert.inspect import inspect
+from kconvert.commands.inspect import inspect
 from kconvert.target import load_profile
 from tests.factories import TINY, make_draft, make_target, rename_all
 

@@ -22,10 +22,10 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from kconvert.fix import fix  # noqa: E402
-from kconvert.inspect import inspect  # noqa: E402
+from kconvert.commands.fix import fix  # noqa: E402
+from kconvert.commands.inspect import inspect  # noqa: E402
 from kconvert.rules import Options  # noqa: E402
-from kconvert.verify import build_verify_report  # noqa: E402
+from kconvert.commands.verify import build_verify_report  # noqa: E402
 from tests.live_runs import FP32, GOOD, SEED_SPEC, SEED_TP, TARGET, TINY, al, run_verify  # noqa: E402
 
 pytestmark = pytest.mark.live

@@ -1,4 +1,4 @@
-"""`kconvert.fix.fix` on drafts the tests build: every op kind really applied (read back from the output), the
+"""`kconvert.fix` (kconvert.commands.fix) on drafts the tests build: every op kind really applied (read back from the output), the
 output re-inspects clean and fixes to a no-op, the input is never touched, decisions the files cannot settle
 stop fix, format conversions round-trip, and the CLI's exit codes and JSON reports."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from kconvert.cli import main
 from kconvert.errors import AmbiguityError, UnfixableError, UsageError
-from kconvert.fix import fix
+from kconvert.commands.fix import fix
 from kconvert.formats.layouts import to_canonical
 from kconvert.rules import Decisions
 from kconvert.schemas import validate

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from kconvert.formats import read_draft
-from kconvert.inspect import inspect
+from kconvert.formats.read import read_draft
+from kconvert.commands.inspect import inspect
 from kconvert.rules import Decisions
 from kconvert.source import open_checkpoint
 from tests.factories import SHAPES, make_draft, rename_all

@@ -6,10 +6,10 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from kconvert.errors import InputError, UsageError
-from kconvert.verify.thresholds import Thresholds, apply_expected, evaluate, expected_to_vllm_al, load_policy
+from kconvert.results.thresholds import Thresholds, apply_expected, evaluate, expected_to_vllm_al, load_policy
 from kconvert.engines.acceptance import summarize
 from kconvert.report.junit import render_junit
-from kconvert.verify import compare_outputs
+from kconvert.commands.verify import compare_outputs
 from tests.oracles import SEED_K, seed
 
 # Kimi-K2.5 + AQ-MedAI draft, k=4, GSM8K: the seed scrape's counters (tests/data, read by tests/oracles.py).

@@ -391,7 +391,7 @@ def test_target_config_missing_required_keys(tmp_path: Path) -> None:
 
 def test_library_raises_only_kconvert_errors(tmp_path: Path) -> None:
     """The same refusals through the library: a KConvertError subclass, never another exception."""
-    from kconvert.inspect import inspect
+    from kconvert.commands.inspect import inspect
 
     d = write_draft(tmp_path / "d", shards=2)
     (d / SHARD2).unlink()

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from kconvert.engines.engine_log import classify_failure, error_lines, meaningful_lines
+from kconvert.runners.engine_log import classify_failure, error_lines, meaningful_lines
 from kconvert.engines.installed import detect_platform
 from kconvert.engines.live_run import LiveRequest, LiveResult
-from kconvert.engines.vllm_args import build_engine_args, patched_draft_folder
+from kconvert.runners.engine_setup import patched_draft_folder
+from kconvert.runners.vllm_args import build_engine_args
 from kconvert.errors import EXIT_ENGINE, EngineError, UsageError
 from kconvert.prompts import load_prompts
 
@@ -159,7 +160,7 @@ def test_no_draft_means_no_speculative_config():
 def test_building_engine_args_does_not_import_vllm():
     code = (
         "import sys; from kconvert.engines.live_run import LiveRequest; "
-        "from kconvert.engines.vllm_args import build_engine_args; from kconvert.engines.installed import detect_platform; "
+        "from kconvert.runners.vllm_args import build_engine_args; from kconvert.engines.installed import detect_platform; "
         "detect_platform(); build_engine_args(LiveRequest(target='t', draft='d', prompts=['x']), platform='cpu'); "
         "assert not [m for m in sys.modules if m == 'vllm' or m.startswith('vllm.')], 'vllm imported'; "
         "assert 'torch' not in sys.modules"
@@ -346,7 +347,7 @@ def smoke_prompts():
 
 
 def _run(target, draft, prompts, watch: ProcessWatch | None = None, max_tokens: int = 32, **kw):
-    from kconvert.engines.vllm_offline import run_vllm
+    from kconvert.runners.vllm_offline import run_vllm
 
     watch = watch or ProcessWatch()
     watch.stages = []
@@ -470,7 +471,7 @@ def test_interrupt_while_the_engine_runs_kills_every_engine_process(tiny, smoke_
         if stage == "engine ready":
             raise KeyboardInterrupt
 
-    from kconvert.engines.vllm_offline import run_vllm
+    from kconvert.runners.vllm_offline import run_vllm
 
     with pytest.raises(KeyboardInterrupt):
         run_vllm(LiveRequest(target=tiny["target"], draft=tiny["draft"], prompts=smoke_prompts, max_tokens=256),

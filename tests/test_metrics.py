@@ -16,7 +16,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
 from kconvert.cli import main
-from kconvert.verify.deployment import acceptance_from_scrapes
+from kconvert.commands.verify.deployment import acceptance_from_scrapes
 from kconvert.engines.metrics import counters_delta, scrape_delta, spec_decode_counters
 from kconvert.errors import InputError
 from kconvert.engines.acceptance import summarize

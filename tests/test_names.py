@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kconvert.fix import fix
-from kconvert.push import push
-from kconvert.inspect import inspect
+from kconvert.commands.fix import fix
+from kconvert.commands.push import push
+from kconvert.commands.inspect import inspect
 from kconvert.source import names
 from tests.factories import make_draft, make_target
 from tests.test_push import REPO, make_report, write_report

@@ -21,7 +21,7 @@ from kconvert.cli import main
 from kconvert.cli._output import FORMATS, choose_format, default_format, format_from_argv
 from kconvert.errors import UsageError
 from kconvert.report.concise import evidence_text
-from kconvert.report.locations import key_lines
+from kconvert.results.locations import key_lines
 from kconvert.schemas import load_sarif_schema, validate
 from tests.factories import make_draft, make_target
 

@@ -11,12 +11,12 @@ import pytest
 
 from kconvert.engines.live_run import LiveRequest
 from kconvert.engines.serve_lines import parse_speculative_config
-from kconvert.engines.vllm_args import build_engine_args
+from kconvert.runners.vllm_args import build_engine_args
 from kconvert.errors import UsageError
-from kconvert.inspect import inspect
+from kconvert.commands.inspect import inspect
 from kconvert.rules import Decisions
-from kconvert.verify import VerifyResult, VerifySettings, verify
-from kconvert.verify.document import serve_line
+from kconvert.commands.verify import VerifyResult, VerifySettings, verify
+from kconvert.results.verify import serve_line
 from tests.factories import make_draft, make_target
 
 SEED_SPEC = '{"model": "AQ-MedAI/Kimi-K25-eagle3", "method": "eagle3", "num_speculative_tokens": 4, ' \

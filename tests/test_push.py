@@ -26,7 +26,7 @@ import pytest
 from huggingface_hub import ModelCard, metadata_load
 
 from kconvert.errors import GateError, InputError
-from kconvert.push import push
+from kconvert.commands.push import push
 from kconvert.hub.card import END, START, render_card
 from kconvert.engines.acceptance import summarize
 from kconvert.report.markdown import render_markdown_section
@@ -62,7 +62,7 @@ def make_checkpoint(folder: Path, *, shards: int = 1, provenance: bool = True,
 
 def make_report(folder: Path, *, verdict: str = "pass", command: str = "verify", k: int = 4,
                 extra_files: dict[str, str] | None = None) -> dict:
-    """A verify report of `folder` shaped like kconvert.report.document.build_report's, with a live section."""
+    """A verify report of `folder` shaped like kconvert.results.document.build_report's, with a live section."""
     files = []
     for p in sorted(folder.iterdir()):
         if p.is_file():

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kconvert.fix import fix
-from kconvert.inspect import inspect
+from kconvert.commands.fix import fix
+from kconvert.commands.inspect import inspect
 from tests.zoo.replica import hole, norm, qwen3_layer, reduced_vocab, write
 
 H, HEADS, KV, HD, INTER, VOCAB, DRAFT_VOCAB = 4096, 32, 8, 128, 12288, 151936, 32000

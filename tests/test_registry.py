@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kconvert.engines.expectations import ALL_ROWS, engine_rules
-from kconvert.inspect import inspect
+from kconvert.commands.inspect import inspect
 from kconvert.rules import REGISTRY, Context, FixAvailability, run_rules
 from kconvert.rules.base import Rule
 from tests.factories import make_draft, make_target

@@ -11,7 +11,7 @@ import pytest
 
 from kconvert.engines.expectations import SGLANG_CURRENT, SGLANG_LEGACY, engine_rules
 from kconvert.target import load_profile
-from kconvert.inspect import InspectResult, inspect
+from kconvert.commands.inspect import InspectResult, inspect
 from kconvert.writer.ops import (CastTensor, DeleteConfig, DropTensor, RebuildT2D, RenameTensor, RewriteD2TOffsets,
                                SetConfig)
 from kconvert.rules import REGISTRY, Finding, Decisions

@@ -150,7 +150,7 @@ def _good(base: str, trace):
 
 @pytest.mark.parametrize("variant", sorted(BROKEN))
 def test_diagnose_names_the_reading_the_fix_restores(variant, fp32_trace, tmp_path):
-    from kconvert.fix import fix
+    from kconvert.commands.fix import fix
     from kconvert.rules import Options
 
     expected, dkw, fkw, base = BROKEN[variant]

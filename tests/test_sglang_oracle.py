@@ -146,6 +146,6 @@ def test_the_printed_launch_line_parses_in_sglangs_own_launcher_with_the_intende
                                     "speculative_draft_model_path"))
     assert got == ("EAGLE3", k, 1, k + 1, 1, rec["target"], rec["draft"])
     # and kconvert's server-side reading of those settings gives back k draft tokens per verify step
-    from kconvert.engines.sglang_server import num_speculative_tokens, parse_server_info
+    from kconvert.runners.sglang_server import num_speculative_tokens, parse_server_info
 
     assert num_speculative_tokens(parse_server_info(rec["server_info"])) == k

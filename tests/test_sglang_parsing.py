@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kconvert.engines.sglang_server import (
+from kconvert.runners.sglang_server import (
     measure_sglang_server,
     meta_infos,
     num_speculative_tokens,

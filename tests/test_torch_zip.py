@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from kconvert.errors import AmbiguityError, HeaderError, UsageError
-from kconvert.fix import fix
-from kconvert.inspect import inspect
+from kconvert.commands.fix import fix
+from kconvert.commands.inspect import inspect
 from kconvert.source import open_checkpoint
 from kconvert.source.torch_zip import read_torch_zip
 from tests.factories import TINY, draft_config, draft_tensors, make_target

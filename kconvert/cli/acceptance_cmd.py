@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kconvert.cli import app
+from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
 from kconvert.cli._common import json_opt
 from kconvert.cli._output import begin, console, emit_json, err_console
@@ -56,7 +56,7 @@ def acceptance_command(
     since the server started; --before gives those of the traffic between two scrapes.
     """
     from kconvert.report.terminal import render_acceptance
-    from kconvert.verify.deployment import acceptance_from_scrapes
+    from kconvert.commands.verify.deployment import acceptance_from_scrapes
 
     begin("acceptance", "json" if as_json else "full", source=metrics)
     if before is not None and before == metrics == "-":

@@ -4,16 +4,15 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.markup import escape
 from rich.syntax import Syntax
 
-from kconvert.cli import app
+from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
                                   ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
                                   SelectOpt, SourceArg, TargetOpt, project_settings)
-from kconvert.cli._output import begin, console, emit_report, err_console
+from kconvert.cli._output import begin, byte_progress, console, emit_report, err_console
 from kconvert.errors import UsageError
 from kconvert.rules.decisions import decisions_from_flags
 
@@ -96,7 +95,7 @@ def fix_command(
     no error-level finding remains (1 under --fail-on warning while a warning does), 1 an error remains or its
     repair needs a decision, 2 bad input.
     """
-    from kconvert.fix import check_only, fix
+    from kconvert.commands.fix import check_only, fix
 
     fmt = begin("fix", output_format, as_json, source)
     cast_dtype = None
@@ -110,7 +109,7 @@ def fix_command(
     if decided_by:
         from rich.markup import escape
 
-        from kconvert.inspect import open_draft
+        from kconvert.commands.inspect import open_draft
         from kconvert.score.cite import decision as cite_decision
 
         decision, decisions = cite_decision(decided_by, open_draft(source), decisions)
@@ -122,14 +121,7 @@ def fix_command(
         raise UsageError("fix needs -o/--output DIR (or --dry-run to only print the plan)")
 
     quiet = fmt != "full" or not err_console.is_terminal
-    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), DownloadColumn(),
-                  TransferSpeedColumn(), TimeRemainingColumn(), console=err_console, disable=quiet,
-                  transient=True) as prog:
-        task = prog.add_task("writing", total=None)
-
-        def progress(done: int, total: int, message: str) -> None:
-            prog.update(task, completed=done, total=total, description=message[:40])
-
+    with byte_progress("writing", quiet=quiet) as progress:
         result = fix(source, output, target=ps["target"], engine=ps["engine"], engine_version=ps["engine_version"],
                      decisions=decisions, only=only_set, dry_run=dry_run, partial=partial, force=force,
                      to_format=to_format, progress=progress, durable=fsync, from_pickle=from_pickle,

@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kconvert.cli import app
+from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
                                   ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
@@ -65,7 +65,7 @@ def inspect_command(
     embedding rows); never loads the weights, never runs code from the checkpoint. Exit 0 when nothing fails the
     gate (--fail-on), 1 otherwise, 2 for unreadable input.
     """
-    from kconvert.inspect import check_fail_on, inspect
+    from kconvert.commands.inspect import check_fail_on, inspect
     from kconvert.report.terminal import render_report
     from kconvert.report.files import write_json_atomic
 

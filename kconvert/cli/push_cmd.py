@@ -4,12 +4,11 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.table import Table
 
-from kconvert.cli import app
+from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
-from kconvert.cli._output import begin, console, emit_json, err_console
+from kconvert.cli._output import begin, byte_progress, console, emit_json, err_console
 
 EXAMPLES = """
 Examples:
@@ -63,21 +62,14 @@ def push_command(
     conventions, serve commands, provenance from kconvert.json), keeping an existing README.md and its metadata,
     and uploads every file plus README.md in one commit.
     """
-    from kconvert.push import push
+    from kconvert.commands.push import push
 
     begin("push", "json" if as_json else "full", source=folder)
     quiet = as_json or not err_console.is_terminal
-    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), DownloadColumn(),
-                  TransferSpeedColumn(), TimeRemainingColumn(), console=err_console, disable=quiet,
-                  transient=True) as prog:
-        task = prog.add_task("hashing", total=None)
-
-        def progress(done: int, total: int, message: str) -> None:
-            prog.update(task, completed=done, total=total, description=message[:40])
-
+    with byte_progress("hashing", quiet=quiet) as progress:
         def on_upload(done: int, total: int) -> None:
             # huggingface_hub draws its own bars for LFS/Xet transfers; this line says which commit is under way.
-            prog.update(task, completed=done, total=total, description=f"uploading to {repo_id}"[:40])
+            progress(done, total, f"uploading to {repo_id}")
 
         result = push(folder, repo_id, report=report, revision=revision, create_pr=create_pr,
                       private=True if private else None, dry_run=dry_run, commit_message=commit_message,

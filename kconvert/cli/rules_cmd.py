@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kconvert.cli import app
+from kconvert.cli._app import app
 from kconvert.cli._common import json_opt
 from kconvert.cli._output import begin, console, emit_json
 from kconvert.errors import UsageError

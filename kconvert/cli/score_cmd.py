@@ -7,7 +7,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from kconvert.cli import app
+from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxIdsOpt, ConfigOpt, EngineOpt, EngineVersionOpt, ExtendIgnoreOpt, IgnoreOpt,
                                   IsolatedOpt, JsonOpt, OutputFormatOpt, SelectOpt, project_settings)
@@ -89,7 +89,7 @@ def score_command(
     """
     from kconvert.rules.decisions import decisions_from_flags, parse_aux_ids
     from kconvert.score import ScoreSettings, build_score_report, score
-    from kconvert.verify.thresholds import Thresholds
+    from kconvert.results.thresholds import Thresholds
 
     fmt = begin("score", output_format, as_json, draft)
     ids, default = parse_aux_ids(aux_ids)

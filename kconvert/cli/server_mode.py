@@ -11,7 +11,7 @@ from kconvert.errors import UsageError
 
 def run_server_mode(url: str, *, engine: str, prompts: str, k: int, max_tokens: int, max_prompts: int | None,
                     fmt: str, report: str | None, dry_run: bool = False) -> None:
-    from kconvert.verify.deployment import measure_server
+    from kconvert.commands.verify.deployment import measure_server
 
     if fmt not in ("full", "concise", "github", "json"):
         # gitlab, junit and sarif carry a checkpoint's findings; a running server has none to report

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kconvert.cli import app
+from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
                                   ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
@@ -163,10 +163,10 @@ def verify_command(
     server you start (--server URL --engine sglang); --engine sglang without --server prints its launch line
     and that command, and exits 2.
     """
-    from kconvert.inspect import check_fail_on
+    from kconvert.commands.inspect import check_fail_on
     from kconvert.rules.decisions import decisions_from_flags
-    from kconvert.verify import VerifySettings, verify
-    from kconvert.verify.thresholds import Thresholds, apply_expected, load_policy
+    from kconvert.commands.verify import VerifySettings, verify
+    from kconvert.results.thresholds import Thresholds, apply_expected, load_policy
 
     fmt = begin("verify", output_format, as_json, draft)
     ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,
@@ -218,8 +218,8 @@ def verify_command(
             vr.planned["diagnose"] = ("after the run, when acceptance is low or a convention is unsettled: the "
                                       "candidate readings, one engine run each")
         if diagnose and vr.live is not None:
-            from kconvert.verify.diagnosis import diagnose as run_diagnosis
-            from kconvert.verify.diagnosis import plan_diagnosis
+            from kconvert.commands.verify.diagnosis import diagnose as run_diagnosis
+            from kconvert.commands.verify.diagnosis import plan_diagnosis
 
             plan = plan_diagnosis(vr)
             if plan.needed:
@@ -235,7 +235,7 @@ def _sglang_next_step(draft: str | None, target: str | None, *, k: int, tp: int,
     """kconvert starts vLLM only: for SGLang print the launch line and the `verify --server` line, exit 2."""
     from kconvert.cli._output import write
     from kconvert.engines.serve_lines import sglang_next_lines
-    from kconvert.report.next_steps import TARGET_PLACEHOLDER
+    from kconvert.results.next_steps import TARGET_PLACEHOLDER
 
     launch, measure = sglang_next_lines(draft or "<draft>", target or TARGET_PLACEHOLDER, k=k, tp=tp)
     if fmt in ("full", "concise"):

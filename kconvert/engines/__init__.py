@@ -1,9 +1,9 @@
-"""The engines: what each engine version does with a draft (`expectations`, the facts the rules consult), and
-live runs in a real engine with the draft next to its target, read from the engine's own counters.
+"""The engines' facts: what each engine version does with a draft, and the arithmetic of what it measures. Pure:
+no process is started, no engine imported, no file read.
 
-vLLM offline: `vllm_args` builds the engine's arguments, `vllm_offline` runs `vllm_worker` in a child process,
-`engine_log` reads its log, `processes` reaps it. Running servers: `vllm_server`, `sglang_server` (with
-`metrics` for vLLM's Prometheus counters). `acceptance` turns counters into figures; `live_run` holds the
-engine-neutral request and result; `installed` says what is installed here; `serve_lines` prints the commands
-that serve a draft.
+`expectations` holds one row per engine version (the facts the rules consult); `serve_lines` prints the commands
+that serve a draft and reads a production `--speculative-config`; `acceptance` turns counters into figures;
+`metrics` reads vLLM's Prometheus counters from scrape text; `live_run` is the engine-neutral request and result
+of a live run; `installed` says which engine version and platform are here. The code that starts and measures
+engines is `kconvert.runners`.
 """

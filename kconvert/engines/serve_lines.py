@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 VLLM_AUX_NOTE = (
     "vLLM reads the aux layer ids from the draft's top-level `eagle_aux_hidden_state_layer_ids`, else "
@@ -23,10 +23,6 @@ SGLANG_AUX_NOTE = (
     "DeepSeek/Kimi targets since sglang PR #25454 only when the first id is 1; on GPT-OSS since PR #32334 unless "
     "the largest id is the layer count (sglang 0.5.23's own code: llama.py:941, deepseek_v2.py:3470, gpt_oss.py:1349)."
 )
-
-
-def _join(argv: Sequence[str]) -> str:
-    return " ".join(shlex.quote(str(a)) for a in argv)
 
 
 def vllm_serve_argv(draft_ref: str, target_ref: str, *, k: int, tp: int, draft_tp: int | None = None,
@@ -130,8 +126,8 @@ def sglang_next_lines(draft_ref: str, target_ref: str, *, k: int = DEFAULT_K, tp
                       url: str = SGLANG_DEFAULT_URL) -> list[str]:
     """SGLang's next step as two command lines: the launch line as the lightseekorg model card writes it, then
     `kconvert verify --server` against that server with the same k."""
-    return [_join(sglang_launch_argv(draft_ref, launch_target(target_ref), k=k, tp=tp)),
-            _join(["kconvert", "verify", "--server", url, "--engine", "sglang", "-k", str(int(k))])]
+    return [shlex.join(sglang_launch_argv(draft_ref, launch_target(target_ref), k=k, tp=tp)),
+            shlex.join(["kconvert", "verify", "--server", url, "--engine", "sglang", "-k", str(int(k))])]
 
 
 def serve_lines(
@@ -154,8 +150,8 @@ def serve_lines(
     if int(k) < 1 or int(tp) < 1 or (draft_tp is not None and int(draft_tp) < 1):
         raise ValueError("k, tp and draft_tp must be at least 1")
     out = {
-        "vllm": _join(vllm_serve_argv(draft_ref, target_ref, k=k, tp=tp, draft_tp=draft_tp, extra=extra)),
-        "sglang": _join(sglang_launch_argv(draft_ref, target_ref, k=k, tp=tp)),
+        "vllm": shlex.join(vllm_serve_argv(draft_ref, target_ref, k=k, tp=tp, draft_tp=draft_tp, extra=extra)),
+        "sglang": shlex.join(sglang_launch_argv(draft_ref, target_ref, k=k, tp=tp)),
     }
     if engine_aux_note:
         out["vllm_aux_ids"] = VLLM_AUX_NOTE

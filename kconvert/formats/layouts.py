@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kconvert.formats.model import KeyLayout
+from kconvert.formats.model import KeyLayout, layer_index
 
 # Tensors of the single decoder layer (relative to the layer prefix).
 LLAMA_LAYER = (
@@ -54,14 +54,6 @@ def required_layer_tensors(family: str, q_lora: bool, layer: int = 0) -> tuple[s
         names = tuple(n for n in names if n.endswith("_proj.weight") or n in LATER_LAYER_NORMS
                       or n.startswith("self_attn."))
     return tuple(f"layers.{layer}.{n}" for n in names)
-
-
-def layer_index(name: str) -> int | None:
-    """N of a canonical `layers.N.*` name."""
-    if not name.startswith("layers."):
-        return None
-    head = name[len("layers."):].split(".", 1)[0]
-    return int(head) if head.isdigit() and (head == "0" or not head.startswith("0")) else None
 
 
 def known_canonical(name: str) -> bool:

@@ -20,6 +20,14 @@ class FormatGuess:
     evidence: list[str] = field(default_factory=list)
 
 
+def layer_index(name: str) -> int | None:
+    """N of a canonical `layers.N.*` name."""
+    if not name.startswith("layers."):
+        return None
+    head = name[len("layers."):].split(".", 1)[0]
+    return int(head) if head.isdigit() and (head == "0" or not head.startswith("0")) else None
+
+
 @dataclass
 class KeyLayout:
     """How the tensor names are written: an optional outer prefix and the name of the decoder layer."""
@@ -103,8 +111,6 @@ class DraftModel:
     @property
     def decoder_layers(self) -> list[int]:
         """Indices N of the `layers.N.*` decoder layers present in the tensors (multi-layer drafts: 0..N-1)."""
-        from kconvert.formats.layouts import layer_index
-
         return sorted({i for n in self.tensors if (i := layer_index(n)) is not None})
 
     @property

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kconvert.engines.expectations import EngineRules
-from kconvert.formats import get_path
+from kconvert.formats.aux import get_path
 from kconvert.formats.model import DraftModel
 from kconvert.plan.conversion import conversion_ops
 from kconvert.rules.aux_layers import trained_physical_ids

@@ -7,7 +7,8 @@ from typing import Any
 
 from kconvert.engines.expectations import EngineRules
 from kconvert.errors import UsageError
-from kconvert.formats import AUX_KEY, speculators
+from kconvert.formats import speculators
+from kconvert.formats.aux import AUX_KEY
 from kconvert.formats.layouts import renames
 from kconvert.formats.model import DraftModel, KeyLayout
 from kconvert.target import TargetModel

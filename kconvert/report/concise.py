@@ -36,6 +36,18 @@ def evidence_text(e: dict[str, Any]) -> str:
     return f"{one_line(e.get('where'))}: {value(e.get('observed'))} → {value(e.get('expected'))}"
 
 
+def message_lines(f: dict[str, Any]) -> list[str]:
+    """A finding as the lines of an annotation's message (GitHub, SARIF): the message, each evidence, and what fix
+    can do with it."""
+    lines = [f["message"]]
+    lines += [f"evidence: {evidence_text(e)}" for e in f.get("evidence") or []]
+    if f.get("needs_decision"):
+        lines.append(f"fix needs a decision: {f['needs_decision']}")
+    elif f.get("fixable"):
+        lines.append("fixable by `kconvert fix`")
+    return lines
+
+
 def fix_tag(f: dict[str, Any]) -> str:
     if f.get("needs_decision"):
         return f"[needs {one_line(f['needs_decision'].split(' (')[0])}]"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
-from kconvert.report.concise import evidence_text, fix_lines, live_lines, next_lines, summary_line, value
+from kconvert.report.concise import fix_lines, live_lines, message_lines, next_lines, summary_line, value
 from kconvert.report.locations import CONFIG, path_in_repository
 
 LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
@@ -41,12 +41,7 @@ def repo_path(doc: dict[str, Any], file: str | None, environ: Mapping[str, str] 
 def finding_command(doc: dict[str, Any], f: dict[str, Any], environ: Mapping[str, str] | None = None) -> str:
     loc = f.get("location") or {}
     path = repo_path(doc, loc.get("file"), environ)
-    lines = [f"{f['message']}"]
-    lines += [f"evidence: {evidence_text(e)}" for e in f.get("evidence") or []]
-    if f.get("needs_decision"):
-        lines.append(f"fix needs a decision: {f['needs_decision']}")
-    elif f.get("fixable"):
-        lines.append("fixable by `kconvert fix`")
+    lines = message_lines(f)
     if path is None:
         lines.append(f"in {(doc.get('subject') or {}).get('source')}"
                      + (f" ({loc['file']})" if loc.get("file") else ""))

@@ -123,7 +123,7 @@ def _lossless(live: dict[str, Any]) -> str | None:
 
 
 def _thresholds(th: dict[str, Any], h: str) -> list[str]:
-    """The gate verify applied: its limits (kconvert.verify.thresholds.Thresholds.to_dict) and each check's outcome."""
+    """The gate verify applied: its limits (kconvert.results.thresholds.Thresholds.to_dict) and each check's outcome."""
     limits = {k: v for k, v in th.items() if k not in ("checks", "notes", "source") and v not in (None, [], {})}
     checks = [c for c in th.get("checks") or [] if isinstance(c, dict)]
     if not limits and not checks:

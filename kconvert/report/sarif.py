@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from kconvert._version import __version__
-from kconvert.report.concise import evidence_text
+from kconvert.report.concise import message_lines
 from kconvert.report.gitlab import fingerprint
 from kconvert.report.locations import CONFIG, hub_url, path_in_repository
 
@@ -66,13 +66,8 @@ def _location(doc: dict[str, Any], file: str | None, line: int | None, root: str
 
 
 def _message(f: dict[str, Any]) -> str:
-    lines = [f"{f['id']} {f['message']}"]
-    lines += [f"Evidence: {evidence_text(e)}" for e in f.get("evidence") or []]
-    if f.get("needs_decision"):
-        lines.append(f"Fix needs a decision: {f['needs_decision']}")
-    elif f.get("fixable"):
-        lines.append("Fixable by `kconvert fix`.")
-    return "\n".join(lines)
+    first, *rest = message_lines(f)
+    return "\n".join([f"{f['id']} {first}", *rest])
 
 
 def render_sarif_doc(doc: dict[str, Any], environ: Mapping[str, str] | None = None) -> dict[str, Any]:

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from kconvert.engines.expectations import VLLM_SPECULATORS_LAYERS
 from kconvert.writer.ops import DeleteConfig, SetConfig
 from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rule
+from kconvert.rules.tensors import draft_layers
 
 
 def _mapped_family(ctx: Context) -> str | None:
-    from kconvert.engines.expectations import VLLM_SPECULATORS_LAYERS
-
     archs = ctx.draft.architectures
     if ctx.draft.is_speculators and ctx.engine.engine == "vllm":
         inner = ctx.draft.checkpoint.config.get("transformer_layer_config")
@@ -62,8 +62,6 @@ def architecture_unmapped(ctx: Context) -> Iterator[Finding]:
             ops=[SetConfig(("architectures",), [want], "engine maps this architecture")])
     elif fam != d.layer_family and d.is_speculators and ctx.engine.engine == "vllm":
         # The speculators format picks the class from transformer_layer_config.model_type (algos.py).
-        from kconvert.engines.expectations import VLLM_SPECULATORS_LAYERS
-
         declared = (d.checkpoint.config.get("transformer_layer_config") or {}).get("model_type", "llama")
         want_type = next((k for k, v in VLLM_SPECULATORS_LAYERS.items() if v == d.layer_family), None)
         yield architecture_unmapped.finding(
@@ -113,8 +111,6 @@ def mla_model_type(ctx: Context) -> Iterator[Finding]:
           "what the engine builds (safe); a multi-layer draft on an engine version that builds one layer is not "
           "fixable (dropping trained layers would make another draft).")
 def num_hidden_layers(ctx: Context) -> Iterator[Finding]:
-    from kconvert.rules.tensors import draft_layers
-
     d = ctx.draft
     n = d.num_hidden_layers
     if not d.decoder_layers:

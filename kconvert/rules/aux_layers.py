@@ -23,6 +23,7 @@ from typing import Iterator
 from kconvert.engines.expectations import target_family
 from kconvert.writer.ops import SetConfig
 from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rule
+from kconvert.rules.measured import measured_reading
 
 DECIDE_IDS = "--aux-ids L1,L2,L3 (layers in vLLM's input-of-layer numbering) or --aux-ids default"
 DECIDE_CONV = "--aux-convention input|output (which convention the ids were trained in)"
@@ -357,8 +358,6 @@ def aux_ids_convention(ctx: Context) -> Iterator[Finding]:
             trained = list(ids) if conv == "input" else [i + 1 for i in ids]
             readings.append(f"read as {conv}, {eng} feeds " + ("the trained streams" if trained == fed else
                             f"{fed} against trained {trained}"))
-        from kconvert.rules.measured import measured_reading
-
         measured = measured_reading(ctx, "aux-convention")
         record = (f"; {measured.sentence()}, so {measured.flag} is recommended" if measured else
                   "; no public run measured either reading")

@@ -15,7 +15,7 @@ from kconvert.errors import KConvertError
 from kconvert.formats.model import DraftModel
 from kconvert.rules.decisions import Decisions
 from kconvert.target import TargetModel
-from kconvert.writer.ops import Op
+from kconvert.writer.ops import Op, op_to_dict
 
 CATEGORIES = ("integrity", "security", "architecture", "tensor-names", "shapes", "aux-layers", "vocab-mapping",
               "norms", "embeddings", "lm-head", "attention", "rope", "positions", "dtype", "config-hygiene")
@@ -80,8 +80,6 @@ class Finding:
         return bool(self.ops) or self.needs_decision is not None
 
     def to_dict(self) -> dict[str, Any]:
-        from kconvert.writer.ops import op_to_dict
-
         rule = REGISTRY.get(self.id)
         return {
             "id": self.id,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from kconvert.writer.ops import SetConfig
+from kconvert.writer.ops import CastTensor, SetConfig
 from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rule
 
 SAFETENSORS_TO_TORCH = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
@@ -122,8 +122,6 @@ def config_dtype(ctx: Context) -> Iterator[Finding]:
       fix="fix casts the floating-point tensors when asked (--cast bf16|fp16|fp32); a cast is lossy from fp32 and "
           "between fp16 and bf16, so it is never done unasked.")
 def tensor_dtype(ctx: Context) -> Iterator[Finding]:
-    from kconvert.writer.ops import CastTensor
-
     d = ctx.draft
     floats = {k: v for k, v in d.tensor_dtypes.items() if k in SAFETENSORS_TO_TORCH}
     want = None

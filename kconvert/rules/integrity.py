@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rule, skipped_without_target
+from kconvert.writer.ops import DeleteConfig
 
 
 @rule("K000", "target-checks-skipped", "config-hygiene", "info",
@@ -62,8 +63,6 @@ def pickle_weights(ctx: Context) -> Iterator[Finding]:
           "`auto_map` that speculators writes itself ({\"\": \"eagle3.Eagle3SpeculatorConfig\"}, naming a module "
           "the folder does not hold) is reported as info and left alone: nothing can be imported from it.")
 def remote_code(ctx: Context) -> Iterator[Finding]:
-    from kconvert.writer.ops import DeleteConfig
-
     cfg = ctx.draft.checkpoint.config
     keys = [k for k in ("auto_map", "trust_remote_code") if k in cfg]
     py = [f for f in ctx.draft.checkpoint.files if f.endswith(".py")]

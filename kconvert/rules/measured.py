@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kconvert.rules.base import Context, Finding
+    from kconvert.rules.base import Context
 
 
 @dataclass(frozen=True)
@@ -73,20 +73,3 @@ def measured_reading(ctx: Context, question: str) -> MeasuredReading | None:
         if m.question == question and _matches(m, ctx):
             return m
     return None
-
-
-def _question_of(rule_id: str) -> str | None:
-    from kconvert.rules.aux_layers import aux_ids_convention
-
-    return {aux_ids_convention.id: "aux-convention"}.get(rule_id)
-
-
-def recommendation(finding: Finding, res: Any) -> MeasuredReading | None:
-    """The measured reading a decision-needing finding recommends (None: the record measured none); `res` is an
-    inspect result (draft, target, engine, decisions)."""
-    from kconvert.rules.base import Context
-
-    question = _question_of(finding.id)
-    if question is None or not finding.needs_decision:
-        return None
-    return measured_reading(Context(res.draft, res.target, res.engine, res.decisions), question)

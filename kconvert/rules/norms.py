@@ -6,6 +6,7 @@ from typing import Iterator
 from kconvert.formats.layouts import NORMS
 from kconvert.writer.ops import SetConfig
 from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rule
+from kconvert.rules.tensors import no_aux_head
 
 
 @rule("K601", "norms-missing", "norms", "error",
@@ -19,8 +20,6 @@ def norms_missing(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     if not d.tensors:
         return
-    from kconvert.rules.tensors import no_aux_head
-
     missing = [n for n in NORMS if n not in d.tensors
                and not (n == "layers.0.hidden_norm.weight" and no_aux_head(d))]
     if missing:

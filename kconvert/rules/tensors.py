@@ -5,6 +5,8 @@ from typing import Iterator
 
 import numpy as np
 
+from kconvert.errors import KConvertError
+from kconvert.source.checkpoint import read_rows
 from kconvert.formats.layouts import NORMS, TOP_REQUIRED, layer_index, renames, required_layer_tensors
 from kconvert.writer.ops import DropTensor, RenameTensor, SetConfig
 from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rule
@@ -340,9 +342,6 @@ def embeddings(ctx: Context) -> Iterator[Finding]:
             evidence=[Evidence("embed_tokens.weight", list(info.shape), [ctx.target.vocab_size, H])], ops=drop)
         return
     if len(info.shape) == 2 and info.shape[0] > 0 and info.dtype in ("BF16", "F16", "F32"):
-        from kconvert.errors import KConvertError
-        from kconvert.source.checkpoint import read_rows
-
         rows = embedding_sample_rows(info.shape[0])
         try:
             sample = read_rows(d.checkpoint, info, rows)

@@ -7,16 +7,16 @@ target's tokens) and the report has verify's acceptance fields. `score --diagnos
 files (aux ids shifted, d2t as absolute ids, whose embeddings, re-selected lm_head rows, norm_before_residual)
 and names the best by measured acceptance.
 
-Layers: kconvert.score uses formats, source, target, rules (through inspect), engines.expectations and report;
+Layers: kconvert.score uses formats, source, target, rules (through kconvert.commands.inspect), engines and results;
 torch is needed only here (and transformers only for recording).
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from kconvert.errors import MissingPackageError, UsageError
+from kconvert.results.score import ScoreResult, ScoreSettings, build_score_report, score_section
 
 Progress = Callable[[str], None]
 
@@ -26,54 +26,6 @@ def require_torch() -> None:
         import torch  # noqa: F401
     except ModuleNotFoundError:
         raise MissingPackageError("kconvert score", "torch", "score") from None
-
-
-@dataclass
-class ScoreSettings:
-    num_speculative_tokens: int = 3
-    dtype: str | None = None  # compute dtype of the draft; default: the trace's
-    device: str | None = None  # auto: cuda when visible, else cpu
-    mode: str | None = None  # replay | every-position; default: replay for greedy traces
-    skip_static: bool = False
-    aux_ids: list[int] | None = None  # score as if the engine fed these streams
-    max_sequences: int | None = None
-    lm_head_from: str | None = None
-    check_trace_sha256: bool = True
-    threads: int | None = None  # torch intra-op threads (1 is fastest on a few shared cores)
-
-
-@dataclass
-class ScoreResult:
-    inspect: Any  # InspectResult
-    trace: Any  # Trace
-    settings: ScoreSettings
-    reading: Any = None  # Reading as the engine loads the files
-    result: Any = None  # ReadingScore
-    static_blocked: bool = False
-    thresholds: Any = None
-    checks: list[Any] = field(default_factory=list)
-    diagnosis: dict[str, Any] | None = None
-    timings: dict[str, float] = field(default_factory=dict)
-    device: str = "cpu"
-    dtype: str = ""
-
-    @property
-    def acceptance(self) -> dict[str, Any] | None:
-        return self.result.acceptance() if self.result is not None else None
-
-    @property
-    def error(self) -> str | None:
-        return self.result.error if self.result is not None else None
-
-    @property
-    def passed(self) -> bool:
-        if self.static_blocked or self.result is None or self.result.error is not None:
-            return False
-        return all(c.passed for c in self.checks)
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.passed else 1
 
 
 def target_from_trace(trace: Any):
@@ -114,8 +66,8 @@ def lm_head_loader() -> Callable[[str], Any]:
 
     def load(path: str):
         if path not in cache:
-            from kconvert.formats import read_draft
-            from kconvert.inspect import open_draft
+            from kconvert.formats.read import read_draft
+            from kconvert.commands.inspect import open_draft
             from kconvert.score.run import read_tensor
 
             src = read_draft(open_draft(path))
@@ -133,13 +85,13 @@ def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str |
     """Score `draft` against the trace folder `trace` as the engine would load it."""
     require_torch()
     from kconvert.engines.expectations import engine_rules
-    from kconvert.inspect import analyse, open_draft
+    from kconvert.commands.inspect import analyse, open_draft
     from kconvert.rules import Options
     from kconvert.score.reading import engine_reading
     from kconvert.score.run import WeightCache, resolve_device, resolve_dtype, score_reading, set_threads
     from kconvert.score.trace import open_trace
     from kconvert.target import load_target
-    from kconvert.verify.thresholds import evaluate
+    from kconvert.results.thresholds import evaluate
 
     st = settings or ScoreSettings()
     say = progress or (lambda _s: None)
@@ -191,44 +143,6 @@ def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str |
         out.checks = evaluate(thresholds, acc)
     out.timings["total_s"] = time.perf_counter() - t0
     return out
-
-
-def score_section(sr: ScoreResult) -> dict[str, Any] | None:
-    """The report's `score` section: verify's counters and acceptance fields, plus the trace and reading."""
-    if sr.result is None:
-        return None
-    r = sr.result
-    k = sr.settings.num_speculative_tokens
-    counters = r.counters() if r is not None else None
-    return {
-        "engine_model": "vllm 0.32 proposer (greedy)",
-        "trace": sr.trace.summary() | {"target": {kk: v for kk, v in sr.trace.meta.target.items() if kk != "config"}},
-        "reading": sr.reading.describe() if sr.reading is not None else None,
-        "mode": r.mode if r is not None else None,
-        "num_speculative_tokens": k,
-        "dtype": sr.dtype,
-        "device": sr.device,
-        "error": sr.error,
-        "counters": counters,
-        "acceptance": sr.acceptance,
-        "positions_scored": r.positions if r is not None else 0,
-        "drafted_past_trace": r.unknown if r is not None else 0,
-        "per_sequence_accepted": [s.steps for s in r.sequences] if r is not None else [],
-        "timings": {k2: round(v, 4) for k2, v in sr.timings.items()},
-    }
-
-
-def build_score_report(sr: ScoreResult) -> dict[str, Any]:
-    from kconvert.report.document import build_report
-
-    th = sr.thresholds.to_dict() if sr.thresholds is not None else None
-    if th is not None:
-        th["checks"] = [c.to_dict() for c in sr.checks]
-    verdict = "pass" if sr.passed else "fail"
-    doc = build_report(sr.inspect, command="score", hashes=True, live=None, thresholds=th, verdict=verdict,
-                       exit_code=sr.exit_code, extra={"static_blocked": sr.static_blocked,
-                                                      "score": score_section(sr), "diagnosis": sr.diagnosis})
-    return doc
 
 
 __all__ = ["ScoreSettings", "ScoreResult", "score", "build_score_report", "score_section", "require_torch"]

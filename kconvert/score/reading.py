@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kconvert.engines.expectations import EngineRules
-from kconvert.formats import AUX_KEY, get_path
+from kconvert.formats.aux import AUX_KEY, get_path
 from kconvert.formats.model import DraftModel
 
 D2T_MODES = ("offsets", "absolute", "none")

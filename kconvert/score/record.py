@@ -5,7 +5,7 @@ model type transformers does not ship is refused) and its safetensors weights on
 folder that holds nothing else, so no pickle can be read). Wrappers such as Kimi-K2.5 keep their text model
 under `text_config` and prefix its weights (`language_model.`): the text model is loaded on its own.
 
-Prompts are rendered as the live engine renders them (kconvert.engines.vllm_worker: the tokenizer's chat
+Prompts are rendered as the live engine renders them (kconvert.runners.vllm_worker: the tokenizer's chat
 template with the generation prompt, encoded without special tokens) and continued greedily with a KV cache.
 The residual streams are captured by hooks in the same forwards that produce each greedy token, so a trace
 is self-consistent in any dtype: the recorded next token at position t is the argmax of the very forward
@@ -231,7 +231,7 @@ class _Capture:
 
 
 def render_prompts(tokenizer: Any, prompts: list[str], chat_template: bool | None) -> tuple[list[list[int]], bool]:
-    from kconvert.engines.vllm_worker import _render_prompts
+    from kconvert.runners.vllm_worker import _render_prompts
 
     try:
         return _render_prompts(tokenizer, prompts, chat_template)

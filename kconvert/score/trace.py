@@ -30,7 +30,6 @@ import hashlib
 import json
 import math
 import os
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -39,6 +38,7 @@ import numpy as np
 
 from kconvert.errors import InputError, UsageError
 from kconvert.source.safetensors_header import DTYPE_SIZES, TensorInfo, loads_strict_json, read_header
+from kconvert.writer.header import safetensors_header
 
 FORMAT = "kconvert-trace"
 VERSION = 1
@@ -252,21 +252,17 @@ class TraceWriter:
             shapes[hidden_name(k)] = (self.st_dtype, (N, H))
         if lm_head is not None:
             shapes["lm_head"] = (self.st_dtype, (m.vocab_size, H))
-        header: dict[str, Any] = {"__metadata__": {"format": FORMAT, "version": str(VERSION)}}
-        off = 0
+        entries = []
         for name, (dt, shape) in shapes.items():
             nbytes = math.prod(shape) * DTYPE_SIZES[dt]
             spool = self.tmp.path / f".{name}.spool"
             if spool.stat().st_size != nbytes:
                 raise ValueError(f"{name}: {spool.stat().st_size} bytes spooled, header says {nbytes}")
-            header[name] = {"dtype": dt, "shape": list(shape), "data_offsets": [off, off + nbytes]}
-            off += nbytes
-        raw = json.dumps(header, separators=(",", ":")).encode()
-        raw += b" " * (-len(raw) % 8)
+            entries.append((name, dt, shape, nbytes))
+        head = safetensors_header(entries, {"format": FORMAT, "version": str(VERSION)})
         sha = hashlib.sha256()
         data_path = self.tmp.path / DATA_NAME
         with open(data_path, "wb") as out:
-            head = struct.pack("<Q", len(raw)) + raw
             out.write(head)
             sha.update(head)
             for name in shapes:

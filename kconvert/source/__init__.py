@@ -4,15 +4,10 @@ read up front (`prefetch`) names them."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from kconvert.errors import InputError
-from kconvert.source.checkpoint import Checkpoint, load_folder
-
-# Given the tensor names of a checkpoint, the names of the small tensors to read now rather than when first used.
-Prefetch = Callable[[Sequence[str]], Iterable[str]]
-
+from kconvert.source.checkpoint import Checkpoint, Prefetch, load_folder
 
 def open_checkpoint(ref: str | os.PathLike[str], *, prefetch: Prefetch | None = None) -> Checkpoint:
     """A local folder, or a Hub id `org/name[@revision]` resolved through huggingface_hub.

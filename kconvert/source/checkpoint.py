@@ -7,6 +7,7 @@ import hashlib
 import os
 import stat
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,10 @@ MAX_CONFIG_BYTES = 4 * 1024 * 1024
 MAX_SMALL_TENSOR_BYTES = 64 * 1024 * 1024
 
 
+# Given the tensor names of a checkpoint, the names of the small tensors to read now rather than when first used.
+Prefetch = Callable[[Sequence[str]], Iterable[str]]
+
+
 @dataclass
 class FileEntry:
     name: str  # relative, '/'-separated
@@ -53,6 +58,8 @@ class Checkpoint:
     revision: str | None = None
     commit: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
+    # config.json's text as read (reports point at the line of a key); None when the config came from elsewhere
+    config_text: str | None = None
     files: dict[str, FileEntry] = field(default_factory=dict)
     tensors: dict[str, TensorInfo] = field(default_factory=dict)
     shard_metadata: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -155,6 +162,11 @@ def sha256_file(path: Path, chunk: int = 8 * 1024 * 1024) -> str:
 
 
 def read_json_file(path: Path, rel: str) -> Any:
+    return parse_json_bytes(read_small_file(path, rel), rel)
+
+
+def read_small_file(path: Path, rel: str) -> bytes:
+    """A config-sized regular file's bytes; a FIFO, a directory or an oversized file is an InputError."""
     try:
         st = path.stat()
         if not stat.S_ISREG(st.st_mode):
@@ -162,11 +174,14 @@ def read_json_file(path: Path, rel: str) -> Any:
             raise InputError(f"{rel}: not a regular file")
         if st.st_size > MAX_CONFIG_BYTES:
             raise InputError(f"{rel}: {st.st_size} bytes is too large for a config file")
-        raw = path.read_bytes()
+        return path.read_bytes()
     except PermissionError:
         raise InputError(f"{rel}: permission denied") from None
     except OSError as e:
         raise InputError(f"{rel}: cannot read: {e.strerror or e}") from None
+
+
+def parse_json_bytes(raw: bytes, rel: str) -> Any:
     try:
         return loads_strict_json(raw, "")  # the message names the file once: "config.json: not valid JSON: ..."
     except ValueError as e:
@@ -233,10 +248,12 @@ def load_folder(root: Path, *, ref: str, kind: str = "local", allowed_root: Path
     ckpt.files = list_files(root, allowed_root)
     if CONFIG_NAME not in ckpt.files:
         raise InputError(f"{ref}: no {CONFIG_NAME} (is this a model folder?)")
-    cfg = read_json_file(root / CONFIG_NAME, CONFIG_NAME)
+    raw = read_small_file(root / CONFIG_NAME, CONFIG_NAME)
+    cfg = parse_json_bytes(raw, CONFIG_NAME)
     if not isinstance(cfg, dict):
         raise InputError("config.json: not a JSON object")
     ckpt.config = cfg
+    ckpt.config_text = raw.decode("utf-8", errors="replace")
     ckpt.pickle_files = sorted(f for f in ckpt.files if is_pickle(f))
     if read_tensors:
         load_tensors(ckpt, root)

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import re
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from kconvert.errors import HeaderError, InputError, KConvertError
-from kconvert.source import Prefetch
 from kconvert.source.checkpoint import (
     MAX_SMALL_TENSOR_BYTES,
     Checkpoint,
     FileEntry,
+    Prefetch,
     add_tensors,
     check_placement,
     load_folder,
@@ -53,8 +54,12 @@ def one_line(e: BaseException) -> str:
     return f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
 
 
-def load_hub(ref: str, *, prefetch: Prefetch | None = None) -> Checkpoint:
-    from huggingface_hub import constants, snapshot_download
+@contextmanager
+def hub_errors(label: str, *, missing_hint: str, what: str = "") -> Iterator[None]:
+    """huggingface_hub's download errors as one-line InputErrors naming `label` (`org/name`, `--target org/name`)
+    and, for a file (`what`, e.g. "config.json "), which one; `missing_hint` says what to do when it is neither
+    cached nor reachable. The one mapping for every Hub download kconvert makes (draft and target)."""
+    from huggingface_hub import constants
     from huggingface_hub.errors import (
         GatedRepoError,
         HfHubHTTPError,
@@ -63,24 +68,32 @@ def load_hub(ref: str, *, prefetch: Prefetch | None = None) -> Checkpoint:
         RevisionNotFoundError,
     )
 
-    repo_id, revision = split_hub_id(ref)
-    offline = bool(constants.HF_HUB_OFFLINE)
     try:
-        folder = Path(snapshot_download(repo_id, revision=revision, allow_patterns=SMALL_FILE_PATTERNS))
+        yield
     except LocalEntryNotFoundError:
         raise InputError(
-            f"{ref}: not in the Hugging Face cache and the Hub is not reachable"
-            + (" (HF_HUB_OFFLINE is set)" if offline else ""),
-            hint="download it first with `hf download`, or pass a local folder",
+            f"{label}: {what}not in the Hugging Face cache and the Hub is not reachable"
+            + (" (HF_HUB_OFFLINE is set)" if constants.HF_HUB_OFFLINE else ""),
+            hint=missing_hint,
         ) from None
+    except GatedRepoError:  # a RepositoryNotFoundError too: caught first, or the message would say "no such"
+        raise InputError(f"{label}: gated repository; accept its terms and set HF_TOKEN") from None
     except RepositoryNotFoundError:
-        raise InputError(f"{ref}: no such repository on the Hub (or it is private: set HF_TOKEN)") from None
+        raise InputError(f"{label}: no such repository on the Hub (or it is private: set HF_TOKEN)") from None
     except RevisionNotFoundError:
-        raise InputError(f"{ref}: no such revision") from None
-    except GatedRepoError:
-        raise InputError(f"{ref}: gated repository; accept its terms and set HF_TOKEN") from None
+        raise InputError(f"{label}: no such revision") from None
     except (HfHubHTTPError, OSError) as e:
-        raise InputError(f"{ref}: the Hub could not be reached: {one_line(e)}") from None
+        raise InputError(f"{label}: the Hub could not be reached: {one_line(e)}") from None
+
+
+def load_hub(ref: str, *, prefetch: Prefetch | None = None) -> Checkpoint:
+    # huggingface_hub is imported where a Hub id is used: a local draft never needs it
+    from huggingface_hub import constants, snapshot_download
+
+    repo_id, revision = split_hub_id(ref)
+    offline = bool(constants.HF_HUB_OFFLINE)
+    with hub_errors(ref, missing_hint="download it first with `hf download`, or pass a local folder"):
+        folder = Path(snapshot_download(repo_id, revision=revision, allow_patterns=SMALL_FILE_PATTERNS))
 
     # folder = <cache>/models--org--name/snapshots/<commit>; its files link into ../../blobs.
     repo_cache = folder.parent.parent

@@ -14,6 +14,8 @@ from typing import Any
 
 from kconvert.errors import InputError, UsageError, did_you_mean
 from kconvert.schemas import validate
+from kconvert.source.checkpoint import read_json_file
+from kconvert.source.hub import hub_errors, is_hub_id, split_hub_id
 from kconvert.source.names import CONFIG_NAME
 
 
@@ -155,29 +157,17 @@ def load_target(ref: str) -> TargetModel:
         cfg_path = p / CONFIG_NAME if p.is_dir() else p
         if not cfg_path.is_file():
             raise InputError(f"{ref}: no config.json in the target folder")
-        from kconvert.source.checkpoint import read_json_file
-
         cfg = read_json_file(cfg_path, f"{ref}/config.json")
         return from_config(cfg, name=ref, origin="folder", local_path=str(p.resolve() if p.is_dir() else p.parent))
-    from kconvert.source.hub import is_hub_id, split_hub_id
-
     if not is_hub_id(ref):
         raise UsageError(f"--target {ref!r}: not a profile, folder or Hub id{did_you_mean(ref, profile_names())}",
                          hint=f"built-in profiles: {', '.join(profile_names())}")
+    # huggingface_hub is imported where a Hub id is used: a profile or a local target never needs it
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
 
     repo_id, revision = split_hub_id(ref)
-    try:
+    with hub_errors(f"--target {ref}", what=f"{CONFIG_NAME} ",
+                    missing_hint="use a built-in profile (" + ", ".join(profile_names()) + ") or a local folder"):
         path = hf_hub_download(repo_id, CONFIG_NAME, revision=revision)
-    except LocalEntryNotFoundError:
-        raise InputError(f"--target {ref}: config.json not in the Hugging Face cache and the Hub is not reachable",
-                         hint="use a built-in profile (" + ", ".join(profile_names()) + ") or a local folder") from None
-    except RepositoryNotFoundError:
-        raise InputError(f"--target {ref}: no such repository (or private: set HF_TOKEN)") from None
-    except (HfHubHTTPError, OSError) as e:
-        raise InputError(f"--target {ref}: {e}") from None
-    from kconvert.source.checkpoint import read_json_file
-
     cfg = read_json_file(Path(path), f"{ref}/config.json")
     return from_config(cfg, name=ref, origin="hub", local_path=os.fspath(Path(path).parent))

@@ -37,7 +37,7 @@ def build(case: str, root: Path) -> tuple[Path, str]:
 
 
 def observe_inspect(folder: Path, target: str, row) -> dict:
-    from kconvert.inspect import inspect
+    from kconvert.commands.inspect import inspect
 
     res = inspect(str(folder), target=target, engine=row.engine, engine_version=row.version)
     errors = sorted({f.id for f in res.findings if f.severity == "error"})
@@ -47,7 +47,7 @@ def observe_inspect(folder: Path, target: str, row) -> dict:
 
 def observe_fix(folder: Path, target: str, row, *, from_pickle: bool = False, decisions: dict | None = None) -> dict:
     from kconvert.errors import AmbiguityError, UnfixableError
-    from kconvert.fix import fix
+    from kconvert.commands.fix import fix
     from kconvert.rules import Decisions
 
     kw = dict(target=target, engine=row.engine, engine_version=row.version, dry_run=True, from_pickle=from_pickle)
@@ -56,7 +56,7 @@ def observe_fix(folder: Path, target: str, row, *, from_pickle: bool = False, de
     try:
         res = fix(str(folder), None, **kw)
     except AmbiguityError as e:
-        # fix names the deciding flag after "decide with" (kconvert/fix.py); other messages name one flag
+        # fix names the deciding flag after "decide with" (kconvert/commands/fix.py); other messages name one flag
         flags = re.findall(r"decide with (--[a-z][a-z-]+)", e.message) or _FLAG.findall(e.message)
         return {"outcome": "needs", "flag": flags[0] if flags else e.message}
     except UnfixableError as e:

@@ -3,109 +3,23 @@ the target in vLLM (child process, hard timeout), the acceptance from the engine
 lossless baseline and the gate."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Callable
 
 from kconvert.engines.expectations import engine_rules
-from kconvert.engines.live_run import LiveRequest, LiveResult
-from kconvert.engines.serve_lines import ServeReplay
+from kconvert.engines.live_run import LiveRequest
 from kconvert.errors import UsageError
-from kconvert.inspect import InspectResult, analyse, open_draft
+from kconvert.commands.inspect import analyse, open_draft
+from kconvert.results.inspection import Inspection
+from kconvert.results.thresholds import Thresholds, evaluate
+from kconvert.results.verify import VerifyResult, VerifySettings
 from kconvert.rules import Decisions
 from kconvert.rules.decisions import given
 from kconvert.rules.selection import Selection
 from kconvert.target import TargetModel, load_profile, load_target, profile_hub_id, profile_names
-from kconvert.verify.lossless import compare_outputs
-from kconvert.verify.thresholds import Check, Thresholds, evaluate
+from kconvert.commands.verify.lossless import compare_outputs
 
 Progress = Callable[[str], None]
-
-
-@dataclass
-class VerifySettings:
-    tp: int = 1
-    draft_tp: int | None = None
-    num_speculative_tokens: int = 3
-    prompts: str = "all"
-    max_tokens: int = 64
-    trust_remote_code: bool = False
-    engine_args: dict[str, Any] = field(default_factory=dict)
-    timeout_s: float = 1200.0
-    skip_static: bool = False
-    # Opt-in: in bf16 a k+1-token verify step and a one-token decode step round differently, so a good draft can
-    # change greedy outputs; the check proves losslessness in float32 (engine_args={"dtype": "float32"}).
-    lossless: bool = False
-    max_prompts: int | None = None
-    # further keys of vLLM's speculative_config from a replayed production serve line (passed as written)
-    speculative_extra: dict[str, Any] = field(default_factory=dict)
-    production_draft: str | None = None  # the serve line's "model", replaced by the draft under test
-
-    def replay(self, replay: ServeReplay) -> VerifySettings:
-        """These settings with what a production serve line sets (its TP, k, draft TP and further keys)."""
-        return replace(
-            self,
-            tp=replay.tp if replay.tp is not None else self.tp,
-            draft_tp=replay.draft_tp if replay.draft_tp is not None else self.draft_tp,
-            num_speculative_tokens=(replay.num_speculative_tokens if replay.num_speculative_tokens is not None
-                                    else self.num_speculative_tokens),
-            speculative_extra={**self.speculative_extra, **replay.extra},
-            production_draft=replay.production_draft or self.production_draft)
-
-    def live_request(self, target: str, draft: str | None, prompts: list[str], *,
-                     draft_overrides: dict[str, Any] | None = None, replayed: bool = True) -> LiveRequest:
-        """The engine run these settings ask for (`replayed`: with the serve line's further speculative keys)."""
-        return LiveRequest(target=target, draft=draft, prompts=list(prompts),
-                           num_speculative_tokens=self.num_speculative_tokens, tp=self.tp, draft_tp=self.draft_tp,
-                           max_tokens=self.max_tokens, trust_remote_code=self.trust_remote_code,
-                           engine_args=dict(self.engine_args), draft_overrides=draft_overrides,
-                           timeout_s=self.timeout_s,
-                           speculative_extra=dict(self.speculative_extra) if replayed else {})
-
-
-@dataclass
-class VerifyResult:
-    inspect: InspectResult
-    settings: VerifySettings
-    engine_target: str
-    prompt_set: str = ""
-    prompts: list[str] = field(default_factory=list)  # the prompts the engine ran
-    live: LiveResult | None = None
-    acceptance: dict[str, Any] | None = None
-    lossless: dict[str, Any] | None = None
-    checks: list[Check] = field(default_factory=list)
-    thresholds: Thresholds | None = None
-    static_blocked: bool = False
-    diagnosis: dict[str, Any] | None = None
-    # `--dry-run`: what the live run would start (engine arguments, environment, serve line); nothing started
-    planned: dict[str, Any] | None = None
-
-    @property
-    def dry_run(self) -> bool:
-        return self.planned is not None
-
-    @property
-    def passed(self) -> bool:
-        if self.dry_run:
-            return not self.inspect.failing  # a dry run's verdict is the static one
-        if self.static_blocked:
-            return False
-        if self.lossless is not None and not self.lossless.get("identical", False):
-            return False
-        return all(c.passed for c in self.checks)
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.passed else 1
-
-    @property
-    def verdict(self) -> str:
-        return "pass" if self.passed else "fail"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON report (schemas/report.schema.json), as `kconvert verify --json` prints it."""
-        from kconvert.verify.document import build_verify_report
-
-        return build_verify_report(self)
 
 
 def resolve_target(ref: str) -> tuple[TargetModel, str]:
@@ -118,7 +32,7 @@ def resolve_target(ref: str) -> tuple[TargetModel, str]:
     return load_target(ref), ref
 
 
-def refuse_parallel_split(res: InspectResult, st: VerifySettings) -> None:
+def refuse_parallel_split(res: Inspection, st: VerifySettings) -> None:
     """Refuse, before any engine starts, a TP the engine cannot run: a draft TP other than 1 or the target's,
     target heads that do not divide, or (with the static gate skipped) draft heads that do not divide. With the
     static gate on, the draft's own split problems are K304 findings and block the run like any error."""
@@ -148,9 +62,18 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
            decisions: Decisions | None = None, options: Decisions | None = None, progress: Progress | None = None,
            fail_on: str = "error", selection: Selection | None = None,
            dry_run: bool = False) -> VerifyResult:
-    """Static checks, then a live engine run; see `kconvert.verify` (the package-level function) for the arguments.
-    `dry_run`: the static checks, the target resolved and the engine's arguments planned; no engine started (and
-    no engine package imported), the verdict the static one."""
+    """Static checks, then the draft next to `target` in a real vLLM engine (child process, hard timeout):
+    acceptance from the engine's own counters, the optional lossless check, and the gate.
+
+    target: a folder, a Hub id, or a profile name (mapped to its Hub id for the engine).
+    settings: `kconvert.VerifySettings` (tp, k, prompts, max tokens, engine args, timeout, lossless, ...).
+    thresholds: `kconvert.Thresholds` to gate on (None: no gate). fail_on: "error" or "warning" for the static
+    checks (failing findings stop before the engine starts unless `settings.skip_static`). dry_run: the static
+    checks and the planned engine arguments and serve line (`.planned`); nothing started, no engine imported.
+
+    Returns a `VerifyResult` (`.acceptance`, `.verdict`, `.exit_code`, `.to_dict()` = `kconvert verify --json`).
+    Raises `EngineError` when the engine could not run, and the other `KConvertError` subclasses.
+    """
     decisions = given(decisions, options)
     from kconvert.prompts import load_prompts
 
@@ -188,7 +111,8 @@ def plan_live(out: VerifyResult, draft_dir: str, tgt: TargetModel) -> dict[str, 
 
     from kconvert.engines.installed import detect_platform
     from kconvert.engines.serve_lines import serve_lines
-    from kconvert.engines.vllm_args import build_engine_args, read_model_config
+    from kconvert.runners.engine_setup import read_model_config
+    from kconvert.runners.vllm_args import build_engine_args
 
     req = out.settings.live_request(out.engine_target, draft_dir, out.prompts)
     engine = out.inspect.engine.engine
@@ -226,7 +150,7 @@ def _config_of(tgt: TargetModel) -> dict[str, Any]:
 
 
 def _run_live(out: VerifyResult, draft_dir: str, say: Progress) -> None:
-    from kconvert.engines.vllm_offline import run_vllm
+    from kconvert.runners.vllm_offline import run_vllm
 
     req = out.settings.live_request(out.engine_target, draft_dir, out.prompts)
     say("speculative run")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kconvert.errors import KConvertError
-from kconvert.verify.run import VerifyResult
+from kconvert.results.verify import VerifyResult
 
 LOW_AL_FRACTION = 0.6  # below 60% of the maximum (k + 1) counts as low
 
@@ -116,8 +116,8 @@ def diagnose(vr: VerifyResult, plan: DiagnosisPlan | None = None, *,
 
 
 def _run_candidate(vr: VerifyResult, c: Candidate, scratch: Path) -> dict[str, Any]:
-    from kconvert.engines.vllm_offline import run_vllm
-    from kconvert.fix import fix
+    from kconvert.runners.vllm_offline import run_vllm
+    from kconvert.commands.fix import fix
     from kconvert.rules import Decisions
     from kconvert.rules.vocab import d2t_rule
 

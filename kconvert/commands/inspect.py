@@ -2,91 +2,18 @@
 engine. Reads headers and a few small tensors (d2t, t2d, a handful of embedding rows) only."""
 from __future__ import annotations
 
-import datetime as _dt
-from dataclasses import dataclass, field
-from typing import Any
-
 from kconvert.engines.expectations import EngineRules, engine_rules
 from kconvert.errors import UsageError
-from kconvert.formats import read_draft
+from kconvert.formats.read import read_draft
 from kconvert.formats.layouts import token_map_names
-from kconvert.formats.model import DraftModel
-from kconvert.rules import Context, Decisions, Finding, run_rules
+from kconvert.results.inspect import InspectResult
+from kconvert.results.inspection import check_fail_on
+from kconvert.rules import Context, Decisions, run_rules
 from kconvert.rules.decisions import given
-from kconvert.rules.selection import Ignored, Selection
+from kconvert.rules.selection import Selection
 from kconvert.source import open_checkpoint
 from kconvert.source.checkpoint import Checkpoint
 from kconvert.target import TargetModel, load_target
-
-
-# The severities a gate can fail on, most severe first; `fail_on` names the least severe one that fails.
-FAIL_ON = ("error", "warning")
-
-
-def check_fail_on(fail_on: str) -> str:
-    if fail_on not in FAIL_ON:
-        raise UsageError(f"--fail-on {fail_on!r}: choose {' or '.join(FAIL_ON)}")
-    return fail_on
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-@dataclass
-class InspectResult:
-    """What `kconvert.inspect` found. `to_dict()` is the `kconvert inspect --json` report."""
-
-    checkpoint: Checkpoint
-    draft: DraftModel
-    target: TargetModel | None
-    engine: EngineRules
-    findings: list[Finding]
-    decisions: Decisions = field(default_factory=Decisions)
-    fail_on: str = "error"  # "warning": warnings fail the gate too (`--fail-on warning`)
-    # The rules in force (--select/--ignore, [tool.kconvert]) and the findings they set aside, with the reason.
-    selection: Selection = field(default_factory=Selection)
-    set_aside: list[tuple[Finding, Ignored]] = field(default_factory=list)
-    created: str = field(default_factory=lambda: _now())  # looked up per call: tests pin the clock
-
-    @property
-    def options(self) -> Decisions:
-        """The decisions under the library API's earlier name."""
-        return self.decisions
-
-    @property
-    def errors(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity == "error"]
-
-    @property
-    def failing(self) -> list[Finding]:
-        """The findings that fail the gate: errors, and warnings under `fail_on="warning"`."""
-        bad = FAIL_ON[: FAIL_ON.index(self.fail_on) + 1]
-        return [f for f in self.findings if f.severity in bad]
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if self.failing else 0
-
-    @property
-    def verdict(self) -> str:
-        return "fail" if self.exit_code else "pass"
-
-    def to_dict(self, *, hashes: bool = False) -> dict[str, Any]:
-        """The JSON report (schemas/report.schema.json), as `kconvert inspect --json` prints it; `hashes` adds the
-        sha256 of every local file (`--hash`)."""
-        from kconvert.report.document import build_report
-
-        return build_report(self, command="inspect", hashes=hashes)
-
-    def counts(self) -> dict[str, int]:
-        c = {"error": 0, "warning": 0, "info": 0}
-        for f in self.findings:
-            c[f.severity] += 1
-        # fixable: fix repairs it as the files stand; needs_decision: fix leaves it as is until a flag decides
-        c["fixable"] = sum(1 for f in self.findings if f.ops and f.severity != "info")
-        c["needs_decision"] = sum(1 for f in self.findings if f.needs_decision and not f.ops and f.severity != "info")
-        return c
 
 
 def open_draft(source: str) -> Checkpoint:
@@ -127,7 +54,23 @@ def inspect(source: str, *, target: str | TargetModel | None = None, engine: str
             engine_version: str | None = None, decisions: Decisions | None = None,
             options: Decisions | None = None, fail_on: str = "error",
             selection: Selection | None = None) -> InspectResult:
-    """Static checks of one draft; see `kconvert.inspect` (the package-level function) for the arguments."""
+    """Static checks of an EAGLE-3 draft: producer, canonical description, every incompatibility with the target
+    and the engine. Reads config, index and safetensors headers (and d2t/t2d and a few embedding rows), never the
+    weights, never code from the checkpoint.
+
+    source: a local folder or a Hub id `org/name[@revision]`.
+    target: a built-in profile (`kimi-k2.5`, ...), a folder, a Hub id (only its config.json is read), a
+        `TargetModel`, or None (target-dependent rules are skipped and say so).
+    engine / engine_version: whose loading rules apply (`vllm` or `sglang`; default the installed version).
+    decisions: what the files cannot settle (`kconvert.Decisions`: aux ids, their convention, d2t kind);
+        `options=` is its earlier name (`kconvert.Options` = `kconvert.Decisions`).
+    fail_on: "error" (default) or "warning": the least severe finding that makes `.verdict` "fail".
+    selection: `kconvert.rules.selection.Selection`, the rules in force (select / ignore with a reason); the
+        findings it sets aside are in `.set_aside` and the report's `rule_selection`.
+
+    Returns an `InspectResult` (`.findings`, `.verdict`, `.exit_code`, `.to_dict()` = `kconvert inspect --json`).
+    Raises `KConvertError` subclasses for unreadable or hostile input and bad arguments.
+    """
     decisions = given(decisions, options)
     check_fail_on(fail_on)
     ckpt = open_draft(source)

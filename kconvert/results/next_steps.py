@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from kconvert.inspect import InspectResult
+from kconvert.engines.expectations import engine_rules
+from kconvert.engines.serve_lines import sglang_next_lines
+from kconvert.results.inspection import Inspection
+from kconvert.rules.integrity import values_unreadable
+from kconvert.rules.recommend import recommendation
+from kconvert.rules.tensors import embeddings
 
 TARGET_PLACEHOLDER = "<target>"  # verify needs a target; fix and inspect may have run without one
-
-
-def quote(argv: list[str]) -> str:
-    return " ".join(shlex.quote(a) for a in argv)
 
 
 def fix_output_dir(source: str, engine: str, *, hub: bool) -> str:
@@ -28,9 +28,7 @@ def fix_output_dir(source: str, engine: str, *, hub: bool) -> str:
     return str(p.with_name(f"{p.name}-{engine}")) if p.name else f"draft-{engine}"
 
 
-def _engine_flags(result: InspectResult) -> list[str]:
-    from kconvert.engines.expectations import engine_rules
-
+def _engine_flags(result: Inspection) -> list[str]:
     eng = result.engine
     flags = [] if eng.engine == "vllm" else ["--engine", eng.engine]
     try:
@@ -42,7 +40,7 @@ def _engine_flags(result: InspectResult) -> list[str]:
     return flags
 
 
-def fix_command(result: InspectResult, extra: list[str] | None = None) -> str:
+def fix_command(result: Inspection, extra: list[str] | None = None) -> str:
     ck = result.checkpoint
     source = ck.ref
     argv = ["kconvert", "fix", source, "-o", fix_output_dir(source, result.engine.engine, hub=ck.kind == "hub")]
@@ -52,7 +50,7 @@ def fix_command(result: InspectResult, extra: list[str] | None = None) -> str:
     for f in extra or []:
         if f not in flags:
             flags.append(f)
-    return quote(argv + _engine_flags(result) + _split(flags))
+    return shlex.join(argv + _engine_flags(result) + _split(flags))
 
 
 def _split(flags: list[str]) -> list[str]:
@@ -62,18 +60,16 @@ def _split(flags: list[str]) -> list[str]:
     return out
 
 
-def _target_flags(result: InspectResult) -> list[str]:
+def _target_flags(result: Inspection) -> list[str]:
     """--trust-remote-code where the target's repository ships code the engine needs (Kimi-K2.5's tokenizer)."""
     return ["--trust-remote-code"] if result.target is not None and result.target.remote_code else []
 
 
-def verify_steps(draft: str, result: InspectResult, why: str, *, decisions: bool = True,
+def verify_steps(draft: str, result: Inspection, why: str, *, decisions: bool = True,
                  diagnose: bool = False) -> list[dict[str, str]]:
     """The live step: `kconvert verify` for vLLM; for SGLang (which kconvert does not start) the launch line and
     `kconvert verify --server` against it."""
     if result.engine.engine == "sglang":
-        from kconvert.engines.serve_lines import sglang_next_lines
-
         target = result.target.name if result.target else TARGET_PLACEHOLDER
         launch, measure = sglang_next_lines(draft, target, tp=result.decisions.tp or 1)
         return [{"command": launch, "why": f"{why}: start SGLang with the draft (topk 1, k+1 draft tokens)"},
@@ -82,22 +78,22 @@ def verify_steps(draft: str, result: InspectResult, why: str, *, decisions: bool
     return [{"command": verify_command(draft, result, decisions=decisions, diagnose=diagnose), "why": why}]
 
 
-def verify_command(draft: str, result: InspectResult, *, decisions: bool = True, diagnose: bool = False) -> str:
+def verify_command(draft: str, result: Inspection, *, decisions: bool = True, diagnose: bool = False) -> str:
     argv = ["kconvert", "verify", draft, "--target", result.target.name if result.target else TARGET_PLACEHOLDER]
     argv += _engine_flags(result) + _target_flags(result)
     if diagnose:
         argv.append("--diagnose")
-    return quote(argv + (result.decisions.flags() if decisions else []))
+    return shlex.join(argv + (result.decisions.flags() if decisions else []))
 
 
 TRACE_PLACEHOLDER = "<trace>"  # a folder `kconvert trace` recorded once where the target runs
 
 
 def score_command(draft: str) -> str:
-    return quote(["kconvert", "score", draft, "--trace", TRACE_PLACEHOLDER, "--diagnose"])
+    return shlex.join(["kconvert", "score", draft, "--trace", TRACE_PLACEHOLDER, "--diagnose"])
 
 
-def not_checked(result: InspectResult) -> list[str]:
+def not_checked(result: Inspection) -> list[str]:
     """Defect classes that load without a trace, so static checks pass them: only a live run measures them."""
     d = result.draft
     out = []
@@ -110,8 +106,6 @@ def not_checked(result: InspectResult) -> list[str]:
         out.append("an lm_head pruned to the draft vocabulary with the wrong index (lm_head[d2t] instead of "
                    "lm_head[d2t + arange]): right shape, wrong rows")
     if "embed_tokens.weight" in d.tensors and embeddings_checked(result):
-        from kconvert.rules.tensors import embeddings
-
         out.append(f"weights that load but were not trained for this target ({embeddings.id} sampled the draft's "
                    "own embed_tokens and found them trained; the other weights are not read)")
     else:
@@ -120,12 +114,9 @@ def not_checked(result: InspectResult) -> list[str]:
     return out
 
 
-def embeddings_checked(result: InspectResult) -> bool:
+def embeddings_checked(result: Inspection) -> bool:
     """K701 sampled the draft's own embed_tokens rows and found them trained (it reports nothing then): the
     tensor is shaped like the target's embedding, in a float dtype, and its rows were readable (K005 silent)."""
-    from kconvert.rules.integrity import values_unreadable
-    from kconvert.rules.tensors import embeddings
-
     d, t = result.draft, result.target
     info = d.tensors.get("embed_tokens.weight")
     if info is None or t is None or tuple(info.shape) != (t.vocab_size, d.effective_hidden):
@@ -136,10 +127,8 @@ def embeddings_checked(result: InspectResult) -> bool:
                    for f in result.findings)
 
 
-def _plan_parts(result: InspectResult):
+def _plan_parts(result: Inspection):
     """The findings a fix line would repair, leave as is, recommend a reading for, or never repair."""
-    from kconvert.rules.measured import recommendation
-
     failing = result.failing
     repairs = [f for f in failing if f.ops]
     blocking = [f for f in result.findings if f.severity == "error" and f.needs_decision and not f.ops]
@@ -149,7 +138,7 @@ def _plan_parts(result: InspectResult):
     return repairs, blocking, unfixable, decide, recommended
 
 
-def next_steps(result: InspectResult, *, command: str, written: str | None = None,
+def next_steps(result: Inspection, *, command: str, written: str | None = None,
                live: bool = False, left_as_is: list | None = None, noop: bool = False) -> dict[str, Any]:
     """`{"next_steps": [{"command", "why"}], "not_checked": [...]}` for a report of `command`. Every command is
     one a user can run as printed; each comment says what it does (and `exits 1` where it will)."""
@@ -160,7 +149,7 @@ def next_steps(result: InspectResult, *, command: str, written: str | None = Non
         if unfixable:
             # The output still fails on this engine row (fix exited 1): verifying it would stop at the same errors.
             for f in unfixable:
-                steps.append({"command": quote(["kconvert", "rules", f.id]),
+                steps.append({"command": shlex.join(["kconvert", "rules", f.id]),
                               "why": f"{f.id} remains: no file edit repairs it on {result.engine.key}"})
             return {"next_steps": steps, "not_checked": checked}
         if written:
@@ -181,7 +170,7 @@ def next_steps(result: InspectResult, *, command: str, written: str | None = Non
     if blocking:
         # The repair of these errors is the decision itself: a fix line without it would refuse as printed.
         for f in blocking:
-            steps.append({"command": quote(["kconvert", "rules", f.id]),
+            steps.append({"command": shlex.join(["kconvert", "rules", f.id]),
                           "why": f"{f.id} is an error whose repair needs a decision: fix waits for "
                                  f"{f.needs_decision}"})
     elif repairs or recommended:

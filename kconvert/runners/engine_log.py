@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import signal
 
-from kconvert.engines.vllm_worker import ERROR_MARKER, STAGE_MARKER
+from kconvert.runners.vllm_worker import ERROR_MARKER, STAGE_MARKER
 from kconvert.errors import EngineError
 
 LAST_LINES = 20

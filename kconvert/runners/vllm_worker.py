@@ -1,6 +1,6 @@
-"""The child process of a live vLLM run: ``python -m kconvert.engines.vllm_worker <request.json> <result.json>``.
+"""The child process of a live vLLM run: ``python -m kconvert.runners.vllm_worker <request.json> <result.json>``.
 
-It receives fully built engine arguments from :mod:`kconvert.engines.vllm_offline` (which also set its
+It receives fully built engine arguments from :mod:`kconvert.runners.vllm_offline` (which also set its
 environment), starts ``vllm.LLM``, generates, reads the engine's own counters through ``get_metrics()`` and
 writes the result JSON. It prints ``@@kconvert-stage <stage>`` lines that the parent tails for progress.
 Everything that can go wrong is left to surface as a non-zero exit and the log; the parent classifies it.
@@ -146,7 +146,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: python -m kconvert.engines.vllm_worker <request.json> <result.json>", file=sys.stderr)
+        print("usage: python -m kconvert.runners.vllm_worker <request.json> <result.json>", file=sys.stderr)
         return 2
     request_path, result_path = argv
     with open(request_path, encoding="utf-8") as f:

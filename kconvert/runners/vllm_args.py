@@ -2,47 +2,20 @@
 setting kconvert chose by itself (so that a report can list them).
 
 The same request serves a tiny model on vLLM's CPU build and Kimi-K2.5 on 8 GPUs; settings that only vLLM's CPU
-platform needs are applied here, automatically and only on that platform. Pure: reads no file, imports no vLLM
-(`read_model_config` and `patched_draft_folder` are the file-touching helpers the callers use around it).
+platform needs are applied here, automatically and only on that platform. Pure: reads no file, imports no vLLM,
+takes the configs as values (`kconvert.runners.engine_setup` reads them and patches a draft's copy).
 """
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping
 
-from kconvert.engines.installed import detect_platform
 from kconvert.engines.live_run import LiveRequest
-from kconvert.errors import UsageError
-from kconvert.source.names import CONFIG_NAME
-from kconvert.writer.config import deep_merge
 
 # CPU-platform defaults (docs/vllm-cpu.md#engine-settings: the errors without them).
 CPU_KVCACHE_SPACE_GIB = "1"  # vLLM's CPU default sizes the KV cache from free RAM, far too much beside a trainer
 CPU_GPU_MEMORY_UTILIZATION = 0.5  # 0.92 default: "Available memory on node 0 ... is less than desired ..."
 CPU_MAX_MODEL_LEN = 512
-
-
-def read_model_config(path_or_id: str | None, *, revision: str | None = None) -> dict[str, Any] | None:
-    """The ``config.json`` of a local folder or, for a hub id, from the hub cache / hub; ``None`` if unknown."""
-    if not path_or_id:
-        return None
-    p = Path(path_or_id)
-    if p.is_dir():
-        cfg = p / CONFIG_NAME
-        try:
-            return json.loads(cfg.read_text(encoding="utf-8")) if cfg.is_file() else None
-        except (OSError, json.JSONDecodeError):
-            return None
-    try:
-        from huggingface_hub import hf_hub_download
-
-        local = hf_hub_download(path_or_id, CONFIG_NAME, revision=revision)
-        return json.loads(Path(local).read_text(encoding="utf-8"))
-    except Exception:
-        return None
 
 
 def _is_mla(config: Mapping[str, Any] | None) -> bool:
@@ -158,45 +131,3 @@ def _text_only(auto: _Auto, target_config: Mapping[str, Any] | None) -> None:
         auto.arg("limit_mm_per_prompt", {"vision_chunk": 0}, "Kimi-K2.5 target: text-only run")
     elif target_config and target_config.get("vision_config") is not None:
         auto.arg("language_model_only", True, "multimodal target: text-only run")
-
-
-def patched_draft_folder(draft: str, overrides: Mapping[str, Any], dest: Path) -> Path:
-    """A folder that is ``draft`` with ``overrides`` merged into its ``config.json`` (other files symlinked).
-
-    vLLM 0.32's ``SpeculativeConfig`` has no ``hf_overrides`` for the draft: only a *callable* target
-    ``hf_overrides`` reaches the draft config, dict overrides stay target-only.
-    """
-    src = Path(draft)
-    if not src.is_dir() or not (src / CONFIG_NAME).is_file():
-        raise UsageError(f"draft overrides need a local draft folder with config.json: {draft}")
-    dest.mkdir(parents=True, exist_ok=True)
-    for entry in src.iterdir():
-        if entry.name != CONFIG_NAME:
-            os.symlink(entry.resolve(), dest / entry.name)
-    config = json.loads((src / CONFIG_NAME).read_text(encoding="utf-8"))
-    (dest / CONFIG_NAME).write_text(json.dumps(deep_merge(config, overrides), indent=2), encoding="utf-8")
-    return dest
-
-
-@dataclass
-class EngineSetup:
-    """Everything a vLLM process for one request is started with."""
-
-    platform: str
-    engine_args: dict[str, Any]
-    env: dict[str, str]
-    auto_settings: list[str]
-    draft_path: str | None = None  # the patched temporary copy of the draft, when the request overrides its config
-
-
-def setup_engine(req: LiveRequest, scratch: Path) -> EngineSetup:
-    """The engine arguments for `req` on this machine's platform, with the draft's config overrides applied in a
-    copy under `scratch` (the caller removes it)."""
-    draft_path = None
-    if req.draft and req.draft_overrides:
-        draft_path = str(patched_draft_folder(req.draft, req.draft_overrides, scratch / "draft"))
-    platform = detect_platform()
-    draft_config = read_model_config(draft_path or req.draft) if req.draft else None
-    engine_args, env, auto = build_engine_args(req, platform=platform, target_config=read_model_config(req.target),
-                                               draft_config=draft_config, draft_path=draft_path)
-    return EngineSetup(platform, engine_args, env, auto, draft_path)

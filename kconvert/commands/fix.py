@@ -1,89 +1,20 @@
 """`kconvert fix`: inspect, plan the repairs, stop on what the files cannot settle, stream a corrected copy."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from kconvert.engines.expectations import engine_rules
 from kconvert.errors import AmbiguityError, SelfCheckError, UnfixableError, UsageError
-from kconvert.inspect import InspectResult, analyse, open_draft
+from kconvert.commands.inspect import analyse, open_draft
 from kconvert.plan import Plan, build_fix_plan
-from kconvert.rules import Decisions, Finding
+from kconvert.results.fix import FixResult, left_as_is_entry, remaining_fixable
+from kconvert.results.inspection import Inspection, check_fail_on
+from kconvert.rules import Decisions
 from kconvert.rules.decisions import given
 from kconvert.rules.selection import Selection
 from kconvert.source.checkpoint import Checkpoint
 from kconvert.target import TargetModel, load_target
-from kconvert.writer.ops import Op, describe, op_to_dict
-
-
-@dataclass
-class FixResult:
-    """What `kconvert.fix` planned and wrote. `to_dict()` is the `kconvert fix --json` report."""
-
-    inspect: InspectResult
-    plan: Plan
-    written: Path | None = None
-    write_result: Any = None
-    after: InspectResult | None = None  # inspect of the output
-    notes: list[str] = field(default_factory=list)
-    only: set[str] | None = None  # the rule ids `--only` selected
-    only_without_finding: list[str] = field(default_factory=list)  # of those, the ids with no finding here
-    dry_run: bool = False
-    fail_on: str = "error"  # `--fail-on warning`: a warning left in the output fails the fix too
-
-    @property
-    def ops(self) -> list[Op]:
-        return self.plan.ops
-
-    @property
-    def noop(self) -> bool:
-        """Nothing to change: no op, and no input file the copy would leave out (a pickle file is never copied)."""
-        return not self.plan.ops and not self.leaves_out
-
-    @property
-    def leaves_out(self) -> list[str]:
-        from kconvert.source.names import is_pickle, is_torch_weights
-
-        return sorted(r for r in self.inspect.checkpoint.files if is_pickle(r) and not is_torch_weights(r))
-
-    def remaining_fixable(self) -> list[Finding]:
-        if self.after is None:
-            return []
-        return remaining_fixable(self.after, self.only)
-
-    @property
-    def exit_code(self) -> int:
-        """0 when no error-level finding remains (nothing to fix counts: the input already serves), 1 when one
-        does (or, under --fail-on warning, a warning: one left as is for a decision, or one no op repairs)."""
-        if self.plan.unfixable or self.remaining_fixable():
-            return 1
-        if self.fail_on == "warning" and self.warnings_left():
-            return 1
-        return 0
-
-    def warnings_left(self) -> list[Finding]:
-        """The warnings the output still carries (inspect of the output; for a dry run or a noop, the plan's)."""
-        if self.after is not None:
-            return [f for f in self.after.findings if f.severity == "warning"]
-        return [f for f in self.plan.left + self.plan.left_as_is if f.severity == "warning"]
-
-    @property
-    def verdict(self) -> str:
-        return "fail" if self.exit_code else "pass"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON report (schemas/report.schema.json) with its `fix` section, as `kconvert fix --json` prints."""
-        from kconvert.report.document import build_report
-
-        return build_report(self.inspect, command="fix", extra={"fix": fix_summary(self)}, exit_code=self.exit_code,
-                            written=str(self.written) if self.written else None, left_as_is=self.plan.left_as_is,
-                            noop=self.noop and not self.dry_run)
-
-
-def remaining_fixable(after: InspectResult, only: set[str] | None = None) -> list[Finding]:
-    """Error-level findings of fix's output that an op could still repair (those `--only` selected)."""
-    return [f for f in after.findings if f.severity == "error" and f.ops and (not only or f.id in only)]
 
 
 def check_only(only: set[str] | None) -> set[str] | None:
@@ -100,7 +31,7 @@ def check_only(only: set[str] | None) -> set[str] | None:
     return ids
 
 
-def plan_fix(res: InspectResult, *, only: set[str] | None = None, to_format: str | None = None) -> Plan:
+def plan_fix(res: Inspection, *, only: set[str] | None = None, to_format: str | None = None) -> Plan:
     """The plan for what inspect found (`kconvert.plan.build_fix_plan`)."""
     return build_fix_plan(res.findings, res.draft, res.target, res.engine, res.decisions, only=only, to_format=to_format)
 
@@ -111,9 +42,29 @@ def fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | T
         force: bool = False, to_format: str | None = None, progress: Callable[[int, int, str], None] | None = None,
         durable: bool = True, from_pickle: bool = False, decided_by: dict[str, Any] | None = None,
         selection: Selection | None = None, fail_on: str = "error") -> FixResult:
-    """Plan and write a corrected copy; see `kconvert.fix` (the package-level function) for the arguments."""
-    from kconvert.inspect import check_fail_on
+    """Write a corrected copy of a draft that `engine` loads with the intended meaning.
 
+    Streams the tensors (unchanged ones by byte range), keeps sharding, writes into a temporary folder beside
+    `out_dir`, checks the result and renames it into place, with provenance in `kconvert.json`; never modifies
+    the input, and a failed fix leaves nothing at `out_dir`.
+
+    A finding that needs a decision no flag gave leaves its setting exactly as it is (`.plan.left_as_is`, recorded
+    in kconvert.json); every repair that needs no decision is applied. Nothing to change: nothing is written
+    (`.noop`, `.written` None, verdict pass).
+
+    only: apply only the fixes of these rule ids (an unknown id is a `UsageError`; an id with no finding here
+        changes nothing, as a fix with nothing to do). fail_on: "warning" fails the fix (exit 1) while the output
+        still carries a warning. dry_run: plan only (`out_dir` may be None). partial: write what can be
+        fixed even when unfixable errors remain. force: replace an existing `out_dir`. to_format: "flat" or
+        "speculators". progress(done_bytes, total_bytes, message). durable: fsync before the rename.
+        from_pickle: convert PyTorch pickle weights (.bin/.pt) to safetensors through
+        `torch.load(weights_only=True)` after the static opcode check (without it such a draft is refused).
+        decided_by: the measurement behind the decision flags (`kconvert.score.cite.decision` of a
+        `kconvert score --diagnose` report), recorded in kconvert.json.
+
+    Returns a `FixResult` (`.plan`, `.written`, `.verdict`, `.to_dict()` = `kconvert fix --json`). Raises
+    `AmbiguityError` where a flag must decide (the message names it), `UnfixableError`, `UsageError`, `InputError`.
+    """
     check_fail_on(fail_on)
     result = _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version,
                   decisions=given(decisions, options),
@@ -206,7 +157,7 @@ def _refuse(result: FixResult, partial: bool) -> None:
                              hint="--partial writes what can be fixed and lists what is left")
 
 
-def _provenance(res: InspectResult, plan: Plan, converted: dict[str, Any] | None,
+def _provenance(res: Inspection, plan: Plan, converted: dict[str, Any] | None,
                 decided_by: dict[str, Any] | None = None) -> dict[str, Any]:
     """What kconvert.json records beside the writer's own record: input, target, engine, decisions, findings, and
     which streams the written aux ids name."""
@@ -252,29 +203,3 @@ def _fix_from_pickle(ckpt, out: Path, **kw) -> FixResult:
         return _fix(copy, out, converted=converted, **kw)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def left_as_is_entry(f: Finding, res: InspectResult) -> dict[str, Any]:
-    from kconvert.rules.measured import recommendation
-
-    rec = recommendation(f, res)
-    return {"id": f.id, "message": f.message, "decide_with": f.needs_decision or "",
-            "recommended": rec.to_dict() if rec else None}
-
-
-def fix_summary(result: FixResult) -> dict[str, Any]:
-    p = result.plan
-    return {
-        "ops": [op_to_dict(o) for o in p.ops],
-        "steps": [describe(o) for o in p.ops],
-        "only": sorted(result.only) if result.only else None,
-        "only_without_finding": list(result.only_without_finding),
-        "dry_run": result.dry_run,
-        "applied_findings": [f.id for f in p.applied_findings],
-        "unfixable": [f.to_dict() for f in p.unfixable],
-        "left": [f.to_dict() for f in p.left],
-        "left_as_is": [left_as_is_entry(f, result.inspect) for f in p.left_as_is],
-        "output": str(result.written) if result.written else None,
-        "noop": result.noop,
-        "remaining_fixable_after": [f.id for f in result.remaining_fixable()],
-    }

@@ -1,18 +1,20 @@
-"""The one JSON report shape shared by inspect, fix and verify (schemas/report.schema.json)."""
+"""The one JSON report shape shared by inspect, fix, verify and score (schemas/report.schema.json): the data every
+renderer in `kconvert.report` reads, built from the result, never from the files again."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kconvert._version import __version__
 from kconvert.engines.expectations import engine_info
 
-if TYPE_CHECKING:  # the report renders what inspect found; inspect imports the report
-    from kconvert.inspect import InspectResult
+from kconvert.results.inspection import Inspection
+from kconvert.results.locations import finding_locations
+from kconvert.results.next_steps import next_steps
 
 SCHEMA_VERSION = 1
 
 
-def subject(result: InspectResult, *, hashes: bool = False) -> dict[str, Any]:
+def subject(result: Inspection, *, hashes: bool = False) -> dict[str, Any]:
     ck = result.checkpoint
     files = []
     for name, entry in sorted(ck.files.items()):
@@ -24,10 +26,8 @@ def subject(result: InspectResult, *, hashes: bool = False) -> dict[str, Any]:
             "files": files}
 
 
-def findings(result: InspectResult) -> list[dict[str, Any]]:
+def findings(result: Inspection) -> list[dict[str, Any]]:
     """The findings as the report holds them, each with the checkpoint file (and config line) it points at."""
-    from kconvert.report.locations import finding_locations
-
     out = []
     for f, loc in zip(result.findings, finding_locations(result)):
         d = f.to_dict()
@@ -36,13 +36,11 @@ def findings(result: InspectResult) -> list[dict[str, Any]]:
     return out
 
 
-def build_report(result: InspectResult, *, command: str, hashes: bool = False,
+def build_report(result: Inspection, *, command: str, hashes: bool = False,
                  live: dict[str, Any] | None = None, thresholds: dict[str, Any] | None = None,
                  verdict: str | None = None, exit_code: int | None = None,
                  extra: dict[str, Any] | None = None, written: str | None = None,
                  left_as_is: list[Any] | None = None, noop: bool = False) -> dict[str, Any]:
-    from kconvert.report.next_steps import next_steps
-
     counts = result.counts()
     code = result.exit_code if exit_code is None else exit_code
     doc: dict[str, Any] = {

@@ -19,11 +19,11 @@ def measure_server(url: str, *, engine: str, prompts: str, k: int, max_tokens: i
     if max_prompts:
         plist = plist[:max_prompts]
     if engine == "vllm":
-        from kconvert.engines.vllm_server import measure_vllm_server
+        from kconvert.runners.vllm_server import measure_vllm_server
 
         result: dict[str, Any] = measure_vllm_server(url, plist, max_tokens=max_tokens, k=k)
     elif engine == "sglang":
-        from kconvert.engines.sglang_server import measure_sglang_server
+        from kconvert.runners.sglang_server import measure_sglang_server
 
         result = measure_sglang_server(url, plist, max_tokens=max_tokens)
     else:

@@ -72,13 +72,14 @@ def push(folder: str | Path, repo_id: str, *, report: str | Path | dict[str, Any
          commit_message: str | None = None, token: str | None = None, endpoint: str | None = None,
          base_model: str | None = None, tp: int | None = None, progress: Progress | None = None,
          on_upload: Callable[[int, int], None] | None = None) -> PushResult:
-    """Publish `folder` to `repo_id` if (and only if) it is the checkpoint a passing verify `report` measured.
+    """Publish `folder` to the Hub repository `repo_id` only if it is, byte for byte, the checkpoint a passing
+    verify `report` (a path or the dict of `VerifyResult.to_dict()`) measured: one commit with the model card.
 
-    Raises InputError (unreadable/invalid report, Hub errors: auth, network), GateError (verdict not pass, a
-    file changed, missing or not covered: the report is of another checkpoint) or UsageError (bad repo id).
-    `dry_run` stops after the card is rendered and touches no network. `endpoint`/`token` default to
-    huggingface_hub's (HF_ENDPOINT, HF_TOKEN). `base_model` overrides the target id read from the report (needed
-    when verify ran against a local target folder); `tp` the tensor-parallel size in the serve lines.
+    dry_run: check the gate and render the card, no network. base_model: the target's Hub id for the card
+    (needed when verify ran against a local folder). endpoint/token: huggingface_hub's defaults otherwise.
+
+    Returns a `PushResult` (`.verdict`, `.to_dict()` = `kconvert push --json`). Raises `GateError` when the
+    report does not pass or does not match the files, `InputError` for Hub errors, `UsageError` for a bad id.
     """
     check_repo_id(repo_id)
     doc = load_report(report)

@@ -1,9 +1,9 @@
-"""Live runs on vLLM's offline `LLM`, parent side: the worker (`kconvert.engines.vllm_worker`) runs in its own
+"""Live runs on vLLM's offline `LLM`, parent side: the worker (`kconvert.runners.vllm_worker`) runs in its own
 process group with a hard timeout, every process it started is reaped, and its result (or its failure) becomes
 kconvert's types.
 
 The same path serves a tiny model on vLLM's CPU build and Kimi-K2.5 on 8 GPUs; only the request differs
-(`kconvert.engines.vllm_args` builds the engine's arguments).
+(`kconvert.runners.vllm_args` builds the engine's arguments).
 """
 from __future__ import annotations
 
@@ -17,15 +17,15 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from kconvert.engines.engine_log import LAST_LINES, classify_failure, meaningful_lines
+from kconvert.runners.engine_log import LAST_LINES, classify_failure, meaningful_lines
 from kconvert.engines.installed import installed_version
 from kconvert.engines.live_run import LiveRequest, LiveResult
-from kconvert.engines.processes import child_env, remember_children, terminate_group
-from kconvert.engines.vllm_args import EngineSetup, setup_engine
-from kconvert.engines.vllm_worker import STAGE_MARKER
+from kconvert.runners.processes import child_env, remember_children, terminate_group
+from kconvert.runners.engine_setup import EngineSetup, setup_engine
+from kconvert.runners.vllm_worker import STAGE_MARKER
 from kconvert.errors import EngineError, MissingPackageError, UsageError
 
-WORKER_MODULE = "kconvert.engines.vllm_worker"
+WORKER_MODULE = "kconvert.runners.vllm_worker"
 POLL_S = 0.25
 
 ProgressFn = Callable[[str], None]

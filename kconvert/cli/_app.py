@@ -1,0 +1,35 @@
+"""The typer application every command module registers on (`kconvert.cli` imports those modules; they import
+this one, so the command modules and the package import one way)."""
+from __future__ import annotations
+
+import typer
+
+from kconvert._version import __version__
+
+app = typer.Typer(
+    name="kconvert",
+    help="Find, fix, prove live and publish EAGLE-3 draft checkpoints for vLLM and SGLang.\n\n"
+         "Pipeline: inspect (static checks) → fix (write a corrected copy) → verify (live acceptance in a real "
+         "engine) → push (publish only what passed).\n\n"
+         "Exit codes: 0 passed; 1 error-level findings or a failed gate; 2 bad usage or unreadable input; "
+         "3 this machine cannot run the step (engine failed, package missing); 70 internal error (a kconvert bug).",
+    no_args_is_help=True,
+    # ruff's habits: -h as well as --help on every command (click hands help_option_names down to subcommands),
+    # and typer's --install-completion / --show-completion for bash, zsh, fish and PowerShell.
+    context_settings={"help_option_names": ["-h", "--help"]},
+    add_completion=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain formatter: wraps at any width and never cuts an option name
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"kconvert {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    pass

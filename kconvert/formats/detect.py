@@ -1,0 +1,50 @@
+"""Which producer wrote a checkpoint: each producer module's evidence (stamps, nested configs, architectures, key
+layout), most specific first, and for a `kconvert fix` output the producer its record names. Adding a producer
+means adding one module beside this one and listing it in `PRODUCERS`."""
+from __future__ import annotations
+
+from typing import Any
+
+from kconvert.errors import KConvertError
+from kconvert.formats import eagle, modelopt, specforge, speculators, torchspec
+from kconvert.formats.model import FormatGuess, KeyLayout
+from kconvert.source.checkpoint import Checkpoint, read_provenance
+from kconvert.source.names import PROVENANCE_NAME
+
+# Most specific first: stamps and nested configs beat architecture guesses.
+PRODUCERS = (speculators, torchspec, modelopt, specforge, eagle)
+BY_NAME = {m.NAME: m for m in PRODUCERS}
+
+# Detection confidence from which a producer's known convention counts as evidence (SpecForge's full signature
+# scores 0.85, TorchSpec's and speculators' stamps 0.99, ModelOpt's flags 0.8+; an architecture name alone 0.6).
+PRODUCER_EVIDENCE_CONFIDENCE = 0.8
+
+
+def detect_format(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess:
+    guesses = [g for m in PRODUCERS if (g := m.detect(ckpt, layout)) is not None]
+    if not guesses:
+        recorded = _recorded_producer(ckpt)
+        if recorded is not None:
+            return FormatGuess(recorded, 0.5, [f"kconvert.json: written by `kconvert fix` from a checkpoint of "
+                                               f"producer {recorded} (its config now follows the engine's layout)"])
+        return FormatGuess("unknown", 0.0, ["no producer's keys, stamps or architecture matched"])
+    return max(guesses, key=lambda g: g.confidence)
+
+
+def read_fix_record(ckpt: Checkpoint) -> dict[str, Any] | None:
+    """The record of a `kconvert fix` output; an unreadable one is evidence of nothing, not an error here."""
+    if PROVENANCE_NAME not in ckpt.files or ckpt.root is None:
+        return None
+    try:
+        return read_provenance(ckpt.root)
+    except KConvertError:
+        return None
+
+
+def _recorded_producer(ckpt: Checkpoint) -> str | None:
+    """The producer of the checkpoint a `kconvert fix` output was made from (e.g. an EAGLE-reference draft
+    gains an `eagle_config` in the fix, so it no longer looks like one)."""
+    prov = read_fix_record(ckpt)
+    inp = prov.get("input") if prov else None
+    producer = inp.get("producer") if isinstance(inp, dict) else None
+    return producer if isinstance(producer, str) and producer in BY_NAME else None
