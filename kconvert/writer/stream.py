@@ -24,6 +24,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import mmap
 import os
 import struct
 import threading
@@ -42,6 +43,10 @@ N_BUFFERS = 3
 PROGRESS_EVERY = 64 * 1024 * 1024
 
 Progress = Callable[[int, int, str], None]
+
+_NO_KERNEL_COPY = {errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS}
+if hasattr(errno, "ENOTSUP"):
+    _NO_KERNEL_COPY.add(errno.ENOTSUP)
 
 SYNC_FILE_RANGE_WRITE = 2
 WRITEBACK_EVERY = 64 * 1024 * 1024
@@ -89,6 +94,7 @@ class _Ring:
         self.bufs = [memoryview(bytearray(size)) for _ in range(n)]
         self.pending: list[list[Future]] = [[] for _ in range(n)]
         self.i = 0
+        self.maps = []
 
     def take(self) -> tuple[int, memoryview]:
         i = self.i
@@ -103,6 +109,34 @@ class _Ring:
             for f in fs:
                 f.result()
             self.pending[i] = []
+        while self.maps:
+            self._release_oldest()
+
+    # Read-only maps of output bytes the kernel just copied, held until their hashes are done: as many in
+    # flight as there are buffers, so memory stays bounded the same way.
+    maps: list[tuple[mmap.mmap, memoryview, list[Future]]]
+
+    def map_output(self, fd: int, off: int, n: int) -> memoryview:
+        while len(self.maps) >= len(self.bufs):
+            self._release_oldest()
+        start = off - off % mmap.ALLOCATIONGRANULARITY
+        mm = mmap.mmap(fd, off + n - start, mmap.MAP_SHARED, mmap.PROT_READ, offset=start)
+        whole = memoryview(mm)
+        self.maps.append((mm, whole, []))
+        return whole[off - start:]
+
+    def hold(self, futures: list[Future]) -> None:
+        """The hashes reading the last mapped chunk: it is unmapped once they are done."""
+        self.maps[-1][2].extend(futures)
+
+    def _release_oldest(self) -> None:
+        mm, whole, fs = self.maps.pop(0)
+        try:
+            for f in fs:
+                f.result()
+        finally:
+            whole.release()
+            mm.close()
 
 
 def _segments(fd: int, start: int, end: int) -> list[tuple[int, int, bool]]:
@@ -248,18 +282,22 @@ class Streamer:
                     for h in (h_in, h_out):
                         if h is not None:
                             h.update(self.zeros[:n])
-                elif self.copy_mode == "copy_file_range":
-                    self._copy_kernel(src, pos, n, dst, pos + shift)
-                    i, buf = self.ring.take()
-                    j, buf2 = self.ring.take()
-                    futures = []
-                    if h_in is not None:
-                        self._read_into(src, buf[:n], pos, what)
-                        futures.append(h_in.update(buf[:n]))
-                    if h_out is not None:
-                        self._read_into(dst, buf2[:n], pos + shift, what)
-                        futures.append(h_out.update(buf2[:n]))
-                    self.ring.pending[i] = futures
+                elif self.copy_mode == "copy_file_range" and self._copy_kernel(src, pos, n, dst, pos + shift):
+                    hashes = [h for h in (h_in, h_out) if h is not None]
+                    if hashes:
+                        # Both digests from the bytes just copied, read where they now are (the output's page
+                        # cache) through a read-only map: no copy into a buffer. The output is this run's own
+                        # temporary file, so the map cannot lose its pages under it (the input is never mapped: a
+                        # truncated input would raise SIGBUS instead of an error).
+                        try:
+                            view = self.ring.map_output(dst, pos + shift, n)
+                        except (OSError, ValueError):  # a filesystem without mmap: read the copy back
+                            i, buf = self.ring.take()
+                            view = buf[:n]
+                            self._read_into(dst, view, pos + shift, what)
+                            self.ring.pending[i] = [h.update(view) for h in hashes]
+                        else:
+                            self.ring.hold([h.update(view) for h in hashes])
                 else:
                     i, buf = self.ring.take()
                     mv = buf[:n]
@@ -269,15 +307,24 @@ class Streamer:
                 pos += n
                 self.advance(n, what)
 
-    def _copy_kernel(self, src: int, off: int, n: int, dst: int, dst_off: int) -> None:
+    def _copy_kernel(self, src: int, off: int, n: int, dst: int, dst_off: int) -> bool:
+        """Copy in the kernel; False (and read/write from then on) where the two files' filesystems cannot
+        (EXDEV across filesystems, EINVAL/EOPNOTSUPP/ENOSYS where unsupported), having copied nothing."""
         done = 0
         while done < n:
-            k = os.copy_file_range(src, dst, n - done, off + done, dst_off + done)
+            try:
+                k = os.copy_file_range(src, dst, n - done, off + done, dst_off + done)
+            except OSError as e:
+                if done == 0 and e.errno in _NO_KERNEL_COPY:
+                    self.copy_mode = "read_write"
+                    return False
+                raise
             if k == 0:
                 raise InputError("input file ended early (changed while being copied?)")
             done += k
         self.bytes_written += n
         self._writeback(dst, dst_off + n)
+        return True
 
     def write_bytes(self, dst: int, data: bytes | memoryview, off: int, h_out: _Hash, what: str) -> None:
         h_out.update(data)

@@ -48,7 +48,7 @@ class WriteResult:
 
 def write_checkpoint(ckpt: Checkpoint, ops: list[Any], out_dir: os.PathLike[str] | str, *, force: bool = False,
                      provenance: dict[str, Any] | None = None, progress: Progress | None = None,
-                     check_space: bool = True, copy_mode: str = "read_write",
+                     check_space: bool = True, copy_mode: str = "copy_file_range",
                      chunk_bytes: int = stream.CHUNK_BYTES, durable: bool = True,
                      workers: int | None = None,
                      before_commit: Callable[[Path], None] | None = None) -> WriteResult:
@@ -61,7 +61,8 @@ def write_checkpoint(ckpt: Checkpoint, ops: list[Any], out_dir: os.PathLike[str]
       {"input": {"source": "org/name", "revision": "<commit>"}}.
     - `progress(done_bytes, total_bytes, message)`: called every ~64 MB and after each file.
     - `check_space`: refuse before writing when the destination's free space is below the output size.
-    - `copy_mode`: "read_write" (default) or "copy_file_range"; see `kconvert.writer.stream`.
+    - `copy_mode`: "copy_file_range" (default; read/write where the kernel cannot copy between the two
+      folders) or "read_write"; see `kconvert.writer.stream`.
     - `durable`: fsync every output file and the folders before and after the rename (default). Without it
       the output is as durable as `cp`'s: an interrupted or killed run still leaves nothing at the
       destination, but a power cut soon after may leave the renamed folder with data missing.
