@@ -131,7 +131,9 @@ def _cpu_children() -> float:
 
 def _timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
     t = time.perf_counter()
-    p = subprocess.run(cmd, check=True, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "KCONVERT_DEBUG": "1", **(env or {})})
+    if p.returncode:
+        sys.exit(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
     return time.perf_counter() - t, p.stdout + p.stderr
 
 

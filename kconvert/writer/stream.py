@@ -114,7 +114,7 @@ class _Ring:
 
     # Read-only maps of output bytes the kernel just copied, held until their hashes are done: as many in
     # flight as there are buffers, so memory stays bounded the same way.
-    maps: list[tuple[mmap.mmap, memoryview, list[Future]]]
+    maps: list[tuple[mmap.mmap, list[memoryview], list[Future]]]
 
     def map_output(self, fd: int, off: int, n: int) -> memoryview:
         while len(self.maps) >= len(self.bufs):
@@ -122,20 +122,24 @@ class _Ring:
         start = off - off % mmap.ALLOCATIONGRANULARITY
         mm = mmap.mmap(fd, off + n - start, mmap.MAP_SHARED, mmap.PROT_READ, offset=start)
         whole = memoryview(mm)
-        self.maps.append((mm, whole, []))
-        return whole[off - start:]
+        view = whole[off - start:]
+        self.maps.append((mm, [view, whole], []))
+        return view
 
     def hold(self, futures: list[Future]) -> None:
         """The hashes reading the last mapped chunk: it is unmapped once they are done."""
         self.maps[-1][2].extend(futures)
 
     def _release_oldest(self) -> None:
-        mm, whole, fs = self.maps.pop(0)
+        mm, views, fs = self.maps.pop(0)
         try:
             for f in fs:
                 f.result()
         finally:
-            whole.release()
+            # A future is done as soon as its hash has run, while the executor's thread may still hold the
+            # arguments: released views make the map closable whoever still refers to them.
+            for v in views:
+                v.release()
             mm.close()
 
 
