@@ -271,12 +271,14 @@ def provenance_record(ckpt: Checkpoint, ops: list[Any], input_files: dict[str, d
 
 def _remember_digests(ckpt: Checkpoint, out_dir: Path, run: _Run, started: float) -> None:
     """Keep the digests for the next command (verify's report, a second fix); never an error."""
+    entries: list[tuple[Path, str, bool, float | None]] = []
     for rel in run.computed_inputs:
         if ckpt.root is not None and run.input_files.get(rel, {}).get("sha256"):
-            hashcache.store(ckpt.root / rel, run.input_files[rel]["sha256"], hashed_at=started)
+            entries.append((ckpt.root / rel, run.input_files[rel]["sha256"], False, started))
     for rel, meta in run.files.items():
         if meta.get("sha256"):
-            hashcache.store(out_dir / rel, meta["sha256"], written_by_us=True)
+            entries.append((out_dir / rel, meta["sha256"], True, None))
+    hashcache.store_many(entries)
 
 
 def _json_bytes(doc: Any) -> bytes:
