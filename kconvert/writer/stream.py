@@ -1,23 +1,25 @@
 """How `write_checkpoint` moves bytes: one output shard at a time per worker, in bounded memory.
 
 Each output shard is its new header followed by its tensors in the input's data order. A worker walks every input
-file once, front to back, in fixed-size chunks: bytes of unchanged tensors are read into one of a few reused
-buffers, written to the output and hashed twice (input sha256, output sha256) by two single-thread executors
-(hashlib releases the GIL, so the two hashes run on two cores while the worker reads and writes the next chunk);
-adjacent unchanged tensors form one span. Input bytes that are not copied (header, dropped or rewritten tensors)
-are only hashed. Holes of sparse inputs (SEEK_DATA/SEEK_HOLE) are hashed as zeros and left as holes in the
-output. Memory stays at a few chunk buffers whatever the checkpoint size.
+file once, front to back, in fixed-size chunks. Spans of unchanged tensors (adjacent ones form one span) are copied
+by the kernel (`os.copy_file_range`, page cache to page cache) and then hashed where they now are, through a
+read-only map of the output range just written: both digests (input sha256, output sha256: for a copied span they
+are the same bytes the kernel just read) are computed by two single-thread executors from that one map, and no
+byte is copied into a Python buffer (hashlib releases the GIL, so the two hashes run on two cores while the worker
+copies the next chunk). Input bytes that are not copied (header, dropped or rewritten tensors) are read and only
+hashed. Holes of sparse inputs (SEEK_DATA/SEEK_HOLE) are hashed as zeros and left as holes in the output. Memory
+stays at a few chunk buffers and as many maps in flight, whatever the checkpoint size.
+
+The input is never mapped: a file truncated by someone else under a map raises SIGBUS instead of an error; only
+this run's own temporary output is. Where the kernel cannot copy between the two files (EXDEV across
+filesystems, EINVAL/EOPNOTSUPP/ENOSYS) the worker falls back to read/write (`copy_mode="read_write"`): one read
+into a reused buffer feeds the write and both hashes.
 
 Hashing, not copying, bounds the wall time, so the shards are written by up to one worker per core (each with its
 own two hash threads), and an input digest already known is not recomputed (kconvert.source.hashcache). The
 output is hashed in full whatever happens. `durable=False` (`--no-fsync`) skips the fsyncs and the early
-write-back, leaving the flushing to the OS as `cp` does.
-
-Read/write is the default rather than `os.copy_file_range`: the provenance hashes every input and output file,
-so the bytes reach user space anyway; with copy_file_range they are read back twice (kernel copy, then a read of
-each side for its hash), with read/write one read feeds the write and both hashes (the output hash is then of
-the very buffer written). copy_file_range stays selectable (`copy_mode="copy_file_range"`). The measurements
-behind these choices are in bench/NOTES.md.
+write-back, leaving the flushing to the OS as `cp` does. The measurements behind these choices are in
+bench/NOTES.md.
 """
 from __future__ import annotations
 
