@@ -102,3 +102,21 @@ def test_fix_stores_input_and_output_digests_and_reuses_them(tmp_path):
     os.utime(src / shard)
     res3 = write_checkpoint(load_folder(src, ref=str(src)), [], tmp_path / "out3", provenance={})
     assert res3.input_files == res.input_files
+
+
+def test_store_many_keeps_the_rules_of_store(tmp_path):
+    """One transaction for several files: each is remembered as `store` would, the racy one is not."""
+    old_a = _old_file(tmp_path / "a", b"a" * 100)
+    old_b = _old_file(tmp_path / "b", b"b" * 100)
+    (tmp_path / "fresh").write_bytes(b"c")
+    fresh = hashlib.sha256(b"c").hexdigest()
+    (tmp_path / "ours").write_bytes(b"d")
+    ours = hashlib.sha256(b"d").hexdigest()
+    later = time.time() + hashcache.RACY_SECONDS + 1  # hashed after the racy window (ctime is now)
+    hashcache.store_many([(tmp_path / "a", old_a, False, later), (tmp_path / "b", old_b, False, later),
+                          (tmp_path / "fresh", fresh, False, time.time()), (tmp_path / "ours", ours, True, None),
+                          (tmp_path / "missing", old_a, False, later), (tmp_path / "a", "not hex", False, later)])
+    assert hashcache.lookup(tmp_path / "a") == old_a and hashcache.lookup(tmp_path / "b") == old_b
+    assert hashcache.lookup(tmp_path / "fresh") is None  # changed within RACY_SECONDS of its hashing
+    assert hashcache.lookup(tmp_path / "ours") == ours
+    assert hashcache.lookup(tmp_path / "missing") is None

@@ -96,24 +96,34 @@ def lookup(path: Path) -> str | None:
 
 def store(path: Path, sha256: str, *, written_by_us: bool = False, hashed_at: float | None = None) -> None:
     """Remember `sha256` for `path` as it is now (see the module docstring for when it is not stored)."""
-    if not _HEX64.fullmatch(sha256) or hub_blob_sha256(path) is not None:
+    store_many([(path, sha256, written_by_us, hashed_at)])
+
+
+def store_many(entries: list[tuple[Path, str, bool, float | None]]) -> None:
+    """`store` for several files, (path, sha256, written_by_us, hashed_at) each, in one transaction: a fix
+    remembers every input and output file at once, and each commit of the database is an fsync."""
+    rows = []
+    for path, sha256, written_by_us, hashed_at in entries:
+        if not _HEX64.fullmatch(sha256) or hub_blob_sha256(path) is not None:
+            continue
+        try:
+            real = os.path.realpath(path)
+            st = os.stat(real)
+        except OSError:
+            continue
+        if not written_by_us:
+            started = hashed_at if hashed_at is not None else time.time()
+            if started - max(st.st_mtime_ns, st.st_ctime_ns) / 1e9 < RACY_SECONDS:
+                continue
+        rows.append((real, *_key(st), sha256, time.time()))
+    if not rows:
         return
-    try:
-        real = os.path.realpath(path)
-        st = os.stat(real)
-    except OSError:
-        return
-    if not written_by_us:
-        started = hashed_at if hashed_at is not None else time.time()
-        if started - max(st.st_mtime_ns, st.st_ctime_ns) / 1e9 < RACY_SECONDS:
-            return
     con = _connect()
     if con is None:
         return
     try:
         with con:
-            con.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (real, *_key(st), sha256, time.time()))
+            con.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
             n = con.execute("SELECT COUNT(*) FROM files").fetchone()[0]
             if n > MAX_ENTRIES:
                 con.execute("DELETE FROM files WHERE path IN (SELECT path FROM files ORDER BY stored LIMIT ?)",
@@ -123,5 +133,4 @@ def store(path: Path, sha256: str, *, written_by_us: bool = False, hashed_at: fl
     finally:
         con.close()
 
-
-__all__ = ["hub_blob_sha256", "lookup", "store"]
+__all__ = ["hub_blob_sha256", "lookup", "store", "store_many"]

@@ -1,29 +1,32 @@
 """How `write_checkpoint` moves bytes: one output shard at a time per worker, in bounded memory.
 
 Each output shard is its new header followed by its tensors in the input's data order. A worker walks every input
-file once, front to back, in fixed-size chunks: bytes of unchanged tensors are read into one of a few reused
-buffers, written to the output and hashed twice (input sha256, output sha256) by two single-thread executors
-(hashlib releases the GIL, so the two hashes run on two cores while the worker reads and writes the next chunk);
-adjacent unchanged tensors form one span. Input bytes that are not copied (header, dropped or rewritten tensors)
-are only hashed. Holes of sparse inputs (SEEK_DATA/SEEK_HOLE) are hashed as zeros and left as holes in the
-output. Memory stays at a few chunk buffers whatever the checkpoint size.
+file once, front to back, in fixed-size chunks. Spans of unchanged tensors (adjacent ones form one span) are copied
+by the kernel (`os.copy_file_range`, page cache to page cache) and then hashed where they now are, through a
+read-only map of the output range just written: both digests (input sha256, output sha256: for a copied span they
+are the same bytes the kernel just read) are computed by two single-thread executors from that one map, and no
+byte is copied into a Python buffer (hashlib releases the GIL, so the two hashes run on two cores while the worker
+copies the next chunk). Input bytes that are not copied (header, dropped or rewritten tensors) are read and only
+hashed. Holes of sparse inputs (SEEK_DATA/SEEK_HOLE) are hashed as zeros and left as holes in the output. Memory
+stays at a few chunk buffers and as many maps in flight, whatever the checkpoint size.
+
+The input is never mapped: a file truncated by someone else under a map raises SIGBUS instead of an error; only
+this run's own temporary output is. Where the kernel cannot copy between the two files (EXDEV across
+filesystems, EINVAL/EOPNOTSUPP/ENOSYS) the worker falls back to read/write (`copy_mode="read_write"`): one read
+into a reused buffer feeds the write and both hashes.
 
 Hashing, not copying, bounds the wall time, so the shards are written by up to one worker per core (each with its
 own two hash threads), and an input digest already known is not recomputed (kconvert.source.hashcache). The
 output is hashed in full whatever happens. `durable=False` (`--no-fsync`) skips the fsyncs and the early
-write-back, leaving the flushing to the OS as `cp` does.
-
-Read/write is the default rather than `os.copy_file_range`: the provenance hashes every input and output file,
-so the bytes reach user space anyway; with copy_file_range they are read back twice (kernel copy, then a read of
-each side for its hash), with read/write one read feeds the write and both hashes (the output hash is then of
-the very buffer written). copy_file_range stays selectable (`copy_mode="copy_file_range"`). The measurements
-behind these choices are in bench/NOTES.md.
+write-back, leaving the flushing to the OS as `cp` does. The measurements behind these choices are in
+bench/NOTES.md.
 """
 from __future__ import annotations
 
 import errno
 import hashlib
 import json
+import mmap
 import os
 import struct
 import threading
@@ -42,6 +45,10 @@ N_BUFFERS = 3
 PROGRESS_EVERY = 64 * 1024 * 1024
 
 Progress = Callable[[int, int, str], None]
+
+_NO_KERNEL_COPY = {errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS}
+if hasattr(errno, "ENOTSUP"):
+    _NO_KERNEL_COPY.add(errno.ENOTSUP)
 
 SYNC_FILE_RANGE_WRITE = 2
 WRITEBACK_EVERY = 64 * 1024 * 1024
@@ -89,6 +96,7 @@ class _Ring:
         self.bufs = [memoryview(bytearray(size)) for _ in range(n)]
         self.pending: list[list[Future]] = [[] for _ in range(n)]
         self.i = 0
+        self.maps = []
 
     def take(self) -> tuple[int, memoryview]:
         i = self.i
@@ -103,6 +111,38 @@ class _Ring:
             for f in fs:
                 f.result()
             self.pending[i] = []
+        while self.maps:
+            self._release_oldest()
+
+    # Read-only maps of output bytes the kernel just copied, held until their hashes are done: as many in
+    # flight as there are buffers, so memory stays bounded the same way.
+    maps: list[tuple[mmap.mmap, list[memoryview], list[Future]]]
+
+    def map_output(self, fd: int, off: int, n: int) -> memoryview:
+        while len(self.maps) >= len(self.bufs):
+            self._release_oldest()
+        start = off - off % mmap.ALLOCATIONGRANULARITY
+        mm = mmap.mmap(fd, off + n - start, mmap.MAP_SHARED, mmap.PROT_READ, offset=start)
+        whole = memoryview(mm)
+        view = whole[off - start:]
+        self.maps.append((mm, [view, whole], []))
+        return view
+
+    def hold(self, futures: list[Future]) -> None:
+        """The hashes reading the last mapped chunk: it is unmapped once they are done."""
+        self.maps[-1][2].extend(futures)
+
+    def _release_oldest(self) -> None:
+        mm, views, fs = self.maps.pop(0)
+        try:
+            for f in fs:
+                f.result()
+        finally:
+            # A future is done as soon as its hash has run, while the executor's thread may still hold the
+            # arguments: released views make the map closable whoever still refers to them.
+            for v in views:
+                v.release()
+            mm.close()
 
 
 def _segments(fd: int, start: int, end: int) -> list[tuple[int, int, bool]]:
@@ -248,18 +288,22 @@ class Streamer:
                     for h in (h_in, h_out):
                         if h is not None:
                             h.update(self.zeros[:n])
-                elif self.copy_mode == "copy_file_range":
-                    self._copy_kernel(src, pos, n, dst, pos + shift)
-                    i, buf = self.ring.take()
-                    j, buf2 = self.ring.take()
-                    futures = []
-                    if h_in is not None:
-                        self._read_into(src, buf[:n], pos, what)
-                        futures.append(h_in.update(buf[:n]))
-                    if h_out is not None:
-                        self._read_into(dst, buf2[:n], pos + shift, what)
-                        futures.append(h_out.update(buf2[:n]))
-                    self.ring.pending[i] = futures
+                elif self.copy_mode == "copy_file_range" and self._copy_kernel(src, pos, n, dst, pos + shift):
+                    hashes = [h for h in (h_in, h_out) if h is not None]
+                    if hashes:
+                        # Both digests from the bytes just copied, read where they now are (the output's page
+                        # cache) through a read-only map: no copy into a buffer. The output is this run's own
+                        # temporary file, so the map cannot lose its pages under it (the input is never mapped: a
+                        # truncated input would raise SIGBUS instead of an error).
+                        try:
+                            view = self.ring.map_output(dst, pos + shift, n)
+                        except (OSError, ValueError):  # a filesystem without mmap: read the copy back
+                            i, buf = self.ring.take()
+                            view = buf[:n]
+                            self._read_into(dst, view, pos + shift, what)
+                            self.ring.pending[i] = [h.update(view) for h in hashes]
+                        else:
+                            self.ring.hold([h.update(view) for h in hashes])
                 else:
                     i, buf = self.ring.take()
                     mv = buf[:n]
@@ -269,15 +313,24 @@ class Streamer:
                 pos += n
                 self.advance(n, what)
 
-    def _copy_kernel(self, src: int, off: int, n: int, dst: int, dst_off: int) -> None:
+    def _copy_kernel(self, src: int, off: int, n: int, dst: int, dst_off: int) -> bool:
+        """Copy in the kernel; False (and read/write from then on) where the two files' filesystems cannot
+        (EXDEV across filesystems, EINVAL/EOPNOTSUPP/ENOSYS where unsupported), having copied nothing."""
         done = 0
         while done < n:
-            k = os.copy_file_range(src, dst, n - done, off + done, dst_off + done)
+            try:
+                k = os.copy_file_range(src, dst, n - done, off + done, dst_off + done)
+            except OSError as e:
+                if done == 0 and e.errno in _NO_KERNEL_COPY:
+                    self.copy_mode = "read_write"
+                    return False
+                raise
             if k == 0:
                 raise InputError("input file ended early (changed while being copied?)")
             done += k
         self.bytes_written += n
         self._writeback(dst, dst_off + n)
+        return True
 
     def write_bytes(self, dst: int, data: bytes | memoryview, off: int, h_out: _Hash, what: str) -> None:
         h_out.update(data)

@@ -48,7 +48,7 @@ class WriteResult:
 
 def write_checkpoint(ckpt: Checkpoint, ops: list[Any], out_dir: os.PathLike[str] | str, *, force: bool = False,
                      provenance: dict[str, Any] | None = None, progress: Progress | None = None,
-                     check_space: bool = True, copy_mode: str = "read_write",
+                     check_space: bool = True, copy_mode: str = "copy_file_range",
                      chunk_bytes: int = stream.CHUNK_BYTES, durable: bool = True,
                      workers: int | None = None,
                      before_commit: Callable[[Path], None] | None = None) -> WriteResult:
@@ -61,7 +61,8 @@ def write_checkpoint(ckpt: Checkpoint, ops: list[Any], out_dir: os.PathLike[str]
       {"input": {"source": "org/name", "revision": "<commit>"}}.
     - `progress(done_bytes, total_bytes, message)`: called every ~64 MB and after each file.
     - `check_space`: refuse before writing when the destination's free space is below the output size.
-    - `copy_mode`: "read_write" (default) or "copy_file_range"; see `kconvert.writer.stream`.
+    - `copy_mode`: "copy_file_range" (default; read/write where the kernel cannot copy between the two
+      folders) or "read_write"; see `kconvert.writer.stream`.
     - `durable`: fsync every output file and the folders before and after the rename (default). Without it
       the output is as durable as `cp`'s: an interrupted or killed run still leaves nothing at the
       destination, but a power cut soon after may leave the renamed folder with data missing.
@@ -270,12 +271,14 @@ def provenance_record(ckpt: Checkpoint, ops: list[Any], input_files: dict[str, d
 
 def _remember_digests(ckpt: Checkpoint, out_dir: Path, run: _Run, started: float) -> None:
     """Keep the digests for the next command (verify's report, a second fix); never an error."""
+    entries: list[tuple[Path, str, bool, float | None]] = []
     for rel in run.computed_inputs:
         if ckpt.root is not None and run.input_files.get(rel, {}).get("sha256"):
-            hashcache.store(ckpt.root / rel, run.input_files[rel]["sha256"], hashed_at=started)
+            entries.append((ckpt.root / rel, run.input_files[rel]["sha256"], False, started))
     for rel, meta in run.files.items():
         if meta.get("sha256"):
-            hashcache.store(out_dir / rel, meta["sha256"], written_by_us=True)
+            entries.append((out_dir / rel, meta["sha256"], True, None))
+    hashcache.store_many(entries)
 
 
 def _json_bytes(doc: Any) -> bytes:

@@ -1,0 +1,69 @@
+"""How the writer moves bytes (kconvert.writer.stream): copy_file_range with both digests hashed from a map of the
+copied bytes, read/write where the kernel cannot copy. Whatever the path, the bytes written and the digests in
+kconvert.json are the same, and the digests are those hashlib computes reading the files back (the oracle)."""
+from __future__ import annotations
+
+import errno
+import json
+import os
+
+import pytest
+
+from kconvert.source.checkpoint import load_folder
+from kconvert.writer import write_checkpoint
+from kconvert.writer.ops import RenameTensor, RewriteD2TOffsets
+from tests.writer_factories import draft_tensors, sha256_tree, write_draft
+
+pytestmark = pytest.mark.timeout(60)
+
+CHUNK = 4096 * 3 + 8  # many chunks, none aligned to a page: maps at unaligned offsets, several in flight
+
+
+def _draft(folder):
+    tensors = draft_tensors(hidden=64, vocab=96, target_vocab=512, prefix="model.")
+    tensors["model.holes.weight"] = ("BF16", (2048, 1024), None)  # 4 MB  # a sparse span: copied as a hole
+    return write_draft(folder, tensors, shards=2)
+
+
+def _fix(src, out, **kw):
+    ck = load_folder(src, ref=str(src))
+    ops = [RenameTensor(n, n[len("model."):]) for n in sorted(ck.tensors) if n.startswith("model.")]
+    ops.append(RewriteD2TOffsets())
+    return write_checkpoint(ck, ops, out, provenance={}, chunk_bytes=CHUNK, **kw)
+
+
+def _recorded(out):
+    rec = json.loads((out / "kconvert.json").read_text())
+    return ({k: v["sha256"] for k, v in rec["input"]["files"].items()},
+            {k: v["sha256"] for k, v in rec["output"]["files"].items()})
+
+
+@pytest.mark.parametrize("mode", ["copy_file_range", "read_write", "copy_file_range refused (EXDEV)"])
+def test_every_copy_path_records_the_digests_hashlib_reads_back(tmp_path, monkeypatch, mode):
+    src = _draft(tmp_path / "in")
+    calls = []
+    if mode.startswith("copy_file_range refused"):
+        def refuse(*a, **kw):
+            calls.append(a)
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        monkeypatch.setattr(os, "copy_file_range", refuse)
+    res = _fix(src, tmp_path / "out", copy_mode=mode.split()[0], workers=2)
+    inputs, outputs = _recorded(tmp_path / "out")
+    on_disk = sha256_tree(tmp_path / "out")
+    on_disk.pop("kconvert.json")
+    assert outputs == on_disk
+    assert inputs == sha256_tree(src)
+    assert res.bytes_written > 0
+    if calls:
+        assert len(calls) == 2  # one refusal per shard worker, read/write from then on
+    # the hole stays a hole in the output: the shards take about 4 MB less disk than their size
+    shards = [os.stat(tmp_path / "out" / k) for k in on_disk if k.endswith(".safetensors")]
+    assert sum(st.st_blocks * 512 for st in shards) < sum(st.st_size for st in shards) - (3 << 20)
+
+def test_the_copy_paths_write_the_same_bytes(tmp_path):
+    src = _draft(tmp_path / "in")
+    _fix(src, tmp_path / "crf", copy_mode="copy_file_range")
+    _fix(src, tmp_path / "rw", copy_mode="read_write")
+    a, b = sha256_tree(tmp_path / "crf"), sha256_tree(tmp_path / "rw")
+    a.pop("kconvert.json"), b.pop("kconvert.json")  # its creation time may differ
+    assert a == b
