@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import mmap
 import os
-import struct
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -39,6 +37,7 @@ from kconvert.errors import InputError
 from kconvert.source import hashcache
 from kconvert.source.checkpoint import Checkpoint
 from kconvert.writer.layout import OutTensor
+from kconvert.writer.header import safetensors_header
 
 CHUNK_BYTES = 8 * 1024 * 1024
 N_BUFFERS = 3
@@ -413,17 +412,8 @@ class Streamer:
 
 
 def shard_header(tensors: list[OutTensor], metadata: dict[str, str]) -> bytes:
-    """A safetensors header: 8-byte LE length, JSON with contiguous data_offsets, space-padded to 8 bytes."""
-    obj: dict[str, Any] = {}
-    if metadata:
-        obj["__metadata__"] = metadata
-    off = 0
-    for t in tensors:
-        obj[t.name] = {"dtype": t.dtype, "shape": list(t.shape), "data_offsets": [off, off + t.nbytes]}
-        off += t.nbytes
-    raw = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    raw += b" " * (-len(raw) % 8)
-    return struct.pack("<Q", len(raw)) + raw
+    """A safetensors header for the shard's tensors in order (the one writer: kconvert.writer.header)."""
+    return safetensors_header(((t.name, t.dtype, t.shape, t.nbytes) for t in tensors), metadata)
 
 
 def _runs(tensors: list[OutTensor], start: int) -> Iterator[tuple[int, tuple[int, int] | OutTensor]]:
