@@ -18,9 +18,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
-from kconvert.report.concise import LINE_BREAKS
 
 console = Console()
 err_console = Console(stderr=True)
@@ -144,6 +142,9 @@ def emit_report(doc: dict[str, Any], fmt: str, full: Callable[[], None]) -> None
 
 
 def error_line(message: str, hint: str | None = None) -> None:
+    # deferred: the report package loads the checkpoint readers, which a `--help` never needs
+    from kconvert.report.concise import LINE_BREAKS
+
     # Messages quote names from the checkpoint (`[tensor]`, `[/oops]`): never let rich read them as markup.
     err_console.print(f"[bold red]error:[/] {escape(message.translate(LINE_BREAKS))}", highlight=False,
                       soft_wrap=True)
@@ -210,6 +211,9 @@ ByteProgress = Callable[[int, int, str], None]  # (bytes done, bytes in all, wha
 def byte_progress(first: str, *, quiet: bool) -> Iterator[ByteProgress]:
     """A transient bar of bytes on stderr (size, speed, time left) for fix's writing and push's hashing and upload;
     `quiet` (a machine format, or stderr not a terminal) draws nothing."""
+    # deferred: rich.progress is ~15 ms of imports, and only fix and push draw a bar
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), DownloadColumn(),
                   TransferSpeedColumn(), TimeRemainingColumn(), console=err_console, disable=quiet,
                   transient=True) as prog:

@@ -5,7 +5,6 @@ from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
-from rich.syntax import Syntax
 
 from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
@@ -14,7 +13,6 @@ from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, Engi
                                   SelectOpt, SourceArg, TargetOpt, project_settings)
 from kconvert.cli._output import begin, byte_progress, console, emit_report, err_console
 from kconvert.errors import UsageError
-from kconvert.rules.decisions import decisions_from_flags
 
 EXAMPLES = """
 Examples:
@@ -103,6 +101,9 @@ def fix_command(
         cast_dtype = CAST.get(cast.lower())
         if cast_dtype is None:
             raise UsageError(f"--cast {cast!r}: choose bf16, fp16 or fp32")
+    # deferred: importing the rules registers every rule (the checkpoint readers, the engine rows): not for --help
+    from kconvert.rules.decisions import decisions_from_flags
+
     decisions = decisions_from_flags(aux_ids, aux_convention, d2t, lm_head_source=lm_head_from,
                                      cast_dtype=cast_dtype, rope_from_target=rope_from_target)
     decision = None
@@ -153,6 +154,8 @@ def render_fix(result, doc: dict) -> None:
     else:
         diff = plan.config_diff()
         if diff:
+            from rich.syntax import Syntax  # deferred: rich.syntax loads pygments (~15 ms); only a config diff shown needs it
+
             console.print(Syntax(diff, "diff", theme="ansi_dark", word_wrap=True))
         tops = plan.tensor_ops
         if tops:

@@ -12,7 +12,6 @@ from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, Engi
                                   SelectOpt, SourceArg, TargetOpt, project_settings)
 from kconvert.cli._output import begin, console, emit_report
 from kconvert.errors import UsageError
-from kconvert.rules.decisions import decisions_from_flags
 
 EXAMPLES = """
 Examples:
@@ -72,6 +71,9 @@ def inspect_command(
     fmt = begin("inspect", output_format, as_json, source)
     if draft_tp is not None and tp is None:
         raise UsageError("--draft-tp needs --tp (the target's tensor-parallel size)")
+    # deferred: importing the rules registers every rule (the checkpoint readers, the engine rows): not for --help
+    from kconvert.rules.decisions import decisions_from_flags
+
     decisions = decisions_from_flags(aux_ids, aux_convention, d2t, tp=tp, draft_tp=draft_tp)
     ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,
                           engine=engine, engine_version=engine_version, target=target, fail_on=fail_on)

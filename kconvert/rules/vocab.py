@@ -1,9 +1,10 @@
 """Draft vocabulary: draft_vocab_size, d2t offsets, t2d mask, and pruned heads without a mapping."""
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from kconvert.writer.ops import RebuildT2D, RewriteD2TOffsets, SetConfig
 from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rule
@@ -17,6 +18,7 @@ def target_vocab(ctx: Context) -> int | None:
 
 def classify_d2t(d2t: np.ndarray, vocab: int | None, t2d: np.ndarray | None) -> tuple[str, str]:
     """('offsets'|'absolute'|'ambiguous'|'invalid', reason) for a 1-D d2t."""
+    import numpy as np  # deferred: ~40 ms to import; `kconvert --help` and `kconvert rules` never run a rule
     n = d2t.shape[0]
     ar = np.arange(n, dtype=np.int64)
     as_off = d2t.astype(np.int64) + ar
@@ -83,6 +85,7 @@ def draft_vocab_size(ctx: Context) -> Iterator[Finding]:
           "ambiguous d2t (a warning) is left exactly as it is, the other repairs applied and the choice recorded "
           "in kconvert.json, until --d2t offsets|absolute decides. Missing or invalid mappings are not fixable.")
 def d2t_rule(ctx: Context) -> Iterator[Finding]:
+    import numpy as np  # deferred: ~40 ms to import; `kconvert --help` and `kconvert rules` never run a rule
     d = ctx.draft
     V = target_vocab(ctx)
     rows = d.lm_head_rows
@@ -128,6 +131,7 @@ def d2t_rule(ctx: Context) -> Iterator[Finding]:
           "one of them was rebuilt from another vocabulary.",
       fix="fix rebuilds t2d from d2t over the target vocabulary (safe once d2t is settled).")
 def t2d_rule(ctx: Context) -> Iterator[Finding]:
+    import numpy as np  # deferred: ~40 ms to import; `kconvert --help` and `kconvert rules` never run a rule
     d = ctx.draft
     info = d.tensors.get("t2d")
     V = target_vocab(ctx)

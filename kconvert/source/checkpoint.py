@@ -10,9 +10,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from kconvert.errors import HeaderError, InputError
 from kconvert.source.names import (
@@ -134,13 +135,16 @@ class Checkpoint:
         return digest
 
 
+# safetensors dtype -> numpy dtype name (names, not numpy objects: numpy is imported only when a tensor is decoded)
 _NP_DTYPES = {
-    "BOOL": np.bool_, "U8": np.uint8, "I8": np.int8, "I16": np.int16, "U16": np.uint16, "F16": np.float16,
-    "I32": np.int32, "U32": np.uint32, "F32": np.float32, "I64": np.int64, "U64": np.uint64, "F64": np.float64,
+    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16", "F16": "float16",
+    "I32": "int32", "U32": "uint32", "F32": "float32", "I64": "int64", "U64": "uint64", "F64": "float64",
 }
 
 
 def decode(data: bytes, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    import numpy as np  # deferred: ~40 ms to import, and only a rule reading a tensor's values needs it
+
     # numpy has no bfloat16: widen by placing the 16 bits in the high half of a float32.
     if dtype == "BF16":
         raw = np.frombuffer(data, dtype="<u2").astype(np.uint32) << 16
@@ -355,6 +359,8 @@ def load_torch_tensors(ckpt: Checkpoint, root: Path) -> None:
 
 def read_rows(ckpt: Checkpoint, info: TensorInfo, rows: list[int]) -> np.ndarray:
     """Read a few rows of a 2-D tensor by byte range (never the whole tensor)."""
+    import numpy as np  # deferred: ~40 ms to import, needed only once rows are read
+
     from kconvert.source.safetensors_header import DTYPE_SIZES
 
     if len(info.shape) != 2:

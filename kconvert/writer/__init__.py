@@ -7,6 +7,23 @@ The ops it applies are defined here (`kconvert.writer.ops`: the vocabulary rules
 `writer.stream` moves the bytes, `writer.atomic` makes the output appear complete or not at all, and
 `writer.write` runs the whole.
 """
-from kconvert.writer.write import WriteResult, write_checkpoint
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kconvert.writer.write import WriteResult, write_checkpoint
 
 __all__ = ["WriteResult", "write_checkpoint"]
+
+
+def __getattr__(name: str) -> Any:
+    # Resolved on first use (PEP 562): the rules import `kconvert.writer.ops` (plain data classes) for the fixes
+    # they propose, and importing the package must not load the byte mover (stream, hash cache, sqlite3: ~25 ms)
+    # into `kconvert --help` and `kconvert inspect`.
+    if name in __all__:
+        value = getattr(importlib.import_module("kconvert.writer.write"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'kconvert.writer' has no attribute {name!r}")

@@ -1,0 +1,47 @@
+"""The command line imports only what a command uses (issue 23 item 2): `python -X importtime` of a child process
+lists every module it imported; the heavy packages must not be among them. bench/startup.py times the same commands
+(outside the suite: wall time moves with the machine's load, the import set does not)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TINY = REPO / "examples" / "tiny"
+
+
+def _imported_top_level(*args: str) -> set[str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "kconvert", *args], env=env, cwd=REPO,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert p.returncode in (0, 1), p.stderr[-2000:]
+    # CPython's format: "import time: <self us> | <cumulative us> | <indent><dotted name>"
+    names = {line.rsplit("|", 1)[1].strip() for line in p.stderr.splitlines()
+             if line.startswith("import time:") and "self [us]" not in line}
+    assert "kconvert.cli" in names, "importtime output not parsed: " + p.stderr[:500]
+    return {n.split(".")[0] for n in names}
+
+
+def test_inspect_of_a_local_draft_loads_no_torch_vllm_or_transformers():
+    loaded = _imported_top_level("inspect", str(TINY / "drafts" / "mla-torchspec"), "--target", str(TINY / "target"))
+    assert "numpy" in loaded  # the d2t rule decodes the tiny draft's d2t: proves the rules really ran
+    assert not loaded & {"torch", "vllm", "transformers", "safetensors", "huggingface_hub", "jsonschema",
+                         "prometheus_client"}
+
+
+def test_help_loads_no_hub_client_schema_validator_numpy_or_rules():
+    loaded = _imported_top_level("--help")
+    assert not loaded & {"huggingface_hub", "jsonschema", "numpy", "torch", "vllm", "transformers", "safetensors",
+                         "prometheus_client", "pydantic", "pygments"}
+
+
+def test_help_does_not_import_the_rules_or_the_writer():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "kconvert", "--help"], env=env, cwd=REPO,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120)
+    names = {line.rsplit("|", 1)[1].strip() for line in p.stderr.splitlines() if line.startswith("import time:")}
+    assert not {n for n in names if n.startswith(("kconvert.rules", "kconvert.writer", "kconvert.source"))}
