@@ -4,8 +4,6 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
@@ -13,7 +11,6 @@ from kconvert.cli._common import (AuxIdsOpt, ConfigOpt, EngineOpt, EngineVersion
                                   IsolatedOpt, JsonOpt, OutputFormatOpt, SelectOpt, project_settings)
 from kconvert.cli._output import NoStatus, begin, console, emit_report, err_console
 from kconvert.errors import UsageError
-from kconvert.report.figures import number, percent
 
 EXAMPLES = """
 Examples:
@@ -122,45 +119,7 @@ def score_command(
         from kconvert.report.files import write_json_atomic
 
         write_json_atomic(report, doc)
-    emit_report(doc, fmt, lambda: render_score(doc, sr))
+    from kconvert.report.terminal import render_score
+
+    emit_report(doc, fmt, lambda: render_score(console, doc))
     raise typer.Exit(sr.exit_code)
-
-
-def render_score(doc: dict, sr) -> None:
-    from kconvert.report.terminal import render_report
-
-    render_report(console, doc)
-    sc = doc.get("score")
-    if sr.static_blocked and not sr.diagnosis:
-        console.print("[red]static checks found errors: nothing scored (fix them with `kconvert fix`, measure the "
-                      "defect with --skip-static, or try readings with --diagnose)[/]")
-        return
-    if sc is not None:
-        tr = sc["trace"]
-        title = (f"Offline acceptance (k={sc['num_speculative_tokens']}, {tr['num_sequences']} sequences of "
-                 f"'{tr['prompt_set'].get('name')}', trace {tr['sha256'][:12]}, {sc['dtype']} on {sc['device']})")
-        if sc["error"]:
-            console.print(f"[red]the engine could not run the draft as read:[/] {escape(sc['error'])}")
-        else:
-            acc, c = sc["acceptance"], sc["counters"]
-            tab = Table(title=escape(title))
-            tab.add_column("measure")
-            tab.add_column("value", justify="right")
-            for name, val in [("drafts (verify steps)", c["drafts"]), ("draft tokens", c["draft_tokens"]),
-                              ("accepted tokens", c["accepted"]),
-                              ("acceptance rate", percent(acc["acceptance_rate"])),
-                              ("mean acceptance length (vLLM, bonus incl.)", number(acc["mean_acceptance_length"])),
-                              ("per position", " / ".join(number(x) for x in acc["per_position"])),
-                              ("conditional", " / ".join(number(x) for x in acc["conditional"])),
-                              ("aux ids fed", str(sc["reading"]["aux_ids"])),
-                              ("scored in (s)", number(sc["timings"].get("score_s")))]:
-                tab.add_row(name, str(val))
-            console.print(tab)
-        for chk in (doc.get("thresholds") or {}).get("checks", []):
-            console.print(("[green]pass[/] " if chk["passed"] else "[red]FAIL[/] ") + escape(chk["message"]))
-    if doc.get("diagnosis"):
-        from kconvert.report.terminal import render_diagnosis
-
-        render_diagnosis(console, doc["diagnosis"])
-    console.print(f"verdict: {'[bold green]PASS' if doc['verdict'] == 'pass' else '[bold red]FAIL'}[/]")
-

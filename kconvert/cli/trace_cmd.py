@@ -11,7 +11,7 @@ from rich.markup import escape
 from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
 from kconvert.cli._output import NoStatus, console, emit_json, err_console
-from kconvert.errors import UsageError
+
 
 EXAMPLES = """
 Examples:
@@ -24,21 +24,6 @@ Examples:
 
   kconvert trace ./target --from-dump ./speculators-hidden-states -o dump-trace --dump-aux-ids 2,30,58,61
 """
-
-def parse_layers(value: str | None) -> list[int] | str | None:
-    if value is None:
-        return None
-    if value.strip().lower() == "all":
-        return "all"
-    try:
-        out = [int(x) for x in value.replace(" ", "").split(",") if x != ""]
-    except ValueError:
-        raise UsageError(f"--layers {value!r}: comma-separated layer numbers (vLLM's input-of-layer numbering), "
-                         "or all") from None
-    if not out or any(i < 0 for i in out):
-        raise UsageError(f"--layers {value!r}: give non-negative layer numbers")
-    return out
-
 
 @app.command("trace", epilog=help_examples(EXAMPLES))
 def trace_command(
@@ -89,7 +74,7 @@ def trace_command(
     and the residual streams at the chosen layers, plus the target's embedding rows for the tokens used:
     safetensors and one JSON file (schemas/trace.schema.json), never a pickle. Exit 0, 2 bad input.
     """
-    from kconvert.rules.decisions import parse_aux_ids
+    from kconvert.rules.decisions import parse_aux_ids, parse_layers
     from kconvert.score import require_torch
 
     require_torch()

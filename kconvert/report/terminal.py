@@ -270,6 +270,42 @@ def render_diagnosis(console: Console, diag: dict[str, Any]) -> None:
         console.print("no candidate beats the draft as loaded")
 
 
+def render_score(console: Console, doc: dict[str, Any]) -> None:
+    """A score report: the static view, the offline acceptance, the gate, the diagnosis, the verdict."""
+    render_report(console, doc)
+    sc = doc.get("score")
+    if doc.get("static_blocked") and not doc.get("diagnosis"):
+        console.print("[red]static checks found errors: nothing scored (fix them with `kconvert fix`, measure the "
+                      "defect with --skip-static, or try readings with --diagnose)[/]")
+        return
+    if sc is not None:
+        tr = sc["trace"]
+        title = (f"Offline acceptance (k={sc['num_speculative_tokens']}, {tr['num_sequences']} sequences of "
+                 f"'{tr['prompt_set'].get('name')}', trace {tr['sha256'][:12]}, {sc['dtype']} on {sc['device']})")
+        if sc["error"]:
+            console.print(f"[red]the engine could not run the draft as read:[/] {escape(sc['error'])}")
+        else:
+            acc, c = sc["acceptance"], sc["counters"]
+            tab = Table(title=escape(title))
+            tab.add_column("measure")
+            tab.add_column("value", justify="right")
+            for name, val in [("drafts (verify steps)", c["drafts"]), ("draft tokens", c["draft_tokens"]),
+                              ("accepted tokens", c["accepted"]),
+                              ("acceptance rate", percent(acc["acceptance_rate"])),
+                              ("mean acceptance length (vLLM, bonus incl.)", number(acc["mean_acceptance_length"])),
+                              ("per position", " / ".join(number(x) for x in acc["per_position"])),
+                              ("conditional", " / ".join(number(x) for x in acc["conditional"])),
+                              ("aux ids fed", str(sc["reading"]["aux_ids"])),
+                              ("scored in (s)", number(sc["timings"].get("score_s")))]:
+                tab.add_row(name, str(val))
+            console.print(tab)
+        for chk in (doc.get("thresholds") or {}).get("checks", []):
+            console.print(("[green]pass[/] " if chk["passed"] else "[red]FAIL[/] ") + escape(chk["message"]))
+    if doc.get("diagnosis"):
+        render_diagnosis(console, doc["diagnosis"])
+    console.print(f"verdict: {'[bold green]PASS' if doc['verdict'] == 'pass' else '[bold red]FAIL'}[/]")
+
+
 def render_acceptance(console: Console, err_console: Console, doc: dict[str, Any]) -> None:
     """`kconvert acceptance`: the figures of a server's scrapes, and what makes them doubtful on stderr."""
     span = "between the two scrapes" if doc.get("before") else "since the server started"
