@@ -18,6 +18,7 @@ float32.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -27,7 +28,6 @@ pytest.importorskip("vllm")
 torch = pytest.importorskip("torch")
 
 from kconvert.score import ScoreSettings, score  # noqa: E402
-from kconvert.score.diagnose import run_diagnosis  # noqa: E402
 from kconvert.score.record import TraceRequest, record_trace  # noqa: E402
 from kconvert.score.trace import open_trace  # noqa: E402
 from tests.live_runs import FP32, GOOD, TARGET, TINY, al, qwen3_layer_draft, run_verify  # noqa: E402
@@ -156,9 +156,9 @@ def test_diagnose_names_the_reading_the_fix_restores(variant, fp32_trace, tmp_pa
     expected, dkw, fkw, base = BROKEN[variant]
     path = str(TINY / "broken" / variant)
     st = DIAGNOSE
-    sr = score(path, str(fp32_trace), settings=st)
-    sr.diagnosis = run_diagnosis(sr, asked=set(), lm_head_from=dkw.get("lm_head_from"), search=None,
-                                 draft_ref=path, target_ref=TARGET)
+    # the library does what `kconvert score --diagnose` does: score as loaded, then every reading left open
+    sr = score(path, str(fp32_trace), settings=dataclasses.replace(st, lm_head_from=dkw.get("lm_head_from")),
+               diagnose=True)
     good = _good(base, fp32_trace)
     cands = json.dumps(sr.diagnosis["candidates"], indent=1)
     if variant == "no-aux-ids":

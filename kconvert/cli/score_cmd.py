@@ -4,8 +4,6 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
@@ -13,7 +11,6 @@ from kconvert.cli._common import (AuxIdsOpt, ConfigOpt, EngineOpt, EngineVersion
                                   IsolatedOpt, JsonOpt, OutputFormatOpt, SelectOpt, project_settings)
 from kconvert.cli._output import NoStatus, begin, console, emit_report, err_console
 from kconvert.errors import UsageError
-from kconvert.report.figures import number, percent
 
 EXAMPLES = """
 Examples:
@@ -95,19 +92,15 @@ def score_command(
     ids, default = parse_aux_ids(aux_ids)
     if default:
         raise UsageError("--aux-ids default: score already feeds the engine's defaults when the config has no ids")
-    asked = {x.strip().lower() for x in try_.split(",") if x.strip()} if try_ else set()
-    from kconvert.score.diagnose import CHOICES
+    from kconvert.score.diagnose import parse_choices
 
-    unknown = asked - set(CHOICES) - {"all"}
-    if unknown:
-        raise UsageError(f"--try {', '.join(sorted(unknown))}: choose from {', '.join(CHOICES)} or all")
+    asked = parse_choices(try_)
     if (asked or search_aux or lm_head_from) and not diagnose:
         raise UsageError("--try, --search-aux and --lm-head-from go with --diagnose")
     decisions = decisions_from_flags(aux_ids, None, None)
     th = Thresholds(min_acceptance_length=min_al, min_acceptance_rate=min_rate)
-    # with --diagnose the draft is scored whatever the static checks say: the readings are what decides them
     st = ScoreSettings(num_speculative_tokens=k, dtype=dtype, device=device, mode=mode,
-                       skip_static=skip_static or diagnose, aux_ids=ids, max_sequences=max_sequences, threads=threads,
+                       skip_static=skip_static, aux_ids=ids, max_sequences=max_sequences, threads=threads,
                        lm_head_from=lm_head_from)
     ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,
                           engine=engine, engine_version=engine_version, target=target)
@@ -119,59 +112,14 @@ def score_command(
                 status.update(f"score: {stage}")
         sr = score(draft, trace, engine=engine, engine_version=engine_version, settings=st,
                    thresholds=None if th.empty else th, options=decisions, target=target, progress=progress,
-                   selection=ps["selection"])
-        if diagnose:
-            from kconvert.score.diagnose import run_diagnosis
-
-            sr.static_blocked = bool(sr.inspect.errors) and not skip_static
-            sr.diagnosis = run_diagnosis(sr, asked=asked, lm_head_from=lm_head_from, search=search_aux,
-                                         progress=progress, draft_ref=draft,
-                                         target_ref=target or str(sr.trace.meta.target.get("source")),
-                                         report_ref=report)
+                   selection=ps["selection"], diagnose=diagnose, readings=asked, search_aux=search_aux,
+                   report_ref=report)
     doc = build_score_report(sr)
     if report:
         from kconvert.report.files import write_json_atomic
 
         write_json_atomic(report, doc)
-    emit_report(doc, fmt, lambda: render_score(doc, sr))
+    from kconvert.report.terminal import render_score
+
+    emit_report(doc, fmt, lambda: render_score(console, doc))
     raise typer.Exit(sr.exit_code)
-
-
-def render_score(doc: dict, sr) -> None:
-    from kconvert.report.terminal import render_report
-
-    render_report(console, doc)
-    sc = doc.get("score")
-    if sr.static_blocked and not sr.diagnosis:
-        console.print("[red]static checks found errors: nothing scored (fix them with `kconvert fix`, measure the "
-                      "defect with --skip-static, or try readings with --diagnose)[/]")
-        return
-    if sc is not None:
-        tr = sc["trace"]
-        title = (f"Offline acceptance (k={sc['num_speculative_tokens']}, {tr['num_sequences']} sequences of "
-                 f"'{tr['prompt_set'].get('name')}', trace {tr['sha256'][:12]}, {sc['dtype']} on {sc['device']})")
-        if sc["error"]:
-            console.print(f"[red]the engine could not run the draft as read:[/] {escape(sc['error'])}")
-        else:
-            acc, c = sc["acceptance"], sc["counters"]
-            tab = Table(title=escape(title))
-            tab.add_column("measure")
-            tab.add_column("value", justify="right")
-            for name, val in [("drafts (verify steps)", c["drafts"]), ("draft tokens", c["draft_tokens"]),
-                              ("accepted tokens", c["accepted"]),
-                              ("acceptance rate", percent(acc["acceptance_rate"])),
-                              ("mean acceptance length (vLLM, bonus incl.)", number(acc["mean_acceptance_length"])),
-                              ("per position", " / ".join(number(x) for x in acc["per_position"])),
-                              ("conditional", " / ".join(number(x) for x in acc["conditional"])),
-                              ("aux ids fed", str(sc["reading"]["aux_ids"])),
-                              ("scored in (s)", number(sc["timings"].get("score_s")))]:
-                tab.add_row(name, str(val))
-            console.print(tab)
-        for chk in (doc.get("thresholds") or {}).get("checks", []):
-            console.print(("[green]pass[/] " if chk["passed"] else "[red]FAIL[/] ") + escape(chk["message"]))
-    if doc.get("diagnosis"):
-        from kconvert.score.diagnose import render_diagnosis
-
-        render_diagnosis(console, doc["diagnosis"])
-    console.print(f"verdict: {'[bold green]PASS' if doc['verdict'] == 'pass' else '[bold red]FAIL'}[/]")
-

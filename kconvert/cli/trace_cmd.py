@@ -11,7 +11,7 @@ from rich.markup import escape
 from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
 from kconvert.cli._output import NoStatus, console, emit_json, err_console
-from kconvert.errors import InputError, UsageError
+
 
 EXAMPLES = """
 Examples:
@@ -24,54 +24,6 @@ Examples:
 
   kconvert trace ./target --from-dump ./speculators-hidden-states -o dump-trace --dump-aux-ids 2,30,58,61
 """
-
-MAX_CONTINUATION_BYTES = 512 * 1024 * 1024
-
-
-def parse_layers(value: str | None) -> list[int] | str | None:
-    if value is None:
-        return None
-    if value.strip().lower() == "all":
-        return "all"
-    try:
-        out = [int(x) for x in value.replace(" ", "").split(",") if x != ""]
-    except ValueError:
-        raise UsageError(f"--layers {value!r}: comma-separated layer numbers (vLLM's input-of-layer numbering), "
-                         "or all") from None
-    if not out or any(i < 0 for i in out):
-        raise UsageError(f"--layers {value!r}: give non-negative layer numbers")
-    return out
-
-
-def read_continuations(path: str) -> list[dict]:
-    """JSON lines of {"prompt_token_ids": [...], "output_token_ids": [...]} (e.g. an engine's outputs)."""
-    p = Path(path)
-    try:
-        if p.stat().st_size > MAX_CONTINUATION_BYTES:
-            raise InputError(f"{p}: too large for a continuations file")
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise InputError(f"{p}: cannot read: {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{p}: not UTF-8 text") from None
-    items = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{p}:{n}: not JSON ({e.msg})") from None
-        ok = isinstance(obj, dict) and all(
-            isinstance(obj.get(k), list) and all(isinstance(i, int) and not isinstance(i, bool) for i in obj[k])
-            for k in ("prompt_token_ids", "output_token_ids"))
-        if not ok or not obj["prompt_token_ids"]:
-            raise InputError(f'{p}:{n}: expected {{"prompt_token_ids": [int, ...], "output_token_ids": [int, ...]}}')
-        items.append(obj)
-    if not items:
-        raise InputError(f"{p}: no continuations")
-    return items
-
 
 @app.command("trace", epilog=help_examples(EXAMPLES))
 def trace_command(
@@ -122,7 +74,7 @@ def trace_command(
     and the residual streams at the chosen layers, plus the target's embedding rows for the tokens used:
     safetensors and one JSON file (schemas/trace.schema.json), never a pickle. Exit 0, 2 bad input.
     """
-    from kconvert.rules.decisions import parse_aux_ids
+    from kconvert.rules.decisions import parse_aux_ids, parse_layers
     from kconvert.score import require_torch
 
     require_torch()
@@ -148,6 +100,8 @@ def trace_command(
                                lookahead=lookahead, batch_size=batch_size, lm_head=lm_head, force=force,
                                threads=threads)
             if continuations:
+                from kconvert.prompts import read_continuations
+
                 req.continuations = read_continuations(continuations)
                 req.continuations_from = continuations
             out = record_trace(req, progress=progress)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, Iterator
 
-from kconvert.errors import UsageError
+from kconvert.errors import InputError, UsageError
 
 PROMPTS_DIR = Path(__file__).resolve().parent
 SHIPPED_SETS = ("math", "chat", "code")
@@ -25,19 +26,34 @@ def shipped_set_names() -> list[str]:
     return names
 
 
-def _read_jsonl(path: Path) -> list[str]:
-    prompts: list[str] = []
+def _json_lines(path: Path, error: type[Exception], *, cannot_read: str, not_utf8: str, not_json: str,
+                max_bytes: int | None = None, too_large: str = "") -> Iterator[tuple[int, Any]]:
+    """The objects of a JSON-lines file with their line numbers, blank lines skipped; `error` (one line) for an
+    unreadable, oversized, non-UTF-8 or non-JSON file, worded by the caller's templates (formatted with `path`,
+    and `exc` and `reason` for `cannot_read` and `not_utf8`, `lineno` and `msg` for `not_json`)."""
     try:
+        if max_bytes is not None and path.stat().st_size > max_bytes:
+            raise error(too_large.format(path=path))
         text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read prompt file {path}: {exc}") from None
+    except OSError as exc:
+        raise error(cannot_read.format(path=path, reason=exc.strerror or exc, exc=exc)) from None
+    except UnicodeDecodeError as exc:
+        raise error(not_utf8.format(path=path, exc=exc)) from None
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise UsageError(f"{path}:{lineno}: not a JSON object ({exc.msg})") from None
+            raise error(not_json.format(path=path, lineno=lineno, msg=exc.msg)) from None
+        yield lineno, obj
+
+
+def _read_jsonl(path: Path) -> list[str]:
+    prompts: list[str] = []
+    for lineno, obj in _json_lines(path, UsageError, cannot_read="cannot read prompt file {path}: {exc}",
+                                   not_utf8="cannot read prompt file {path}: {exc}",
+                                   not_json="{path}:{lineno}: not a JSON object ({msg})"):
         if not isinstance(obj, dict) or "prompt" not in obj:
             raise UsageError(f'{path}:{lineno}: expected an object with a "prompt" key')
         prompt = obj["prompt"]
@@ -45,6 +61,31 @@ def _read_jsonl(path: Path) -> list[str]:
             raise UsageError(f'{path}:{lineno}: "prompt" must be a non-empty string')
         prompts.append(prompt)
     return prompts
+
+
+MAX_CONTINUATION_BYTES = 512 * 1024 * 1024
+
+
+def _token_ids(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in value)
+
+
+def read_continuations(path: str | Path) -> list[dict[str, Any]]:
+    """`kconvert trace --continuations`: JSON lines of {"prompt_token_ids": [...], "output_token_ids": [...]}
+    (e.g. an engine's outputs) to teacher-force; InputError (one line) for anything else."""
+    p = Path(path)
+    items = []
+    for n, obj in _json_lines(p, InputError, cannot_read="{path}: cannot read: {reason}",
+                              not_utf8="{path}: not UTF-8 text", not_json="{path}:{lineno}: not JSON ({msg})",
+                              max_bytes=MAX_CONTINUATION_BYTES,
+                              too_large="{path}: too large for a continuations file"):
+        ok = isinstance(obj, dict) and all(_token_ids(obj.get(k)) for k in ("prompt_token_ids", "output_token_ids"))
+        if not ok or not obj["prompt_token_ids"]:
+            raise InputError(f'{p}:{n}: expected {{"prompt_token_ids": [int, ...], "output_token_ids": [int, ...]}}')
+        items.append(obj)
+    if not items:
+        raise InputError(f"{p}: no continuations")
+    return items
 
 
 def _read_txt(path: Path) -> list[str]:

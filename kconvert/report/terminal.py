@@ -10,6 +10,7 @@ from typing import Any
 
 from rich import box
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
@@ -219,20 +220,90 @@ def _render_serve_lines(console: Console, doc: dict[str, Any], live: dict[str, A
 
 
 def render_diagnosis(console: Console, diag: dict[str, Any]) -> None:
+    """The readings a diagnosis tried, live (verify --diagnose: the baseline is a figure) or offline (score
+    --diagnose: the baseline is the draft as loaded, with each reading's paired gain); every text from the files
+    or an engine is escaped, so a name or an error message holding [brackets] prints as written."""
+    offline = isinstance(diag.get("baseline"), dict)
     if not diag.get("ran"):
-        console.print(f"[dim]diagnose: not needed ({diag.get('reason')})[/]")
+        reason = diag.get("reason", "not run")
+        console.print(f"[dim]diagnose: {escape(str(reason)) if offline else f'not needed ({escape(str(reason))})'}[/]")
         return
-    tab = Table(title=f"Diagnosis (as loaded: AL {diag['baseline']:.3f})")
-    tab.add_column("candidate")
+    if offline:
+        b = diag["baseline"]
+        head = f"AL {b['mean_acceptance_length']:.3f}" if b["mean_acceptance_length"] is not None else \
+            f"does not run: {b['error']}"
+        tab = Table(title=f"Readings tried offline (as loaded: {escape(head)})")
+        tab.add_column("reading")
+    else:
+        tab = Table(title=f"Diagnosis (as loaded: AL {diag['baseline']:.3f})")
+        tab.add_column("candidate")
     tab.add_column("mean acceptance length", justify="right")
-    for r in diag["candidates"]:
-        tab.add_row(r["candidate"], f"{r['mean_acceptance_length']:.3f}" if r.get("mean_acceptance_length")
-                    is not None else f"engine failed: {r.get('error', '')[:60]}")
+    if offline:
+        tab.add_column("vs as loaded", justify="right")
+    for c in diag["candidates"]:
+        al = c.get("mean_acceptance_length")
+        if al is not None:
+            figure = f"{al:.3f}"
+        elif offline:
+            figure = escape(f"fails: {(c.get('error') or '')[:70]}")
+        else:
+            figure = escape(f"engine failed: {(c.get('error') or '')[:60]}")
+        row = [escape(c["candidate"]), figure]
+        if offline:
+            g = c.get("gain")
+            row.append(f"{g['mean']:+.3f} ± {g['stderr']:.3f}" if g else "")
+        tab.add_row(*row)
     console.print(tab)
-    if diag.get("fix_command"):
-        console.print(f"[bold green]best: {diag['best']}[/] — apply it with:\n  {diag['fix_command']}")
+    for n in diag.get("notes") or []:
+        console.print(f"[dim]{escape(n)}[/]")
+    if offline:
+        if diag.get("best"):
+            console.print(f"[bold green]best: {escape(diag['best'])}[/]")
+            if diag.get("fix_command"):
+                console.print(f"  apply it with: {escape(diag['fix_command'])}", soft_wrap=True)
+        else:
+            console.print("no reading beats the draft as loaded by a margin the trace resolves")
+    elif diag.get("fix_command"):
+        console.print(f"[bold green]best: {escape(diag['best'])}[/] — apply it with:\n"
+                      f"  {escape(diag['fix_command'])}")
     else:
         console.print("no candidate beats the draft as loaded")
+
+
+def render_score(console: Console, doc: dict[str, Any]) -> None:
+    """A score report: the static view, the offline acceptance, the gate, the diagnosis, the verdict."""
+    render_report(console, doc)
+    sc = doc.get("score")
+    if doc.get("static_blocked") and not doc.get("diagnosis"):
+        console.print("[red]static checks found errors: nothing scored (fix them with `kconvert fix`, measure the "
+                      "defect with --skip-static, or try readings with --diagnose)[/]")
+        return
+    if sc is not None:
+        tr = sc["trace"]
+        title = (f"Offline acceptance (k={sc['num_speculative_tokens']}, {tr['num_sequences']} sequences of "
+                 f"'{tr['prompt_set'].get('name')}', trace {tr['sha256'][:12]}, {sc['dtype']} on {sc['device']})")
+        if sc["error"]:
+            console.print(f"[red]the engine could not run the draft as read:[/] {escape(sc['error'])}")
+        else:
+            acc, c = sc["acceptance"], sc["counters"]
+            tab = Table(title=escape(title))
+            tab.add_column("measure")
+            tab.add_column("value", justify="right")
+            for name, val in [("drafts (verify steps)", c["drafts"]), ("draft tokens", c["draft_tokens"]),
+                              ("accepted tokens", c["accepted"]),
+                              ("acceptance rate", percent(acc["acceptance_rate"])),
+                              ("mean acceptance length (vLLM, bonus incl.)", number(acc["mean_acceptance_length"])),
+                              ("per position", " / ".join(number(x) for x in acc["per_position"])),
+                              ("conditional", " / ".join(number(x) for x in acc["conditional"])),
+                              ("aux ids fed", str(sc["reading"]["aux_ids"])),
+                              ("scored in (s)", number(sc["timings"].get("score_s")))]:
+                tab.add_row(name, str(val))
+            console.print(tab)
+        for chk in (doc.get("thresholds") or {}).get("checks", []):
+            console.print(("[green]pass[/] " if chk["passed"] else "[red]FAIL[/] ") + escape(chk["message"]))
+    if doc.get("diagnosis"):
+        render_diagnosis(console, doc["diagnosis"])
+    console.print(f"verdict: {'[bold green]PASS' if doc['verdict'] == 'pass' else '[bold red]FAIL'}[/]")
 
 
 def render_acceptance(console: Console, err_console: Console, doc: dict[str, Any]) -> None:

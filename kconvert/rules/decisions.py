@@ -67,6 +67,22 @@ def parse_aux_ids(value: str | None) -> tuple[list[int] | None, bool]:
     return ids, False
 
 
+def parse_layers(value: str | None) -> list[int] | str | None:
+    """`trace --layers`: comma-separated layer numbers (input-of-layer numbering), or `all`."""
+    if value is None:
+        return None
+    if value.strip().lower() == "all":
+        return "all"
+    try:
+        out = [int(x) for x in value.replace(" ", "").split(",") if x != ""]
+    except ValueError:
+        raise UsageError(f"--layers {value!r}: comma-separated layer numbers (vLLM's input-of-layer numbering), "
+                         "or all") from None
+    if not out or any(i < 0 for i in out):
+        raise UsageError(f"--layers {value!r}: give non-negative layer numbers")
+    return out
+
+
 def decisions_from_flags(aux_ids: str | None, aux_convention: str | None, d2t: str | None, **kw: object) -> Decisions:
     """The decisions as the command line gives them (`--aux-ids`, `--aux-convention`, `--d2t`, and `kw` as they
     are); a value no flag accepts is a UsageError."""

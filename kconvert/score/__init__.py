@@ -61,34 +61,28 @@ def _embeddings_equal(d: Any, trace: Any) -> bool:
     return True
 
 
-def lm_head_loader() -> Callable[[str], Any]:
-    cache: dict[str, Any] = {}
-
-    def load(path: str):
-        if path not in cache:
-            from kconvert.formats.read import read_draft
-            from kconvert.commands.inspect import open_draft
-            from kconvert.score.run import read_tensor
-
-            src = read_draft(open_draft(path))
-            if "lm_head.weight" not in src.raw_names:
-                raise UsageError(f"--lm-head-from {path}: no lm_head.weight there")
-            cache[path] = read_tensor(src, src.raw_names["lm_head.weight"])
-        return cache[path]
-
-    return load
-
-
 def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str | None = None,
           settings: ScoreSettings | None = None, thresholds: Any = None, options: Any = None,
-          target: str | None = None, progress: Progress | None = None, selection: Any = None) -> ScoreResult:
-    """Score `draft` against the trace folder `trace` as the engine would load it."""
+          target: str | None = None, progress: Progress | None = None, selection: Any = None,
+          diagnose: bool = False, readings: set[str] | None = None, search_aux: bool | None = None,
+          report_ref: str | None = None) -> ScoreResult:
+    """Score `draft` against the trace folder `trace` as the engine would load it.
+
+    With `diagnose`, also score the readings the static findings leave open (or those named in `readings`, from
+    `kconvert.score.diagnose.CHOICES` or "all"; `settings.lm_head_from` adds the re-selected lm_head rows) and
+    name the best in `diagnosis`, as `kconvert score --diagnose` does. The draft is then scored whatever the
+    static checks say (the readings are what decides them); `static_blocked` still tells whether they would have
+    blocked it. `search_aux` forces the search of the recorded layers on or off (default: when the config declares
+    no ids); `report_ref`, the report file the caller writes, is named in the fix command (`--decided-by`)."""
+    if (readings or search_aux) and not diagnose:
+        raise UsageError("--try, --search-aux and --lm-head-from go with --diagnose")
     require_torch()
     from kconvert.engines.expectations import engine_rules
     from kconvert.commands.inspect import analyse, open_draft
     from kconvert.rules import Options
     from kconvert.score.reading import engine_reading
-    from kconvert.score.run import WeightCache, resolve_device, resolve_dtype, score_reading, set_threads
+    from kconvert.score.run import (WeightCache, lm_head_loader, resolve_device, resolve_dtype, score_reading,
+                                    set_threads)
     from kconvert.score.trace import open_trace
     from kconvert.target import load_target
     from kconvert.results.thresholds import evaluate
@@ -109,7 +103,8 @@ def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str |
     out.timings["open_s"] = time.perf_counter() - t0
     if res.errors and not st.skip_static:
         out.static_blocked = True
-        return out
+        if not diagnose:
+            return out
     if ckpt.root is None:
         raise UsageError(f"{draft}: score needs the draft's weights; download the draft first")
     d = res.draft
@@ -142,6 +137,12 @@ def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str |
     if thresholds is not None and acc is not None:
         out.checks = evaluate(thresholds, acc)
     out.timings["total_s"] = time.perf_counter() - t0
+    if diagnose:
+        from kconvert.score.diagnose import run_diagnosis
+
+        out.diagnosis = run_diagnosis(out, asked=set(readings or ()), lm_head_from=st.lm_head_from,
+                                      search=search_aux, progress=progress, draft_ref=draft,
+                                      target_ref=target or str(tr.meta.target.get("source")), report_ref=report_ref)
     return out
 
 

@@ -13,24 +13,33 @@ standard error of the per-sequence paired difference; otherwise the draft as loa
 from __future__ import annotations
 
 import math
-import shlex
-from dataclasses import dataclass
 from typing import Any, Callable
 
+from kconvert.errors import UsageError
+from kconvert.plan import readings
+from kconvert.plan.readings import LOW_AL_FRACTION, Candidate
 from kconvert.score.reading import Reading
 
 CHOICES = ("aux", "d2t", "embeddings", "lm-head", "norm", "names")
-LOW_AL_FRACTION = 0.6  # as verify --diagnose: below 60% of k + 1 is low
 MIN_GAIN = 0.02
 CATEGORY_CHOICES = {"aux-layers": "aux", "vocab-mapping": "d2t", "embeddings": "embeddings", "lm-head": "lm-head",
                     "norms": "norm", "tensor-names": "names"}
 
+__all__ = ["CHOICES", "LOW_AL_FRACTION", "MIN_GAIN", "Candidate", "parse_choices", "wanted_choices", "candidates",
+           "search_aux", "run_diagnosis", "fix_args"]
 
-@dataclass
-class Candidate:
-    name: str
-    reading: Reading
-    why: str
+
+def parse_choices(try_: str | None) -> set[str]:
+    """`--try aux,d2t`: the readings asked for, checked against CHOICES (and `all`)."""
+    asked = {x.strip().lower() for x in try_.split(",") if x.strip()} if try_ else set()
+    unknown = asked - set(CHOICES) - {"all"}
+    if unknown:
+        raise UsageError(f"--try {', '.join(sorted(unknown))}: choose from {', '.join(CHOICES)} or all")
+    return asked
+
+
+def _candidate(name: str, reading: Reading, base: Reading, why: str) -> Candidate:
+    return Candidate(name, why, fix_args=fix_args(reading, base), reading=reading)
 
 
 def wanted_choices(inspect_result: Any, asked: set[str], low: bool) -> set[str]:
@@ -51,25 +60,27 @@ def candidates(base: Reading, d: Any, trace_layers: list[int], num_layers: int, 
         for shift in (-1, 1):
             ids = tuple(i + shift for i in base.aux_ids)
             if all(0 <= i <= num_layers for i in ids) and set(ids) <= recorded:
-                out.append(Candidate(f"aux ids {list(ids)}", base.with_(aux_ids=ids),
-                                     f"every aux id {shift:+d} (the other convention)"))
+                out.append(_candidate(readings.aux_ids_name(ids), base.with_(aux_ids=ids), base,
+                                      f"every aux id {shift:+d} (the other convention)"))
     if "d2t" in choices and "d2t" in d.tensors and base.d2t != "none":
         other = "absolute" if base.d2t == "offsets" else "offsets"
-        out.append(Candidate(f"d2t as {other}", base.with_(d2t=other), f"d2t values read as {other} target ids"))
+        out.append(_candidate(readings.d2t_as_name(other), base.with_(d2t=other), base,
+                              f"d2t values read as {other} target ids"))
     if "embeddings" in choices and d.has_embeddings:
         other = "target" if base.embeddings == "draft" else "draft"
-        out.append(Candidate(f"{other}'s embeddings", base.with_(embeddings=other),
-                             f"embed the draft's input tokens with the {other}'s embed_tokens"))
+        out.append(_candidate(readings.embeddings_name(other), base.with_(embeddings=other), base,
+                              f"embed the draft's input tokens with the {other}'s embed_tokens"))
     if "lm-head" in choices and lm_head_from and base.lm_head == "stored" and "d2t" in d.tensors:
-        out.append(Candidate("lm_head re-selected", base.with_(lm_head="reselected", lm_head_source=lm_head_from),
-                             f"lm_head rows re-selected as full[d2t + arange] from {lm_head_from}"))
+        out.append(_candidate(readings.LM_HEAD_RESELECTED_NAME,
+                              base.with_(lm_head="reselected", lm_head_source=lm_head_from), base,
+                              f"lm_head rows re-selected as full[d2t + arange] from {lm_head_from}"))
     if "names" in choices and base.keys == "as written" and d.key_layout.prefix:
-        out.append(Candidate("tensor names without the prefix", base.with_(keys="canonical"),
-                             f"names read without {d.key_layout.prefix!r}, as `kconvert fix` renames them"))
+        out.append(_candidate(readings.NAMES_WITHOUT_PREFIX_NAME, base.with_(keys="canonical"), base,
+                              f"names read without {d.key_layout.prefix!r}, as `kconvert fix` renames them"))
     if "norm" in choices:
         v = not base.norm_before_residual
-        out.append(Candidate(f"norm_before_residual {str(v).lower()}", base.with_(norm_before_residual=v),
-                             "residual taken " + ("after" if v else "before") + " hidden_norm"))
+        out.append(_candidate(readings.norm_name(v), base.with_(norm_before_residual=v), base,
+                              "residual taken " + ("after" if v else "before") + " hidden_norm"))
     return out
 
 
@@ -142,8 +153,7 @@ def run_diagnosis(sr: Any, *, asked: set[str], lm_head_from: str | None, search:
                   progress: Callable[[str], None] | None = None, draft_ref: str | None = None,
                   target_ref: str | None = None, report_ref: str | None = None) -> dict[str, Any]:
     """Score the candidate readings of `sr` (a ScoreResult of the draft as loaded) on the same trace."""
-    from kconvert.score import lm_head_loader
-    from kconvert.score.run import score_reading
+    from kconvert.score.run import lm_head_loader, score_reading
 
     say = progress or (lambda _s: None)
     tr = sr.trace
@@ -154,7 +164,7 @@ def run_diagnosis(sr: Any, *, asked: set[str], lm_head_from: str | None, search:
     mode = sr.result.mode
     seqs = list(range(min(tr.num_sequences, sr.settings.max_sequences))) if sr.settings.max_sequences else None
     base_al = sr.result.mean_acceptance_length
-    low = base_al is None or base_al < LOW_AL_FRACTION * (k + 1)
+    low = readings.is_low(base_al, k)
     choices = wanted_choices(sr.inspect, asked, low)
     L = tr.meta.num_hidden_layers
     cands = candidates(base, d, tr.meta.layers, L, choices, lm_head_from)
@@ -179,8 +189,8 @@ def run_diagnosis(sr: Any, *, asked: set[str], lm_head_from: str | None, search:
         for entry in search_log[:SEARCH_FINALISTS]:
             found = tuple(entry["aux_ids"])
             if found != base.aux_ids and all(c.reading.aux_ids != found for c in cands):
-                cands.append(Candidate(f"aux ids {list(found)}", base.with_(aux_ids=found),
-                                       f"among the best of {len(search_log)} layer sets by acceptance length on "
+                cands.append(_candidate(readings.aux_ids_name(found), base.with_(aux_ids=found), base,
+                                        f"among the best of {len(search_log)} layer sets by acceptance length on "
                                        f"{len(sub)} sequences"))
     if "lm-head" in choices and not lm_head_from and d.has_lm_head and "d2t" in d.tensors:
         notes.append("lm_head rows were not re-selected: give --lm-head-from a full-vocabulary head to try it")
@@ -190,11 +200,11 @@ def run_diagnosis(sr: Any, *, asked: set[str], lm_head_from: str | None, search:
     for c in cands:
         say(f"diagnose: {c.name}")
         r = score_reading(d, c.reading, tr, weights, k=k, mode=mode, lm_head_source=loader, sequences=seqs)
-        entry: dict[str, Any] = {"candidate": c.name, "description": c.why, "reading": c.reading.describe(),
+        entry: dict[str, Any] = {"candidate": c.name, "description": c.description, "reading": c.reading.describe(),
                                  "changes": c.reading.differs(base), "error": r.error,
                                  "mean_acceptance_length": r.mean_acceptance_length,
                                  "acceptance_rate": (r.acceptance() or {}).get("acceptance_rate"),
-                                 "fix_args": fix_args(c.reading, base)}
+                                 "fix_args": c.fix_args}
         if r.error is None and base_al is not None:
             m, se = _paired(base_steps, [s.steps for s in r.sequences])
             entry["gain"] = {"mean": m, "stderr": se}
@@ -220,13 +230,8 @@ def run_diagnosis(sr: Any, *, asked: set[str], lm_head_from: str | None, search:
             out["best_reading"] = best_entry["reading"]
             args = best_entry["fix_args"]
             if args is not None and draft_ref:
-                cmd = ["kconvert", "fix", draft_ref, "-o", f"{draft_ref.rstrip('/')}-fixed"]
-                if target_ref:
-                    cmd += ["--target", target_ref]
-                cmd += args
-                if report_ref:
-                    cmd += ["--decided-by", report_ref]
-                out["fix_command"] = shlex.join(cmd)
+                out["fix_command"] = readings.fix_command(draft_ref, args, target_ref=target_ref,
+                                                          report_ref=report_ref)
     return out
 
 
@@ -242,11 +247,11 @@ def fix_args(reading: Reading, base: Reading) -> list[str] | None:
     args: list[str] = []
     for what in reading.differs(base):
         if what == "aux_ids":
-            args += ["--aux-ids", ",".join(map(str, reading.aux_ids))]
+            args += readings.aux_ids_args(reading.aux_ids)
         elif what == "d2t" and reading.d2t == "absolute" and base.d2t == "offsets":
-            args += ["--d2t", "absolute"]
+            args += readings.D2T_ABSOLUTE_ARGS
         elif what == "lm_head" and reading.lm_head == "reselected" and reading.lm_head_source:
-            args += ["--lm-head-from", reading.lm_head_source]
+            args += readings.lm_head_args(reading.lm_head_source)
         elif what == "norm_before_residual" and reading.norm_before_residual is False:
             continue  # fix writes norm_before_residual: false where the engine would default it to true (K602)
         elif what == "keys" and reading.keys == "canonical":
@@ -254,33 +259,3 @@ def fix_args(reading: Reading, base: Reading) -> list[str] | None:
         else:
             return None
     return args
-
-
-def render_diagnosis(console: Any, diag: dict[str, Any]) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    if not diag.get("ran"):
-        console.print(f"[dim]diagnose: {diag.get('reason', 'not run')}[/]")
-        return
-    b = diag["baseline"]
-    head = f"AL {b['mean_acceptance_length']:.3f}" if b["mean_acceptance_length"] is not None else \
-        f"does not run: {b['error']}"
-    tab = Table(title=f"Readings tried offline (as loaded: {escape(head)})")
-    tab.add_column("reading")
-    tab.add_column("mean acceptance length", justify="right")
-    tab.add_column("vs as loaded", justify="right")
-    for c in diag["candidates"]:
-        al = c["mean_acceptance_length"]
-        g = c.get("gain")
-        tab.add_row(escape(c["candidate"]), f"{al:.3f}" if al is not None else escape(f"fails: {c['error'][:70]}"),
-                    f"{g['mean']:+.3f} ± {g['stderr']:.3f}" if g else "")
-    console.print(tab)
-    for n in diag.get("notes") or []:
-        console.print(f"[dim]{escape(n)}[/]")
-    if diag.get("best"):
-        console.print(f"[bold green]best: {escape(diag['best'])}[/]")
-        if diag.get("fix_command"):
-            console.print(f"  apply it with: {escape(diag['fix_command'])}", soft_wrap=True)
-    else:
-        console.print("no reading beats the draft as loaded by a margin the trace resolves")

@@ -512,3 +512,21 @@ def resolve_dtype(name: str | None, trace: Trace) -> torch.dtype:
     if key not in DTYPES:
         raise UsageError(f"--dtype {key!r}: choose bfloat16, float16 or float32")
     return DTYPES[key]
+
+
+def lm_head_loader() -> Callable[[str], Any]:
+    """Full-vocabulary lm_head weights by draft folder (--lm-head-from), each read once."""
+    cache: dict[str, Any] = {}
+
+    def load(path: str):
+        if path not in cache:
+            from kconvert.formats.read import read_draft
+            from kconvert.commands.inspect import open_draft
+
+            src = read_draft(open_draft(path))
+            if "lm_head.weight" not in src.raw_names:
+                raise UsageError(f"--lm-head-from {path}: no lm_head.weight there")
+            cache[path] = read_tensor(src, src.raw_names["lm_head.weight"])
+        return cache[path]
+
+    return load

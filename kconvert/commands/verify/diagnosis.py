@@ -3,7 +3,6 @@ readings live (aux ids as written vs shifted by one; declared layers vs engine d
 absolute ids), one engine start each, and name the best with the `kconvert fix` command that applies it."""
 from __future__ import annotations
 
-import shlex
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -11,18 +10,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kconvert.errors import KConvertError
+from kconvert.plan import readings
+from kconvert.plan.readings import LOW_AL_FRACTION, Candidate
 from kconvert.results.verify import VerifyResult
 
-LOW_AL_FRACTION = 0.6  # below 60% of the maximum (k + 1) counts as low
-
-
-@dataclass
-class Candidate:
-    name: str
-    description: str
-    overrides: dict[str, Any] | None = None  # config overrides (vLLM reads input-of-layer ids at top level)
-    fix_args: list[str] | None = None
-    d2t_absolute: bool = False
+__all__ = ["LOW_AL_FRACTION", "Candidate", "DiagnosisPlan", "candidates", "needed", "plan_diagnosis", "diagnose"]
 
 
 @dataclass
@@ -55,24 +47,23 @@ def candidates(vr: VerifyResult) -> list[Candidate]:
             ids = [i + shift for i in fed]
             if L and not all(1 <= i <= res.engine.collectable(L, res.target)[1] for i in ids):
                 continue
-            out.append(Candidate(f"aux ids {ids}", f"aux ids as fed ({fed}) shifted by {shift:+d}",
-                                 _ids_override(ids), ["--aux-ids", ",".join(map(str, ids))]))
+            out.append(Candidate(readings.aux_ids_name(ids), f"aux ids as fed ({fed}) shifted by {shift:+d}",
+                                 readings.aux_ids_args(ids), _ids_override(ids)))
         if d.aux.ids is not None and L:
             dflt = res.engine.default_physical_ids(L)
             if dflt != fed:
-                out.append(Candidate(f"engine default layers {dflt}", "ignore the declared ids",
-                                     _ids_override(None), ["--aux-ids", "default"]))
+                out.append(Candidate(readings.engine_default_name(dflt), "ignore the declared ids",
+                                     list(readings.AUX_DEFAULT_ARGS), _ids_override(None)))
     if "d2t" in d.tensors:
-        out.append(Candidate("d2t read as absolute ids", "rewrite d2t as if it held absolute target ids",
-                             fix_args=["--d2t", "absolute"], d2t_absolute=True))
+        out.append(Candidate(readings.D2T_ABSOLUTE_NAME, "rewrite d2t as if it held absolute target ids",
+                             fix_args=list(readings.D2T_ABSOLUTE_ARGS), d2t_absolute=True))
     return out
 
 
 def needed(vr: VerifyResult) -> bool:
     acc = vr.acceptance or {}
     al = acc.get("mean_acceptance_length")
-    k = vr.settings.num_speculative_tokens
-    low = al is None or al < LOW_AL_FRACTION * (k + 1)
+    low = readings.is_low(al, vr.settings.num_speculative_tokens)
     unsettled = any(f.needs_decision for f in vr.inspect.findings)
     return low or unsettled
 
@@ -143,9 +134,5 @@ def _run_candidate(vr: VerifyResult, c: Candidate, scratch: Path) -> dict[str, A
 
 
 def _fix_command(vr: VerifyResult, fix_args: list[str]) -> str:
-    ref = vr.inspect.checkpoint.ref
-    args = ["kconvert", "fix", ref, "-o", f"{ref.rstrip('/')}-fixed"]
-    if vr.inspect.target is not None:
-        # the target as the user named it (a profile stays a profile: fix reads its facts, not the Hub)
-        args += ["--target", vr.inspect.target.name]
-    return shlex.join(args + fix_args)
+    tgt = vr.inspect.target
+    return readings.fix_command(vr.inspect.checkpoint.ref, fix_args, target_ref=tgt.name if tgt is not None else None)
