@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from kconvert.engines.expectations import engine_rules, target_family
-from kconvert.target import load_target
+from kconvert.target import from_config, load_target
 
 ROOT = Path(__file__).resolve().parents[1]
 REC = json.loads((ROOT / "tests" / "data" / "sglang_oracle.json").read_text())
@@ -22,6 +22,15 @@ MODEL_TYPES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "deepseek_v
                "glm4_moe": "glm4_moe", "glm4_moe_lite": "glm4_moe_lite", "minimax_m2": "minimax_m2",
                "gpt_oss": "gpt_oss"}
 DRAFTS = {k: v for k, v in REC["drafts"].items()}
+
+
+def _load(ref: str):
+    """The target a recorded draft stood beside: an example folder, a profile, or the producers' tiny target, whose
+    config tests/data/producers/provenance.json records."""
+    if ref.startswith("tests/data/producers/provenance.json"):
+        prov = json.loads((ROOT / "tests" / "data" / "producers" / "provenance.json").read_text())
+        return from_config(prov["target"], name="producers-target", origin=ref)
+    return load_target(str(ROOT / ref) if ref.startswith("examples/") else ref)
 
 
 def _target(model_type: str, num_layers: int):
@@ -39,6 +48,9 @@ def test_the_recording_is_sglang_0_5_23_and_names_the_source_line_of_each_behavi
                 if p.parent.name in ("drafts", "broken") and (p / "config.json").exists()}
     assert {k.split("/", 1)[1] for k in DRAFTS if k.startswith("zoo/")} == zoo
     assert {k.split("/", 1)[1] for k in DRAFTS if k.startswith("examples/")} == examples
+    # and every draft the producers' own code wrote (tests/data/producers)
+    producers = {p.name for p in (ROOT / "tests" / "data" / "producers").iterdir() if (p / "config.json").exists()}
+    assert {k.split("/", 1)[1] for k in DRAFTS if k.startswith("producers/")} == producers
 
 
 @pytest.mark.parametrize("family", sorted(MODEL_TYPES))
@@ -67,7 +79,7 @@ def test_the_first_id_rule_is_deepseek_and_glm4_moe_lite_only():
 def test_every_drafts_ids_are_fed_to_the_streams_sglangs_capture_chose(key):
     d = DRAFTS[key]
     t = d["target"]
-    target = load_target(str(ROOT / t["ref"]) if t["ref"].startswith("examples/") else t["ref"])
+    target = _load(t["ref"])
     assert target_family(target) == t["kconvert_family"]
     ids = d["aux_ids"]
     fed = ROW.physical_ids(ids, target) if ids is not None else ROW.default_physical_ids(target.num_hidden_layers)

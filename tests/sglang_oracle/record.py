@@ -5,8 +5,9 @@
 Three phases (README.md beside this file says why each is needed and how long it takes):
 
 1. ``manifest`` (the project's Python, which has kconvert): builds every zoo replica (tests/zoo/*/build.py) in a
-   temporary folder and reads, for it and for every example draft (examples/tiny/drafts/*, examples/tiny/broken/*),
-   the config, the tensor names/dtypes/shapes (safetensors headers, kconvert's reader) and the target's family and
+   temporary folder and reads, for it, for every example draft (examples/tiny/drafts/*, examples/tiny/broken/*) and
+   for every draft the producers' own code wrote (tests/data/producers/*, beside the tiny target its provenance.json
+   records), the config, the tensor names/dtypes/shapes (safetensors headers, kconvert's reader) and the target's family and
    layer count. Nothing of SGLang is needed here.
 2. ``install``: a venv of its own with ``sglang==0.5.23 --no-deps``, torch 2.13.0 (CPU, from local disk), the
    pure-Python packages its imports ask for (at the versions sglang's own metadata pins where it pins them) and
@@ -68,6 +69,9 @@ STUBS = {
 # --------------------------------------------------------------------------------------------- phase 1
 
 
+PRODUCERS_TARGET = "tests/data/producers/provenance.json#target"  # the producers' tiny target, by its recorded config
+
+
 def manifest() -> dict:
     sys.path.insert(0, str(ROOT))
     import importlib
@@ -88,15 +92,15 @@ def manifest() -> dict:
                 tensors[name] = {"dtype": info.dtype, "shape": list(info.shape), "file": f.name}
         return {"config": cfg, "tensors": tensors, "path": str(folder)}
 
-    def family(tref: str) -> dict:
-        t = load_target(tref)
+    def family(tref: str, t=None) -> dict:
+        t = load_target(tref) if t is None else t
         types = [x for x in (t.model_type, getattr(t, "text_model_type", None)) if x]
         if tref.startswith(str(ROOT)):
             tref = str(Path(tref).relative_to(ROOT))
         return {"ref": tref, "num_layers": t.num_hidden_layers, "kconvert_family": target_family(t),
                 "model_types": types}
 
-    out = {"zoo": {}, "examples": {}}
+    out = {"zoo": {}, "examples": {}, "producers": {}}
     tmp = Path(tempfile.mkdtemp(prefix="sglang-oracle-zoo-"))
     for build in sorted((ROOT / "tests" / "zoo").glob("*/build.py")):
         name = build.parent.name
@@ -113,6 +117,18 @@ def manifest() -> dict:
         {"draft": f"examples/tiny/drafts/{d}", "target": "examples/tiny/target", "k": k,
          "lines": sglang_next_lines(f"examples/tiny/drafts/{d}", "examples/tiny/target", k=k, tp=1)}
         for d in ("llama-specforge", "mla-torchspec") for k in (3, 5)]
+    # the drafts the producers' own code wrote (tests/data/producers, issue #20), beside the tiny Llama target whose
+    # config provenance.json records (they ship no target folder)
+    from kconvert.target import from_config
+
+    prod = ROOT / "tests" / "data" / "producers"
+    prov = json.loads((prod / "provenance.json").read_text())
+    prod_target = family(PRODUCERS_TARGET, from_config(prov["target"], name="producers-target",
+                                                       origin=PRODUCERS_TARGET))
+    for folder in sorted(p for p in prod.iterdir() if (p / "config.json").exists()):
+        entry = read_draft(folder)
+        entry.update(target=prod_target, sparse_replica=False)
+        out["producers"][folder.name] = entry
     tiny_target = family(str(ROOT / "examples" / "tiny" / "target"))
     for kind in ("drafts", "broken"):
         for folder in sorted((ROOT / "examples" / "tiny" / kind).iterdir()):
@@ -285,8 +301,8 @@ def run(manifest_doc: dict, stub_dir: Path) -> dict:
     results: dict = {"drafts": {}}
     draft_sources = {"llama": _where(LlamaForCausalLMEagle3.load_weights),
                      "mla": _where(Eagle3DeepseekV2ForCausalLM.load_weights)}
-    for group in ("zoo", "examples"):
-        for key, entry in manifest_doc[group].items():
+    for group in ("zoo", "examples", "producers"):
+        for key, entry in manifest_doc.get(group, {}).items():
             cfg, tensors = entry["config"], entry["tensors"]
             fam = draft_family(cfg)
             div = _divisor(cfg, tensors) if entry["sparse_replica"] else 1
