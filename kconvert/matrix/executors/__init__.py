@@ -1,0 +1,47 @@
+"""Where matrix cells run: a local process pool by default, Ray tasks on a cluster (`kconvert[ray]`).
+
+The contract every executor keeps (the matrix's assembly code depends on nothing else):
+- a task is a module-level function and one picklable argument, so any process or node can run it;
+- `run` calls `on_result(key, value)` once per task, in completion order, from the calling thread;
+  a task that raised, whose worker died past its retries, or that timed out yields
+  `on_error(key, message)` instead, never an exception out of `run`: one bad cell never stops the others;
+- on KeyboardInterrupt `run` stops submitting, cancels what has not started, and re-raises after the
+  results already delivered, so the caller can write the partial matrix atomically;
+- results are JSON-compatible dicts; nothing an executor adds may change them (timings go elsewhere),
+  so a Ray run and a local run of the same matrix give the same document.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one cell needs. Static and score cells need CPUs; a live cell needs `tp` devices on one node."""
+
+    kind: str = "static"  # static | score | live
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    tp: int = 1
+
+
+@dataclass(frozen=True)
+class Task:
+    key: str
+    fn: Callable[[Any], dict[str, Any]]
+    arg: Any
+    resources: Resources = field(default_factory=Resources)
+
+
+class Executor(Protocol):
+    name: str
+
+    def run(
+        self,
+        tasks: Sequence[Task],
+        *,
+        on_result: Callable[[str, dict[str, Any]], None],
+        on_error: Callable[[str, str], None],
+    ) -> None: ...
