@@ -24,7 +24,6 @@ from kconvert.report.matrix_plot import plot_points, svg_plot
 from kconvert.report.matrix_table import STATES, SYMBOL, Grid, Row, acceptance_length, grid, score_text, state_of
 
 STATE_ORDER = {s: i for i, s in enumerate(STATES)}
-NO_CELL = len(STATES)
 
 
 def e(v: Any) -> str:
@@ -271,7 +270,8 @@ class _Page:
             tds = []
             for i in range(len(g.columns)):
                 cells = r.cells.get(i, [])
-                attrs[f"data-s-c{i}"] = min((STATE_ORDER[state_of(c)] for c in cells), default=NO_CELL)
+                # a draft with no cell in the column sorts last either way, as an empty number does
+                attrs[f"data-s-c{i}"] = max((STATE_ORDER[state_of(c)] for c in cells), default="")
                 if cells:
                     states = " ".join(sorted({state_of(c) for c in cells}, key=STATE_ORDER.get))
                     # the td takes the worst state's fill so the colour covers the whole grid cell
