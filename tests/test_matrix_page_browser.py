@@ -227,7 +227,8 @@ def test_each_filter_hides_exactly_the_rows_it_should(opened):
     assert p.visible_names() == names(lambda d: any(c["state"] == "error" for c in cells_of(d, "vllm:0.11")))
 
     page.click("#filters button[type=reset]")
-    page.wait_for_function("document.getElementById('f-count').textContent.startsWith('9 of')")
+    # a function, not an expression string: Playwright evals a polled string, and the page's CSP forbids eval
+    page.wait_for_function("() => document.getElementById('f-count').textContent.startsWith('9 of')")
     assert p.visible_names() == names(lambda d: True)
 
     page.fill("#f-q", "KIMI")
@@ -235,12 +236,12 @@ def test_each_filter_hides_exactly_the_rows_it_should(opened):
     assert page.inner_text("#f-count") == f"{len(p.visible_names())} of {len(drafts)} drafts shown"
 
 
-def test_the_fix_command_copies(browser, opened):
+def test_the_fix_command_copies(opened):
     p = opened(fleet_doc())
     p.ctx.grant_permissions(["clipboard-read", "clipboard-write"])
     aq = p.doc["drafts"][0]
     button = p.page.locator("#draft-0 button.copy")
     button.click()
-    p.page.wait_for_function("document.querySelector('#draft-0 button.copy').textContent !== 'Copy'")
+    p.page.wait_for_function("() => document.querySelector('#draft-0 button.copy').textContent !== 'Copy'")
     assert button.inner_text() == "Copied"
     assert p.page.evaluate("navigator.clipboard.readText()") == aq["fix_command"]
