@@ -161,6 +161,15 @@ def test_sorting_by_a_column_head_reorders_the_rows(opened):
     p.click_head(col["row"])
     want = sorted(names, key=lambda n: (STATE_ORDER.index(state[n]) if n in state else 5, names.index(n)))
     assert p.visible_names() == want
+    # a text column with an empty value (the unknown target): by code point, ties in document order, the
+    # draft without a target last both ways
+    drafts = p.doc["drafts"]
+    known = [d for d in drafts if d["target"]["id"]]
+    unknown = [d["draft"] for d in drafts if not d["target"]["id"]]
+    for reverse in (False, True):
+        p.click_head("Target")
+        by_target = sorted(known, key=lambda d: d["target"]["id"], reverse=reverse)  # sorted() is stable
+        assert p.visible_names() == [d["draft"] for d in by_target] + unknown
     # the live column: drafts without a live cell stay last both ways
     p.click_head("vllm:0.32 (live)")
     first = p.visible_names()

@@ -121,8 +121,8 @@ var d=th.getAttribute("aria-sort")==="ascending"?-1:1;
 grid.querySelectorAll("thead th[aria-sort]").forEach(function(h){h.removeAttribute("aria-sort");});
 th.setAttribute("aria-sort",d===1?"ascending":"descending");
 rows.sort(function(a,b){var x=a.getAttribute(k),y=b.getAttribute(k),c;
-if(num){if(x===""&&y===""){c=0;}else if(x===""){return 1;}else if(y===""){return -1;}
-else{c=parseFloat(x)-parseFloat(y);}}else{c=x<y?-1:(x>y?1:0);}
+if(x===""||y===""){if(x!==y){return x===""?1:-1;}c=0;}
+else if(num){c=parseFloat(x)-parseFloat(y);}else{c=x<y?-1:(x>y?1:0);}
 return c*d||(+a.getAttribute("data-i"))-(+b.getAttribute("data-i"));});
 rows.forEach(function(r){tbody.appendChild(r);});});});
 apply();})();"""
