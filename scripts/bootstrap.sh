@@ -35,5 +35,8 @@ if [ "$tier" = "live" ] || [ "$tier" = "test" ]; then
   fi
 fi
 if [ "$tier" = "test" ]; then
-  pip install "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6.100" "psutil>=5.9" "pyyaml>=6" "import-linter>=2.16,<3"
+  # playwright: the browser test's driver (its wheel carries the driver; the browser is the distribution's chromium,
+  # which scripts/test.sh installs as root)
+  pip install "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6.100" "psutil>=5.9" "pyyaml>=6" "import-linter>=2.16,<3" \
+    "playwright>=1.49"
 fi
