@@ -177,3 +177,23 @@ def test_an_eagle3_mla_draft_with_model_type_deepseek_v3_is_still_k102_not_mtp(t
     folder = make_draft(tmp_path / "d", "torchspec", family="mla", config=lambda c: c.update(model_type="deepseek_v3"))
     res = inspect(str(folder), engine="vllm", engine_version="0.32")
     assert "K102" in ids(res) and "K105" not in ids(res)
+
+
+def test_specforges_flat_peagle_config_is_named_too(tmp_path):
+    """sgl-project/SpecForge configs/qwen3-8b-peagle.json: a flat config, architectures PEagleDraftModel,
+    model_type llama, 4 decoder layers (reduced sizes here)."""
+    cfg = {"architectures": ["PEagleDraftModel"], "model_type": "llama", "hidden_size": H, "head_dim": HD,
+           "intermediate_size": INTER, "num_attention_heads": HEADS, "num_key_value_heads": KV,
+           "num_hidden_layers": 4, "max_position_embeddings": 40960, "rms_norm_eps": 1e-6, "rope_scaling": None,
+           "rope_theta": 1000000, "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": VOCAB,
+           "draft_vocab_size": VOCAB}
+    t = {}
+    for i in range(4):
+        t.update(llama_layer(f"layers.{i}.", H=H, heads=HEADS, kv=KV, hd=HD, inter=INTER, dtype="BF16", first=i == 0))
+    t["fc.weight"] = hole("BF16", H, 3 * H)
+    t["norm.weight"] = norm("BF16", H, 9)
+    folder = write(tmp_path / "peagle-flat", cfg, t)
+    res = inspect(str(folder), engine="vllm", engine_version="0.32")
+    assert [f.severity for f in res.findings if f.id == "K105"] == ["info"]
+    f = only_k105(inspect(str(folder), engine="sglang", engine_version="0.5.23"))
+    assert f.severity == "error" and "architectures" in f.message
