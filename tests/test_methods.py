@@ -197,3 +197,10 @@ def test_specforges_flat_peagle_config_is_named_too(tmp_path):
     assert [f.severity for f in res.findings if f.id == "K105"] == ["info"]
     f = only_k105(inspect(str(folder), engine="sglang", engine_version="0.5.23"))
     assert f.severity == "error" and "architectures" in f.message
+
+
+def test_the_next_step_for_another_methods_checkpoint_is_the_rule_not_an_eagle3_verify(tmp_path):
+    doc = inspect(str(dflash(tmp_path / "d")), target="qwen3-8b", engine="vllm", engine_version="0.32").to_dict()
+    assert [s["command"] for s in doc["next_steps"]] == ["kconvert rules K105"]
+    assert not doc.get("not_checked")
+    assert doc["draft"]["method"] == "dflash"

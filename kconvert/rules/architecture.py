@@ -184,10 +184,11 @@ def _mtp_declared(cfg: dict, key: str) -> list[str]:
       why="Users take these for EAGLE-3 drafts and get a cascade of \"broken EAGLE-3\" findings. vLLM 0.32 "
           "(installed) serves DFlash with method \"dflash\" (config/speculative.py; registry.py DFlashDraftModel "
           "-> qwen3_dflash.py; speculators/algos.py update_dflash: dflash_config.target_layer_ids = aux ids - 1, "
-          "mask_token_id; vLLM PRs #32206, #34014), DSpark with method \"dspark\" (algos.py update_dspark: "
-          "target_layer_ids = aux ids - 1; speculators PR #753), P-EAGLE as method \"eagle3\" with "
-          "parallel_drafting (speculators/base.py build_vllm_speculative_config for speculators_model_type "
-          "peagle; vLLM PR #41826), which Model Runner V2 does not support (config/vllm.py: \"parallel drafting "
+          "mask_token_id; DFlash's first vLLM PRs #32206 and #34014, both closed, before it landed), DSpark with "
+          "method \"dspark\" (algos.py update_dspark: target_layer_ids = aux ids - 1; vLLM PRs #46995 and "
+          "#47093, speculators-format DSpark checkpoints), P-EAGLE as method \"eagle3\" with parallel_drafting "
+          "(speculators/base.py build_vllm_speculative_config for speculators_model_type peagle; vLLM PR #41826 "
+          "registers PEagleDraftModel and PeagleLlamaForCausalLM as Eagle3LlamaForCausalLM), which Model Runner V2 does not support (config/vllm.py: \"parallel drafting "
           "for EAGLE speculative decoding\"), and MTP layers with method \"mtp\" for the model types "
           "hf_config_override maps (deepseek_v3 -> DeepSeekMTPModel; none for kimi_k2 / kimi_k25). SGLang 0.5.23 "
           "serves DFLASH, DSPARK and NEXTN (srt/speculative/spec_info.py, spec_registry.py; model_config.py:1032 "
@@ -202,8 +203,9 @@ def other_method(ctx: Context) -> Iterator[Finding]:
     if d.method == "eagle3":
         return
     what = METHOD_NAMES.get(d.method, d.method)
-    ev = [Evidence(e.split(" ", 1)[0], e.split(" ", 1)[1] if " " in e else e, "an EAGLE-3 draft")
-          for e in d.method_evidence] or [Evidence("config", d.method, "an EAGLE-3 draft")]
+    # where: the key or tensor that names the method; observed: what it says; expected: the method it names
+    ev = [Evidence(e.split(" ", 1)[0], e.split(" ", 1)[1] if " " in e else e, f"method {d.method}")
+          for e in d.method_evidence] or [Evidence("config", d.method, f"method {d.method}")]
     row = ctx.engine.key
     served = ctx.engine.methods
     if served is None:

@@ -204,18 +204,18 @@ def skipped_without_target(ctx: Context) -> list[str]:
     return [] if ctx.target is not None else sorted(r.id for r in REGISTRY.values() if r.needs_target)
 
 
-def eagle3_rules_apply(ctx: Context) -> bool:
+def eagle3_rules_apply(draft: DraftModel, engine: EngineRules) -> bool:
     """Whether the EAGLE-3 rules judge this checkpoint on this engine row: an EAGLE-3 draft, or a P-EAGLE draft on
     a release that loads it with its EAGLE-3 classes (vLLM 0.32 registry.py: PEagleDraftModel and Peagle* map to
     Eagle3LlamaForCausalLM / Eagle3Qwen3ForCausalLM). Other methods' checkpoints get the method rule only."""
-    m = ctx.draft.method
-    return m == "eagle3" or (m == "peagle" and m in (ctx.engine.methods or {}))
+    m = draft.method
+    return m == "eagle3" or (m == "peagle" and m in (engine.methods or {}))
 
 
 def run_rules(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     skipped = set(skipped_without_target(ctx))
-    eagle3 = eagle3_rules_apply(ctx)
+    eagle3 = eagle3_rules_apply(ctx.draft, ctx.engine)
     for r in sorted(REGISTRY.values(), key=lambda r: (r.runs_last, r.id)):
         if r.id in skipped or not (eagle3 or r.any_method):
             continue
