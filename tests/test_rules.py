@@ -934,6 +934,16 @@ def test_draft_vocab_size_above_the_target_vocabulary_is_k501(tmp_path):
     assert f.ops[0].value == TINY.draft_vocab
 
 
+def test_a_dflash_checkpoint_is_k105_alone_not_a_cascade_of_eagle3_errors(tmp_path):
+    # the DFlash shape of TorchSpec's configs/draft_models/qwen3_8b_dflash.json (tests/test_methods.py has the
+    # other methods and engine rows); as an EAGLE-3 draft it drew K101, K203, K301, K302, K601 errors
+    from tests.test_methods import dflash
+
+    res = inspect(str(dflash(tmp_path / "d")), target="qwen3-8b", engine="vllm", engine_version="0.32")
+    assert [(f.id, f.severity) for f in res.findings] == [("K105", "warning")]
+    assert res.verdict == "pass" and res.exit_code == 0  # a warning: served, with another method string
+
+
 COVERAGE: dict[str, list[str]] = {
     "K000": ["test_no_target_gives_k000_info_naming_the_skipped_checks"],
     "K001": ["test_pickle_files_are_reported_and_never_unpickled"],
@@ -950,6 +960,7 @@ COVERAGE: dict[str, list[str]] = {
     "K103": ["test_num_hidden_layers_copied_from_the_target_is_k103",
              "test_num_hidden_layers_in_speculators_is_set_in_the_nested_layer_config"],
     "K104": ["test_quantization_config_copied_from_the_target_is_an_error", "test_index_topk_alone_is_a_warning"],
+    "K105": ["test_a_dflash_checkpoint_is_k105_alone_not_a_cascade_of_eagle3_errors"],
     "K201": ["test_model_prefixed_keys_are_renamed_for_vllm", "test_layers0_keys_are_renamed_to_midlayer_for_sglang"],
     "K202": ["test_missing_projection_is_k202_and_not_fixable", "test_missing_fc_is_k202",
              "test_missing_mla_projection_is_k202"],

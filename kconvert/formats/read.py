@@ -9,6 +9,7 @@ from kconvert.formats.aux import int_or_none as _int_or_none
 from kconvert.formats.aux import read_aux_ids
 from kconvert.formats.detect import detect_format
 from kconvert.formats.layouts import detect_layout, known_canonical, to_canonical
+from kconvert.formats.methods import detect_method
 from kconvert.formats.model import DraftModel, KeyLayout
 from kconvert.source.checkpoint import Checkpoint
 from kconvert.source.safetensors_header import TensorInfo
@@ -59,6 +60,7 @@ def read_draft(ckpt: Checkpoint) -> DraftModel:
     aux = read_aux_ids(ckpt, cfg, fmt, layout)
     norm_flags, extra = flags(cfg)
     rope = {k: cfg[k] for k in ("rope_theta", "rope_scaling", "rope_parameters") if k in cfg}
+    method = detect_method(ckpt.config, raw)
     return DraftModel(
         checkpoint=ckpt,
         format=fmt,
@@ -87,6 +89,8 @@ def read_draft(ckpt: Checkpoint) -> DraftModel:
         norm_flags=norm_flags,
         rope=rope,
         extra_flags=extra,
+        method=method.method,
+        method_evidence=method.evidence,
     )
 
 

@@ -13,6 +13,8 @@ from typing import Any
 from kconvert.engines.expectations import engine_rules
 from kconvert.engines.serve_lines import sglang_next_lines
 from kconvert.results.inspection import Inspection
+from kconvert.rules.architecture import other_method
+from kconvert.rules.base import eagle3_rules_apply
 from kconvert.rules.integrity import values_unreadable
 from kconvert.rules.recommend import recommendation
 from kconvert.rules.tensors import embeddings
@@ -159,12 +161,18 @@ def next_steps(result: Inspection, *, command: str, written: str | None = None,
                 why += ("; it still carries what fix left as is (" + ", ".join(sorted({f.id for f in left_as_is}))
                         + "): --diagnose measures the readings")
             steps += verify_steps(written, result, why, decisions=False, diagnose=bool(left_as_is))
-        elif noop and not result.failing:
+        elif noop and not result.failing and eagle3_rules_apply(result.draft, result.engine):
             steps += verify_steps(result.checkpoint.ref, result,
                                   "nothing to change: the input already serves as it is; measure it live",
                                   decisions=False)
         return {"next_steps": steps, "not_checked": checked}
     if command not in ("inspect", "verify"):
+        return {"next_steps": steps, "not_checked": checked}
+    if not eagle3_rules_apply(result.draft, result.engine):
+        # Another method's checkpoint: the EAGLE-3 gaps and the EAGLE-3 verify line do not apply to it.
+        steps.append({"command": shlex.join(["kconvert", "rules", other_method.id]),
+                      "why": f"a {result.draft.method} checkpoint, not an EAGLE-3 draft: the finding names what "
+                             f"serves it; kconvert verifies EAGLE-3 drafts only"})
         return {"next_steps": steps, "not_checked": checked}
     repairs, blocking, unfixable, decide, recommended = _plan_parts(result)
     if blocking:

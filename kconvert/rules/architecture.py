@@ -153,3 +153,85 @@ def target_only_fields(ctx: Context) -> Iterator[Finding]:
             f"target-only fields in the draft config: {', '.join(present)}", severity=sev,
             evidence=[Evidence(k, "present", "absent") for k in present],
             ops=[DeleteConfig((k,), "describes the target, not the draft") for k in present])
+
+
+# What each method is, in the words of the code that serves it (vLLM 0.32 and SGLang 0.5.23 as read; see
+# kconvert.formats.methods and the engine rows' `methods`).
+METHOD_NAMES = {
+    "dflash": "a DFlash block-diffusion drafter (it drafts a block of tokens in parallel from mask tokens, "
+              "conditioned on target layers `dflash_config.target_layer_ids`)",
+    "dspark": "a DSpark drafter (DFlash's block drafting plus a Markov logit-bias head; target layers "
+              "`target_layer_ids` = aux ids - 1)",
+    "peagle": "a P-EAGLE draft (an EAGLE-3 layer trained for parallel drafting with a mask token)",
+    "mtp": "a multi-token-prediction (MTP) layer of a DeepSeek-style model (enorm, hnorm, eh_proj, shared_head "
+           "around one decoder layer)",
+}
+
+
+def _mtp_declared(cfg: dict, key: str) -> list[str]:
+    inner = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    vals = [cfg.get(key), inner.get(key)]
+    out: list[str] = []
+    for v in vals:
+        out.extend([x for x in v if isinstance(x, str)] if isinstance(v, list) else [v] if isinstance(v, str) else [])
+    return out
+
+
+@rule("K105", "other-method", "architecture", "warning",
+      fix_availability=FixAvailability.NEVER, any_method=True,
+      summary="The checkpoint is for another speculative method (DFlash, DSpark, P-EAGLE, an MTP layer), not an "
+              "EAGLE-3 draft: it says which, and what serves it.",
+      why="Users take these for EAGLE-3 drafts and get a cascade of \"broken EAGLE-3\" findings. vLLM 0.32 "
+          "(installed) serves DFlash with method \"dflash\" (config/speculative.py; registry.py DFlashDraftModel "
+          "-> qwen3_dflash.py; speculators/algos.py update_dflash: dflash_config.target_layer_ids = aux ids - 1, "
+          "mask_token_id; DFlash's first vLLM PRs #32206 and #34014, both closed, before it landed), DSpark with "
+          "method \"dspark\" (algos.py update_dspark: target_layer_ids = aux ids - 1; vLLM PRs #46995 and "
+          "#47093, speculators-format DSpark checkpoints), P-EAGLE as method \"eagle3\" with parallel_drafting "
+          "(speculators/base.py build_vllm_speculative_config for speculators_model_type peagle; vLLM PR #41826 "
+          "registers PEagleDraftModel and PeagleLlamaForCausalLM as Eagle3LlamaForCausalLM), which Model Runner V2 does not support (config/vllm.py: \"parallel drafting "
+          "for EAGLE speculative decoding\"), and MTP layers with method \"mtp\" for the model types "
+          "hf_config_override maps (deepseek_v3 -> DeepSeekMTPModel; none for kimi_k2 / kimi_k25). SGLang 0.5.23 "
+          "serves DFLASH, DSPARK and NEXTN (srt/speculative/spec_info.py, spec_registry.py; model_config.py:1032 "
+          "loads a DeepseekV3ForCausalLM draft as DeepseekV3ForCausalLMNextN) and no P-EAGLE. The EAGLE-3 rules "
+          "are not run on these checkpoints (a P-EAGLE draft on vLLM is loaded by the EAGLE-3 classes, so they "
+          "are).",
+      fix="Nothing to fix: it is another method's checkpoint, and turning it into an EAGLE-3 draft would make "
+          "another draft. Serve it with the method named (warning), or on an engine release that has it (error: "
+          "this release serves none).")
+def other_method(ctx: Context) -> Iterator[Finding]:
+    d = ctx.draft
+    if d.method == "eagle3":
+        return
+    what = METHOD_NAMES.get(d.method, d.method)
+    # where: the key or tensor that names the method; observed: what it says; expected: the method it names
+    ev = [Evidence(e.split(" ", 1)[0], e.split(" ", 1)[1] if " " in e else e, f"method {d.method}")
+          for e in d.method_evidence] or [Evidence("config", d.method, f"method {d.method}")]
+    row = ctx.engine.key
+    served = ctx.engine.methods
+    if served is None:
+        yield other_method.finding(
+            f"this is {what}, not an EAGLE-3 draft ({'; '.join(d.method_evidence)}); kconvert has not read "
+            f"whether {row} serves it, and its EAGLE-3 checks do not apply", evidence=ev)
+        return
+    how = served.get(d.method)
+    if how and d.method == "mtp" and ctx.engine.mtp_requires:
+        key, accepted = ctx.engine.mtp_requires
+        declared = _mtp_declared(d.checkpoint.config, key)
+        if not any(v in accepted for v in declared):
+            yield other_method.finding(
+                f"this is {what}, not an EAGLE-3 draft ({'; '.join(d.method_evidence)}); {row} serves MTP layers "
+                f"only for {key} {', '.join(accepted)}, and this checkpoint declares {declared or 'none'}",
+                severity="error", evidence=ev + [Evidence(key, declared, list(accepted))])
+            return
+    if how is None:
+        yield other_method.finding(
+            f"this is {what}, not an EAGLE-3 draft ({'; '.join(d.method_evidence)}); {row} serves no "
+            f"{d.method} checkpoint", severity="error", evidence=ev)
+    elif d.method == "peagle":
+        yield other_method.finding(
+            f"this is {what} ({'; '.join(d.method_evidence)}); {row} loads it with its EAGLE-3 classes and serves "
+            f"it with {how}; the EAGLE-3 checks below apply", severity="info", evidence=ev)
+    else:
+        yield other_method.finding(
+            f"this is {what}, not an EAGLE-3 draft ({'; '.join(d.method_evidence)}); {row} serves it with {how}; "
+            "kconvert's EAGLE-3 checks do not apply", evidence=ev)

@@ -155,6 +155,9 @@ class Rule:
     fn: RuleFn
     # Runs once every other rule has run: it reports on what they did (K005: the values they could not read).
     runs_last: bool = False
+    # Runs on a checkpoint of another method too (integrity, security, and the rule that names the method): every
+    # other rule judges an EAGLE-3 draft, and on a DFlash or MTP checkpoint would only say "broken EAGLE-3".
+    any_method: bool = False
 
     def finding(self, message: str, *, severity: str | None = None, evidence: list[Evidence] | None = None,
                 ops: list[Op] | None = None, needs_decision: str | None = None,
@@ -180,7 +183,7 @@ REGISTRY: dict[str, Rule] = {}
 
 def rule(id: str, name: str, category: str, severity: str, *, summary: str, why: str, fix: str,
          fix_availability: FixAvailability, needs_target: bool = False,
-         runs_last: bool = False) -> Callable[[RuleFn], Rule]:
+         runs_last: bool = False, any_method: bool = False) -> Callable[[RuleFn], Rule]:
     assert category in CATEGORIES, category
     assert severity in SEVERITIES, severity
     assert isinstance(fix_availability, FixAvailability), fix_availability
@@ -189,7 +192,7 @@ def rule(id: str, name: str, category: str, severity: str, *, summary: str, why:
         if id in REGISTRY:
             raise RuntimeError(f"duplicate rule id {id}")
         r = Rule(id, name, category, severity, summary.strip(), why.strip(), fix.strip(), fix_availability,
-                 needs_target, fn, runs_last)
+                 needs_target, fn, runs_last, any_method)
         REGISTRY[id] = r
         return r
 
@@ -201,11 +204,20 @@ def skipped_without_target(ctx: Context) -> list[str]:
     return [] if ctx.target is not None else sorted(r.id for r in REGISTRY.values() if r.needs_target)
 
 
+def eagle3_rules_apply(draft: DraftModel, engine: EngineRules) -> bool:
+    """Whether the EAGLE-3 rules judge this checkpoint on this engine row: an EAGLE-3 draft, or a P-EAGLE draft on
+    a release that loads it with its EAGLE-3 classes (vLLM 0.32 registry.py: PEagleDraftModel and Peagle* map to
+    Eagle3LlamaForCausalLM / Eagle3Qwen3ForCausalLM). Other methods' checkpoints get the method rule only."""
+    m = draft.method
+    return m == "eagle3" or (m == "peagle" and m in (engine.methods or {}))
+
+
 def run_rules(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     skipped = set(skipped_without_target(ctx))
+    eagle3 = eagle3_rules_apply(ctx.draft, ctx.engine)
     for r in sorted(REGISTRY.values(), key=lambda r: (r.runs_last, r.id)):
-        if r.id in skipped:
+        if r.id in skipped or not (eagle3 or r.any_method):
             continue
         try:
             out.extend(r.fn(ctx))

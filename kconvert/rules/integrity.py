@@ -29,7 +29,7 @@ def target_skipped(ctx: Context) -> Iterator[Finding]:
           "network, a file that changed since its header was read). kconvert says which checks did not run "
           "rather than pass them silently.",
       fix="Nothing to fix in the draft: make the files available (download them, or allow the Hub) and rerun.",
-      runs_last=True)
+      runs_last=True, any_method=True)
 def values_unreadable(ctx: Context) -> Iterator[Finding]:
     if ctx.unreadable:
         names = sorted(ctx.unreadable)
@@ -45,7 +45,7 @@ def values_unreadable(ctx: Context) -> Iterator[Finding]:
           "files are described by walking their pickle opcodes without executing any (kconvert.source.torch_zip; "
           "see SECURITY.md), other pickles are only listed. Engines load *.bin/*.pt when no safetensors file is "
           "present (vLLM's fallback), with whatever unpickler they use.",
-      fix="fix does not copy them into its output; safe. Keep only the safetensors files.")
+      fix="fix does not copy them into its output; safe. Keep only the safetensors files.", any_method=True)
 def pickle_weights(ctx: Context) -> Iterator[Finding]:
     files = ctx.draft.checkpoint.pickle_files
     if files:
@@ -97,7 +97,8 @@ def _speculators_own_auto_map(auto_map: object) -> bool:
           "SGLang from the .bin; kconvert describes it statically (kconvert.source.torch_zip: the pickle's "
           "opcodes are walked, never executed) and says so.",
       fix="`kconvert fix --from-pickle` converts PyTorch weight files to safetensors through "
-          "torch.load(weights_only=True), only when asked; with no weights at all nothing can be fixed.")
+          "torch.load(weights_only=True), only when asked; with no weights at all nothing can be fixed.",
+      any_method=True)
 def no_tensors(ctx: Context) -> Iterator[Finding]:
     ck = ctx.draft.checkpoint
     if ck.torch_files:
