@@ -499,7 +499,8 @@ def open_trace(ref: str | os.PathLike[str], *, check_data_sha256: bool = True) -
     against its schema, every safetensors header with kconvert's validated reader, every tensor's dtype and shape
     against the metadata, and the index tensors' bounds."""
     root, hub = resolve_trace(ref)
-    trace = _open_folder(root, check_data_sha256)
+    # a Hub snapshot's files link into the repository's blobs, two folders up (huggingface_hub's cache layout)
+    trace = _open_folder(root, check_data_sha256, allowed_root=root.parent.parent if hub else None)
     trace.hub = hub
     return trace
 
@@ -531,7 +532,7 @@ def _data_files(meta: TraceMeta) -> list[dict[str, Any]]:
     return list(d["files"]) if "files" in d else [d]
 
 
-def _open_folder(root: Path, check_data_sha256: bool) -> Trace:
+def _open_folder(root: Path, check_data_sha256: bool, allowed_root: Path | None = None) -> Trace:
     from kconvert.schemas import validate
     from kconvert.source.safetensors_header import check_relative_path
 
@@ -557,7 +558,7 @@ def _open_folder(root: Path, check_data_sha256: bool) -> Trace:
         raise InputError(f"{META_NAME}: layers {meta.layers} must be distinct ids within 0..{meta.num_hidden_layers}")
     t: dict[str, TensorInfo] = {}
     for entry in _data_files(meta):
-        rel = check_relative_path(root, entry.get("file"), f"{META_NAME} data.file")
+        rel = check_relative_path(root, entry.get("file"), f"{META_NAME} data.file", allowed_root=allowed_root)
         path = root / rel
         if not path.is_file():
             raise InputError(f"{root}: no {rel}")
