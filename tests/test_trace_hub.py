@@ -32,6 +32,7 @@ pytest.importorskip("transformers")
 from kconvert.errors import InputError  # noqa: E402
 from tests import printed  # noqa: E402
 from tests.fake_hub_read import FakeReadHub, hub_read_env  # noqa: E402
+from tests.hub_cache import populate_cache  # noqa: E402
 from tests.test_push import FakeHub, hub_env  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,7 +163,7 @@ def test_estimate_help_examples_run_as_printed():
 
 # -------------------------------------------------------------------------------------------- the Hub ---
 
-def test_a_trace_pushed_to_the_hub_scores_as_the_local_folder(tmp_path, traces):
+def test_a_trace_pushed_to_the_hub_scores_as_the_local_folder(tmp_path, traces, monkeypatch):
     """The `--push` help example as printed: one dataset commit of exactly trace.json, its shards and the card;
     read back by `score --trace org/name` through huggingface_hub, online then offline, with the local figures."""
     line = next(ln for c, ln in printed.iter_help_examples() if c == "trace" and "--push" in ln)
@@ -209,12 +210,12 @@ def test_a_trace_pushed_to_the_hub_scores_as_the_local_folder(tmp_path, traces):
         offline = _cli(args + ["--trace", REPO], hub_read_env(rhub, home, offline=True), cwd=tmp_path)
         assert offline.returncode == 0, offline.stderr
         assert len(rhub.requests) == seen  # the cache alone
-        pinned = _cli(args + ["--trace", f"{REPO}@{rhub.commit(f'datasets/{REPO}')}"],
-                      hub_read_env(rhub, home, offline=True), cwd=tmp_path)
-        assert pinned.returncode == 0, pinned.stderr
+        commit = rhub.commit(f"datasets/{REPO}")
     assert any(q.path.startswith(f"/api/datasets/{REPO}/") for q in rhub.requests)
-    for run in (online, offline, pinned):
-        doc_ = json.loads(run.stdout)
+    _offline(monkeypatch, home / "hub")  # in this process: the cache the runs above filled, pinned to the commit
+    pinned = _main(args + ["--trace", f"{REPO}@{commit}"], tmp_path)
+    assert pinned.rc == 0, pinned.err
+    for doc_ in (json.loads(online.stdout), json.loads(offline.stdout), json.loads(pinned.out)):
         assert _counters(doc_) == _counters(json.loads(base.out))
         assert doc_["score"]["trace"]["hub"]["repo_id"] == REPO
         assert doc_["score"]["trace"]["sha256"] == json.loads(base.out)["score"]["trace"]["sha256"]
@@ -230,12 +231,21 @@ def test_an_existing_folder_wins_over_a_hub_id(tmp_path, traces, monkeypatch):
         assert tr.hub is None and tr.root == Path(REPO)
 
 
-def test_offline_with_an_empty_cache_is_one_line(tmp_path):
-    with FakeReadHub({}) as rhub:
-        r = _cli(["score", str(TINY / "drafts" / "mla-torchspec"), "--trace", REPO],
-                 hub_read_env(rhub, tmp_path / "hf", offline=True), cwd=tmp_path)
-    assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert "not in the Hugging Face cache" in r.stderr and "HF_HUB_OFFLINE is set" in r.stderr, r.stderr
+def _offline(monkeypatch, cache: Path) -> None:
+    """huggingface_hub in this process reading only `cache` (its constants are read at import: set them too)."""
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+
+
+def test_offline_with_an_empty_cache_is_one_line(tmp_path, monkeypatch):
+    _offline(monkeypatch, tmp_path / "hub")
+    r = _main(["score", str(TINY / "drafts" / "mla-torchspec"), "--trace", REPO], tmp_path)
+    assert r.rc == 2 and "Traceback" not in r.err
+    assert "not in the Hugging Face cache" in r.err and "HF_HUB_OFFLINE is set" in r.err, r.err
 
 
 # ---------------------------------------------------------------------------------------- the version ---
@@ -249,18 +259,19 @@ def _newer_major(src: Path, dst: Path) -> Path:
     return dst
 
 
-def test_a_newer_major_version_is_refused_naming_the_kconvert_that_reads_it(tmp_path, traces):
+def test_a_newer_major_version_is_refused_naming_the_kconvert_that_reads_it(tmp_path, traces, monkeypatch):
     from kconvert.score.trace import open_trace
 
     t = _newer_major(traces[1], tmp_path / "t2")
     with pytest.raises(InputError, match=r"trace format 2\.0 is newer than this kconvert .* up to 1\.1\); it was "
                                          r"written by kconvert \S+, which reads it"):
         open_trace(t)
-    with FakeReadHub({f"datasets/{REPO}": t}) as rhub:
-        r = _cli(["score", str(TINY / "drafts" / "mla-torchspec"), "--trace", REPO],
-                 hub_read_env(rhub, tmp_path / "hf"), cwd=tmp_path)
-    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
-    assert "trace format 2.0 is newer" in r.stderr and "pip install -U" in r.stderr, r.stderr
+    # the same from the Hub, here from huggingface_hub's cache (as a download leaves it; tests/hub_cache.py)
+    populate_cache(tmp_path / "hub", REPO, t, repo_type="dataset")
+    _offline(monkeypatch, tmp_path / "hub")
+    r = _main(["score", str(TINY / "drafts" / "mla-torchspec"), "--trace", REPO], tmp_path)
+    assert r.rc == 2 and "Traceback" not in r.err, r.err
+    assert "trace format 2.0 is newer" in r.err and "pip install -U" in r.err, r.err
 
 
 def test_a_newer_minor_version_is_read(tmp_path, traces):
