@@ -152,18 +152,34 @@ def _read_header(p: Path) -> bytes:
         return f.read(n)
 
 
-def test_estimate_help_examples_run_as_printed():
+def test_estimate_and_push_trace_help_examples_run_as_printed(tmp_path, traces):
     lines = [line for command, line in printed.iter_help_examples() if command == "trace" and "--estimate" in line]
     assert len(lines) >= 2
     for line in lines:
         r = _main(shlex.split(line)[1:], ROOT)
         assert r.rc == 0, (line, r.err)
         assert "total" in r.out and "bytes" in r.out, r.out
+    shutil.copytree(traces[1], tmp_path / "tiny-trace")
+    line = next(ln for c, ln in printed.iter_help_examples() if c == "push-trace" and "--dry-run" in ln)
+    r = _main(shlex.split(line)[1:], tmp_path)
+    assert r.rc == 0, (line, r.err)
+    assert "dry run: nothing uploaded" in r.out and "kconvert-trace" in r.out
+
+
+def test_push_refuses_a_trace_whose_data_changed(tmp_path, traces):
+    t = tmp_path / "t"
+    shutil.copytree(traces[1], t)
+    shard = _data_files(t)[-1]
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 1
+    shard.write_bytes(bytes(data))
+    r = _main(["push-trace", str(t), REPO, "--dry-run"], tmp_path)
+    assert r.rc == 2 and "does not match trace.json" in r.err, r.err
 
 
 # -------------------------------------------------------------------------------------------- the Hub ---
 
-def test_a_trace_pushed_to_the_hub_scores_as_the_local_folder(tmp_path, traces, monkeypatch):
+def test_a_trace_pushed_to_the_hub_scores_as_the_local_folder(tmp_path, monkeypatch):
     """The `--push` help example as printed: one dataset commit of exactly trace.json, its shards and the card;
     read back by `score --trace org/name` through huggingface_hub, online then offline, with the local figures."""
     line = next(ln for c, ln in printed.iter_help_examples() if c == "trace" and "--push" in ln)
@@ -215,7 +231,10 @@ def test_a_trace_pushed_to_the_hub_scores_as_the_local_folder(tmp_path, traces, 
     _offline(monkeypatch, home / "hub")  # in this process: the cache the runs above filled, pinned to the commit
     pinned = _main(args + ["--trace", f"{REPO}@{commit}"], tmp_path)
     assert pinned.rc == 0, pinned.err
+    from kconvert.schemas import validate
+
     for doc_ in (json.loads(online.stdout), json.loads(offline.stdout), json.loads(pinned.out)):
+        validate(doc_, "report")
         assert _counters(doc_) == _counters(json.loads(base.out))
         assert doc_["score"]["trace"]["hub"]["repo_id"] == REPO
         assert doc_["score"]["trace"]["sha256"] == json.loads(base.out)["score"]["trace"]["sha256"]

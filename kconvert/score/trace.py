@@ -2,8 +2,10 @@
 
 A trace is a folder of two files (schemas/trace.schema.json describes both):
 
-- ``trace.json``: provenance (target, revision, dtype, prompt set, recorder) and the layout;
-- ``trace.safetensors``: every sequence concatenated along one token axis:
+- ``trace.json``: provenance (target, revision, dtype, prompt set, recorder), the layout and the format version
+  (``VERSION``, major.minor: a reader refuses a newer major, reads a newer minor and the 1.0 traces);
+- ``trace.safetensors`` (or, with ``shard_size``, shards ``trace-00001-of-0000N.safetensors`` of whole tensors,
+  listed in ``trace.json``): every sequence concatenated along one token axis:
 
   ``input_ids`` I64 [N]        prompt, continuation and lookahead tokens of every sequence
   ``next_token`` I64 [N]       the target's greedy next token at each position, from the same forward as the states
