@@ -137,6 +137,10 @@ def trace_command(
         raise UsageError("--positions goes with --estimate")
     if not output:
         raise UsageError("--output/-o: the trace folder to write is required (unless --estimate)")
+    if push:
+        from kconvert.score.publish import check_repo_id
+
+        check_repo_id(push)  # before the recording, not after it
     from kconvert.score import require_torch
 
     require_torch()
@@ -244,6 +248,13 @@ def _push(out, repo_id: str, private: bool, quiet: bool):
     from kconvert.cli._output import byte_progress
     from kconvert.score.publish import push_trace
 
-    with byte_progress("uploading", quiet=quiet) as progress:
-        return push_trace(out, repo_id, private=True if private else None,
-                          on_upload=lambda done, total: progress(done, total, f"uploading to {repo_id}"))
+    from kconvert.errors import KConvertError
+
+    try:
+        with byte_progress("uploading", quiet=quiet) as progress:
+            return push_trace(out, repo_id, private=True if private else None,
+                              on_upload=lambda done, total: progress(done, total, f"uploading to {repo_id}"))
+    except KConvertError as e:
+        # the recording is done and kept: say how to push it again without recording it again
+        e.hint = (f"{e.hint}; " if e.hint else "") + f"the trace is written: kconvert push-trace {out} {repo_id}"
+        raise

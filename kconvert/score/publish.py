@@ -64,16 +64,21 @@ def trace_files(folder: str | Path) -> tuple[dict[str, Any], list[LocalFile]]:
     return doc, files
 
 
+def check_repo_id(repo_id: str) -> None:
+    from kconvert.source.hub import is_hub_id
+
+    if not is_hub_id(repo_id) or "@" in repo_id:
+        raise UsageError(f"{repo_id!r}: give the dataset repository as org/name (a branch with --revision)")
+
+
 def push_trace(folder: str | Path, repo_id: str, *, revision: str | None = None, create_pr: bool = False,
                private: bool | None = None, dry_run: bool = False, commit_message: str | None = None,
                token: str | None = None, endpoint: str | None = None,
                on_upload: Callable[[int, int], None] | None = None) -> TracePush:
     """Upload the trace in `folder` to the Hub dataset `repo_id` (created when missing) in one commit."""
     from kconvert.hub.trace_card import data_bytes, render_trace_card
-    from kconvert.source.hub import is_hub_id
 
-    if not is_hub_id(repo_id) or "@" in repo_id:
-        raise UsageError(f"--push {repo_id!r}: give the dataset repository as org/name (a branch with --revision)")
+    check_repo_id(repo_id)
     doc, files = trace_files(folder)
     card = render_trace_card(doc, repo_id, revision=revision)
     out = TracePush(repo_id, revision, files, card, dry_run)
@@ -90,4 +95,4 @@ def push_trace(folder: str | Path, repo_id: str, *, revision: str | None = None,
     return out
 
 
-__all__ = ["TracePush", "push_trace", "trace_files"]
+__all__ = ["TracePush", "check_repo_id", "push_trace", "trace_files"]
