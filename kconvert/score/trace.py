@@ -518,7 +518,7 @@ def resolve_trace(ref: str | os.PathLike[str]) -> tuple[Path, dict[str, Any] | N
     from kconvert.source.hub import hub_errors, is_hub_id, split_hub_id
 
     if not is_hub_id(text):
-        raise InputError(f"{text}: no such trace folder (record one with `kconvert trace`)")
+        raise InputError(f"{text}: not a trace folder: no such path (record one with `kconvert trace`)")
     from huggingface_hub import snapshot_download
 
     repo_id, revision = split_hub_id(text)
