@@ -29,7 +29,8 @@ Examples:
 
   kconvert trace examples/tiny/target --estimate --positions 2000 --for-drafts examples/tiny/drafts/mla-torchspec
 
-  kconvert trace examples/tiny/target --max-prompts 4 --layers all --dtype float32 -o tiny-trace --shard-size 200kB --push my-org/tiny-trace
+  kconvert trace examples/tiny/target --max-prompts 4 --layers all --dtype float32 -o tiny-trace \
+    --shard-size 200kB --push my-org/tiny-trace
 """
 
 SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*(|B|kB|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")

@@ -45,7 +45,7 @@ from kconvert.writer.header import safetensors_header
 FORMAT = "kconvert-trace"
 # The format's version, major.minor (schemas/trace.schema.json `version`). A minor version only adds what a reader
 # of the same major may ignore; a new major is refused by older readers. History:
-#   1.0  one trace.safetensors; written by kconvert before 0.x as the integer `1`, read as 1.0
+#   1.0  one trace.safetensors; written as the integer `1` before the format was versioned major.minor, read as 1.0
 #   1.1  `version` is a "major.minor" string; `data` may list shards (`--shard-size`)
 VERSION = "1.1"
 META_NAME = "trace.json"
@@ -117,7 +117,8 @@ def check_version(doc: Any) -> tuple[int, int]:
     """Refuse a trace of another format or of a newer major version, before its schema is checked (a newer
     major may be laid out differently); a newer minor version of this major is read (it only adds fields)."""
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise InputError(f"{META_NAME}: not a kconvert trace (format {doc.get('format') if isinstance(doc, dict) else None!r})")
+        fmt = doc.get("format") if isinstance(doc, dict) else None
+        raise InputError(f"{META_NAME}: not a kconvert trace (format {fmt!r})")
     got = parse_version(doc.get("version"))
     ours = parse_version(VERSION)
     if got[0] > ours[0]:
@@ -222,7 +223,8 @@ class TraceWriter:
     """Writes a trace into a hidden temporary folder beside ``out_dir`` and renames it into place at the end.
 
     Sequences are appended one at a time; their rows are spooled to one temporary file per tensor (bounded
-    memory whatever the trace length), then assembled into ``trace.safetensors`` behind one header.
+    memory whatever the trace length), then assembled into ``trace.safetensors`` behind one header (or into shards
+    of at most ``shard_size`` bytes of whole tensors, each behind its own).
     """
 
     def __init__(self, out_dir: str | os.PathLike[str], meta: TraceMeta, *, force: bool = False,
