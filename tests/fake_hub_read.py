@@ -3,6 +3,8 @@ Hub. It answers the requests huggingface_hub 2.4 makes for `snapshot_download(re
 `HfApi().get_safetensors_metadata(repo, revision=...)` and plain HTTP range reads of a file:
 
 - `GET  /api/models/{org}/{name}/revision/{rev}`        repo_info: `id`, `sha` (the commit), `siblings`
+  (a dataset repository, keyed `datasets/{org}/{name}` in `repos`: the same under `/api/datasets/...` and
+  `/datasets/{org}/{name}/resolve/...`, as huggingface_hub asks for `repo_type="dataset"`)
 - `GET  /api/models/{org}/{name}/tree/{rev}?recursive=` list_repo_tree: `type`, `path`, `size`, `oid`, `lfs`
 - `HEAD /{org}/{name}/resolve/{rev}/{path}`             file metadata: `X-Repo-Commit`, `ETag`, `Content-Length`;
   for `*.safetensors` (stored in LFS on the Hub) a 302 to the storage server with `X-Linked-Etag`/`X-Linked-Size`
@@ -177,8 +179,12 @@ class FakeReadHub:
                     return self._cdn(req)
                 url = urlsplit(self.path)
                 parts = req.path.split("/")
-                if parts[:3] == ["", "api", "models"] and len(parts) >= 7:
-                    return self._api(req, "/".join(parts[3:5]), parts[5], "/".join(parts[6:]), parse_qs(url.query))
+                if parts[:3] in (["", "api", "models"], ["", "api", "datasets"]) and len(parts) >= 7:
+                    kind = "datasets/" if parts[2] == "datasets" else ""
+                    return self._api(req, kind + "/".join(parts[3:5]), parts[5], "/".join(parts[6:]),
+                                     parse_qs(url.query))
+                if len(parts) >= 7 and parts[1] == "datasets" and parts[4] == "resolve":
+                    return self._resolve(req, "/".join(parts[1:4]), parts[5], "/".join(parts[6:]))
                 if len(parts) >= 6 and parts[3] == "resolve":
                     return self._resolve(req, "/".join(parts[1:3]), parts[4], "/".join(parts[5:]))
                 return self._json(req, 404, {"error": f"FakeReadHub: no route {req.path}"})
@@ -199,7 +205,8 @@ class FakeReadHub:
                     return
                 commit, files = found
                 if action == "revision":
-                    return self._json(req, 200, {"id": repo_id, "modelId": repo_id, "sha": commit, "private": False,
+                    rid = repo_id.removeprefix("datasets/")
+                    return self._json(req, 200, {"id": rid, "modelId": rid, "sha": commit, "private": False,
                                                  "siblings": [{"rfilename": p} for p in files]})
                 if action == "tree":
                     return self._json(req, 200, [

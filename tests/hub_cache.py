@@ -9,9 +9,9 @@ from pathlib import Path
 
 
 def populate_cache(cache: Path, repo_id: str, folder: Path, *, revision: str = "main",
-                   commit: str | None = None, skip: tuple[str, ...] = ()) -> Path:
+                   commit: str | None = None, skip: tuple[str, ...] = (), repo_type: str = "model") -> Path:
     commit = commit or hashlib.sha1(f"{repo_id}@{revision}".encode()).hexdigest()
-    repo = cache / f"models--{repo_id.replace('/', '--')}"
+    repo = cache / f"{repo_type}s--{repo_id.replace('/', '--')}"
     (repo / "blobs").mkdir(parents=True, exist_ok=True)
     (repo / "refs").mkdir(parents=True, exist_ok=True)
     (repo / "refs" / revision).write_text(commit)

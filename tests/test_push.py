@@ -476,8 +476,8 @@ class FakeHub:
                     return self._reply(404, {"error": f"FakeHub: object {v['oid']} not found in the storage"})
                 if path.startswith(hub.STORAGE + "/complete/"):
                     return self._complete(rec)
-                parts = path.split("/")  # /api/models/{org}/{name}/{action}/{rev...}
-                if parts[:3] == ["", "api", "models"] and len(parts) >= 7:
+                parts = path.split("/")  # /api/models/{org}/{name}/{action}/{rev...} (or /api/datasets/...)
+                if parts[:3] in (["", "api", "models"], ["", "api", "datasets"]) and len(parts) >= 7:
                     repo, action, rev = "/".join(parts[3:5]), parts[5], "/".join(parts[6:])
                     if action == "branch":
                         return self._reply(200, {})

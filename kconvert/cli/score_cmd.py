@@ -22,6 +22,8 @@ Examples:
   kconvert score examples/tiny/broken/aux-ids-sglang-convention --trace tiny-trace --diagnose --report score.json
 
   kconvert score AQ-MedAI/Kimi-K25-eagle3 --trace kimi-trace -k 4 --min-acceptance-length 2.8 --json
+
+  kconvert score AQ-MedAI/Kimi-K25-eagle3 --trace my-org/kimi-k25-trace -k 4
 """
 
 
@@ -29,8 +31,10 @@ Examples:
 def score_command(
     draft: Annotated[str, typer.Argument(help="Draft checkpoint folder (or a Hub id in the cache).",
                                          show_default=False)],
-    trace: Annotated[str, typer.Option("--trace", help="Trace folder recorded by `kconvert trace` "
-                                                       "(schemas/trace.schema.json).")],
+    trace: Annotated[str, typer.Option("--trace", help="Trace recorded by `kconvert trace`: a folder, or a Hub "
+                                                       "dataset org/name[@rev] read through the Hugging Face cache "
+                                                       "(HF_HUB_OFFLINE=1 reads the cache only). A path that "
+                                                       "exists always wins; write ./org/name for a folder.")],
     k: Annotated[int, typer.Option("--num-speculative-tokens", "-k", help="Draft tokens per step.")] = 3,
     aux_ids: AuxIdsOpt = None,
     engine: EngineOpt = None,

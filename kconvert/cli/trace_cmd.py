@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -23,15 +24,41 @@ Examples:
   kconvert trace examples/tiny/target --continuations outputs.jsonl -o forced-trace
 
   kconvert trace ./target --from-dump ./speculators-hidden-states -o dump-trace --dump-aux-ids 2,30,58,61
+
+  kconvert trace kimi-k2.5 --estimate --positions 20000
+
+  kconvert trace examples/tiny/target --estimate --positions 2000 --for-drafts examples/tiny/drafts/mla-torchspec
+
+  kconvert trace examples/tiny/target --max-prompts 4 --layers all --dtype float32 -o tiny-trace \
+    --shard-size 200kB --push my-org/tiny-trace
 """
+
+SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*(|B|kB|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
+UNITS = {"": 1, "B": 1, "kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KiB": 2**10,
+         "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+def parse_size(text: str | None) -> int | None:
+    """`--shard-size 5GB` (or 5000000000, 4GiB) in bytes; huggingface_hub's and transformers' spelling."""
+    if text is None:
+        return None
+    m = SIZE.match(text.strip())
+    if not m or float(m.group(1)) <= 0:
+        from kconvert.errors import UsageError
+
+        raise UsageError(f"--shard-size {text!r}: a size such as 5GB, 500MB or 4GiB")
+    return int(float(m.group(1)) * UNITS[m.group(2)])
+
+
 
 @app.command("trace", epilog=help_examples(EXAMPLES))
 def trace_command(
     target: Annotated[str, typer.Argument(help="The target model: a local folder or a Hub id (safetensors "
                                                "weights; built into transformers, never remote code).",
                                           show_default=False)],
-    output: Annotated[str, typer.Option("--output", "-o", help="Trace folder to write (must not exist unless "
-                                                               "--force).")],
+    output: Annotated[Optional[str], typer.Option("--output", "-o", help="Trace folder to write (must not exist "
+                                                                         "unless --force; not with --estimate).")
+                      ] = None,
     prompts: Annotated[str, typer.Option("--prompts", help="Prompt set: math, chat, code, all, or a .jsonl/.txt "
                                                           "file.")] = "all",
     max_prompts: Annotated[Optional[int], typer.Option("--max-prompts", help="Use only the first N prompts.")] = None,
@@ -64,6 +91,24 @@ def trace_command(
         "--dump-aux-ids", help="With --from-dump: the streams the dump's aux states are (input-of-layer "
                                "numbering; default: the engines' defaults (2, L//2, L-3), what SpecForge "
                                "captures).")] = None,
+    for_drafts: Annotated[Optional[list[str]], typer.Option(
+        "--for-drafts", help="Record only the streams these drafts are fed (their aux ids as the engine reads "
+                             "them; repeat or comma-separate): the same score, fewer bytes. --diagnose's shifted "
+                             "readings then have no neighbours to try.")] = None,
+    shard_size: Annotated[Optional[str], typer.Option(
+        "--shard-size", help="Split trace.safetensors into shards of at most this size, whole tensors each "
+                             "(e.g. 5GB): easier uploads and downloads, same bytes.")] = None,
+    estimate: Annotated[bool, typer.Option(
+        "--estimate", help="Print the bytes the trace will take, from the target's config alone (a profile such "
+                           "as kimi-k2.5 works), and record nothing.")] = False,
+    positions: Annotated[Optional[int], typer.Option(
+        "--positions", min=1, help="With --estimate: total tokens (prompts + outputs + lookahead). Default: the "
+                                   "prompts' outputs and lookahead, prompt tokens not counted.")] = None,
+    push: Annotated[Optional[str], typer.Option(
+        "--push", help="After recording, upload the trace as a Hub dataset repo org/name (created if "
+                       "missing; HF_TOKEN), with a dataset card. An existing folder: `kconvert push-trace`.")
+    ] = None,
+    private: Annotated[bool, typer.Option("--private", help="With --push: create the dataset private.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing trace folder.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print trace.json instead of a summary.")] = False,
 ) -> None:
@@ -72,14 +117,34 @@ def trace_command(
     Runs the target in HF transformers (CPU or GPU), renders the prompts with its chat template as the live
     engine does, continues them greedily and stores, per position, the token, the target's greedy next token
     and the residual streams at the chosen layers, plus the target's embedding rows for the tokens used:
-    safetensors and one JSON file (schemas/trace.schema.json), never a pickle. Exit 0, 2 bad input.
+    safetensors and one JSON file (schemas/trace.schema.json), never a pickle. --estimate prints its size first
+    (positions x layers x hidden x dtype, plus the embedding rows and --lm-head). Exit 0, 2 bad input.
     """
+    from kconvert.errors import UsageError
     from kconvert.rules.decisions import parse_aux_ids, parse_layers
+
+    lay = parse_layers(layers)
+    ids, _ = parse_aux_ids(aux_ids)
+    shard = parse_size(shard_size)
+    if for_drafts:
+        if layers:
+            raise UsageError("--for-drafts chooses the layers: give it or --layers, not both")
+        lay = _draft_layers(target, for_drafts)
+    if estimate:
+        _print_estimate(target, lay, ids, dtype, lm_head, shard, positions, prompts, max_prompts, max_tokens,
+                        lookahead, continuations, as_json)
+        raise typer.Exit(0)
+    if positions is not None:
+        raise UsageError("--positions goes with --estimate")
+    if not output:
+        raise UsageError("--output/-o: the trace folder to write is required (unless --estimate)")
+    if push:
+        from kconvert.score.publish import check_repo_id
+
+        check_repo_id(push)  # before the recording, not after it
     from kconvert.score import require_torch
 
     require_torch()
-    lay = parse_layers(layers)
-    ids, _ = parse_aux_ids(aux_ids)
     quiet = as_json or not err_console.is_terminal
     with err_console.status("trace", spinner="dots") if not quiet else NoStatus() as status:
         def progress(stage: str) -> None:
@@ -91,14 +156,15 @@ def trace_command(
             dids, _ = parse_aux_ids(dump_aux_ids)
             out = trace_from_dump(DumpRequest(target=target, dump=from_dump, out=output, format=dump_format,
                                               aux_ids=dids, dtype=None, force=force, lm_head=lm_head,
-                                              threads=threads, device=device), progress=progress)
+                                              threads=threads, device=device, shard_size=shard),
+                                  progress=progress)
         else:
             from kconvert.score.record import TraceRequest, record_trace
 
             req = TraceRequest(target=target, out=output, prompts=prompts, max_prompts=max_prompts,
                                max_tokens=max_tokens, layers=lay, aux_ids=ids, dtype=dtype, device=device,
                                lookahead=lookahead, batch_size=batch_size, lm_head=lm_head, force=force,
-                               threads=threads)
+                               threads=threads, shard_size=shard)
             if continuations:
                 from kconvert.prompts import read_continuations
 
@@ -107,11 +173,89 @@ def trace_command(
             out = record_trace(req, progress=progress)
     doc = json.loads((Path(out) / "trace.json").read_text())
     doc["target"].pop("config", None)
+    pushed = _push(out, push, private, quiet) if push else None
     if as_json:
-        emit_json(doc)
+        emit_json(doc | ({"push": pushed.to_dict()} if pushed else {}))
         raise typer.Exit(0)
+    from kconvert.hub.trace_card import data_bytes
+
+    files = doc["data"].get("files") or [doc["data"]]
     console.print(f"[green]wrote[/] {escape(str(out))}: {doc['num_sequences']} sequences, {doc['num_positions']} "
-                  f"positions, layers {doc['layers']}, {doc['dtype']}, {doc['data']['size'] / 1e6:.1f} MB "
-                  f"(sha256 {doc['data']['sha256'][:16]})")
-    console.print(f"score drafts against it: kconvert score DRAFT --trace {escape(str(out))}", highlight=False)
+                  f"positions, layers {doc['layers']}, {doc['dtype']}, {data_bytes(doc) / 1e6:.1f} MB in "
+                  f"{len(files)} file{'s' if len(files) > 1 else ''} (format {doc['version']})")
+    ref = pushed.reference if pushed else str(out)
+    if pushed:
+        console.print(f"[green]pushed[/] {escape(pushed.commit_url or pushed.repo_id)}", highlight=False)
+    console.print(f"score drafts against it: kconvert score DRAFT --trace {escape(ref)}", highlight=False)
     raise typer.Exit(0)
+
+
+def _draft_layers(target: str, drafts: list[str]) -> list[int]:
+    from kconvert.score.estimate import layers_for_drafts
+    from kconvert.target import load_target
+
+    refs = [d for item in drafts for d in item.split(",") if d]
+    layers, _ = layers_for_drafts(refs, load_target(target).num_hidden_layers)
+    return layers
+
+
+def _print_estimate(target: str, layers, aux_ids, dtype: str, lm_head: bool, shard: int | None,
+                    positions: int | None, prompts: str, max_prompts: int | None, max_tokens: int, lookahead: int,
+                    continuations: str | None, as_json: bool) -> None:
+    from kconvert.score.estimate import estimate, human_bytes
+
+    if continuations:
+        from kconvert.prompts import read_continuations
+
+        items = read_continuations(continuations)
+        n = len(items)
+        counted = sum(len(it["prompt_token_ids"]) + len(it["output_token_ids"]) + lookahead for it in items)
+        how = "the continuations' tokens and lookahead"
+    else:
+        from kconvert.prompts import load_prompts
+
+        _, texts = load_prompts(prompts)
+        n = len(texts[:max_prompts] if max_prompts else texts)
+        counted = n * (max_tokens + lookahead)
+        how = f"{n} prompts x (max_tokens {max_tokens} + lookahead {lookahead}); prompt tokens not counted"
+    if positions is not None:
+        counted, how = positions, "given (--positions)"
+    est = estimate(target, positions=counted, sequences=min(n, counted), layers=layers, aux_ids=aux_ids,
+                   dtype=dtype, lm_head=lm_head, shard_size=shard)
+    if as_json:
+        emit_json(est.to_dict() | {"positions_from": how})
+        return
+    b = est.tensor_bytes
+    console.print(f"trace of {escape(est.target)} (hidden {est.hidden_size}, vocab {est.vocab_size}, "
+                  f"{est.num_hidden_layers} layers), {est.dtype}", highlight=False)
+    console.print(f"  positions      {est.positions:>16,}  ({how})", highlight=False)
+    console.print(f"  layers         {len(est.layers):>16}  {est.layers}", highlight=False)
+    elem = {"bfloat16": 2, "float16": 2, "float32": 4}[est.dtype]
+    console.print(f"  hidden states  {b['hidden']:>16,} bytes  {est.positions} x {len(est.layers)} x "
+                  f"{est.hidden_size} x {elem}", highlight=False)
+    console.print(f"  embedding rows {b['embed_tokens']:>16,} bytes  {est.unique_tokens} rows"
+                  + (" at most" if est.unique_tokens_bound else ""), highlight=False)
+    if est.lm_head:
+        console.print(f"  lm_head        {b['lm_head']:>16,} bytes  vocab x hidden", highlight=False)
+    console.print(f"  token indices  {b['index']:>16,} bytes  int64", highlight=False)
+    console.print(f"  total          {est.total:>16,} bytes  ({human_bytes(est.total)}"
+                  + (f", {est.shards} shards" if est.shards > 1 else "") + ")", highlight=False)
+    console.print(f"  each further position adds {est.per_position:,} bytes", highlight=False)
+    for note in est.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+
+
+def _push(out, repo_id: str, private: bool, quiet: bool):
+    from kconvert.cli._output import byte_progress
+    from kconvert.score.publish import push_trace
+
+    from kconvert.errors import KConvertError
+
+    try:
+        with byte_progress("uploading", quiet=quiet) as progress:
+            return push_trace(out, repo_id, private=True if private else None,
+                              on_upload=lambda done, total: progress(done, total, f"uploading to {repo_id}"))
+    except KConvertError as e:
+        # the recording is done and kept: say how to push it again without recording it again
+        e.hint = (f"{e.hint}; " if e.hint else "") + f"the trace is written: kconvert push-trace {out} {repo_id}"
+        raise

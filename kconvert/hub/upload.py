@@ -19,19 +19,22 @@ class Commit:
 
 def upload(repo_id: str, files: list[LocalFile], card: str, *, commit_message: str, revision: str | None = None,
            create_pr: bool = False, private: bool | None = None, token: str | None = None,
-           endpoint: str | None = None, on_upload: Callable[[int, int], None] | None = None) -> Commit:
+           endpoint: str | None = None, on_upload: Callable[[int, int], None] | None = None,
+           repo_type: str | None = None, bound_by: str = "a passing `kconvert verify` report") -> Commit:
     """Create the repository (and branch) when missing and commit `files` and the card in one commit; a file whose
-    sha256 changed since `files` were hashed is refused before anything is sent (GateError)."""
+    sha256 changed since `files` were hashed is refused before anything is sent (GateError). `repo_type`:
+    huggingface_hub's (None: a model; "dataset" for a trace); `bound_by` names what the sha256s were checked
+    against, in the commit description."""
     from huggingface_hub import CommitOperationAdd, HfApi
 
     api = HfApi(endpoint=endpoint, token=token)
-    description = "Files bound to a passing `kconvert verify` report by sha256:\n\n" + "\n".join(
+    description = f"Files bound to {bound_by} by sha256:\n\n" + "\n".join(
         f"- {f.name}: {f.sha256}" for f in files if f.bound)
     total = sum(f.size for f in files) + len(card.encode("utf-8"))
     try:
-        api.create_repo(repo_id, private=private, exist_ok=True)
+        api.create_repo(repo_id, private=private, exist_ok=True, repo_type=repo_type)
         if revision and revision != "main":
-            api.create_branch(repo_id, branch=revision, exist_ok=True)
+            api.create_branch(repo_id, branch=revision, exist_ok=True, repo_type=repo_type)
         ops = [CommitOperationAdd(path_in_repo=f.name, path_or_fileobj=str(f.path)) for f in files]
         # huggingface_hub hashes each file again here: a file rewritten since the gate must not slip through
         for f, op in zip(files, ops):
@@ -41,7 +44,7 @@ def upload(repo_id: str, files: list[LocalFile], card: str, *, commit_message: s
         if on_upload:
             on_upload(0, total)
         info = api.create_commit(repo_id, ops, commit_message=commit_message, commit_description=description,
-                                 revision=revision, create_pr=create_pr)
+                                 revision=revision, create_pr=create_pr, repo_type=repo_type)
         if on_upload:
             on_upload(total, total)
     except _hub_errors() as e:

@@ -51,6 +51,7 @@ class DumpRequest:
     threads: int | None = None
     device: str | None = None
     max_files: int | None = None
+    shard_size: int | None = None  # bytes per trace.safetensors shard (None: one file)
 
 
 def _natural_key(name: str) -> tuple:
@@ -164,7 +165,7 @@ def trace_from_dump(req: DumpRequest, progress: Callable[[str], None] | None = N
         recorder={"tool": "kconvert trace --from-dump", "version": __version__, "backend": "speculators dump",
                   "torch": torch.__version__, "device": str(device)},
         notes=notes)
-    with TraceWriter(req.out, meta, force=req.force) as writer:
+    with TraceWriter(req.out, meta, force=req.force, shard_size=req.shard_size) as writer:
         norm_w = tgt.read(tgt.norm).to(device) if labels_from == "target" else None
         for i, f in enumerate(files):
             h = read_header(f, f.name)

@@ -53,6 +53,7 @@ class TraceRequest:
     continuations_from: str | None = None
     force: bool = False
     threads: int | None = None  # torch intra-op threads (1 is fastest on a few shared cores)
+    shard_size: int | None = None  # bytes per trace.safetensors shard (None: one file)
     notes: list[str] = field(default_factory=list)
 
 
@@ -303,7 +304,7 @@ def record_trace(req: TraceRequest, progress: Callable[[str], None] | None = Non
         recorder={"tool": "kconvert trace", "version": __version__, "backend": f"transformers {transformers.__version__}",
                   "torch": torch.__version__, "device": str(device)},
         notes=list(req.notes))
-    with TraceWriter(req.out, meta, force=req.force) as writer:
+    with TraceWriter(req.out, meta, force=req.force, shard_size=req.shard_size) as writer:
         model = tgt.model
         cap = _Capture(_decoder_layers(model), layers)
         try:

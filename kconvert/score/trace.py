@@ -2,8 +2,10 @@
 
 A trace is a folder of two files (schemas/trace.schema.json describes both):
 
-- ``trace.json``: provenance (target, revision, dtype, prompt set, recorder) and the layout;
-- ``trace.safetensors``: every sequence concatenated along one token axis:
+- ``trace.json``: provenance (target, revision, dtype, prompt set, recorder), the layout and the format version
+  (``VERSION``, major.minor: a reader refuses a newer major, reads a newer minor and the 1.0 traces);
+- ``trace.safetensors`` (or, with ``shard_size``, shards ``trace-00001-of-0000N.safetensors`` of whole tensors,
+  listed in ``trace.json``): every sequence concatenated along one token axis:
 
   ``input_ids`` I64 [N]        prompt, continuation and lookahead tokens of every sequence
   ``next_token`` I64 [N]       the target's greedy next token at each position, from the same forward as the states
@@ -41,9 +43,14 @@ from kconvert.source.safetensors_header import DTYPE_SIZES, TensorInfo, loads_st
 from kconvert.writer.header import safetensors_header
 
 FORMAT = "kconvert-trace"
-VERSION = 1
+# The format's version, major.minor (schemas/trace.schema.json `version`). A minor version only adds what a reader
+# of the same major may ignore; a new major is refused by older readers. History:
+#   1.0  one trace.safetensors; written as the integer `1` before the format was versioned major.minor, read as 1.0
+#   1.1  `version` is a "major.minor" string; `data` may list shards (`--shard-size`)
+VERSION = "1.1"
 META_NAME = "trace.json"
 DATA_NAME = "trace.safetensors"
+SHARD_NAME = "trace-{:05d}-of-{:05d}.safetensors"
 MAX_META_BYTES = 16 * 1024 * 1024
 HIDDEN_DTYPES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
 ST_TO_NAME = {v: k for k, v in HIDDEN_DTYPES.items()}
@@ -54,6 +61,76 @@ INDEX_TENSORS = ("input_ids", "next_token", "seq_offsets", "prompt_lens", "outpu
 
 def hidden_name(layer: int) -> str:
     return f"hidden.{layer}"
+
+
+def data_file_name(i: int, n: int) -> str:
+    """trace.safetensors, or the i-th of n shards (HF's own shard naming, 1-based)."""
+    return DATA_NAME if n == 1 else SHARD_NAME.format(i + 1, n)
+
+
+def tensor_shapes(positions: int, sequences: int, unique_tokens: int, hidden: int, layers: Iterable[int],
+                  st_dtype: str, lm_head_rows: int | None = None) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """Every tensor of a trace as (safetensors dtype, shape), in the order they are written: the index tensors, the
+    embedding rows, the hidden states by layer, the head."""
+    N, S, U, H = positions, sequences, unique_tokens, hidden
+    shapes: dict[str, tuple[str, tuple[int, ...]]] = {
+        "input_ids": ("I64", (N,)), "next_token": ("I64", (N,)), "seq_offsets": ("I64", (S + 1,)),
+        "prompt_lens": ("I64", (S,)), "output_lens": ("I64", (S,)), "embed_ids": ("I64", (U,)),
+        "embed_tokens": (st_dtype, (U, H)),
+    }
+    for k in layers:
+        shapes[hidden_name(k)] = (st_dtype, (N, H))
+    if lm_head_rows is not None:
+        shapes["lm_head"] = (st_dtype, (lm_head_rows, H))
+    return shapes
+
+
+def shard_groups(entries: list[tuple[str, str, tuple[int, ...], int]], shard_size: int | None) -> list[list]:
+    """Split (name, dtype, shape, nbytes) entries, in order, into shards of whole tensors: a new shard starts when
+    the next tensor would take the current one past `shard_size` bytes (a tensor larger than it gets a shard of its
+    own), as transformers' `save_pretrained(max_shard_size=...)` does. None: one file."""
+    if not shard_size:
+        return [list(entries)]
+    groups: list[list] = [[]]
+    used = 0
+    for e in entries:
+        if groups[-1] and used + e[3] > shard_size:
+            groups.append([])
+            used = 0
+        groups[-1].append(e)
+        used += e[3]
+    return groups
+
+
+def parse_version(v: Any) -> tuple[int, int]:
+    """(major, minor) of trace.json's `version`: "1.1", or the integer 1 the 1.0 writers wrote."""
+    if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
+        return v, 0
+    if isinstance(v, str):
+        major, dot, minor = v.partition(".")
+        if dot and major.isdigit() and minor.isdigit():
+            return int(major), int(minor)
+    raise InputError(f"{META_NAME}: version {v!r} is not a trace format version (major.minor)")
+
+
+def check_version(doc: Any) -> tuple[int, int]:
+    """Refuse a trace of another format or of a newer major version, before its schema is checked (a newer
+    major may be laid out differently); a newer minor version of this major is read (it only adds fields)."""
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        fmt = doc.get("format") if isinstance(doc, dict) else None
+        raise InputError(f"{META_NAME}: not a kconvert trace (format {fmt!r})")
+    got = parse_version(doc.get("version"))
+    ours = parse_version(VERSION)
+    if got[0] > ours[0]:
+        rec = doc.get("recorder") if isinstance(doc.get("recorder"), dict) else {}
+        who = rec.get("version") if isinstance(rec.get("version"), str) else None
+        from kconvert._version import __version__
+
+        raise InputError(f"{META_NAME}: trace format {got[0]}.{got[1]} is newer than this kconvert ({__version__}) "
+                         f"reads (format {ours[0]}.x, up to {VERSION})"
+                         + (f"; it was written by kconvert {who}, which reads it" if who else ""),
+                         hint=f"upgrade: pip install -U 'kconvert>={who}'" if who else "upgrade kconvert")
+    return got
 
 
 @dataclass
@@ -146,11 +223,17 @@ class TraceWriter:
     """Writes a trace into a hidden temporary folder beside ``out_dir`` and renames it into place at the end.
 
     Sequences are appended one at a time; their rows are spooled to one temporary file per tensor (bounded
-    memory whatever the trace length), then assembled into ``trace.safetensors`` behind one header.
+    memory whatever the trace length), then assembled into ``trace.safetensors`` behind one header (or into shards
+    of at most ``shard_size`` bytes of whole tensors, each behind its own).
     """
 
-    def __init__(self, out_dir: str | os.PathLike[str], meta: TraceMeta, *, force: bool = False):
+    def __init__(self, out_dir: str | os.PathLike[str], meta: TraceMeta, *, force: bool = False,
+                 shard_size: int | None = None):
         from kconvert.writer.atomic import TempFolder, check_destination
+
+        if shard_size is not None and shard_size < 1:
+            raise UsageError("--shard-size must be positive")
+        self.shard_size = shard_size
 
         self.out_dir = Path(out_dir)
         check_destination(self.out_dir, force=force, input_root=None)
@@ -219,66 +302,12 @@ class TraceWriter:
         m = self.meta
         if not self.prompt_lens:
             raise UsageError("the trace has no sequences")
-        ids = sorted(i for i in self.used if 0 <= i < m.vocab_size)
-        if len(ids) != len(self.used):
-            raise ValueError(f"token ids outside the target vocabulary (0..{m.vocab_size - 1})")
-        embed_ids = np.asarray(ids, dtype=np.int64)
-        self._spool("embed_ids", embed_ids.astype("<i8").tobytes(), len(ids))
-        rows = embed_rows(ids)
-        if tuple(rows.shape) != (len(ids), m.hidden_size):
-            raise ValueError(f"embedding rows: shape {tuple(rows.shape)}")
-        self._spool("embed_tokens", _tensor_bytes(rows, self.st_dtype), len(ids))
-        if lm_head is not None:
-            if tuple(lm_head.shape) != (m.vocab_size, m.hidden_size):
-                raise ValueError(f"lm_head: shape {tuple(lm_head.shape)}")
-            self._spool("lm_head", _tensor_bytes(lm_head, self.st_dtype), m.vocab_size)
-        small = {
-            "seq_offsets": np.asarray(self.offsets, dtype=np.int64),
-            "prompt_lens": np.asarray(self.prompt_lens, dtype=np.int64),
-            "output_lens": np.asarray(self.output_lens, dtype=np.int64),
-        }
-        for name, arr in small.items():
-            self._spool(name, arr.astype("<i8").tobytes(), arr.shape[0])
-        self.close_spools()
-        N = self.offsets[-1]
-        H = m.hidden_size
-        shapes: dict[str, tuple[str, tuple[int, ...]]] = {
-            "input_ids": ("I64", (N,)), "next_token": ("I64", (N,)),
-            "seq_offsets": ("I64", (len(self.offsets),)), "prompt_lens": ("I64", (len(self.prompt_lens),)),
-            "output_lens": ("I64", (len(self.output_lens),)), "embed_ids": ("I64", (len(ids),)),
-            "embed_tokens": (self.st_dtype, (len(ids), H)),
-        }
-        for k in m.layers:
-            shapes[hidden_name(k)] = (self.st_dtype, (N, H))
-        if lm_head is not None:
-            shapes["lm_head"] = (self.st_dtype, (m.vocab_size, H))
-        entries = []
-        for name, (dt, shape) in shapes.items():
-            nbytes = math.prod(shape) * DTYPE_SIZES[dt]
-            spool = self.tmp.path / f".{name}.spool"
-            if spool.stat().st_size != nbytes:
-                raise ValueError(f"{name}: {spool.stat().st_size} bytes spooled, header says {nbytes}")
-            entries.append((name, dt, shape, nbytes))
-        head = safetensors_header(entries, {"format": FORMAT, "version": str(VERSION)})
-        sha = hashlib.sha256()
-        data_path = self.tmp.path / DATA_NAME
-        with open(data_path, "wb") as out:
-            out.write(head)
-            sha.update(head)
-            for name in shapes:
-                spool = self.tmp.path / f".{name}.spool"
-                with open(spool, "rb") as f:
-                    while chunk := f.read(8 * 1024 * 1024):
-                        out.write(chunk)
-                        sha.update(chunk)
-                spool.unlink()
-            out.flush()
-            if durable:
-                os.fsync(out.fileno())
+        shapes = self._spool_tail(embed_rows, lm_head)
+        files = self._assemble(shapes, durable)
         m.num_sequences = len(self.prompt_lens)
-        m.num_positions = N
+        m.num_positions = self.offsets[-1]
         m.has_lm_head = lm_head is not None
-        m.data = {"file": DATA_NAME, "size": data_path.stat().st_size, "sha256": sha.hexdigest()}
+        m.data = files[0] if len(files) == 1 else {"files": files}
         m.created = m.created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         doc = m.to_dict()
         from kconvert.schemas import validate
@@ -293,6 +322,59 @@ class TraceWriter:
         self.tmp.commit(force=self.force, durable=durable)
         self.done = True
         return self.out_dir
+
+    def _spool_tail(self, embed_rows: Any, lm_head: Any | None) -> dict[str, tuple[str, tuple[int, ...]]]:
+        """Spool the embedding rows, the head and the index tensors; return every tensor's (dtype, shape), in the
+        order they are laid out (`tensor_shapes`)."""
+        m, H = self.meta, self.meta.hidden_size
+        ids = sorted(i for i in self.used if 0 <= i < m.vocab_size)
+        if len(ids) != len(self.used):
+            raise ValueError(f"token ids outside the target vocabulary (0..{m.vocab_size - 1})")
+        rows = embed_rows(ids)
+        if tuple(rows.shape) != (len(ids), H):
+            raise ValueError(f"embedding rows: shape {tuple(rows.shape)}")
+        self._spool("embed_tokens", _tensor_bytes(rows, self.st_dtype), len(ids))
+        if lm_head is not None:
+            if tuple(lm_head.shape) != (m.vocab_size, H):
+                raise ValueError(f"lm_head: shape {tuple(lm_head.shape)}")
+            self._spool("lm_head", _tensor_bytes(lm_head, self.st_dtype), m.vocab_size)
+        for name, vals in (("seq_offsets", self.offsets), ("prompt_lens", self.prompt_lens),
+                           ("output_lens", self.output_lens), ("embed_ids", ids)):
+            self._spool(name, np.asarray(vals, dtype="<i8").tobytes(), len(vals))
+        self.close_spools()
+        return tensor_shapes(self.offsets[-1], len(self.prompt_lens), len(ids), H, m.layers, self.st_dtype,
+                             m.vocab_size if lm_head is not None else None)
+
+    def _assemble(self, shapes: dict[str, tuple[str, tuple[int, ...]]], durable: bool) -> list[dict[str, Any]]:
+        """Write the spools into one safetensors file (or shards of at most `shard_size` bytes, whole tensors
+        each) behind headers; the spooled sizes are checked against the shapes first."""
+        entries = []
+        for name, (dt, shape) in shapes.items():
+            nbytes = math.prod(shape) * DTYPE_SIZES[dt]
+            spool = self.tmp.path / f".{name}.spool"
+            if spool.stat().st_size != nbytes:
+                raise ValueError(f"{name}: {spool.stat().st_size} bytes spooled, header says {nbytes}")
+            entries.append((name, dt, shape, nbytes))
+        groups = shard_groups(entries, self.shard_size)
+        files = []
+        for i, group in enumerate(groups):
+            name = data_file_name(i, len(groups))
+            head = safetensors_header(group, {"format": FORMAT, "version": VERSION})
+            sha = hashlib.sha256(head)
+            with open(self.tmp.path / name, "wb") as out:
+                out.write(head)
+                for tname, *_ in group:
+                    spool = self.tmp.path / f".{tname}.spool"
+                    with open(spool, "rb") as f:
+                        while chunk := f.read(8 * 1024 * 1024):
+                            out.write(chunk)
+                            sha.update(chunk)
+                    spool.unlink()
+                out.flush()
+                if durable:
+                    os.fsync(out.fileno())
+            files.append({"file": name, "size": (self.tmp.path / name).stat().st_size, "sha256": sha.hexdigest()})
+        return files
 
     def abort(self) -> None:
         self.close_spools()
@@ -322,15 +404,18 @@ class Trace:
         self.prompt_lens = prompt_lens
         self.output_lens = output_lens
         self.embed_ids = embed_ids
-        self._fd: int | None = None
+        self._fds: dict[str, int] = {}
+        self.format_version = parse_version(VERSION)
+        self.hub: dict[str, Any] | None = None  # {"repo_id", "revision", "commit"} when read from the Hub
 
     # -- raw access ---------------------------------------------------------------------------------------
     def _read(self, info: TensorInfo, start: int, length: int) -> bytes:
-        if self._fd is None:
-            self._fd = os.open(self.root / DATA_NAME, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        data = os.pread(self._fd, length, start)
+        fd = self._fds.get(info.file)
+        if fd is None:
+            fd = self._fds[info.file] = os.open(self.root / info.file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        data = os.pread(fd, length, start)
         if len(data) != length:
-            raise InputError(f"{DATA_NAME} [{info.name}]: only {len(data)} of {length} bytes could be read "
+            raise InputError(f"{info.file} [{info.name}]: only {len(data)} of {length} bytes could be read "
                              "(the file changed or was truncated after it was opened)")
         return data
 
@@ -355,9 +440,9 @@ class Trace:
         return t.reshape(count, *info.shape[1:])
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        fds, self._fds = self._fds, {}
+        for fd in fds.values():
+            os.close(fd)
 
     def __enter__(self) -> "Trace":
         return self
@@ -403,18 +488,58 @@ class Trace:
 
     def summary(self) -> dict[str, Any]:
         m = self.meta
-        return {"path": str(self.root), "sha256": self.meta_sha256, "target": m.target, "dtype": m.dtype,
+        return {"path": str(self.root), "sha256": self.meta_sha256, "hub": self.hub,
+                "format_version": "{}.{}".format(*self.format_version), "target": m.target, "dtype": m.dtype,
                 "layers": m.layers, "prompt_set": m.prompt_set, "continuation": m.continuation,
                 "recorder": m.recorder, "num_sequences": m.num_sequences, "num_positions": m.num_positions,
                 "num_output_tokens": int(self.output_lens.sum())}
 
 
-def open_trace(path: str | os.PathLike[str], *, check_data_sha256: bool = True) -> Trace:
-    """Open and validate a trace folder: trace.json against its schema, the safetensors header with kconvert's
-    validated reader, every tensor's dtype and shape against the metadata, and the index tensors' bounds."""
-    from kconvert.schemas import validate
+def open_trace(ref: str | os.PathLike[str], *, check_data_sha256: bool = True) -> Trace:
+    """Open and validate a trace: a local folder, or a Hub dataset `org/name[@revision]` (read through
+    huggingface_hub's cache, `resolve_trace`). An existing path always wins over a Hub id.
 
-    root = Path(os.fsdecode(path)).expanduser()
+    trace.json's format and version are checked first (a newer major version is refused), then the document
+    against its schema, every safetensors header with kconvert's validated reader, every tensor's dtype and shape
+    against the metadata, and the index tensors' bounds."""
+    root, hub = resolve_trace(ref)
+    # a Hub snapshot's files link into the repository's blobs, two folders up (huggingface_hub's cache layout)
+    trace = _open_folder(root, check_data_sha256, allowed_root=root.parent.parent if hub else None)
+    trace.hub = hub
+    return trace
+
+
+def resolve_trace(ref: str | os.PathLike[str]) -> tuple[Path, dict[str, Any] | None]:
+    """(local folder, Hub provenance or None) of a trace reference. A path that exists is a folder; otherwise an
+    `org/name[@revision]` is a Hub dataset repository, downloaded into (or, with HF_HUB_OFFLINE=1, found in)
+    huggingface_hub's cache. Only trace.json, the trace's safetensors files and the card are fetched."""
+    text = os.fsdecode(ref)
+    root = Path(text).expanduser()
+    if root.exists() or isinstance(ref, os.PathLike):
+        return root, None
+    from kconvert.source.hub import hub_errors, is_hub_id, split_hub_id
+
+    if not is_hub_id(text):
+        raise InputError(f"{text}: not a trace folder: no such path (record one with `kconvert trace`)")
+    from huggingface_hub import snapshot_download
+
+    repo_id, revision = split_hub_id(text)
+    with hub_errors(f"{text}", missing_hint="not a local folder either; download it once online (`kconvert score "
+                                            "... --trace org/name` fills the cache), or pass a trace folder"):
+        folder = Path(snapshot_download(repo_id, repo_type="dataset", revision=revision,
+                                        allow_patterns=[META_NAME, "trace*.safetensors", "README.md"]))
+    return folder, {"repo_id": repo_id, "revision": revision, "commit": folder.name}
+
+
+def _data_files(meta: TraceMeta) -> list[dict[str, Any]]:
+    d = meta.data
+    return list(d["files"]) if "files" in d else [d]
+
+
+def _open_folder(root: Path, check_data_sha256: bool, allowed_root: Path | None = None) -> Trace:
+    from kconvert.schemas import validate
+    from kconvert.source.safetensors_header import check_relative_path
+
     if not root.is_dir():
         raise InputError(f"{root}: not a trace folder (record one with `kconvert trace`)")
     meta_path = root / META_NAME
@@ -425,20 +550,42 @@ def open_trace(path: str | os.PathLike[str], *, check_data_sha256: bool = True) 
         doc = loads_strict_json(raw, "")
     except ValueError as e:
         raise InputError(f"{META_NAME}: {e}") from None
+    version = check_version(doc)
+    if version > parse_version(VERSION):
+        # a newer minor version of this major only adds fields: read the ones this version knows
+        from kconvert.schemas import load_schema
+
+        doc = {k: v for k, v in doc.items() if k in load_schema("trace")["properties"]}
     validate(doc, "trace", what=META_NAME)
     meta = TraceMeta.from_dict(doc)
     if any(k < 0 or k > meta.num_hidden_layers for k in meta.layers) or len(set(meta.layers)) != len(meta.layers):
         raise InputError(f"{META_NAME}: layers {meta.layers} must be distinct ids within 0..{meta.num_hidden_layers}")
-    data_path = root / DATA_NAME
-    if meta.data.get("file") != DATA_NAME or not data_path.is_file():
-        raise InputError(f"{root}: no {DATA_NAME}")
-    header = read_header(data_path, DATA_NAME)
-    size = data_path.stat().st_size
-    if meta.data.get("size") != size:
-        raise InputError(f"{DATA_NAME}: {size} bytes, {META_NAME} records {meta.data.get('size')}")
-    if check_data_sha256:
-        _check_sha256(data_path, meta.data.get("sha256"))
-    t = header.tensors
+    t: dict[str, TensorInfo] = {}
+    for entry in _data_files(meta):
+        rel = check_relative_path(root, entry.get("file"), f"{META_NAME} data.file", allowed_root=allowed_root)
+        path = root / rel
+        if not path.is_file():
+            raise InputError(f"{root}: no {rel}")
+        header = read_header(path, rel)
+        size = path.stat().st_size
+        if entry.get("size") != size:
+            raise InputError(f"{rel}: {size} bytes, {META_NAME} records {entry.get('size')}")
+        if check_data_sha256:
+            _check_sha256(path, entry.get("sha256"))
+        twice = sorted(set(t) & set(header.tensors))
+        if twice:
+            raise InputError(f"{rel}: tensor {twice[0]} is also in another file of the trace")
+        t.update(header.tensors)
+    _check_tensors(meta, t)
+    trace = Trace(root, meta, hashlib.sha256(raw).hexdigest(), t, np.zeros(0), np.zeros(0), np.zeros(0),
+                  np.zeros(0))
+    trace.format_version = version
+    _read_index(trace)
+    return trace
+
+
+def _check_tensors(meta: TraceMeta, t: dict[str, TensorInfo]) -> None:
+    """Every tensor the metadata implies is there, in its dtype and shape; nothing else is."""
     N, S, H = meta.num_positions, meta.num_sequences, meta.hidden_size
     st = HIDDEN_DTYPES[meta.dtype]
     want: dict[str, tuple[tuple[str, ...], tuple[int, ...] | None]] = {
@@ -452,7 +599,7 @@ def open_trace(path: str | os.PathLike[str], *, check_data_sha256: bool = True) 
         if info is None:
             raise InputError(f"{DATA_NAME}: tensor {name} is missing")
         if info.dtype not in dts or (shape is not None and info.shape != shape):
-            raise InputError(f"{DATA_NAME} [{name}]: {info.dtype} {list(info.shape)}, expected {dts[0]} "
+            raise InputError(f"{info.file} [{name}]: {info.dtype} {list(info.shape)}, expected {dts[0]} "
                              f"{list(shape) if shape else '[U]'}")
     U = t["embed_ids"].shape[0]
     emb = t.get("embed_tokens")
@@ -465,8 +612,12 @@ def open_trace(path: str | os.PathLike[str], *, check_data_sha256: bool = True) 
     extra = sorted(set(t) - set(want) - {"embed_tokens", "lm_head"})
     if extra:
         raise InputError(f"{DATA_NAME}: unexpected tensors {', '.join(extra[:5])}")
-    trace = Trace(root, meta, hashlib.sha256(raw).hexdigest(), t, np.zeros(0), np.zeros(0), np.zeros(0),
-                  np.zeros(0))
+
+
+def _read_index(trace: Trace) -> None:
+    """Read and bound the small index tensors."""
+    meta, t = trace.meta, trace.tensors
+    N, S, U = meta.num_positions, meta.num_sequences, t["embed_ids"].shape[0]
     offsets = trace._int_rows("seq_offsets", 0, S + 1)
     prompt_lens = trace._int_rows("prompt_lens", 0, S)
     output_lens = trace._int_rows("output_lens", 0, S)
@@ -479,7 +630,6 @@ def open_trace(path: str | os.PathLike[str], *, check_data_sha256: bool = True) 
     if U and (embed_ids.min() < 0 or embed_ids.max() >= meta.vocab_size or (np.diff(embed_ids) <= 0).any()):
         raise InputError(f"{DATA_NAME} [embed_ids]: not strictly increasing ids within the vocabulary")
     trace.offsets, trace.prompt_lens, trace.output_lens, trace.embed_ids = offsets, prompt_lens, output_lens, embed_ids
-    return trace
 
 
 def _read_small(path: Path) -> bytes:
