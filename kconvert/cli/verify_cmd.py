@@ -212,18 +212,8 @@ def verify_command(
             err_console.print("[dim]lossless check on: one more engine run without the draft[/]")
         vr = verify(draft, target, engine=engine, engine_version=engine_version, settings=settings,
                     thresholds=None if th.empty else th, decisions=decisions, progress=progress, fail_on=fail_on,
-                    selection=ps["selection"], dry_run=dry_run)
-        if dry_run and diagnose:
-            vr.planned["diagnose"] = ("after the run, when acceptance is low or a convention is unsettled: the "
-                                      "candidate readings, one engine run each")
-        if diagnose and vr.live is not None:
-            from kconvert.commands.verify.diagnosis import diagnose as run_diagnosis
-            from kconvert.commands.verify.diagnosis import plan_diagnosis
-
-            plan = plan_diagnosis(vr)
-            if plan.needed:
-                err_console.print(f"[bold]diagnose:[/] {plan.summary()}")
-            vr.diagnosis = run_diagnosis(vr, plan, progress=progress)
+                    selection=ps["selection"], dry_run=dry_run, diagnose=diagnose,
+                    notify=lambda line: err_console.print(line, markup=False, highlight=False))
     doc = vr.to_dict()
     _write_reports(doc, report, junit, markdown, sarif)
     from kconvert.report.terminal import render_verify  # deferred: the rich report modules, not for --help

@@ -10,6 +10,8 @@ from kconvert.engines.expectations import engine_rules
 from kconvert.engines.live_run import LiveRequest
 from kconvert.errors import UsageError
 from kconvert.commands.inspect import analyse, open_draft
+from kconvert.commands.verify.diagnosis import diagnose as run_diagnosis
+from kconvert.commands.verify.diagnosis import plan_diagnosis
 from kconvert.results.inspection import Inspection
 from kconvert.results.thresholds import Thresholds, evaluate
 from kconvert.results.verify import VerifyResult, VerifySettings
@@ -61,7 +63,7 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
            settings: VerifySettings | None = None, thresholds: Thresholds | None = None,
            decisions: Decisions | None = None, options: Decisions | None = None, progress: Progress | None = None,
            fail_on: str = "error", selection: Selection | None = None,
-           dry_run: bool = False) -> VerifyResult:
+           dry_run: bool = False, diagnose: bool = False, notify: Progress | None = None) -> VerifyResult:
     """Static checks, then the draft next to `target` in a real vLLM engine (child process, hard timeout):
     acceptance from the engine's own counters, the optional lossless check, and the gate.
 
@@ -70,6 +72,10 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     thresholds: `kconvert.Thresholds` to gate on (None: no gate). fail_on: "error" or "warning" for the static
     checks (failing findings stop before the engine starts unless `settings.skip_static`). dry_run: the static
     checks and the planned engine arguments and serve line (`.planned`); nothing started, no engine imported.
+    diagnose: after the live run, when acceptance is low or a convention is unsettled, run the candidate readings
+    (one engine run each) and name the best with its `kconvert fix` command in `.diagnosis`, as `kconvert verify
+    --diagnose` does (with `dry_run`, `.planned` says it would). progress: each stage as it starts; notify: a line
+    worth keeping on screen, the diagnosis plan with its time estimate before its runs start (default: progress).
 
     Returns a `VerifyResult` (`.acceptance`, `.verdict`, `.exit_code`, `.to_dict()` = `kconvert verify --json`).
     Raises `EngineError` when the engine could not run, and the other `KConvertError` subclasses.
@@ -91,6 +97,9 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     out.prompts = prompts[: st.max_prompts] if st.max_prompts else prompts
     if dry_run:
         out.planned = plan_live(out, str(ckpt.root) if ckpt.root is not None else ckpt.ref, tgt)
+        if diagnose:
+            out.planned["diagnose"] = ("after the run, when acceptance is low or a convention is unsettled: the "
+                                       "candidate readings, one engine run each")
         return out
     if res.failing and not st.skip_static:
         out.static_blocked = True
@@ -100,6 +109,11 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     _run_live(out, str(ckpt.root), say)
     if thresholds is not None:
         out.checks = evaluate(thresholds, out.acceptance or {})
+    if diagnose:
+        plan = plan_diagnosis(out)
+        if plan.needed:
+            (notify or say)(f"diagnose: {plan.summary()}")
+        out.diagnosis = run_diagnosis(out, plan, progress=say)
     return out
 
 
