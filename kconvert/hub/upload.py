@@ -7,6 +7,7 @@ from typing import Callable
 
 from kconvert.errors import GateError, InputError
 from kconvert.hub.binding import LocalFile
+from kconvert.source.hub import one_line, transport_errors
 from kconvert.source.names import README_NAME
 
 
@@ -22,6 +23,7 @@ def upload(repo_id: str, files: list[LocalFile], card: str, *, commit_message: s
            endpoint: str | None = None, on_upload: Callable[[int, int], None] | None = None) -> Commit:
     """Create the repository (and branch) when missing and commit `files` and the card in one commit; a file whose
     sha256 changed since `files` were hashed is refused before anything is sent (GateError)."""
+    # deferred: huggingface_hub is ~35-120 ms of imports; only a Hub id or an upload needs it
     from huggingface_hub import CommitOperationAdd, HfApi
 
     api = HfApi(endpoint=endpoint, token=token)
@@ -57,17 +59,15 @@ def upload(repo_id: str, files: list[LocalFile], card: str, *, commit_message: s
 
 def _hub_errors() -> tuple[type[BaseException], ...]:
     """What a Hub call raises for auth, HTTP and network problems (the HTTP client's own error class included)."""
+    # deferred: huggingface_hub is ~35-120 ms of imports; only a Hub id or an upload needs it
     from huggingface_hub.errors import HfHubHTTPError
-
-    from kconvert.source.hub import transport_errors
 
     return (HfHubHTTPError, OSError, ValueError, *transport_errors())
 
 
 def _hub_error(e: BaseException, repo_id: str) -> InputError:
+    # deferred: huggingface_hub is ~35-120 ms of imports; only a Hub id or an upload needs it
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
-
-    from kconvert.source.hub import one_line
 
     first = one_line(e)
     if isinstance(e, RuntimeError) and e.__cause__ is not None:  # a failed LFS upload: say why, hint from the cause

@@ -26,6 +26,7 @@ from kconvert.source.names import (
     is_torch_weights,
 )
 from kconvert.source.safetensors_header import (
+    DTYPE_SIZES,
     MAX_INDEX_BYTES,
     TensorInfo,
     check_relative_path,
@@ -123,7 +124,7 @@ class Checkpoint:
         p = self.local_path(rel)
         if p is None:
             raise InputError(f"{rel}: not available locally, cannot hash it")
-        from kconvert.source import hashcache
+        from kconvert.source import hashcache  # deferred: sqlite3 (~2 ms); only --hash and fix hash files
 
         digest = hashcache.lookup(p)
         if digest is None:
@@ -334,6 +335,7 @@ def load_tensors(ckpt: Checkpoint, root: Path) -> None:
 def load_torch_tensors(ckpt: Checkpoint, root: Path) -> None:
     """No safetensors weights: describe the PyTorch weight files an engine would load instead (vLLM falls back to
     *.bin/*.pt), statically and validated, never unpickled (kconvert.source.torch_zip)."""
+    # deferred: the pickle walker (zipfile, pickletools: ~10 ms); a safetensors draft never needs it
     from kconvert.source.torch_zip import read_torch_zip
 
     if TORCH_INDEX_NAME in ckpt.files:
@@ -360,8 +362,6 @@ def load_torch_tensors(ckpt: Checkpoint, root: Path) -> None:
 def read_rows(ckpt: Checkpoint, info: TensorInfo, rows: list[int]) -> np.ndarray:
     """Read a few rows of a 2-D tensor by byte range (never the whole tensor)."""
     import numpy as np  # deferred: ~40 ms to import, needed only once rows are read
-
-    from kconvert.source.safetensors_header import DTYPE_SIZES
 
     if len(info.shape) != 2:
         raise InputError(f"{info.name}: not a 2-D tensor")

@@ -4,11 +4,15 @@ lossless baseline and the gate."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Callable
 
 from kconvert.engines.expectations import engine_rules
+from kconvert.engines.installed import detect_platform
 from kconvert.engines.live_run import LiveRequest
+from kconvert.engines.serve_lines import serve_lines
 from kconvert.errors import UsageError
+from kconvert.prompts import load_prompts
 from kconvert.commands.inspect import analyse, open_draft
 from kconvert.commands.verify.diagnosis import diagnose as run_diagnosis
 from kconvert.commands.verify.diagnosis import plan_diagnosis
@@ -17,7 +21,11 @@ from kconvert.results.thresholds import Thresholds, evaluate
 from kconvert.results.verify import VerifyResult, VerifySettings
 from kconvert.rules import Decisions
 from kconvert.rules.decisions import given
+from kconvert.rules.parallel import draft_tp_in_effect, draft_tp_problem, head_problems
 from kconvert.rules.selection import Selection
+from kconvert.runners.engine_setup import read_model_config
+from kconvert.runners.vllm_args import build_engine_args
+from kconvert.runners.vllm_offline import run_vllm
 from kconvert.target import TargetModel, load_profile, load_target, profile_hub_id, profile_names
 from kconvert.commands.verify.lossless import compare_outputs
 
@@ -38,8 +46,6 @@ def refuse_parallel_split(res: Inspection, st: VerifySettings) -> None:
     """Refuse, before any engine starts, a TP the engine cannot run: a draft TP other than 1 or the target's,
     target heads that do not divide, or (with the static gate skipped) draft heads that do not divide. With the
     static gate on, the draft's own split problems are K304 findings and block the run like any error."""
-    from kconvert.rules.parallel import draft_tp_in_effect, draft_tp_problem, head_problems
-
     bad = draft_tp_problem(st.tp, st.draft_tp)
     if bad:
         raise UsageError(bad)
@@ -81,8 +87,6 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     Raises `EngineError` when the engine could not run, and the other `KConvertError` subclasses.
     """
     decisions = given(decisions, options)
-    from kconvert.prompts import load_prompts
-
     if engine != "vllm" and not dry_run:
         raise UsageError("live verify runs vLLM; measure a running SGLang server with --server URL --engine sglang")
     st = settings or VerifySettings()
@@ -121,13 +125,6 @@ def plan_live(out: VerifyResult, draft_dir: str, tgt: TargetModel) -> dict[str, 
     """What `_run_live` would start, computed without starting it (and without importing vLLM): the platform,
     the engine arguments and environment kconvert would set, the settings it chose by itself, and the serve
     lines of the same run."""
-    from pathlib import Path
-
-    from kconvert.engines.installed import detect_platform
-    from kconvert.engines.serve_lines import serve_lines
-    from kconvert.runners.engine_setup import read_model_config
-    from kconvert.runners.vllm_args import build_engine_args
-
     req = out.settings.live_request(out.engine_target, draft_dir, out.prompts)
     engine = out.inspect.engine.engine
     # A Hub target is not fetched for a dry run: its facts come from the profile or config already read.
@@ -164,8 +161,6 @@ def _config_of(tgt: TargetModel) -> dict[str, Any]:
 
 
 def _run_live(out: VerifyResult, draft_dir: str, say: Progress) -> None:
-    from kconvert.runners.vllm_offline import run_vllm
-
     req = out.settings.live_request(out.engine_target, draft_dir, out.prompts)
     say("speculative run")
     out.live = run_vllm(req, progress=say)
