@@ -11,7 +11,6 @@ from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, Engi
                                   ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
                                   SelectOpt, SourceArg, TargetOpt, project_settings)
 from kconvert.cli._output import begin, console, emit_report
-from kconvert.report.files import write_json_atomic, write_text_atomic
 from kconvert.errors import UsageError
 
 EXAMPLES = """
@@ -67,6 +66,7 @@ def inspect_command(
     """
     # deferred: the library and its renderers load the rules and the readers, which --help never needs
     from kconvert.commands.inspect import inspect
+    from kconvert.report.files import write_json_atomic, write_text_atomic
     from kconvert.report.terminal import render_report
 
     fmt = begin("inspect", output_format, as_json, source)

@@ -12,9 +12,7 @@ from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, Engi
                                   ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
                                   SelectOpt, project_settings)
 from kconvert.cli._output import NoStatus, begin, console, emit_report, err_console, write
-from kconvert.engines.serve_lines import parse_speculative_config, sglang_next_lines
 from kconvert.errors import UsageError
-from kconvert.report.files import write_json_atomic, write_text_atomic
 
 EXAMPLES = """
 Examples:
@@ -53,6 +51,8 @@ def parse_engine_args(items: list[str] | None) -> dict:
 def replay_serve_line(settings, spec_json: str, *, k: int, draft_tp: int | None):
     """Settings with a production `--speculative-config` applied; a flag given with another value is refused
     rather than silently overridden."""
+    from kconvert.engines.serve_lines import parse_speculative_config  # deferred: keeps --help's imports minimal
+
     try:
         rp = parse_speculative_config(spec_json)
     except ValueError as e:
@@ -222,7 +222,9 @@ def verify_command(
 
 def _sglang_next_step(draft: str | None, target: str | None, *, k: int, tp: int, fmt: str) -> None:
     """kconvert starts vLLM only: for SGLang print the launch line and the `verify --server` line, exit 2."""
-    from kconvert.results.next_steps import TARGET_PLACEHOLDER  # deferred: it loads the rules, not for --help
+    # deferred: the next steps load the rules; --help imports neither them nor the serve lines
+    from kconvert.engines.serve_lines import sglang_next_lines
+    from kconvert.results.next_steps import TARGET_PLACEHOLDER
 
     launch, measure = sglang_next_lines(draft or "<draft>", target or TARGET_PLACEHOLDER, k=k, tp=tp)
     if fmt in ("full", "concise"):
@@ -235,6 +237,8 @@ def _sglang_next_step(draft: str | None, target: str | None, *, k: int, tp: int,
 def _write_reports(doc: dict, report: str | None, junit: str | None, markdown: str | None,
                    sarif: str | None = None) -> None:
     # deferred, each its own: a renderer loads the report package and the rules, only when its file is asked for
+    from kconvert.report.files import write_json_atomic, write_text_atomic
+
     if sarif:
         from kconvert.report.sarif import render_sarif
 
