@@ -76,6 +76,10 @@ class Checkpoint:
     remote_reader: Any = None
     # Hub cache snapshots link into the repo's blobs: paths may resolve anywhere inside this folder.
     allowed_root: Path | None = None
+    # The rows a check that samples a large 2-D tensor reads, given its row count (K701's embed_tokens rows); None:
+    # the check's own seeded draw. Set by a caller that knows where a copy holds values (the tests' sparse replicas
+    # of published drafts hold them only at rows the test chose) or wants a larger sample.
+    row_sample: Callable[[int], list[int]] | None = None
 
     @property
     def safetensors_files(self) -> list[str]:
@@ -368,6 +372,8 @@ def read_rows(ckpt: Checkpoint, info: TensorInfo, rows: list[int]) -> np.ndarray
     row_bytes = info.shape[1] * DTYPE_SIZES[info.dtype]
     out = []
     for r in rows:
+        if not 0 <= r < info.shape[0]:  # the rows may come from a caller (Checkpoint.row_sample)
+            raise InputError(f"{info.name}: row {r} is outside its {info.shape[0]} rows")
         sub = TensorInfo(info.name, info.file, info.dtype, (info.shape[1],), info.start + r * row_bytes,
                          info.start + (r + 1) * row_bytes)
         out.append(decode(ckpt.read_bytes(sub), info.dtype, (info.shape[1],)))

@@ -37,9 +37,13 @@ def build(case: str, root: Path) -> tuple[Path, str]:
 
 
 def observe_inspect(folder: Path, target: str, row) -> dict:
-    from kconvert.commands.inspect import inspect
+    from kconvert.commands.inspect import analyse
+    from kconvert.engines.expectations import engine_rules
+    from kconvert.target import load_target
+    from tests.zoo.replica import open_replica
 
-    res = inspect(str(folder), target=target, engine=row.engine, engine_version=row.version)
+    # inspect's steps, on the replica opened with the rows it holds embedding values at (tests/zoo/replica.py)
+    res = analyse(open_replica(folder), load_target(target), engine_rules(row.engine, row.version))
     errors = sorted({f.id for f in res.findings if f.severity == "error"})
     warnings = sorted({f.id for f in res.findings if f.severity == "warning"})
     return {"verdict": "fail" if errors else "warn" if warnings else "pass", "errors": errors, "warnings": warnings}
@@ -51,12 +55,13 @@ def run_fix(folder: Path, target: str, row, *, from_pickle: bool = False, decisi
     from kconvert.errors import AmbiguityError, UnfixableError
     from kconvert.commands.fix import fix
     from kconvert.rules import Decisions
+    from tests.zoo.replica import open_replica
 
     kw = dict(target=target, engine=row.engine, engine_version=row.version, dry_run=True, from_pickle=from_pickle)
     if decisions is not None:
         kw["decisions"] = Decisions(**decisions)
     try:
-        return fix(str(folder), None, **kw)
+        return fix(open_replica(folder), None, **kw)
     except (AmbiguityError, UnfixableError) as e:
         return e
 
