@@ -374,14 +374,17 @@ def test_torch_zip_walker_agrees_with_torch_load_weights_only(scratch: Path, blo
 
 
 def _rewritten(sd: dict, change) -> bytes:
-    """torch.save(sd), its members rewritten by change(member name, bytes) -> bytes, in a valid zip."""
+    """torch.save(sd), its members rewritten by change(member name, bytes) -> bytes (None: the member is left out),
+    in a valid zip."""
     buf = io.BytesIO()
     torch.save(sd, buf)
     zin = zipfile.ZipFile(io.BytesIO(buf.getvalue()))
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zout:
         for info in zin.infolist():
-            zout.writestr(info.filename, change(info.filename, zin.read(info)))
+            data = change(info.filename, zin.read(info))
+            if data is not None:
+                zout.writestr(info.filename, data)
     return out.getvalue()
 
 
@@ -429,15 +432,7 @@ def _member(suffix: str, value: bytes):
 
 
 def _without(suffix: str, sd: dict) -> bytes:
-    buf = io.BytesIO()
-    torch.save(sd, buf)
-    zin = zipfile.ZipFile(io.BytesIO(buf.getvalue()))
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zout:
-        for info in zin.infolist():
-            if not info.filename.endswith(suffix):
-                zout.writestr(info.filename, zin.read(info))
-    return out.getvalue()
+    return _rewritten(sd, lambda name, data: None if name.endswith(suffix) else data)
 
 
 W = {"w": torch.ones(2)}
