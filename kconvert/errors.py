@@ -14,7 +14,7 @@ EXIT_INTERNAL = 70  # an unexpected exception: a kconvert bug (EX_SOFTWARE of sy
 
 def did_you_mean(word: str, choices: "list[str] | tuple[str, ...]") -> str:
     """" (did you mean 'kimi-k2.5'?)" for a misspelt name, as ruff and git say it; "" when nothing is close."""
-    import difflib
+    import difflib  # deferred: every command's start-up loads this module; only a mistyped name needs difflib
 
     low = {c.lower(): c for c in choices}
     close = difflib.get_close_matches(word.strip().lower(), list(low), n=1, cutoff=0.6)

@@ -367,6 +367,18 @@ def test_fail_on_warning_stops_verify_before_the_engine(ws, capsys):
 
 # ------------------------------------------------------------------------------------------------ machine output
 
+def test_verify_diagnose_is_the_librarys_and_the_cli_only_renders_it(ws, capsys):
+    """`verify --diagnose` is `kconvert.verify(..., diagnose=True)`: a dry run plans the diagnosis in the library's
+    result, and the CLI's --json is that result's document (the live run is tests/test_cli_live.py's)."""
+    lib = kconvert.verify("clean", "target", dry_run=True, diagnose=True).to_dict()
+    assert "candidate readings" in lib["dry_run"]["diagnose"]
+    assert "diagnose" not in kconvert.verify("clean", "target", dry_run=True).to_dict()["dry_run"]
+    rc, out, _ = run(capsys, "verify", "clean", "--target", "target", "--dry-run", "--diagnose", "--json")
+    assert rc == 0
+    assert {k: v for k, v in lib.items() if k != "subject"} == {
+        k: v for k, v in json.loads(out).items() if k != "subject"}
+
+
 def test_rules_json_validates_against_the_schema_its_help_names(capsys):
     r = cli("rules", "--help", env={"COLUMNS": "200"})
     assert "schemas/rules.schema.json" in r.stdout

@@ -53,6 +53,30 @@ def _bytes_of(t) -> bytes:
     return t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
+def _outcome(read, refusal: type[BaseException]) -> tuple[Any, str | None]:
+    """What one reader made of the file: (its result, None), or (None, why it refused)."""
+    try:
+        return read(), None
+    except refusal as e:  # the peer libraries raise many types (SafetensorError, RuntimeError, ...): any refuses
+        return None, str(e) if isinstance(e, KConvertError) else f"{type(e).__name__}: {e}"
+
+
+def _refusals_agree(ours: Any, our_err: str | None, theirs: Any, their_err: str | None, *, peer: str, show: str,
+                    stricter) -> str | None:
+    """The accept/refuse half of the comparison, the same for both readers: "agree" when both refuse; kconvert
+    alone refusing is allowed only for a listed reason (`stricter(our_err)` names it, and it is returned); kconvert
+    alone accepting never is. None: both read the file, and the caller compares the tensors."""
+    if ours is None and theirs is None:
+        return "agree"
+    if ours is None:
+        why = stricter(our_err)
+        assert why, f"kconvert refuses what {peer} loads: {our_err}\n{show}"
+        return why
+    # kconvert accepts, the peer refuses: never allowed (the engine would fail to load a shard inspect passed)
+    assert theirs is not None, f"kconvert accepts what {peer} refuses: {their_err}\n{show}"
+    return None
+
+
 # ---------------------------------------------------------------------------------------------- safetensors
 
 
@@ -92,18 +116,13 @@ def _safetensors_view(path: Path) -> dict:
 def compare_safetensors(path: Path, blob: bytes) -> str:
     """'agree', or the name of an allowed difference; a disallowed disagreement raises AssertionError."""
     path.write_bytes(blob)
-    try:
-        ours, our_err = read_header(path, path.name), None
-    except KConvertError as e:
-        ours, our_err = None, str(e)
-    try:
-        theirs, their_err = _safetensors_view(path), None
-    except Exception as e:  # noqa: BLE001 - safetensors raises SafetensorError and others; any is a refusal
-        theirs, their_err = None, f"{type(e).__name__}: {e}"
+    ours, our_err = _outcome(lambda: read_header(path, path.name), KConvertError)
+    theirs, their_err = _outcome(lambda: _safetensors_view(path), Exception)
     show = f"input ({len(blob)} bytes): {blob[:400]!r}"
-    if ours is None and theirs is None:
-        return "agree"
-    if ours is None:
+
+    def stricter(our_err: str) -> str | None:
+        # (a duplicate key: serde_json keeps the last value, Python's json too; kconvert refuses, because two
+        # readers of one header could then disagree on a tensor's dtype or span, and a writer never emits one)
         why = _stricter_reason(blob) or ("duplicate JSON key" if "duplicate key" in our_err else None) or (
             # rank above MAX_RANK (8): a cap that bounds the work a hostile header can ask for; no EAGLE weight
             # has more than 2 dimensions
@@ -112,13 +131,11 @@ def compare_safetensors(path: Path, blob: bytes) -> str:
                 for v in _entries(_header_obj(blob)).values()) else None)
         # (a dtype safetensors knows and kconvert has no size for: F4, F6_*, C64 and the like; no EAGLE-3 draft
         # stores one, and kconvert checks every span against a byte size per element)
-        why = why or ("dtype kconvert has no size for" if "unknown dtype" in our_err else None)
-        # (a duplicate key: serde_json keeps the last value, Python's json too; kconvert refuses, because two
-        # readers of one header could then disagree on a tensor's dtype or span, and a writer never emits one)
-        assert why, f"kconvert refuses what safetensors loads: {our_err}\n{show}"
-        return why
-    # kconvert accepts, safetensors refuses: never allowed (the engine would fail to load a shard inspect passed)
-    assert theirs is not None, f"kconvert accepts what safetensors refuses: {their_err}\n{show}"
+        return why or ("dtype kconvert has no size for" if "unknown dtype" in our_err else None)
+
+    verdict = _refusals_agree(ours, our_err, theirs, their_err, peer="safetensors", show=show, stricter=stricter)
+    if verdict is not None:
+        return verdict
     got = {k: (t.dtype, t.shape, blob[t.start:t.end]) for k, t in ours.tensors.items()}
     assert got == theirs, f"the two readers see different tensors\n{show}"
     return "agree"
@@ -281,26 +298,42 @@ _DT = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch
        torch.uint8: "U8", torch.bool: "BOOL", torch.int8: "I8", torch.float64: "F64", torch.int16: "I16"}
 
 
+def _torch_view(path: Path) -> tuple[dict, list[str]]:
+    """torch.load(weights_only=True)'s tensors, and the names of the entries that are not tensors."""
+    loaded = torch.load(str(path), weights_only=True, map_location="cpu")
+    if not isinstance(loaded, dict):
+        # not a dict: kconvert reads only dicts of tensors, so a refusal is the agreement here
+        raise TypeError(f"not a dict of tensors: {type(loaded).__name__}")
+    # A dict holding other values besides tensors (found at 5000: a flipped pickle byte turned a tensor into a
+    # tuple): kconvert describes its tensors and names the other entries in a note, by design (a training
+    # checkpoint may carry an `epoch`); compared on the tensors, and the note must name the rest.
+    others = sorted(str(k) for k, v in loaded.items() if not isinstance(v, torch.Tensor))
+    return {k: v for k, v in loaded.items() if isinstance(v, torch.Tensor)}, others
+
+
+def _torch_stricter(our_err: str, theirs: dict) -> str | None:
+    if any(not isinstance(k, str) or not k or any(ord(c) < 32 for c in k) for k in theirs):
+        return "stricter: tensor name empty, not a string, or with control characters"  # as for safetensors
+    if "not a readable zip archive" in our_err:
+        # kconvert opens the archive with Python's zipfile, which checks every central-directory signature and
+        # size; torch's miniz tolerates some damage there. A .bin whose zip structure is damaged is not the
+        # file its producer wrote: refused, with the reason.
+        return "stricter: damaged zip structure"
+    if "zip member" in our_err and "control character" in our_err:
+        return "stricter: zip member name with NUL, backslash or control characters"  # as for tensor names
+    if "storage" in our_err and "the pickle declares" in our_err:
+        # The pickle's persistent id declares a storage size its member does not have; torch takes the
+        # member's bytes as they are. kconvert reads tensors by byte range from that declaration, so a pickle
+        # that lies about it is refused rather than read past or short.
+        return "stricter: storage size differs from the pickle's declaration"
+    return None
+
+
 def compare_torch(path: Path, blob: bytes) -> str:
     path.write_bytes(blob)
-    try:
-        ours, our_err = read_torch_zip(path, path.name), None
-    except KConvertError as e:
-        ours, our_err = None, str(e)
-    others: list[str] = []
-    try:
-        theirs, their_err = torch.load(str(path), weights_only=True, map_location="cpu"), None
-        if not isinstance(theirs, dict):
-            # not a dict: kconvert reads only dicts of tensors, so a refusal is the agreement here
-            theirs, their_err = None, f"not a dict of tensors: {type(theirs).__name__}"
-        else:
-            # A dict holding other values besides tensors (found at 5000: a flipped pickle byte turned a tensor
-            # into a tuple): kconvert describes its tensors and names the other entries in a note, by design (a
-            # training checkpoint may carry an `epoch`); compared on the tensors, and the note must name the rest.
-            others = sorted(str(k) for k, v in theirs.items() if not isinstance(v, torch.Tensor))
-            theirs = {k: v for k, v in theirs.items() if isinstance(v, torch.Tensor)}
-    except Exception as e:  # noqa: BLE001 - torch raises many types; any is a refusal
-        theirs, their_err = None, f"{type(e).__name__}: {e}"
+    ours, our_err = _outcome(lambda: read_torch_zip(path, path.name), KConvertError)
+    view, their_err = _outcome(lambda: _torch_view(path), Exception)
+    theirs, others = view if view is not None else (None, [])
     if theirs is not None:
         # On some damaged archives torch's two load paths disagree with each other (found by this test: a
         # flipped byte made torch.load return zeros for an int64 storage that torch.load(mmap=True) returns as
@@ -313,26 +346,10 @@ def compare_torch(path: Path, blob: bytes) -> str:
         if not same:
             return "oracle undefined: torch.load and torch.load(mmap=True) disagree"
     show = f"input ({len(blob)} bytes): {blob[:200]!r}...{blob[-120:]!r}"
-    if ours is None and theirs is None:
-        return "agree"
-    if ours is None:
-        if any(not isinstance(k, str) or not k or any(ord(c) < 32 for c in k) for k in theirs):
-            return "stricter: tensor name empty, not a string, or with control characters"  # as for safetensors
-        if "not a readable zip archive" in our_err:
-            # kconvert opens the archive with Python's zipfile, which checks every central-directory signature and
-            # size; torch's miniz tolerates some damage there. A .bin whose zip structure is damaged is not the
-            # file its producer wrote: refused, with the reason.
-            return "stricter: damaged zip structure"
-        if "zip member" in our_err and "control character" in our_err:
-            return "stricter: zip member name with NUL, backslash or control characters"  # as for tensor names
-        if "storage" in our_err and "the pickle declares" in our_err:
-            # The pickle's persistent id declares a storage size its member does not have; torch takes the
-            # member's bytes as they are. kconvert reads tensors by byte range from that declaration, so a pickle
-            # that lies about it is refused rather than read past or short.
-            return "stricter: storage size differs from the pickle's declaration"
-        raise AssertionError(f"kconvert refuses what torch.load(weights_only=True) loads: {our_err}\n{show}")
-    if theirs is None:
-        raise AssertionError(f"kconvert accepts what torch.load(weights_only=True) refuses: {their_err}\n{show}")
+    verdict = _refusals_agree(ours, our_err, theirs, their_err, peer="torch.load(weights_only=True)", show=show,
+                              stricter=lambda err: _torch_stricter(err, theirs))
+    if verdict is not None:
+        return verdict
     assert set(ours.tensors) == set(theirs), f"different tensor names\n{show}"
     if others:
         assert any(f"{len(others)} entries that are not tensors" in n for n in ours.notes), f"{ours.notes}\n{show}"
@@ -357,14 +374,17 @@ def test_torch_zip_walker_agrees_with_torch_load_weights_only(scratch: Path, blo
 
 
 def _rewritten(sd: dict, change) -> bytes:
-    """torch.save(sd), its members rewritten by change(member name, bytes) -> bytes, in a valid zip."""
+    """torch.save(sd), its members rewritten by change(member name, bytes) -> bytes (None: the member is left out),
+    in a valid zip."""
     buf = io.BytesIO()
     torch.save(sd, buf)
     zin = zipfile.ZipFile(io.BytesIO(buf.getvalue()))
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zout:
         for info in zin.infolist():
-            zout.writestr(info.filename, change(info.filename, zin.read(info)))
+            data = change(info.filename, zin.read(info))
+            if data is not None:
+                zout.writestr(info.filename, data)
     return out.getvalue()
 
 
@@ -412,15 +432,7 @@ def _member(suffix: str, value: bytes):
 
 
 def _without(suffix: str, sd: dict) -> bytes:
-    buf = io.BytesIO()
-    torch.save(sd, buf)
-    zin = zipfile.ZipFile(io.BytesIO(buf.getvalue()))
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zout:
-        for info in zin.infolist():
-            if not info.filename.endswith(suffix):
-                zout.writestr(info.filename, zin.read(info))
-    return out.getvalue()
+    return _rewritten(sd, lambda name, data: None if name.endswith(suffix) else data)
 
 
 W = {"w": torch.ones(2)}

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from kconvert.engines.expectations import SGLANG_CURRENT, SGLANG_LEGACY, engine_rules
-from kconvert.target import load_profile
+from kconvert.target import load_profile, load_target
 from kconvert.commands.inspect import InspectResult, inspect
 from kconvert.writer.ops import (CastTensor, DeleteConfig, DropTensor, RebuildT2D, RenameTensor, RewriteD2TOffsets,
                                SetConfig)
@@ -845,6 +845,34 @@ def test_randomly_initialised_embeddings_are_a_k701_error_on_vllm_and_nothing_on
 
 def test_trained_embeddings_pass(tmp_path):
     assert "K701" not in ids(run(tmp_path, embeddings=True))
+
+
+def test_k701_reads_the_rows_the_checkpoint_names_and_refuses_a_row_outside_the_table(tmp_path):
+    # Checkpoint.row_sample (how the zoo's sparse replicas name the rows they hold values at): the rows named are
+    # the rows read. A trained-looking table (N(0, 0.02)) whose rows 3 and 77 alone hold N(0, 1) values: named
+    # those two, K701 sees a fresh init there; named two trained rows, nothing; a row past the table is refused
+    # by the reader (K005 says the check could not run), never read from the bytes after it.
+    from kconvert.commands.inspect import analyse, open_draft
+
+    rng = np.random.default_rng(3)
+    table = rng.normal(0, 0.02, size=(TINY.vocab, TINY.hidden)).astype(np.float32)
+    table[[3, 77]] = rng.normal(0, 1, size=(2, TINY.hidden))
+
+    def planted(t):
+        t["embed_tokens.weight"] = ("BF16", (TINY.vocab, TINY.hidden), table)
+
+    folder = make_draft(tmp_path / "d", "torchspec", embeddings=True, tensors=planted)
+    target = load_target(str(make_target(tmp_path / "target", "tiny")))
+
+    def with_rows(rows):
+        ckpt = open_draft(str(folder))
+        ckpt.row_sample = lambda n: rows(n)
+        return analyse(ckpt, target, engine_rules("vllm"))
+
+    assert "K701" in ids(with_rows(lambda n: [3, 77]))
+    assert "K701" not in ids(with_rows(lambda n: [4, 78]))
+    f = the(with_rows(lambda n: [n]), "K005", "warning")
+    assert "embed_tokens" in f.message and "outside" in f.message
 
 
 def test_missing_lm_head_with_draft_vocab_size_is_k801_error(tmp_path):

@@ -12,8 +12,6 @@ import importlib.util
 import json
 import os
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from kconvert.engines.live_run import LiveRequest
 from kconvert.runners.vllm_server import measure_vllm_server
 from kconvert.errors import EngineError, UsageError
 from kconvert.prompts import load_prompts
+from tests.loopback import Loopback
 from tests.oracles import by_hand, prom_delta
 from tests.vllm_server import VllmServer, engine_args_to_cli
 
@@ -34,56 +33,32 @@ HAS_VLLM = importlib.util.find_spec("vllm") is not None
 # ------------------------------------------------------------------------------------------ fake server
 
 
-class FakeVllm:
+class FakeVllm(Loopback):
     """Answers like vLLM 0.32: /version, /v1/models, /v1/completions, and /metrics from a list of texts
-    (the last one repeats); ``on_generate`` runs once per completion request."""
+    (the last one repeats); every completion request's body is kept in ``bodies``."""
 
     def __init__(self, metrics: list[str], models=("tiny-target",), status: int = 200):
         self.metrics = list(metrics)
         self.models = list(models)
         self.status = status
         self.bodies: list[dict] = []
-        fake = self
+        super().__init__(self._answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):  # keep pytest output clean
-                pass
-
-            def _reply(self, code, body, ctype="application/json"):
-                data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self):
-                if self.path == "/version":
-                    self._reply(200, {"version": "0.32.0"})
-                elif self.path == "/v1/models":
-                    self._reply(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in fake.models]})
-                elif self.path == "/metrics":
-                    text = fake.metrics.pop(0) if len(fake.metrics) > 1 else fake.metrics[0]
-                    self._reply(200, text, "text/plain; version=0.0.4")
-                else:
-                    self._reply(404, {"error": "not found"})
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                fake.bodies.append(body)
-                if fake.status != 200:
-                    self._reply(fake.status, {"error": {"message": "boom"}})
-                    return
-                self._reply(200, {"choices": [{"index": 0, "text": "ok", "finish_reason": "length"}],
-                                  "usage": {"prompt_tokens": 3, "completion_tokens": body["max_tokens"]}})
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def _answer(self, method: str, path: str, body):
+        if method == "POST":
+            self.bodies.append(body)
+            if self.status != 200:
+                return self.status, {"error": {"message": "boom"}}
+            return 200, {"choices": [{"index": 0, "text": "ok", "finish_reason": "length"}],
+                         "usage": {"prompt_tokens": 3, "completion_tokens": body["max_tokens"]}}
+        if path == "/version":
+            return 200, {"version": "0.32.0"}
+        if path == "/v1/models":
+            return 200, {"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]}
+        if path == "/metrics":
+            text = self.metrics.pop(0) if len(self.metrics) > 1 else self.metrics[0]
+            return 200, text, "text/plain; version=0.0.4"
+        return 404, {"error": "not found"}
 
 
 def _metrics(drafts, tokens, accepted, per_pos, finished, model="tiny-target"):

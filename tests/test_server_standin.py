@@ -22,11 +22,11 @@ import os
 import subprocess
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from tests.loopback import Loopback
 from tests.oracles import by_hand, prom_delta
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +37,7 @@ def _load(name: str):
     return json.loads((DATA / name).read_text())
 
 
-class StandIn:
+class StandIn(Loopback):
     """A loopback HTTP server answering GET/POST paths from recorded bodies. ``metrics`` is a list of texts
     served in turn (the last repeats); ``generate`` a list of `/generate` answers served in turn, then again
     from the first."""
@@ -48,48 +48,24 @@ class StandIn:
         self.state = state
         lock = threading.Lock()
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def _reply(self, code, body, ctype="application/json"):
-                data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self):
-                if self.path == "/metrics" and state["metrics"]:
+        def answer(method: str, path: str, body):
+            if method == "GET":
+                if path == "/metrics" and state["metrics"]:
                     with lock:
                         text = state["metrics"].pop(0) if len(state["metrics"]) > 1 else state["metrics"][0]
-                    self._reply(200, text, "text/plain; version=0.0.4")
-                elif self.path in get:
-                    self._reply(200, get[self.path])
-                else:
-                    self._reply(404, {"detail": "Not Found"})
+                    return 200, text, "text/plain; version=0.0.4"
+                return (200, get[path]) if path in get else (404, {"detail": "Not Found"})
+            with lock:
+                state["posts"].append((path, body))
+                n = sum(1 for p, _ in state["posts"] if p == "/generate") - 1
+                reply = state["generate"][n % len(state["generate"])] if state["generate"] else None
+            if path == "/generate" and reply is not None:
+                return 200, reply
+            if path == "/v1/completions" and completion is not None:
+                return 200, completion
+            return 404, {"detail": "Not Found"}
 
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with lock:
-                    state["posts"].append((self.path, body))
-                    n = sum(1 for p, _ in state["posts"] if p == "/generate") - 1
-                    answer = state["generate"][n % len(state["generate"])] if state["generate"] else None
-                if self.path == "/generate" and answer is not None:
-                    self._reply(200, answer)
-                elif self.path == "/v1/completions" and completion is not None:
-                    self._reply(200, completion)
-                else:
-                    self._reply(404, {"detail": "Not Found"})
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(answer)
 
 
 def run_kconvert(*args: str) -> subprocess.CompletedProcess:

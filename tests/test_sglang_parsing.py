@@ -7,8 +7,6 @@ answers ``/get_server_info`` and ``/generate`` with them.
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from kconvert.runners.sglang_server import (
 )
 from kconvert.errors import EngineError, InputError, UsageError
 from kconvert.engines.acceptance import summarize
+from tests.loopback import Loopback
 
 DATA = Path(__file__).parent / "data"
 
@@ -120,35 +119,17 @@ def fake_sglang():
     answers = load("sglang_generate_eagle3.json")
     state = {"info": load("sglang_server_info_eagle3.json"), "bodies": [], "status": 200}
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
+    def answer(method: str, path: str, body):
+        if method == "GET":
+            return (200, state["info"]) if path == "/get_server_info" else (404, {})
+        state["bodies"].append(body)
+        if state["status"] != 200:
+            return state["status"], {"error": "boom"}
+        return 200, answers[int(body["text"])]
 
-        def _reply(self, code, obj):
-            data = json.dumps(obj).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self):
-            self._reply(200, state["info"]) if self.path == "/get_server_info" else self._reply(404, {})
-
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            state["bodies"].append(body)
-            if state["status"] != 200:
-                self._reply(state["status"], {"error": "boom"})
-                return
-            self._reply(200, answers[int(body["text"])])
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    state["url"] = f"http://127.0.0.1:{httpd.server_address[1]}"
-    yield state
-    httpd.shutdown()
-    httpd.server_close()
+    with Loopback(answer) as server:
+        state["url"] = server.url
+        yield state
 
 
 def test_measure_sglang_server_sends_greedy_generate_requests_and_summarizes(fake_sglang):

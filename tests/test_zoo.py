@@ -19,6 +19,7 @@ import pytest
 from kconvert.engines.expectations import ALL_ROWS
 from kconvert.commands.fix import fix
 from kconvert.commands.inspect import inspect
+from kconvert.errors import KConvertError
 from tests.zoo import repin
 
 ZOO = Path(__file__).resolve().parent / "zoo"
@@ -56,10 +57,20 @@ _seen: dict = {}
 
 
 def observed(built, case: str, row: str) -> dict:
-    if (case, row) not in _seen:
+    """inspect's verdict on one row, run once for every test that asks."""
+    if ("inspect", case, row) not in _seen:
         folder, target = built[case]
-        _seen[(case, row)] = repin.observe_inspect(folder, target, ROWS[row])
-    return _seen[(case, row)]
+        _seen[("inspect", case, row)] = repin.observe_inspect(folder, target, ROWS[row])
+    return _seen[("inspect", case, row)]
+
+
+def fixed(built, case: str, row: str):
+    """`fix --dry-run` on one row (a FixResult or the error it refused with), run once for every test that asks."""
+    if ("fix", case, row) not in _seen:
+        folder, target = built[case]
+        _seen[("fix", case, row)] = repin.run_fix(folder, target, ROWS[row],
+                                                  from_pickle=bool(expect(case)["pinned"].get("from_pickle")))
+    return _seen[("fix", case, row)]
 
 
 def test_every_case_is_complete_and_its_record_is_its_record_md():
@@ -128,10 +139,7 @@ def test_inspect_gives_the_pinned_verdict(built, case, row):
 
 @pytest.mark.parametrize("case, row", PINNED, ids=[f"{c}-{r}" for c, r in PINNED])
 def test_fix_dry_run_gives_the_pinned_outcome(built, case, row):
-    folder, target = built[case]
-    e = expect(case)
-    got = repin.observe_fix(folder, target, ROWS[row], from_pickle=bool(e["pinned"].get("from_pickle")))
-    assert got == e["pinned"]["rows"][row]["fix"], REPIN
+    assert repin.fix_outcome(fixed(built, case, row)) == expect(case)["pinned"]["rows"][row]["fix"], REPIN
 
 
 @pytest.mark.parametrize("case, row", PINNED, ids=[f"{c}-{r}" for c, r in PINNED])
@@ -139,15 +147,8 @@ def test_fix_leaves_only_what_needs_a_decision_and_fails_only_on_what_remains(bu
     # A setting that needs a decision nobody gave is left exactly as it is, named with the flag that decides it,
     # and the repairs that need no decision are still applied (never refused wholesale, never guessed): fix
     # exits 1 only where an error no file edit repairs remains.
-    from kconvert.errors import AmbiguityError, UnfixableError
-    from kconvert.commands.fix import fix
-
-    folder, target = built[case]
-    e = expect(case)
-    try:
-        res = fix(str(folder), None, target=target, engine=ROWS[row].engine, engine_version=ROWS[row].version,
-                  dry_run=True, from_pickle=bool(e["pinned"].get("from_pickle")))
-    except (AmbiguityError, UnfixableError):
+    res = fixed(built, case, row)
+    if isinstance(res, KConvertError):
         return  # refused: the pinned outcome above says so, with the flag or the findings
     for f in res.plan.left_as_is:
         assert f.needs_decision and f.severity != "error", (f.id, f.severity)

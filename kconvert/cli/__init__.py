@@ -5,8 +5,11 @@ import os
 import sys
 
 import typer
+from typer._click.exceptions import ClickException  # typer 0.29 raises its bundled click's, not click's
 
+from kconvert.cli import _output
 from kconvert.cli._app import app  # re-exported: `kconvert.cli.app`
+from kconvert.errors import EXIT_INTERNAL, EXIT_USAGE, KConvertError
 
 
 def _register() -> None:
@@ -35,11 +38,6 @@ def _click_command():
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit code (0 pass, 1 findings or failed gate, 2 bad usage or unreadable
     input, 3 this machine cannot run the step, 70 a kconvert bug)."""
-    from typer._click.exceptions import ClickException  # typer 0.29 raises its bundled click's, not click's
-
-    from kconvert.cli import _output
-    from kconvert.errors import EXIT_INTERNAL, EXIT_USAGE, KConvertError
-
     _register()
     args = sys.argv[1:] if argv is None else list(argv)
     _output.reset()

@@ -2,11 +2,15 @@
 (the habit of huggingface_hub's cli/_cli_utils.py)."""
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from kconvert.cli._output import ENV_FORMAT, OutputFormat
+
+if TYPE_CHECKING:  # the annotation only: importing the selection loads the rule registry
+    from kconvert.rules.selection import Selection
 
 SourceArg = Annotated[str, typer.Argument(help="Draft checkpoint: a local folder or a Hub id org/name[@revision].",
                                           show_default=False)]
@@ -64,18 +68,36 @@ ConfigOpt = Annotated[Optional[str], typer.Option(
 IsolatedOpt = Annotated[bool, typer.Option("--isolated", help="Read no project configuration.")]
 
 
+@dataclass(frozen=True)
+class ProjectSettings:
+    """The run's settings resolved once: the command line over the project configuration over the defaults."""
+
+    selection: Selection
+    engine: str
+    engine_version: str | None
+    target: str | None
+    fail_on: str
+
+    def __getitem__(self, key: str) -> Any:
+        # kept for `cli/score_cmd.py`, which reads `ps["engine"]` and is edited by another branch this round
+        return getattr(self, key)
+
+
 def project_settings(config: str | None, isolated: bool, *, select: str | None, ignore: str | None,
                      extend_ignore: str | None, engine: str | None = None, engine_version: str | None = None,
-                     target: str | None = None, fail_on: str | None = None) -> dict[str, Any]:
-    """The run's settings: the command line over the project configuration over the defaults."""
+                     target: str | None = None, fail_on: str | None = None) -> ProjectSettings:
+    """The run's settings: the command line over the project configuration over the defaults; a `--fail-on` (or
+    `fail-on` key) other than error/warning is refused here, before any command starts."""
+    # deferred: the configuration and the selection load the rule registry (~30 modules), which --help never needs
     from kconvert.cli._config import load_config
+    from kconvert.results.inspection import check_fail_on
     from kconvert.rules.selection import from_flags
 
     cfg = load_config(config, isolated=isolated)
-    return {
-        "selection": from_flags(select, ignore, extend_ignore, config=cfg.selection()),
-        "engine": engine or cfg.get("engine") or "vllm",
-        "engine_version": engine_version or cfg.get("engine-version"),
-        "target": target or cfg.get("target"),
-        "fail_on": fail_on or cfg.get("fail-on") or "error",
-    }
+    return ProjectSettings(
+        selection=from_flags(select, ignore, extend_ignore, config=cfg.selection()),
+        engine=engine or cfg.get("engine") or "vllm",
+        engine_version=engine_version or cfg.get("engine-version"),
+        target=target or cfg.get("target"),
+        fail_on=check_fail_on(fail_on or cfg.get("fail-on") or "error"),
+    )

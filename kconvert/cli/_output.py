@@ -19,6 +19,9 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from rich.console import Console
 from rich.markup import escape
 
+from kconvert._version import __version__
+from kconvert.errors import UsageError
+
 
 console = Console()
 err_console = Console(stderr=True)
@@ -50,8 +53,6 @@ def default_format(*, isatty: bool | None = None, environ: Mapping[str, str] | N
 
 def choose_format(requested: OutputFormat | str | None, as_json: bool = False, *, isatty: bool | None = None,
                   environ: Mapping[str, str] | None = None) -> str:
-    from kconvert.errors import UsageError
-
     fmt = requested.value if isinstance(requested, OutputFormat) else requested
     if as_json:
         if fmt not in (None, "json"):
@@ -113,6 +114,7 @@ def emit_json(doc: Any) -> None:
 
 def emit_report(doc: dict[str, Any], fmt: str, full: Callable[[], None]) -> None:
     """One report in the chosen format; `full` draws the rich view."""
+    # deferred, each branch its own: the renderers load the checkpoint readers and the rules (not for --help)
     if fmt == "full":
         full()
     elif fmt == "json":
@@ -155,8 +157,6 @@ def error_line(message: str, hint: str | None = None) -> None:
 def error_document(kind: str, message: str, exit_code: int, *, hint: str | None = None,
                    command: str | None = None, last_lines: list[str] | None = None) -> dict[str, Any]:
     """The JSON error object (schemas/error.schema.json) printed on stdout when a `--json` run fails."""
-    from kconvert._version import __version__
-
     err: dict[str, Any] = {"type": kind, "message": message, "hint": hint}
     if last_lines:
         err["engine_last_lines"] = list(last_lines)
@@ -169,6 +169,7 @@ def emit_failure(kind: str, message: str, exit_code: int, *, hint: str | None = 
     """The stdout side of a failure in the requested machine format (the stderr line is printed separately)."""
     fmt = fmt or requested.format
     command = requested.command
+    # deferred, each branch its own: the renderers load the checkpoint readers and the rules (not for --help)
     if fmt == "json":
         emit_json(error_document(kind, message, exit_code, hint=hint, command=command, last_lines=last_lines))
     elif fmt == "sarif":

@@ -55,6 +55,7 @@ def acceptance_command(
     _num_accepted_tokens_per_pos (with or without _total), summed over engines. One scrape gives the figures
     since the server started; --before gives those of the traffic between two scrapes.
     """
+    # deferred: the library and its renderers load the rules and the readers, which --help never needs
     from kconvert.report.terminal import render_acceptance
     from kconvert.commands.verify.deployment import acceptance_from_scrapes
 

@@ -93,6 +93,7 @@ def fix_command(
     no error-level finding remains (1 under --fail-on warning while a warning does), 1 an error remains or its
     repair needs a decision, 2 bad input.
     """
+    # deferred: the library and its renderers load the rules and the readers, which --help never needs
     from kconvert.commands.fix import check_only, fix
 
     fmt = begin("fix", output_format, as_json, source)
@@ -108,8 +109,6 @@ def fix_command(
                                      cast_dtype=cast_dtype, rope_from_target=rope_from_target)
     decision = None
     if decided_by:
-        from rich.markup import escape
-
         from kconvert.commands.inspect import open_draft
         from kconvert.score.cite import decision as cite_decision
 
@@ -123,19 +122,19 @@ def fix_command(
 
     quiet = fmt != "full" or not err_console.is_terminal
     with byte_progress("writing", quiet=quiet) as progress:
-        result = fix(source, output, target=ps["target"], engine=ps["engine"], engine_version=ps["engine_version"],
+        result = fix(source, output, target=ps.target, engine=ps.engine, engine_version=ps.engine_version,
                      decisions=decisions, only=only_set, dry_run=dry_run, partial=partial, force=force,
                      to_format=to_format, progress=progress, durable=fsync, from_pickle=from_pickle,
-                     decided_by=decision, selection=ps["selection"],
-                     fail_on=ps["fail_on"])
+                     decided_by=decision, selection=ps.selection, fail_on=ps.fail_on)
     doc = result.to_dict()
     emit_report(doc, fmt, lambda: render_fix(result, doc))
     raise typer.Exit(result.exit_code)
 
 
 def render_fix(result, doc: dict) -> None:
-    from kconvert.writer.ops import describe
+    # deferred: the report package loads the checkpoint readers, which --help never needs
     from kconvert.report.terminal import render_next
+    from kconvert.writer.ops import describe
 
     plan = result.plan
     only = result.only

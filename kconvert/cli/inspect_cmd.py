@@ -64,9 +64,10 @@ def inspect_command(
     embedding rows); never loads the weights, never runs code from the checkpoint. Exit 0 when nothing fails the
     gate (--fail-on), 1 otherwise, 2 for unreadable input.
     """
-    from kconvert.commands.inspect import check_fail_on, inspect
+    # deferred: the library and its renderers load the rules and the readers, which --help never needs
+    from kconvert.commands.inspect import inspect
+    from kconvert.report.files import write_json_atomic, write_text_atomic
     from kconvert.report.terminal import render_report
-    from kconvert.report.files import write_json_atomic
 
     fmt = begin("inspect", output_format, as_json, source)
     if draft_tp is not None and tp is None:
@@ -77,14 +78,13 @@ def inspect_command(
     decisions = decisions_from_flags(aux_ids, aux_convention, d2t, tp=tp, draft_tp=draft_tp)
     ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,
                           engine=engine, engine_version=engine_version, target=target, fail_on=fail_on)
-    result = inspect(source, target=ps["target"], engine=ps["engine"], engine_version=ps["engine_version"],
-                     decisions=decisions, fail_on=check_fail_on(ps["fail_on"]), selection=ps["selection"])
+    result = inspect(source, target=ps.target, engine=ps.engine, engine_version=ps.engine_version,
+                     decisions=decisions, fail_on=ps.fail_on, selection=ps.selection)
     doc = result.to_dict(hashes=hashes)
     if report:
         write_json_atomic(report, doc)
     if sarif:
         from kconvert.report.sarif import render_sarif
-        from kconvert.report.files import write_text_atomic
 
         write_text_atomic(sarif, render_sarif(doc))
     emit_report(doc, fmt, lambda: render_report(console, doc))

@@ -61,6 +61,7 @@ def push_command(
     conventions, serve commands, provenance from kconvert.json), keeping an existing README.md and its metadata,
     and uploads every file plus README.md in one commit.
     """
+    # deferred: the library and its renderers load the rules and the readers, which --help never needs
     from kconvert.commands.push import push
 
     begin("push", "json" if as_json else "full", source=folder)

@@ -8,7 +8,7 @@ import typer
 from kconvert.cli._app import app
 from kconvert.cli._common import json_opt
 from kconvert.cli._output import begin, console, emit_json
-from kconvert.errors import UsageError
+from kconvert.errors import UsageError, did_you_mean
 
 
 @app.command("rules")
@@ -19,6 +19,7 @@ def rules_command(
     """List every rule (id, category, severity, fix availability, summary), or explain one: what it checks, what
     the engine does with the defect (with the source of that fact), whether fix can repair it (always, sometimes,
     needs-decision: once a flag settles what the files cannot, never) and whether that is safe."""
+    # deferred: importing the rules registers every rule (the checkpoint readers, the engine rows): not for --help
     from kconvert.rules import REGISTRY
 
     begin("rules", "json" if as_json else "full")
@@ -27,8 +28,6 @@ def rules_command(
         by_name = {x.name: x for x in rules}
         r = REGISTRY.get(rule_id.upper()) or by_name.get(rule_id.lower())
         if r is None:
-            from kconvert.errors import did_you_mean
-
             raise UsageError(f"no rule {rule_id!r}{did_you_mean(rule_id, [x.id for x in rules] + list(by_name))}; "
                              "`kconvert rules` lists them")
         if as_json:

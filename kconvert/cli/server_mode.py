@@ -6,13 +6,14 @@ import json
 import typer
 
 from kconvert.cli._output import console, emit_json, write
+from kconvert.commands.verify.deployment import measure_server
 from kconvert.errors import UsageError
+from kconvert.prompts import load_prompts
+from kconvert.report.files import write_json_atomic
 
 
 def run_server_mode(url: str, *, engine: str, prompts: str, k: int, max_tokens: int, max_prompts: int | None,
                     fmt: str, report: str | None, dry_run: bool = False) -> None:
-    from kconvert.commands.verify.deployment import measure_server
-
     if fmt not in ("full", "concise", "github", "json"):
         # gitlab, junit and sarif carry a checkpoint's findings; a running server has none to report
         raise UsageError(f"--server: --output-format {fmt} reports a checkpoint's findings and a server "
@@ -22,8 +23,6 @@ def run_server_mode(url: str, *, engine: str, prompts: str, k: int, max_tokens: 
     result = measure_server(url, engine=engine, prompts=prompts, k=k, max_tokens=max_tokens, max_prompts=max_prompts)
     set_name, n_prompts = result["prompt_set"], result["num_prompts"]
     if report:
-        from kconvert.report.files import write_json_atomic
-
         write_json_atomic(report, result)
     acc = result.get("acceptance") or {}
     if fmt == "json":
@@ -43,7 +42,7 @@ def run_server_mode(url: str, *, engine: str, prompts: str, k: int, max_tokens: 
             "sglang_accept_length") if key in acc)
         line = f"server: {engine} {url}, {n_prompts} prompts of '{set_name}': {figures}"
         if fmt == "github":
-            from kconvert.report.github import command
+            from kconvert.report.github import command  # deferred: the report package loads the checkpoint readers
 
             line = command("notice", line, title="kconvert verify --server")
         write(line + "\n")
@@ -53,8 +52,6 @@ def run_server_mode(url: str, *, engine: str, prompts: str, k: int, max_tokens: 
 def _dry_run(url: str, *, engine: str, prompts: str, k: int, max_tokens: int, max_prompts: int | None,
              fmt: str) -> None:
     """What `--server` would measure, without contacting the server: the prompts, the step count, the figures."""
-    from kconvert.prompts import load_prompts
-
     if not url.startswith(("http://", "https://")):
         raise UsageError(f"--server {url!r}: give the server's URL, e.g. http://localhost:30000")
     if engine not in ("vllm", "sglang"):

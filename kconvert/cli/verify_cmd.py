@@ -11,7 +11,7 @@ from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
                                   ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
                                   SelectOpt, project_settings)
-from kconvert.cli._output import NoStatus, begin, console, emit_report, err_console
+from kconvert.cli._output import NoStatus, begin, console, emit_report, err_console, write
 from kconvert.errors import UsageError
 
 EXAMPLES = """
@@ -51,7 +51,7 @@ def parse_engine_args(items: list[str] | None) -> dict:
 def replay_serve_line(settings, spec_json: str, *, k: int, draft_tp: int | None):
     """Settings with a production `--speculative-config` applied; a flag given with another value is refused
     rather than silently overridden."""
-    from kconvert.engines.serve_lines import parse_speculative_config
+    from kconvert.engines.serve_lines import parse_speculative_config  # deferred: keeps --help's imports minimal
 
     try:
         rp = parse_speculative_config(spec_json)
@@ -162,7 +162,7 @@ def verify_command(
     server you start (--server URL --engine sglang); --engine sglang without --server prints its launch line
     and that command, and exits 2.
     """
-    from kconvert.commands.inspect import check_fail_on
+    # deferred: the library and its renderers load the rules and the readers, which --help never needs
     from kconvert.rules.decisions import decisions_from_flags
     from kconvert.commands.verify import VerifySettings, verify
     from kconvert.results.thresholds import Thresholds, apply_expected, load_policy
@@ -170,16 +170,14 @@ def verify_command(
     fmt = begin("verify", output_format, as_json, draft)
     ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,
                           engine=engine, engine_version=engine_version, target=target, fail_on=fail_on)
-    engine, engine_version, target, fail_on = ps["engine"], ps["engine_version"], ps["target"], ps["fail_on"]
-    check_fail_on(fail_on)
-    if engine == "sglang" and not server and not dry_run:
-        _sglang_next_step(draft, target, k=k, tp=tp, fmt=fmt)
-    if not server and (draft is None or target is None):
+    if ps.engine == "sglang" and not server and not dry_run:
+        _sglang_next_step(draft, ps.target, k=k, tp=tp, fmt=fmt)
+    if not server and (draft is None or ps.target is None):
         raise UsageError("verify needs a DRAFT and --target TARGET (or --server URL to measure a running deployment)")
     if server:
         from kconvert.cli.server_mode import run_server_mode
 
-        run_server_mode(server, engine=engine, prompts=prompts, k=k, max_tokens=max_tokens, max_prompts=max_prompts,
+        run_server_mode(server, engine=ps.engine, prompts=prompts, k=k, max_tokens=max_tokens, max_prompts=max_prompts,
                         fmt=fmt, report=report, dry_run=dry_run)
         return
     settings = VerifySettings(tp=tp, draft_tp=draft_tp, num_speculative_tokens=k, prompts=prompts,
@@ -192,7 +190,7 @@ def verify_command(
     if policy:
         from kconvert.prompts import load_prompts
 
-        th = load_policy(policy, target=target, prompt_set=load_prompts(prompts)[0], k=k)
+        th = load_policy(policy, target=ps.target, prompt_set=load_prompts(prompts)[0], k=k)
     else:
         th = Thresholds(min_acceptance_length=min_al, min_acceptance_rate=min_rate,
                         min_per_position=_floats(min_pos, "--min-per-position"))
@@ -210,20 +208,10 @@ def verify_command(
             err_console.print(f"[dim]{note}[/]")
         if settings.lossless:
             err_console.print("[dim]lossless check on: one more engine run without the draft[/]")
-        vr = verify(draft, target, engine=engine, engine_version=engine_version, settings=settings,
-                    thresholds=None if th.empty else th, decisions=decisions, progress=progress, fail_on=fail_on,
-                    selection=ps["selection"], dry_run=dry_run)
-        if dry_run and diagnose:
-            vr.planned["diagnose"] = ("after the run, when acceptance is low or a convention is unsettled: the "
-                                      "candidate readings, one engine run each")
-        if diagnose and vr.live is not None:
-            from kconvert.commands.verify.diagnosis import diagnose as run_diagnosis
-            from kconvert.commands.verify.diagnosis import plan_diagnosis
-
-            plan = plan_diagnosis(vr)
-            if plan.needed:
-                err_console.print(f"[bold]diagnose:[/] {plan.summary()}")
-            vr.diagnosis = run_diagnosis(vr, plan, progress=progress)
+        vr = verify(draft, ps.target, engine=ps.engine, engine_version=ps.engine_version, settings=settings,
+                    thresholds=None if th.empty else th, decisions=decisions, progress=progress, fail_on=ps.fail_on,
+                    selection=ps.selection, dry_run=dry_run, diagnose=diagnose,
+                    notify=lambda line: err_console.print(line, markup=False, highlight=False))
     doc = vr.to_dict()
     _write_reports(doc, report, junit, markdown, sarif)
     from kconvert.report.terminal import render_verify  # deferred: the rich report modules, not for --help
@@ -234,7 +222,7 @@ def verify_command(
 
 def _sglang_next_step(draft: str | None, target: str | None, *, k: int, tp: int, fmt: str) -> None:
     """kconvert starts vLLM only: for SGLang print the launch line and the `verify --server` line, exit 2."""
-    from kconvert.cli._output import write
+    # deferred: the next steps load the rules; --help imports neither them nor the serve lines
     from kconvert.engines.serve_lines import sglang_next_lines
     from kconvert.results.next_steps import TARGET_PLACEHOLDER
 
@@ -248,6 +236,7 @@ def _sglang_next_step(draft: str | None, target: str | None, *, k: int, tp: int,
 
 def _write_reports(doc: dict, report: str | None, junit: str | None, markdown: str | None,
                    sarif: str | None = None) -> None:
+    # deferred, each its own: a renderer loads the report package and the rules, only when its file is asked for
     from kconvert.report.files import write_json_atomic, write_text_atomic
 
     if sarif:

@@ -1,6 +1,8 @@
 """`kconvert fix`: inspect, plan the repairs, stop on what the files cannot settle, stream a corrected copy."""
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -10,10 +12,11 @@ from kconvert.commands.inspect import analyse, open_draft
 from kconvert.plan import Plan, build_fix_plan
 from kconvert.results.fix import FixResult, left_as_is_entry, remaining_fixable
 from kconvert.results.inspection import Inspection, check_fail_on
-from kconvert.rules import Decisions
+from kconvert.rules import REGISTRY, Decisions
 from kconvert.rules.decisions import given
 from kconvert.rules.selection import Selection
-from kconvert.source.checkpoint import Checkpoint
+from kconvert.source.checkpoint import Checkpoint, load_folder
+from kconvert.source.torch_convert import convert_to_safetensors
 from kconvert.target import TargetModel, load_target
 
 
@@ -21,8 +24,6 @@ def check_only(only: set[str] | None) -> set[str] | None:
     """`--only` ids, upper-cased; an id that names no rule is a usage error that lists the known ones."""
     if only is None:
         return None
-    from kconvert.rules import REGISTRY
-
     ids = {x.strip().upper() for x in only if x.strip()}
     unknown = sorted(ids - set(REGISTRY))
     if unknown or not ids:
@@ -107,7 +108,7 @@ def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | 
     out = Path(out_dir)
     if ckpt.root is not None and out.resolve() == ckpt.root.resolve():
         raise UsageError("the output folder is the input folder; fix never touches its input")
-    from kconvert.writer import write_checkpoint
+    from kconvert.writer import write_checkpoint  # deferred: the byte mover (~65 ms, numpy); a dry run never writes
 
     def self_check(folder: Path) -> None:
         # The output must not carry a fixable error any more (of those --only selected). Checked before the
@@ -188,12 +189,6 @@ def _provenance(res: Inspection, plan: Plan, converted: dict[str, Any] | None,
 def _fix_from_pickle(ckpt, out: Path, **kw) -> FixResult:
     """Convert the PyTorch weights into a temporary safetensors copy beside the destination, then fix that copy
     (the provenance names the original files and their sha256); the copy is removed whatever happens."""
-    import shutil
-    import tempfile
-
-    from kconvert.source.checkpoint import load_folder
-    from kconvert.source.torch_convert import convert_to_safetensors
-
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.kconvert-pickle-", dir=out.parent))
     try:

@@ -10,6 +10,7 @@ from kconvert.errors import UsageError
 from kconvert.hub.binding import LocalFile, Progress, bind, check_report, load_report
 from kconvert.hub.card import commit_message as default_commit_message
 from kconvert.hub.card import render_card, target_hub_id
+from kconvert.hub.upload import upload
 from kconvert.source.checkpoint import read_provenance
 from kconvert.source.names import README_NAME
 
@@ -59,6 +60,7 @@ class PushResult:
 def check_repo_id(repo_id: str) -> None:
     if repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise UsageError(f"{repo_id!r}: give the repository as org/name")
+    # deferred: huggingface_hub is ~35-120 ms of imports; only a Hub id or an upload needs it
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     try:
@@ -97,8 +99,6 @@ def push(folder: str | Path, repo_id: str, *, report: str | Path | dict[str, Any
                             "is a local folder; pass --base-model org/name")
     if dry_run:
         return result
-    from kconvert.hub.upload import upload
-
     commit = upload(repo_id, files, card, commit_message=result.commit_message, revision=revision,
                     create_pr=create_pr, private=private, token=token, endpoint=endpoint, on_upload=on_upload)
     result.commit_url, result.commit_oid, result.pr_url = commit.url, commit.oid, commit.pr_url

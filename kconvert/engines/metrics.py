@@ -43,6 +43,7 @@ def _base_name(sample_name: str) -> str | None:
 def parse_samples(text: str, *, source: str = "metrics text") -> list[tuple[str, dict[str, str], float]]:
     """Every sample of a Prometheus text exposition as ``(counter name, labels, value)``, ``_created``
     timestamps dropped and ``_total`` stripped. Raises :class:`InputError` on text the parser refuses."""
+    # deferred: prometheus_client is ~30 ms (100 modules); only a scrape being read needs it
     from prometheus_client.parser import text_string_to_metric_families
 
     out: list[tuple[str, dict[str, str], float]] = []

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kconvert.errors import GateError, InputError
+from kconvert.schemas import validate
+from kconvert.source.checkpoint import list_files, sha256_file
 from kconvert.source.names import CONFIG_NAME, INDEX_NAME, README_NAME, SAFETENSORS_SUFFIX, TOKENIZER_FILES, is_pickle
 
 Progress = Callable[[int, int, str], None]
@@ -36,8 +38,6 @@ class LocalFile:
 
 def load_report(report: str | Path | dict[str, Any]) -> dict[str, Any]:
     """A verify report from a path or a dict, validated against schemas/report.schema.json (InputError)."""
-    from kconvert.schemas import validate
-
     if isinstance(report, dict):
         doc, what = report, "report"
     else:
@@ -75,8 +75,6 @@ def check_report(doc: dict[str, Any]) -> None:
 
 
 def list_folder(folder: Path) -> dict[str, LocalFile]:
-    from kconvert.source.checkpoint import list_files
-
     if not folder.is_dir():
         raise InputError(f"{folder}: no such folder" if not folder.exists() else f"{folder}: not a folder")
     return {rel: LocalFile(rel, folder / rel, e.size) for rel, e in list_files(folder).items()}
@@ -87,8 +85,6 @@ def bind(folder: Path, doc: dict[str, Any], *, progress: Progress | None = None)
 
     README.md is left out (the card is rendered from it); pickle weights are refused.
     """
-    from kconvert.source.checkpoint import sha256_file
-
     local = list_folder(folder)
     local.pop(README_NAME, None)
     # Weights kconvert never verifies nor publishes: an engine could load them instead of the safetensors.

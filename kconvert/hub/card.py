@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 from kconvert._version import __version__
@@ -55,8 +56,6 @@ def commit_message(report: dict[str, Any]) -> str:
 
 
 def _looks_like_hub_id(ref: str) -> bool:
-    from pathlib import Path
-
     return (ref.count("/") == 1 and not ref.startswith((".", "/", "~")) and all(ref.split("/"))
             and not Path(ref).exists())
 
@@ -196,6 +195,7 @@ def _merge_tags(old: Any, new: list[str]) -> list[str]:
 def render_card(report: dict[str, Any], repo_id: str, *, provenance: dict[str, Any] | None = None,
                 existing: str | None = None, target: str | None = None, tp: int | None = None) -> str:
     """README.md text: existing prose and metadata kept, kconvert's section added or replaced (never twice)."""
+    # deferred: huggingface_hub is ~35-120 ms of imports; only a Hub id or an upload needs it
     from huggingface_hub import ModelCard, ModelCardData
 
     old = ModelCard(existing, ignore_metadata_errors=True) if existing and existing.strip() else None

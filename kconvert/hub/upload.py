@@ -7,6 +7,7 @@ from typing import Callable
 
 from kconvert.errors import GateError, InputError
 from kconvert.hub.binding import LocalFile
+from kconvert.source.hub import one_line, transport_errors
 from kconvert.source.names import README_NAME
 
 
@@ -25,6 +26,7 @@ def upload(repo_id: str, files: list[LocalFile], card: str, *, commit_message: s
     sha256 changed since `files` were hashed is refused before anything is sent (GateError). `repo_type`:
     huggingface_hub's (None: a model; "dataset" for a trace); `bound_by` names what the sha256s were checked
     against, in the commit description."""
+    # deferred: huggingface_hub is ~35-120 ms of imports; only a Hub id or an upload needs it
     from huggingface_hub import CommitOperationAdd, HfApi
 
     api = HfApi(endpoint=endpoint, token=token)
@@ -60,17 +62,15 @@ def upload(repo_id: str, files: list[LocalFile], card: str, *, commit_message: s
 
 def _hub_errors() -> tuple[type[BaseException], ...]:
     """What a Hub call raises for auth, HTTP and network problems (the HTTP client's own error class included)."""
+    # deferred: huggingface_hub is ~35-120 ms of imports; only a Hub id or an upload needs it
     from huggingface_hub.errors import HfHubHTTPError
-
-    from kconvert.source.hub import transport_errors
 
     return (HfHubHTTPError, OSError, ValueError, *transport_errors())
 
 
 def _hub_error(e: BaseException, repo_id: str) -> InputError:
+    # deferred: huggingface_hub is ~35-120 ms of imports; only a Hub id or an upload needs it
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
-
-    from kconvert.source.hub import one_line
 
     first = one_line(e)
     if isinstance(e, RuntimeError) and e.__cause__ is not None:  # a failed LFS upload: say why, hint from the cause

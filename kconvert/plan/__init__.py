@@ -2,12 +2,14 @@
 (`plan_fix`), what is left unresolved, and the record of which streams the written aux ids name."""
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from kconvert.engines.expectations import EngineRules
+from kconvert.errors import InputError
 from kconvert.formats.aux import get_path
 from kconvert.formats.model import DraftModel
 from kconvert.plan.conversion import conversion_ops
@@ -135,8 +137,6 @@ def order_ops(ops: list[Op]) -> list[Op]:
     """Config ops first, then renames, then rewrites, casts and drops. Rules name tensors by their input names;
     the writer applies ops in order, so a rewrite of a tensor that a rename moved (K201 strips `model.` from
     `model.d2t`, K502 rewrites `model.d2t`) is pointed at the renamed tensor here."""
-    import dataclasses
-
     order = {"set-config": 0, "delete-config": 0, "rename-tensor": 1}
     ops = sorted(ops, key=lambda o: order.get(o.kind, 2))
     renames = {o.old: o.new for o in ops if isinstance(o, RenameTensor)}
@@ -160,8 +160,6 @@ def order_ops(ops: list[Op]) -> list[Op]:
 
 
 def _check_rename_collisions(ops: list[Op]) -> None:
-    from kconvert.errors import InputError
-
     news = [o.new for o in ops if isinstance(o, RenameTensor)]
     if len(news) != len(set(news)):
         raise InputError("the fix plan would give two tensors the same name; the checkpoint mixes layouts")

@@ -7,11 +7,11 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from kconvert.report.concise import finding_line
+from kconvert.rules import REGISTRY
+
 
 def render_junit(doc: dict[str, Any]) -> str:
-    from kconvert.report.concise import finding_line
-    from kconvert.rules import REGISTRY
-
     suites = ET.Element("testsuites", name="kconvert")
     static = ET.SubElement(suites, "testsuite", name="kconvert.static")
     by_id: dict[str, list[dict[str, Any]]] = {}

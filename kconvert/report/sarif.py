@@ -17,6 +17,7 @@ from kconvert._version import __version__
 from kconvert.report.concise import message_lines
 from kconvert.report.gitlab import fingerprint
 from kconvert.report.locations import CONFIG, hub_url, path_in_repository
+from kconvert.rules import REGISTRY
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}
@@ -30,8 +31,6 @@ def _driver(rules: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _rule(rid: str) -> dict[str, Any]:
-    from kconvert.rules import REGISTRY
-
     r = REGISTRY.get(rid)
     if r is None:
         return {"id": rid, "shortDescription": {"text": rid}}

@@ -16,6 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from kconvert.engines.serve_lines import serve_lines
 from kconvert.report.concise import dry_run_lines, evidence_text, finding_path, one_line
 from kconvert.report.figures import number, percent, series
 
@@ -204,8 +205,6 @@ def render_verify(console: Console, doc: dict[str, Any]) -> None:
 
 
 def _render_serve_lines(console: Console, doc: dict[str, Any], live: dict[str, Any]) -> None:
-    from kconvert.engines.serve_lines import serve_lines
-
     try:
         lines = serve_lines(doc["subject"]["source"], live["target"], k=live["num_speculative_tokens"],
                             tp=live["tp"], draft_tp=live.get("draft_tp"),

@@ -35,8 +35,8 @@ def draft_layers(d) -> tuple[int, list[str]]:
 
 
 def embedding_sample_rows(n_rows: int) -> list[int]:
-    """The embed_tokens rows K701 reads by byte range: 16 rows drawn with a fixed seed (sparse replicas in tests
-    write exactly these and leave the rest of the tensor as a hole)."""
+    """The embed_tokens rows K701 reads by byte range, unless the checkpoint names its own (`Checkpoint.row_sample`):
+    16 rows drawn with a fixed seed, spread over the whole table."""
     import numpy as np  # deferred: ~40 ms to import; `kconvert --help` and `kconvert rules` never run a rule
     rng = np.random.default_rng(0)
     return sorted(set(rng.integers(0, n_rows, size=min(16, n_rows)).tolist()))
@@ -345,7 +345,7 @@ def embeddings(ctx: Context) -> Iterator[Finding]:
             evidence=[Evidence("embed_tokens.weight", list(info.shape), [ctx.target.vocab_size, H])], ops=drop)
         return
     if len(info.shape) == 2 and info.shape[0] > 0 and info.dtype in ("BF16", "F16", "F32"):
-        rows = embedding_sample_rows(info.shape[0])
+        rows = (d.checkpoint.row_sample or embedding_sample_rows)(info.shape[0])
         try:
             sample = read_rows(d.checkpoint, info, rows)
         except KConvertError as e:

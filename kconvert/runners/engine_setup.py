@@ -32,7 +32,7 @@ def read_model_config(path_or_id: str | None, *, revision: str | None = None) ->
             return None
     # huggingface_hub is imported here only: a local run never needs it
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError
+    from huggingface_hub.errors import EntryNotFoundError  # deferred with it
 
     try:
         local = hf_hub_download(path_or_id, CONFIG_NAME, revision=revision)

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 KILL_GRACE_S = 10.0
 
 def _group_members(pgid: int) -> list[Any]:
-    import psutil
+    import psutil  # deferred: ~8 ms of imports; only a started engine's process group needs it
 
     members = []
     for p in psutil.process_iter(["pid", "status"]):
@@ -25,7 +25,7 @@ def _group_members(pgid: int) -> list[Any]:
 
 
 def _alive(p: Any) -> bool:
-    import psutil
+    import psutil  # deferred: ~8 ms of imports; only a started engine's process group needs it
 
     try:
         return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
@@ -39,7 +39,7 @@ def terminate_group(proc: subprocess.Popen, known: list[Any] | None = None, grac
     ``known`` are descendants seen earlier (psutil processes); any of them still alive outside the group is
     killed by pid as well, so an engine process cannot survive its worker.
     """
-    import psutil
+    import psutil  # deferred: ~8 ms of imports; only a started engine's process group needs it
 
     pgid = proc.pid  # start_new_session=True: the worker leads its own group
     known = list(known or [])
@@ -90,7 +90,7 @@ def child_env(extra: Mapping[str, str]) -> dict[str, str]:
 def remember_children(pid: int, known: dict[int, Any]) -> None:
     """Add every descendant of `pid` alive now to `known` (pid -> psutil process), so that one that leaves the
     process group can still be reaped by pid."""
-    import psutil
+    import psutil  # deferred: ~8 ms of imports; only a started engine's process group needs it
 
     try:
         for child in psutil.Process(pid).children(recursive=True):

@@ -224,7 +224,7 @@ def measure_sglang_server(
     Raises :class:`EngineError` when the server cannot be reached or answers 5xx, :class:`UsageError` on 4xx,
     :class:`InputError` when the answers carry no speculative fields.
     """
-    import httpx
+    import httpx  # deferred: ~60 ms (httpx loads its CLI's rich and click); only --server talks HTTP
 
     if not prompts:
         raise UsageError("no prompts to send")

@@ -27,13 +27,13 @@ POLL_S = 0.25
 
 
 def _client(url: str, timeout: float) -> Any:
-    import httpx
+    import httpx  # deferred: ~60 ms (httpx loads its CLI's rich and click); only --server talks HTTP
 
     return httpx.Client(base_url=url.rstrip("/"), timeout=timeout)
 
 
 def _get(client: Any, path: str, *, what: str) -> Any:
-    import httpx
+    import httpx  # deferred: ~60 ms (httpx loads its CLI's rich and click); only --server talks HTTP
 
     try:
         r = client.get(path)
@@ -70,7 +70,7 @@ def served_models(client: Any) -> list[str]:
 
 
 def _send(client: Any, api: str, model: str, prompt: str, max_tokens: int, extra: Mapping[str, Any]) -> dict:
-    import httpx
+    import httpx  # deferred: ~60 ms (httpx loads its CLI's rich and click); only --server talks HTTP
 
     body: dict[str, Any] = {"model": model, "max_tokens": int(max_tokens), "temperature": 0.0, **extra}
     if api == "chat":

@@ -97,6 +97,7 @@ def _spec_metrics(output: Any) -> dict[str, Any] | None:
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     t_total = time.perf_counter()
     _stage("starting engine")
+    # deferred: the parent imports this module for its request shape and must not load vLLM (seconds) itself
     import vllm
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt

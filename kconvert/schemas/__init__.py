@@ -22,7 +22,7 @@ def load_sarif_schema() -> dict[str, Any]:
 
 def validate(doc: Any, name: str, *, what: str | None = None) -> None:
     """Validate `doc` against schemas/<name>.schema.json; raise InputError naming the first problem."""
-    import jsonschema
+    import jsonschema  # deferred: ~35 ms (80 modules); inspect and --help validate nothing
 
     schema = load_schema(name)
     validator = jsonschema.Draft202012Validator(schema)

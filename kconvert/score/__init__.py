@@ -16,7 +16,14 @@ import time
 from typing import Any, Callable
 
 from kconvert.errors import MissingPackageError, UsageError
+from kconvert.commands.inspect import analyse, open_draft
+from kconvert.engines.expectations import engine_rules
 from kconvert.results.score import ScoreResult, ScoreSettings, build_score_report, score_section
+from kconvert.results.thresholds import evaluate
+from kconvert.rules import Options
+from kconvert.score.diagnose import run_diagnosis
+from kconvert.score.reading import engine_reading
+from kconvert.target import from_config, load_target
 
 Progress = Callable[[str], None]
 
@@ -29,8 +36,6 @@ def require_torch() -> None:
 
 
 def target_from_trace(trace: Any):
-    from kconvert.target import from_config
-
     cfg = trace.meta.target.get("config")
     if not isinstance(cfg, dict):
         return None
@@ -40,6 +45,7 @@ def target_from_trace(trace: Any):
 def _embeddings_equal(d: Any, trace: Any) -> bool:
     """vLLM shares the target's embeddings when the draft's equal them (llm_base_proposer
     `_maybe_share_embeddings`): compared on the rows the trace keeps."""
+    # deferred: torch (~0.8 s) is loaded only once a draft is really scored (numpy with it)
     import numpy as np
     import torch
 
@@ -77,15 +83,10 @@ def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str |
     if (readings or search_aux) and not diagnose:
         raise UsageError("--try, --search-aux and --lm-head-from go with --diagnose")
     require_torch()
-    from kconvert.engines.expectations import engine_rules
-    from kconvert.commands.inspect import analyse, open_draft
-    from kconvert.rules import Options
-    from kconvert.score.reading import engine_reading
+    # deferred: torch (~0.8 s), loaded only after require_torch() said it is there; the trace reader loads numpy
     from kconvert.score.run import (WeightCache, lm_head_loader, resolve_device, resolve_dtype, score_reading,
                                     set_threads)
     from kconvert.score.trace import open_trace
-    from kconvert.target import load_target
-    from kconvert.results.thresholds import evaluate
 
     st = settings or ScoreSettings()
     say = progress or (lambda _s: None)
@@ -138,8 +139,6 @@ def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str |
         out.checks = evaluate(thresholds, acc)
     out.timings["total_s"] = time.perf_counter() - t0
     if diagnose:
-        from kconvert.score.diagnose import run_diagnosis
-
         out.diagnosis = run_diagnosis(out, asked=set(readings or ()), lm_head_from=st.lm_head_from,
                                       search=search_aux, progress=progress, draft_ref=draft,
                                       target_ref=target or str(tr.meta.target.get("source")), report_ref=report_ref)

@@ -9,19 +9,19 @@ Needs no torch: it reads a JSON report, validated against schemas/report.schema.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from pathlib import Path
 from typing import Any
 
 from kconvert.errors import InputError, UsageError
+from kconvert.schemas import validate
+from kconvert.source.safetensors_header import loads_strict_json
 
 MAX_REPORT_BYTES = 64 * 1024 * 1024
 
 
 def load_score_report(path: str) -> tuple[dict[str, Any], str]:
-    from kconvert.schemas import validate
-    from kconvert.source.safetensors_header import loads_strict_json
-
     p = Path(path)
     try:
         if p.stat().st_size > MAX_REPORT_BYTES:
@@ -69,8 +69,6 @@ def decision(report_path: str, ckpt: Any, options: Any) -> tuple[dict[str, Any],
         "alternatives": [{"candidate": c["candidate"], "mean_acceptance_length": c["mean_acceptance_length"],
                           "error": c.get("error")} for c in diag["candidates"]],
     }
-    import dataclasses
-
     opts = dataclasses.replace(options)
     if best is None:
         record["summary"] = (f"decided by trace {str((diag.get('trace') or {}).get('sha256'))[:16]}: no reading beat "

@@ -12,13 +12,14 @@ standard error of the per-sequence paired difference; otherwise the draft as loa
 """
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any, Callable
 
 from kconvert.errors import UsageError
 from kconvert.plan import readings
 from kconvert.plan.readings import LOW_AL_FRACTION, Candidate
-from kconvert.score.reading import Reading
+from kconvert.score.reading import Reading, declared_ids
 
 CHOICES = ("aux", "d2t", "embeddings", "lm-head", "norm", "names")
 MIN_GAIN = 0.02
@@ -115,9 +116,6 @@ def search_aux(evaluate: Callable[[tuple[int, ...]], float | None], start: tuple
     trace). Every set when there are few
     (a 61-layer target has 35,990 sets of three, an 8-layer one 56), else coordinate ascent from `start`: move
     one id at a time to the recorded layer that scores best, until no move helps."""
-    import itertools
-    import math as _math
-
     tried: dict[tuple[int, ...], float | None] = {}
 
     def ev(ids: tuple[int, ...]) -> float:
@@ -127,7 +125,7 @@ def search_aux(evaluate: Callable[[tuple[int, ...]], float | None], start: tuple
         return -1.0 if v is None else v
 
     n = len(start)
-    if _math.comb(len(layers), n) <= EXHAUSTIVE_SETS:
+    if math.comb(len(layers), n) <= EXHAUSTIVE_SETS:
         for ids in itertools.combinations(sorted(layers), n):
             ev(ids)
     else:
@@ -153,7 +151,7 @@ def run_diagnosis(sr: Any, *, asked: set[str], lm_head_from: str | None, search:
                   progress: Callable[[str], None] | None = None, draft_ref: str | None = None,
                   target_ref: str | None = None, report_ref: str | None = None) -> dict[str, Any]:
     """Score the candidate readings of `sr` (a ScoreResult of the draft as loaded) on the same trace."""
-    from kconvert.score.run import lm_head_loader, score_reading
+    from kconvert.score.run import lm_head_loader, score_reading  # deferred: torch (~0.8 s) is loaded only once a draft is really scored
 
     say = progress or (lambda _s: None)
     tr = sr.trace
@@ -236,8 +234,6 @@ def run_diagnosis(sr: Any, *, asked: set[str], lm_head_from: str | None, search:
 
 
 def _ids_missing(sr: Any) -> bool:
-    from kconvert.score.reading import declared_ids
-
     return declared_ids(sr.inspect.draft, sr.inspect.engine) is None
 
 

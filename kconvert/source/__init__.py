@@ -8,6 +8,7 @@ from pathlib import Path
 
 from kconvert.errors import InputError
 from kconvert.source.checkpoint import Checkpoint, Prefetch, load_folder
+from kconvert.source.hub import is_hub_id, load_hub
 
 def open_checkpoint(ref: str | os.PathLike[str], *, prefetch: Prefetch | None = None) -> Checkpoint:
     """A local folder, or a Hub id `org/name[@revision]` resolved through huggingface_hub.
@@ -21,8 +22,6 @@ def open_checkpoint(ref: str | os.PathLike[str], *, prefetch: Prefetch | None = 
     p = Path(s)
     if p.exists() or s.startswith((".", "/", "~")) or os.sep in s.rstrip("/") and s.count("/") != 1:
         return load_folder(p.expanduser(), ref=s)
-    from kconvert.source.hub import is_hub_id, load_hub
-
     if is_hub_id(s):
         return load_hub(s, prefetch=prefetch)
     raise InputError(f"{s}: neither a local folder nor a Hub id of the form org/name[@revision]")

@@ -26,6 +26,7 @@ from kconvert.source.names import (
     is_torch_weights,
 )
 from kconvert.source.safetensors_header import (
+    DTYPE_SIZES,
     MAX_INDEX_BYTES,
     TensorInfo,
     check_relative_path,
@@ -75,6 +76,10 @@ class Checkpoint:
     remote_reader: Any = None
     # Hub cache snapshots link into the repo's blobs: paths may resolve anywhere inside this folder.
     allowed_root: Path | None = None
+    # The rows a check that samples a large 2-D tensor reads, given its row count (K701's embed_tokens rows); None:
+    # the check's own seeded draw. Set by a caller that knows where a copy holds values (the tests' sparse replicas
+    # of published drafts hold them only at rows the test chose) or wants a larger sample.
+    row_sample: Callable[[int], list[int]] | None = None
 
     @property
     def safetensors_files(self) -> list[str]:
@@ -123,7 +128,7 @@ class Checkpoint:
         p = self.local_path(rel)
         if p is None:
             raise InputError(f"{rel}: not available locally, cannot hash it")
-        from kconvert.source import hashcache
+        from kconvert.source import hashcache  # deferred: sqlite3 (~2 ms); only --hash and fix hash files
 
         digest = hashcache.lookup(p)
         if digest is None:
@@ -334,6 +339,7 @@ def load_tensors(ckpt: Checkpoint, root: Path) -> None:
 def load_torch_tensors(ckpt: Checkpoint, root: Path) -> None:
     """No safetensors weights: describe the PyTorch weight files an engine would load instead (vLLM falls back to
     *.bin/*.pt), statically and validated, never unpickled (kconvert.source.torch_zip)."""
+    # deferred: the pickle walker (zipfile, pickletools: ~10 ms); a safetensors draft never needs it
     from kconvert.source.torch_zip import read_torch_zip
 
     if TORCH_INDEX_NAME in ckpt.files:
@@ -361,13 +367,13 @@ def read_rows(ckpt: Checkpoint, info: TensorInfo, rows: list[int]) -> np.ndarray
     """Read a few rows of a 2-D tensor by byte range (never the whole tensor)."""
     import numpy as np  # deferred: ~40 ms to import, needed only once rows are read
 
-    from kconvert.source.safetensors_header import DTYPE_SIZES
-
     if len(info.shape) != 2:
         raise InputError(f"{info.name}: not a 2-D tensor")
     row_bytes = info.shape[1] * DTYPE_SIZES[info.dtype]
     out = []
     for r in rows:
+        if not 0 <= r < info.shape[0]:  # the rows may come from a caller (Checkpoint.row_sample)
+            raise InputError(f"{info.name}: row {r} is outside its {info.shape[0]} rows")
         sub = TensorInfo(info.name, info.file, info.dtype, (info.shape[1],), info.start + r * row_bytes,
                          info.start + (r + 1) * row_bytes)
         out.append(decode(ckpt.read_bytes(sub), info.dtype, (info.shape[1],)))

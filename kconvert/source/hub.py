@@ -59,6 +59,7 @@ def hub_errors(label: str, *, missing_hint: str, what: str = "") -> Iterator[Non
     """huggingface_hub's download errors as one-line InputErrors naming `label` (`org/name`, `--target org/name`)
     and, for a file (`what`, e.g. "config.json "), which one; `missing_hint` says what to do when it is neither
     cached nor reachable. The one mapping for every Hub download kconvert makes (draft and target)."""
+    # deferred: huggingface_hub is ~35-120 ms of imports; only a Hub id needs it (a local draft never does)
     from huggingface_hub import constants
     from huggingface_hub.errors import (
         GatedRepoError,
@@ -124,6 +125,7 @@ def _weights_cached(ckpt: Checkpoint, folder: Path, index: dict[str, str] | None
 
 def _load_remote_tensors(ckpt: Checkpoint, ref: str, folder: Path, repo_cache: Path,
                          index: dict[str, str] | None, prefetch: Prefetch | None) -> None:
+    # deferred: huggingface_hub is ~35-120 ms of imports; only a Hub id needs it (a local draft never does)
     from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError
 
@@ -177,7 +179,7 @@ def _load_remote_tensors(ckpt: Checkpoint, ref: str, folder: Path, repo_cache: P
 def transport_errors() -> tuple[type[BaseException], ...]:
     """The HTTP client library's own errors (timeouts, refused connections, protocol errors), taken from the
     client huggingface_hub uses (httpx2 in 2.x, httpx in 1.x) rather than imported by name."""
-    from huggingface_hub.utils import get_session
+    from huggingface_hub.utils import get_session  # deferred: huggingface_hub, only on the Hub's paths
 
     lib = sys.modules.get(type(get_session()).__module__.partition(".")[0])
     err = getattr(lib, "HTTPError", None)
@@ -210,7 +212,7 @@ class HubRangeReader:
 
     @classmethod
     def create(cls, ref: str, repo_id: str, commit: str) -> HubRangeReader | None:
-        try:
+        try:  # deferred: huggingface_hub, only on the Hub's paths
             from huggingface_hub.utils import http_stream_backoff
         except ImportError:  # an older, requests-based huggingface_hub: keep the headers-only behaviour
             return None
@@ -243,6 +245,7 @@ class HubRangeReader:
 
     def _get(self, file: str, start: int, end: int) -> tuple[bytes, int | None]:
         """GET bytes [start, end) of `file`; returns them and the file's size when the answer tells it."""
+        # deferred: huggingface_hub is ~35-120 ms of imports; only a Hub id needs it (a local draft never does)
         from huggingface_hub import constants, hf_hub_url
         from huggingface_hub.errors import HfHubHTTPError
         from huggingface_hub.utils import build_hf_headers, hf_raise_for_status

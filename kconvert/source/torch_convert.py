@@ -23,7 +23,7 @@ _TORCH_DTYPES = {"F32": "float32", "F64": "float64", "F16": "float16", "BF16": "
 
 
 def _torch():
-    try:
+    try:  # deferred: torch (~0.8 s) only for a --from-pickle conversion
         import torch
         from safetensors.torch import save_file
     except ImportError:

@@ -23,6 +23,8 @@ bench/NOTES.md.
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import errno
 import hashlib
 import mmap
@@ -58,9 +60,6 @@ def _load_sync_file_range():
     # waiting for it, so the fsync that makes the output durable at the end finds little left to flush: disk
     # writes overlap with reading and hashing instead of coming after them. Linux only; elsewhere a no-op.
     try:
-        import ctypes
-        import ctypes.util
-
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         fn = libc.sync_file_range
         fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]

@@ -37,30 +37,45 @@ def build(case: str, root: Path) -> tuple[Path, str]:
 
 
 def observe_inspect(folder: Path, target: str, row) -> dict:
-    from kconvert.commands.inspect import inspect
+    from kconvert.commands.inspect import analyse
+    from kconvert.engines.expectations import engine_rules
+    from kconvert.target import load_target
+    from tests.zoo.replica import open_replica
 
-    res = inspect(str(folder), target=target, engine=row.engine, engine_version=row.version)
+    # inspect's steps, on the replica opened with the rows it holds embedding values at (tests/zoo/replica.py)
+    res = analyse(open_replica(folder), load_target(target), engine_rules(row.engine, row.version))
     errors = sorted({f.id for f in res.findings if f.severity == "error"})
     warnings = sorted({f.id for f in res.findings if f.severity == "warning"})
     return {"verdict": "fail" if errors else "warn" if warnings else "pass", "errors": errors, "warnings": warnings}
 
 
-def observe_fix(folder: Path, target: str, row, *, from_pickle: bool = False, decisions: dict | None = None) -> dict:
+def run_fix(folder: Path, target: str, row, *, from_pickle: bool = False, decisions: dict | None = None):
+    """`fix --dry-run` on one engine row: its FixResult, or the AmbiguityError / UnfixableError it refused with
+    (tests/test_zoo.py keeps it per case and row, so its outcome and invariant tests share one run)."""
     from kconvert.errors import AmbiguityError, UnfixableError
     from kconvert.commands.fix import fix
     from kconvert.rules import Decisions
+    from tests.zoo.replica import open_replica
 
     kw = dict(target=target, engine=row.engine, engine_version=row.version, dry_run=True, from_pickle=from_pickle)
     if decisions is not None:
         kw["decisions"] = Decisions(**decisions)
     try:
-        res = fix(str(folder), None, **kw)
-    except AmbiguityError as e:
+        return fix(open_replica(folder), None, **kw)
+    except (AmbiguityError, UnfixableError) as e:
+        return e
+
+
+def fix_outcome(res) -> dict:
+    """The pinned `fix` value of what `run_fix` returned."""
+    from kconvert.errors import AmbiguityError, UnfixableError
+
+    if isinstance(res, AmbiguityError):
         # fix names the deciding flag after "decide with" (kconvert/commands/fix.py); other messages name one flag
-        flags = re.findall(r"decide with (--[a-z][a-z-]+)", e.message) or _FLAG.findall(e.message)
-        return {"outcome": "needs", "flag": flags[0] if flags else e.message}
-    except UnfixableError as e:
-        return {"outcome": "unfixable", "findings": sorted(set(_RULE.findall(e.message)))}
+        flags = re.findall(r"decide with (--[a-z][a-z-]+)", res.message) or _FLAG.findall(res.message)
+        return {"outcome": "needs", "flag": flags[0] if flags else res.message}
+    if isinstance(res, UnfixableError):
+        return {"outcome": "unfixable", "findings": sorted(set(_RULE.findall(res.message)))}
     out = {"outcome": "noop"} if res.noop else {"outcome": "ops",
                                                 "findings": sorted({f.id for f in res.plan.applied_findings})}
     # what fix left exactly as it is (a decision nobody gave), and the flag that decides it
@@ -70,6 +85,10 @@ def observe_fix(folder: Path, target: str, row, *, from_pickle: bool = False, de
         flags = _FLAG.findall(" ".join(f.needs_decision for f in left))
         out["flag"] = flags[0] if flags else ""
     return out
+
+
+def observe_fix(folder: Path, target: str, row, *, from_pickle: bool = False, decisions: dict | None = None) -> dict:
+    return fix_outcome(run_fix(folder, target, row, from_pickle=from_pickle, decisions=decisions))
 
 
 def observe(case: str, folder: Path, target: str, e: dict) -> dict:

@@ -1,5 +1,13 @@
 """Building blocks for the zoo's replicas: decoder layers at real shapes (holes), norms with values, a realistic
-reduced vocabulary (d2t offsets / t2d mask), and sparse embedding rows."""
+reduced vocabulary (d2t offsets / t2d mask), and sparse embedding rows.
+
+The embedding rows: a published embed_tokens is 0.5-2.3 GB of values (N(0, 1) everywhere for a fresh
+nn.Embedding, TorchSpec issue #38), which a sparse replica cannot hold. The replica writes values at the rows this
+module draws with a seed of its own (`embed_rows`, chosen here, not by kconvert) and leaves the rest a hole; the
+tests open it with `open_replica`, which names those rows to the checks that sample (`Checkpoint.row_sample`), so
+K701 reads values the record describes wherever its sampling points, and a rule that reads other rows than it was
+given sees the holes (zeros) and fails the zoo's record test. K701's own seeded draw is tested on dense tables
+(tests/test_rules.py)."""
 from __future__ import annotations
 
 import json
@@ -8,12 +16,29 @@ from typing import Any
 
 import numpy as np
 
-from kconvert.rules.tensors import embedding_sample_rows
+from kconvert.commands.inspect import open_draft
+from kconvert.source.checkpoint import Checkpoint
 from kconvert.source.safetensors_header import read_header
 from tests.torch_factories import save_state_dict
 from tests.writer_factories import encode, write_safetensors
 
-ROWS = ("ROWS",)  # marker: values written only at the rows K701 samples (the rest is a hole)
+EMBED_SEED = 20261201  # the replicas' own draw, unrelated to any seed in kconvert
+EMBED_COUNT = 24
+
+
+def embed_rows(n_rows: int) -> list[int]:
+    """The rows of an n_rows-row embed_tokens that a replica writes values at: the first and last (special tokens
+    sit at both ends of a vocabulary) and a seeded uniform draw over the rest."""
+    rng = np.random.default_rng(EMBED_SEED)
+    return sorted({0, n_rows - 1, *rng.choice(n_rows, size=min(EMBED_COUNT, n_rows), replace=False).tolist()})
+
+
+def open_replica(folder: Path) -> Checkpoint:
+    """The replica as kconvert opens a draft (`kconvert.commands.inspect.open_draft`), with the rows it holds
+    embedding values at named to the checks that sample rows."""
+    ckpt = open_draft(str(folder))
+    ckpt.row_sample = embed_rows
+    return ckpt
 
 
 def hole(dtype: str, *shape: int) -> tuple:
@@ -84,7 +109,7 @@ def reduced_vocab(target_vocab: int, draft_vocab: int, seed: int = 0) -> dict[st
 
 def write(folder: Path, config: dict[str, Any], tensors: dict[str, tuple], *, shards: int = 1,
           embed_std: float | None = None, embed_name: str = "embed_tokens.weight") -> Path:
-    """config.json and safetensors shards; `embed_std` fills the rows K701 samples with N(0, std) values."""
+    """config.json and safetensors shards; `embed_std` fills the rows `embed_rows` names with N(0, std) values."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config, indent=2))
     names = list(tensors)
@@ -104,7 +129,7 @@ def write(folder: Path, config: dict[str, Any], tensors: dict[str, tuple], *, sh
         rng = np.random.default_rng(7)
         row_bytes = width * 2
         with open(folder / fn, "r+b") as f:
-            for r in embedding_sample_rows(rows):
+            for r in embed_rows(rows):
                 f.seek(info.start + r * row_bytes)
                 f.write(encode(rng.normal(0, embed_std, size=width).astype(np.float32), info.dtype))
     return folder

@@ -7,24 +7,21 @@ from typing import Any
 from kconvert.engines.acceptance import summarize
 from kconvert.engines.metrics import counters_delta, spec_decode_counters
 from kconvert.errors import InputError, UsageError
+from kconvert.prompts import load_prompts
+from kconvert.runners.sglang_server import measure_sglang_server
+from kconvert.runners.vllm_server import measure_vllm_server
 
 
 def measure_server(url: str, *, engine: str, prompts: str, k: int, max_tokens: int,
                    max_prompts: int | None = None) -> dict[str, Any]:
     """Send a prompt set to the server at `url` and measure the acceptance of its draft (vLLM: the difference of
     its spec-decode counters; SGLang: the speculative fields of its answers)."""
-    from kconvert.prompts import load_prompts
-
     set_name, plist = load_prompts(prompts)
     if max_prompts:
         plist = plist[:max_prompts]
     if engine == "vllm":
-        from kconvert.runners.vllm_server import measure_vllm_server
-
         result: dict[str, Any] = measure_vllm_server(url, plist, max_tokens=max_tokens, k=k)
     elif engine == "sglang":
-        from kconvert.runners.sglang_server import measure_sglang_server
-
         result = measure_sglang_server(url, plist, max_tokens=max_tokens)
     else:
         raise UsageError(f"--engine {engine!r}: choose vllm or sglang")

@@ -9,10 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from kconvert.commands.fix import fix
 from kconvert.errors import KConvertError
 from kconvert.plan import readings
 from kconvert.plan.readings import LOW_AL_FRACTION, Candidate
 from kconvert.results.verify import VerifyResult
+from kconvert.rules import Decisions
+from kconvert.rules.vocab import d2t_rule
+from kconvert.runners.vllm_offline import run_vllm
 
 __all__ = ["LOW_AL_FRACTION", "Candidate", "DiagnosisPlan", "candidates", "needed", "plan_diagnosis", "diagnose"]
 
@@ -107,11 +111,6 @@ def diagnose(vr: VerifyResult, plan: DiagnosisPlan | None = None, *,
 
 
 def _run_candidate(vr: VerifyResult, c: Candidate, scratch: Path) -> dict[str, Any]:
-    from kconvert.runners.vllm_offline import run_vllm
-    from kconvert.commands.fix import fix
-    from kconvert.rules import Decisions
-    from kconvert.rules.vocab import d2t_rule
-
     draft_root = Path(str(vr.inspect.checkpoint.root))
     draft_path = str(draft_root)
     if c.d2t_absolute:

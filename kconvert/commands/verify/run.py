@@ -4,18 +4,28 @@ lossless baseline and the gate."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Callable
 
 from kconvert.engines.expectations import engine_rules
+from kconvert.engines.installed import detect_platform
 from kconvert.engines.live_run import LiveRequest
+from kconvert.engines.serve_lines import serve_lines
 from kconvert.errors import UsageError
+from kconvert.prompts import load_prompts
 from kconvert.commands.inspect import analyse, open_draft
+from kconvert.commands.verify.diagnosis import diagnose as run_diagnosis
+from kconvert.commands.verify.diagnosis import plan_diagnosis
 from kconvert.results.inspection import Inspection
 from kconvert.results.thresholds import Thresholds, evaluate
 from kconvert.results.verify import VerifyResult, VerifySettings
 from kconvert.rules import Decisions
 from kconvert.rules.decisions import given
+from kconvert.rules.parallel import draft_tp_in_effect, draft_tp_problem, head_problems
 from kconvert.rules.selection import Selection
+from kconvert.runners.engine_setup import read_model_config
+from kconvert.runners.vllm_args import build_engine_args
+from kconvert.runners.vllm_offline import run_vllm
 from kconvert.target import TargetModel, load_profile, load_target, profile_hub_id, profile_names
 from kconvert.commands.verify.lossless import compare_outputs
 
@@ -36,8 +46,6 @@ def refuse_parallel_split(res: Inspection, st: VerifySettings) -> None:
     """Refuse, before any engine starts, a TP the engine cannot run: a draft TP other than 1 or the target's,
     target heads that do not divide, or (with the static gate skipped) draft heads that do not divide. With the
     static gate on, the draft's own split problems are K304 findings and block the run like any error."""
-    from kconvert.rules.parallel import draft_tp_in_effect, draft_tp_problem, head_problems
-
     bad = draft_tp_problem(st.tp, st.draft_tp)
     if bad:
         raise UsageError(bad)
@@ -61,7 +69,7 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
            settings: VerifySettings | None = None, thresholds: Thresholds | None = None,
            decisions: Decisions | None = None, options: Decisions | None = None, progress: Progress | None = None,
            fail_on: str = "error", selection: Selection | None = None,
-           dry_run: bool = False) -> VerifyResult:
+           dry_run: bool = False, diagnose: bool = False, notify: Progress | None = None) -> VerifyResult:
     """Static checks, then the draft next to `target` in a real vLLM engine (child process, hard timeout):
     acceptance from the engine's own counters, the optional lossless check, and the gate.
 
@@ -70,13 +78,15 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     thresholds: `kconvert.Thresholds` to gate on (None: no gate). fail_on: "error" or "warning" for the static
     checks (failing findings stop before the engine starts unless `settings.skip_static`). dry_run: the static
     checks and the planned engine arguments and serve line (`.planned`); nothing started, no engine imported.
+    diagnose: after the live run, when acceptance is low or a convention is unsettled, run the candidate readings
+    (one engine run each) and name the best with its `kconvert fix` command in `.diagnosis`, as `kconvert verify
+    --diagnose` does (with `dry_run`, `.planned` says it would). progress: each stage as it starts; notify: a line
+    worth keeping on screen, the diagnosis plan with its time estimate before its runs start (default: progress).
 
     Returns a `VerifyResult` (`.acceptance`, `.verdict`, `.exit_code`, `.to_dict()` = `kconvert verify --json`).
     Raises `EngineError` when the engine could not run, and the other `KConvertError` subclasses.
     """
     decisions = given(decisions, options)
-    from kconvert.prompts import load_prompts
-
     if engine != "vllm" and not dry_run:
         raise UsageError("live verify runs vLLM; measure a running SGLang server with --server URL --engine sglang")
     st = settings or VerifySettings()
@@ -91,6 +101,9 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     out.prompts = prompts[: st.max_prompts] if st.max_prompts else prompts
     if dry_run:
         out.planned = plan_live(out, str(ckpt.root) if ckpt.root is not None else ckpt.ref, tgt)
+        if diagnose:
+            out.planned["diagnose"] = ("after the run, when acceptance is low or a convention is unsettled: the "
+                                       "candidate readings, one engine run each")
         return out
     if res.failing and not st.skip_static:
         out.static_blocked = True
@@ -100,6 +113,11 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     _run_live(out, str(ckpt.root), say)
     if thresholds is not None:
         out.checks = evaluate(thresholds, out.acceptance or {})
+    if diagnose:
+        plan = plan_diagnosis(out)
+        if plan.needed:
+            (notify or say)(f"diagnose: {plan.summary()}")
+        out.diagnosis = run_diagnosis(out, plan, progress=say)
     return out
 
 
@@ -107,13 +125,6 @@ def plan_live(out: VerifyResult, draft_dir: str, tgt: TargetModel) -> dict[str, 
     """What `_run_live` would start, computed without starting it (and without importing vLLM): the platform,
     the engine arguments and environment kconvert would set, the settings it chose by itself, and the serve
     lines of the same run."""
-    from pathlib import Path
-
-    from kconvert.engines.installed import detect_platform
-    from kconvert.engines.serve_lines import serve_lines
-    from kconvert.runners.engine_setup import read_model_config
-    from kconvert.runners.vllm_args import build_engine_args
-
     req = out.settings.live_request(out.engine_target, draft_dir, out.prompts)
     engine = out.inspect.engine.engine
     # A Hub target is not fetched for a dry run: its facts come from the profile or config already read.
@@ -150,8 +161,6 @@ def _config_of(tgt: TargetModel) -> dict[str, Any]:
 
 
 def _run_live(out: VerifyResult, draft_dir: str, say: Progress) -> None:
-    from kconvert.runners.vllm_offline import run_vllm
-
     req = out.settings.live_request(out.engine_target, draft_dir, out.prompts)
     say("speculative run")
     out.live = run_vllm(req, progress=say)

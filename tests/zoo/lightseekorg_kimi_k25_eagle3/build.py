@@ -38,5 +38,5 @@ def tensors() -> dict:
 
 
 def build(folder: Path, *, embed_std: float = 1.0) -> Path:
-    # nn.Embedding's init is N(0, 1): the rows kconvert samples hold such values, the rest of the tensor is a hole.
+    # nn.Embedding's init is N(0, 1): the rows tests/zoo/replica.py draws hold such values, the rest is a hole.
     return write(folder, config(), tensors(), shards=2, embed_std=embed_std)
