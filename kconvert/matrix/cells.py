@@ -37,7 +37,7 @@ def _guarded(spec: CellSpec, body: Callable[[dict[str, Any]], None]) -> dict[str
 
 def _findings(findings: list[Any]) -> tuple[list[str], list[dict[str, Any]]]:
     ids = sorted({f.id for f in findings})
-    out = [{"id": f.id, "severity": f.severity, "message": f.message, "fixable": bool(f.ops)} for f in findings]
+    out = [{"id": f.id, "severity": f.severity, "message": f.message, "fixable": bool(f.fixable)} for f in findings]
     return ids, out
 
 
