@@ -28,6 +28,7 @@ class MatrixRequest:
     from_file: str | None = None
     hub_search: str | None = None
     hub_author: str | None = None
+    hub_limit: int = 200
     target: str | None = None
     engines: str | None = "all"
     trace: str | None = None
@@ -187,7 +188,7 @@ def run_matrix(req: MatrixRequest, *, executor: Any = None, cache: CellCache | N
     score_row = engine_rules("vllm", None)
     digest = trace_digest(req.trace) if req.trace else None
     entries = gather(req.drafts, from_file=req.from_file, search=req.hub_search, author=req.hub_author,
-                     target=req.target, api=api)
+                     target=req.target, hub_limit=req.hub_limit, api=api)
     t_gather = time.perf_counter()
     specs = plan(entries, rows, req, digest=digest, live_row=live_row, score_row=score_row)
     cache = cache or CellCache(None)
