@@ -2,6 +2,8 @@
 Hub. It answers the requests huggingface_hub 2.4 makes for `snapshot_download(repo, allow_patterns=...)`,
 `HfApi().get_safetensors_metadata(repo, revision=...)` and plain HTTP range reads of a file:
 
+- `GET  /api/models?search=&author=`                   list_models: `id`, `sha` of each repo whose id contains the
+  search text (case-insensitive) and whose owner is the author, in the order the repos were given
 - `GET  /api/models/{org}/{name}/revision/{rev}`        repo_info: `id`, `sha` (the commit), `siblings`
   (a dataset repository, keyed `datasets/{org}/{name}` in `repos`: the same under `/api/datasets/...` and
   `/datasets/{org}/{name}/resolve/...`, as huggingface_hub asks for `repo_type="dataset"`)
@@ -179,6 +181,8 @@ class FakeReadHub:
                     return self._cdn(req)
                 url = urlsplit(self.path)
                 parts = req.path.split("/")
+                if parts == ["", "api", "models"] and self.command == "GET":
+                    return self._list(req, parse_qs(url.query))
                 if parts[:3] in (["", "api", "models"], ["", "api", "datasets"]) and len(parts) >= 7:
                     kind = "datasets/" if parts[2] == "datasets" else ""
                     return self._api(req, kind + "/".join(parts[3:5]), parts[5], "/".join(parts[6:]),
@@ -188,6 +192,16 @@ class FakeReadHub:
                 if len(parts) >= 6 and parts[3] == "resolve":
                     return self._resolve(req, "/".join(parts[1:3]), parts[4], "/".join(parts[5:]))
                 return self._json(req, 404, {"error": f"FakeReadHub: no route {req.path}"})
+
+            def _list(self, req: Req, query: dict) -> None:
+                search = (query.get("search") or [""])[0].lower()
+                author = (query.get("author") or [None])[0]
+                limit = int((query.get("limit") or ["1000"])[0])
+                found = [{"id": rid, "modelId": rid, "sha": commit, "private": False, "tags": []}
+                         for rid, (commit, _) in hub.repos.items()
+                         if not rid.startswith("datasets/")  # list_models lists models only
+                         and search in rid.lower() and (author is None or rid.split("/")[0] == author)]
+                return self._json(req, 200, found[:limit])
 
             def _repo(self, req: Req, repo_id: str, rev: str):
                 if repo_id not in hub.repos:
