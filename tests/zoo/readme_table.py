@@ -47,9 +47,24 @@ def _record(rec: dict) -> str:
 def matrix_rows(built: dict[str, tuple[Path, str]]) -> dict[str, dict[str, dict]]:
     """case -> engine row key ("vllm 0.32") -> verdict, errors, warnings: `kconvert matrix` over the built replicas
     (`--from FILE` with each draft's target, every engine row, no cache)."""
-    from kconvert.matrix import MatrixRequest, run_matrix
+    from unittest import mock
 
-    with tempfile.TemporaryDirectory(prefix="kconvert-zoo-matrix-") as tmp:
+    import kconvert.commands.inspect as inspect_mod
+    from kconvert.matrix import MatrixRequest, run_matrix
+    from tests.zoo.replica import embed_rows
+
+    opened = inspect_mod.open_draft
+
+    def open_as_replica(source: str):
+        # A replica is sparse: it holds embedding values only at the rows it drew itself (tests/zoo/replica.py), and
+        # names them to the checks that sample rows, as test_zoo's `open_replica` does. The matrix runs in-process
+        # (one local worker), so the same opening applies to every cell.
+        ckpt = opened(source)
+        ckpt.row_sample = embed_rows
+        return ckpt
+
+    with tempfile.TemporaryDirectory(prefix="kconvert-zoo-matrix-") as tmp, \
+            mock.patch.object(inspect_mod, "open_draft", open_as_replica):
         listing = Path(tmp) / "zoo.txt"
         listing.write_text("".join(f"{folder} {target}\n" for folder, target in built.values()))
         doc = run_matrix(MatrixRequest(from_file=str(listing), engines="all"))
