@@ -75,7 +75,8 @@ def static_cell(spec: CellSpec) -> dict[str, Any]:
         ids, findings = _findings(res.findings)
         state, message = _state(res, has_target=res.target is not None)
         cell.update(state=state, message=message, finding_ids=ids, findings=findings, fix=_fix(res),
-                    exit_code=res.exit_code, producer=getattr(res.draft.format, "producer", None))
+                    exit_code=res.exit_code, producer=getattr(res.draft.format, "producer", None),
+                    method=getattr(res.draft, "method", None))
 
     return _guarded(spec, body)
 
