@@ -1,0 +1,197 @@
+"""The Ray executor (kconvert/matrix/executors/ray.py) on a real local Ray instance (2 CPUs, shared by the module).
+
+The oracle for every result is the same cell function called in this process: Ray may change where a cell runs,
+never what it returns. Worker deaths are real (SIGKILL of the worker process a task reports), and so is the
+SIGINT (sent to this process while `run` collects results).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kconvert.matrix.executors import Resources, Task
+from tests import matrix_tasks
+
+if os.environ.get("CI") == "true":
+    import ray  # noqa: F401  CI installs the ray extra (scripts/bootstrap.sh test): a missing Ray fails there
+else:
+    pytest.importorskip("ray")
+
+from kconvert.matrix.executors.ray import RayExecutor  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    import ray
+
+    ray.init(address="local", num_cpus=2, object_store_memory=128 * 1024 * 1024, include_dashboard=False,
+             log_to_driver=False, logging_level="WARNING")
+    yield ray
+    ray.shutdown()
+
+
+def collect(executor, tasks):
+    results, errors = {}, {}
+    executor.run(tasks, on_result=results.__setitem__, on_error=errors.__setitem__)
+    return results, errors
+
+
+def tasks_of(fn, args, resources=Resources()):
+    return [Task(key=f"{i}", fn=fn, arg=a, resources=resources) for i, a in enumerate(args)]
+
+
+def test_ray_results_equal_the_cell_function_run_here(ray_session):
+    cells = matrix_tasks.cells()
+    expected = {f"{i}": matrix_tasks.inspect_cell(c) for i, c in enumerate(cells)}
+    assert {v["verdict"] for v in expected.values()} >= {"pass", "fail"}  # the cells differ, so a mixup shows
+    results, errors = collect(RayExecutor(), tasks_of(matrix_tasks.inspect_cell, cells))
+    assert errors == {}
+    assert results == expected
+
+
+def test_a_cell_that_raises_is_an_error_and_the_others_complete(ray_session):
+    good = matrix_tasks.cells()[:3]
+    missing = str(ROOT / "no-such-draft")
+    tasks = tasks_of(matrix_tasks.inspect_cell, [*good, (missing, "vllm", "0.32")])
+    with pytest.raises(Exception) as raised:  # what the cell raises when called here
+        matrix_tasks.inspect_cell((missing, "vllm", "0.32"))
+    results, errors = collect(RayExecutor(), tasks)
+    assert sorted(results) == ["0", "1", "2"]
+    assert errors == {"3": f"{type(raised.value).__name__}: {raised.value}"}
+
+
+def _kill_first_pid(pidfile: Path, killed: list[int]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        text = pidfile.read_text() if pidfile.exists() else ""
+        if text.strip():
+            pid = int(text.split()[0])
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+            return
+        time.sleep(0.05)
+
+
+def test_a_killed_worker_is_retried_and_the_run_yields_every_result(ray_session, tmp_path):
+    cells = matrix_tasks.cells()[:6]
+    pidfile = tmp_path / "pids"
+    tasks = [*tasks_of(matrix_tasks.inspect_cell, cells[1:]),
+             Task(key="victim", fn=matrix_tasks.pid_then_inspect, arg=(str(pidfile), cells[0]))]
+    killed: list[int] = []
+    killer = threading.Thread(target=_kill_first_pid, args=(pidfile, killed))
+    killer.start()
+    results, errors = collect(RayExecutor(max_retries=2), tasks)
+    killer.join()
+    pids = [int(x) for x in pidfile.read_text().split()]
+    assert len(killed) == 1 and pids[0] == killed[0]
+    assert len(pids) == 2 and pids[1] != pids[0]  # the retry ran in another worker process
+    assert errors == {}
+    assert results["victim"] == matrix_tasks.inspect_cell(cells[0])
+    assert {k: v for k, v in results.items() if k != "victim"} == {
+        f"{i}": matrix_tasks.inspect_cell(c) for i, c in enumerate(cells[1:])}
+
+
+def test_a_worker_dead_past_its_retries_is_an_error_cell(ray_session, tmp_path):
+    cells = matrix_tasks.cells()[:3]
+    pidfile = tmp_path / "pids"
+    tasks = [*tasks_of(matrix_tasks.inspect_cell, cells[1:]),
+             Task(key="victim", fn=matrix_tasks.pid_then_inspect, arg=(str(pidfile), cells[0]))]
+    killed: list[int] = []
+    killer = threading.Thread(target=_kill_first_pid, args=(pidfile, killed))
+    killer.start()
+    results, errors = collect(RayExecutor(max_retries=0), tasks)
+    killer.join()
+    assert len(pidfile.read_text().split()) == 1  # no retry ran
+    assert sorted(results) == ["0", "1"]
+    assert list(errors) == ["victim"] and errors["victim"].startswith("the Ray worker died (1 attempts): ")
+
+
+def test_sigint_cancels_what_is_left_delivers_what_finished_and_reraises(ray_session, tmp_path):
+    fast = matrix_tasks.cells()[:2]
+    slow = matrix_tasks.cells()[2:8]
+    tasks = [*tasks_of(matrix_tasks.inspect_cell, fast),
+             *[Task(key=f"slow{i}", fn=matrix_tasks.slow_inspect, arg=(str(tmp_path), c)) for i, c in enumerate(slow)]]
+    delivered: dict[str, dict] = {}
+
+    def on_result(key, value):
+        delivered[key] = value
+        if len(delivered) == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the run collects
+
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        RayExecutor().run(tasks, on_result=on_result, on_error=lambda k, m: None)
+    elapsed = time.monotonic() - t0
+    assert elapsed < 15, elapsed  # the slow cells (20 s each) were not waited for
+    assert delivered and set(delivered) <= {"0", "1"}
+    for key, value in delivered.items():
+        assert value == matrix_tasks.inspect_cell(fast[int(key)])
+    # Nothing of the run holds a CPU any more: a cell asking for both CPUs runs at once (the slow cells, had they
+    # been left running or queued, would hold them for 20 s each).
+    t1 = time.monotonic()
+    results, errors = collect(RayExecutor(), [Task(key="after", fn=matrix_tasks.inspect_cell, arg=fast[0],
+                                                   resources=Resources(num_cpus=2))])
+    assert time.monotonic() - t1 < 10 and errors == {} and list(results) == ["after"]
+    assert len(list(tmp_path.glob("*.started"))) <= 2  # two CPUs: the others were still queued, never started
+    assert list(tmp_path.glob("*.finished")) == []  # and the running ones were interrupted
+
+
+def test_runtime_env_reaches_the_task(ray_session):
+    env = {"env_vars": {"KCONVERT_RAY_PROBE": "pinned-by-runtime-env"}}
+    tasks = [Task(key="probe", fn=matrix_tasks.env_probe, arg="KCONVERT_RAY_PROBE")]
+    results, errors = collect(RayExecutor(runtime_env=env), tasks)
+    assert errors == {}
+    assert results == {"probe": {"name": "KCONVERT_RAY_PROBE", "value": "pinned-by-runtime-env"}}
+    results, _ = collect(RayExecutor(), tasks)
+    assert results["probe"]["value"] is None  # without it the worker has no such variable
+
+
+def test_placement_asks_ray_for_what_each_kind_of_cell_needs(ray_session):
+    ex = RayExecutor()
+    ex.connect()
+    cpu_only = (2.0, 0.0)
+    assert ex._placement("s", Resources(kind="static"), *cpu_only) == {"num_cpus": 1.0, "num_gpus": 0.0}
+    assert ex._placement("s", Resources(kind="score"), *cpu_only) == {"num_cpus": 1.0, "num_gpus": 0.0}
+    assert ex._placement("s", Resources(kind="score"), 8.0, 4.0) == {"num_cpus": 1.0, "num_gpus": 1}
+    assert ex._placement("l", Resources(kind="live", tp=1), *cpu_only) == {"num_cpus": 2.0, "num_gpus": 0}
+    assert any("no GPU" in n for n in ex.notes)
+    with pytest.raises(ValueError, match="needs 4 GPUs on one node"):
+        ex._placement("l", Resources(kind="live", tp=4), 8.0, 2.0)
+    with pytest.raises(ValueError, match="largest node has 2"):
+        ex._placement("s", Resources(kind="static", num_cpus=3), *cpu_only)
+
+
+def test_a_cell_no_node_can_hold_is_an_error_not_a_hang(ray_session):
+    tasks = [Task(key="big", fn=matrix_tasks.inspect_cell, arg=matrix_tasks.cells()[0],
+                  resources=Resources(kind="static", num_cpus=64)),
+             *tasks_of(matrix_tasks.inspect_cell, matrix_tasks.cells()[1:2])]
+    results, errors = collect(RayExecutor(), tasks)
+    assert sorted(results) == ["0"]
+    assert errors == {"big": "a static cell asks for 64 CPUs; the largest node has 2"}
+
+
+def test_without_ray_the_executor_says_how_to_install_it():
+    code = ("import sys; sys.modules['ray'] = None\n"
+            "from kconvert.matrix.executors.ray import RayExecutor\n"
+            "from kconvert.errors import MissingPackageError\n"
+            "try:\n    RayExecutor().connect()\n"
+            "except MissingPackageError as e:\n    print(e.exit_code, e, '|', e.hint)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
+    assert out.strip() == "3 --executor ray needs Ray, which is not installed here | pip install 'kconvert[ray]'"
+
+
+def test_importing_the_executor_does_not_import_ray():
+    code = "import kconvert.matrix.executors.ray, sys; print('ray' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
+    assert out.strip() == "False"
