@@ -75,9 +75,11 @@ def test_rule_texts_cite_nothing_a_pip_install_lacks():
         assert not re.search(r"examples/|README|tests/", text), (r.id, text)
 
 
-def test_help_examples_that_name_shipped_files_run(tmp_path):
+def test_help_examples_that_name_shipped_files_run(tmp_path, monkeypatch):
     """`--help` examples over the shipped example run as printed (in a copy of the repository's examples/)."""
     import shutil
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # matrix's cell cache, not the user's
 
     shutil.copytree(ROOT / "examples" / "tiny", tmp_path / "examples" / "tiny",
                     ignore=shutil.ignore_patterns("*.md"))
@@ -85,7 +87,7 @@ def test_help_examples_that_name_shipped_files_run(tmp_path):
     for command, line in printed.iter_help_examples():
         argv = shlex.split(line)
         paths = [a for a in argv if a.startswith("examples/")]
-        if not paths or command not in ("inspect", "verify", "fix"):
+        if not paths or command not in ("inspect", "verify", "fix", "matrix"):
             continue
         args = argv[1:] + (["--dry-run"] if command == "verify" else [])
         r = printed.run(args, tmp_path)

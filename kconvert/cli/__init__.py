@@ -12,7 +12,7 @@ from kconvert.cli._app import app  # re-exported: `kconvert.cli.app`
 def _register() -> None:
     from kconvert.cli import fix_cmd, inspect_cmd, rules_cmd  # noqa: F401
 
-    for mod in ("verify_cmd", "acceptance_cmd", "push_cmd", "score_cmd", "trace_cmd"):
+    for mod in ("verify_cmd", "acceptance_cmd", "push_cmd", "score_cmd", "trace_cmd", "matrix_cmd"):
         try:
             __import__(f"kconvert.cli.{mod}")
         except ModuleNotFoundError as e:

@@ -1,0 +1,266 @@
+"""`kconvert matrix`: parse, call `kconvert.matrix.run_matrix`, render (terminal table, JSON, files)."""
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Optional
+
+import typer
+
+from kconvert.cli._app import app
+from kconvert.cli._common import json_opt
+from kconvert.cli._help import help_examples
+from kconvert.cli._output import begin, console, emit_json, err_console, write
+from kconvert.errors import UsageError
+
+EXAMPLES = """
+Examples:
+
+  kconvert matrix examples/tiny/drafts/mla-torchspec examples/tiny/drafts/llama-speculators --target examples/tiny/target --engines vllm
+
+  kconvert matrix examples/tiny/drafts/mla-torchspec --target examples/tiny/target --engines vllm:0.33,sglang:0.5.23 --cache off --json
+
+  kconvert matrix 'runs/*/epoch_*' --target kimi-k2.5 --trace ./trace --markdown matrix.md
+
+  kconvert fix $(kconvert matrix 'runs/*/epoch_*' --trace ./trace --best) -o ./best-vllm --target kimi-k2.5
+
+  kconvert matrix --hub-author AQ-MedAI --engines all --html matrix.html --csv matrix.csv
+
+  kconvert matrix --from drafts.txt --workers 2 --cache ./matrix.sqlite --refresh
+"""
+
+# The renderers of the page (kconvert.report.matrix_page / matrix_table / matrix_plot), built beside this command.
+RENDERERS = {"html": ("kconvert.report.matrix_page", "render_html"),
+             "markdown": ("kconvert.report.matrix_table", "render_markdown"),
+             "csv": ("kconvert.report.matrix_table", "render_csv"),
+             "plot": ("kconvert.report.matrix_plot", "text_plot")}
+
+
+def renderer(kind: str, *, required: bool = True):
+    import importlib
+
+    module, name = RENDERERS[kind]
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ModuleNotFoundError, AttributeError):
+        if not required:
+            return None
+        raise UsageError(f"--{kind}: this kconvert has no {module}.{name} (the matrix page is not installed)",
+                         hint="use --json, or a kconvert with the matrix page") from None
+
+
+def make_executor(name: str, workers: int, address: str | None, runtime_env: str | None):
+    if name == "local":
+        if address or runtime_env:
+            raise UsageError("--ray-address and --ray-runtime-env go with --executor ray")
+        from kconvert.matrix.executors.local import LocalExecutor
+
+        return LocalExecutor(workers=workers)
+    if name != "ray":
+        raise UsageError(f"--executor {name!r}: choose local or ray")
+    env = None
+    if runtime_env:
+        try:
+            env = json.loads(runtime_env)
+        except ValueError as e:
+            raise UsageError(f"--ray-runtime-env: not JSON: {e}") from None
+        if not isinstance(env, dict):
+            raise UsageError("--ray-runtime-env: a JSON object, e.g. '{\"pip\": [\"vllm==0.33.0\"]}'")
+    try:
+        from kconvert.matrix.executors import ray as ray_executor
+
+        import ray  # noqa: F401  (the executor module may defer it; the extra is what is missing either way)
+    except ModuleNotFoundError:
+        raise UsageError("--executor ray needs Ray, which is not installed here",
+                         hint="pip install 'kconvert[ray]'") from None
+    return ray_executor.RayExecutor(address=address, runtime_env=env, workers=workers)
+
+
+def _cell_text(c: dict[str, Any]) -> str:
+    colour = {"pass": "green", "warn": "yellow", "fail": "red", "error": "magenta", "skipped": "dim"}[c["state"]]
+    ids = [i for i in c.get("finding_ids", []) if i != "K000"]
+    text = f"[{colour}]{c['state']}[/]" + (f" {', '.join(ids)}" if ids else "")
+    return text + (" [dim](cached)[/]" if c.get("cached") else "")
+
+
+def render_table(doc: dict[str, Any]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title=f"kconvert matrix: {doc['summary']['cells']} cells", show_lines=False)
+    t.add_column("draft", overflow="fold")
+    for e in doc["engines"]:
+        t.add_column(e["row"].replace(":", " ") + (" *" if e["installed"] else ""), overflow="fold")
+    has_live = any(c.get("kind") == "live" for c in doc["cells"])
+    if has_live:
+        t.add_column("live AL", overflow="fold")
+    if doc.get("ranking"):
+        t.add_column("score AL", justify="right")
+        t.add_column("rank", justify="right")
+    for d in doc["drafts"]:
+        mine = {(c["engine"], c["engine_version"], c.get("kind", "static")): c for c in doc["cells"]
+                if c["draft"] == d["draft"]}
+        row = [escape(d["draft"])]
+        for e in doc["engines"]:
+            c = mine.get((e["engine"], e["engine_version"], "static"))
+            row.append(_cell_text(c) if c else "")
+        if has_live:
+            live = next((c for k, c in mine.items() if k[2] == "live"), None)
+            row.append("" if live is None else (f"{live['live']['acceptance_length']:.4f}" if live.get("live")
+                                                else _cell_text(live)))
+        if doc.get("ranking"):
+            s = d.get("score")
+            row.append(f"{s['acceptance_length']:.4f}" if s else "-")
+            row.append(str(d["rank"]) if d.get("rank") else "-")
+        t.add_row(*row)
+    console.print(t)
+    s = doc["summary"]
+    console.print(f"{s['pass']} pass, {s['warn']} warn, {s['fail']} fail, {s['error']} error, {s['skipped']} "
+                  f"skipped; {doc['timings'].get('from_cache', 0)} from the cache; * = installed engine")
+    for d in doc["drafts"]:
+        if d["target"]["state"] != "given":
+            what = d["target"]["id"] or "unknown"
+            console.print(f"[dim]{escape(d['draft'])}: target {escape(what)} ({d['target']['state']}: "
+                          f"{escape('; '.join(d['target']['evidence']))})[/]")
+        if d.get("error"):
+            console.print(f"[magenta]{escape(d['draft'])}[/]: {escape(d['error'])}")
+    if doc.get("ranking") and doc["ranking"].get("best"):
+        console.print(f"best by scored acceptance length: [bold]{escape(doc['ranking']['best'])}[/]")
+        plot = renderer("plot", required=False)
+        if plot is not None:
+            console.print(plot(doc), markup=False, highlight=False)
+    fixes = [d for d in doc["drafts"] if d.get("fix_command")]
+    for d in fixes:
+        console.print(f"next: {d['fix_command']}", markup=False, highlight=False)
+
+
+@app.command("matrix", epilog=help_examples(EXAMPLES))
+def matrix_command(
+    drafts: Annotated[Optional[list[str]], typer.Argument(
+        help="Drafts: local folders, globs (runs/*/epoch_*, quoted or not), Hub ids org/name[@rev].",
+        show_default=False)] = None,
+    from_file: Annotated[Optional[str], typer.Option(
+        "--from", help="A file of drafts, one per line, optionally followed by its target; # starts a comment.")
+    ] = None,
+    hub_search: Annotated[Optional[str], typer.Option(
+        "--hub-search", help="Add the Hub's models matching this text (HfApi.list_models).")] = None,
+    hub_author: Annotated[Optional[str], typer.Option(
+        "--hub-author", help="Add the Hub's models of this author or organisation.")] = None,
+    hub_limit: Annotated[int, typer.Option("--hub-limit", min=1, help="At most this many models from a Hub "
+                                                                      "search (most downloaded first).")] = 200,
+    target: Annotated[Optional[str], typer.Option(
+        "--target", "-t", help="The target of every draft: a profile (kimi-k2.5, ...), a folder or a Hub id. "
+                               "Default: inferred per draft from its metadata, with the evidence shown; unknown "
+                               "is its own state.")] = None,
+    engines: Annotated[str, typer.Option(
+        "--engines", help="Engine rows: all, an engine (vllm, sglang), or a list such as "
+                          "vllm:0.32,sglang:post-32334.")] = "all",
+    trace: Annotated[Optional[str], typer.Option(
+        "--trace", help="A trace folder (`kconvert trace`): score every draft against it and rank them by "
+                        "acceptance length.")] = None,
+    k: Annotated[int, typer.Option("--num-speculative-tokens", "-k", min=1, help="Draft tokens per step (score "
+                                                                                  "and live).")] = 3,
+    score_threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="torch CPU threads per score "
+                                                                                  "cell.")] = None,
+    max_sequences: Annotated[Optional[int], typer.Option("--max-sequences", min=1, help="Score only the first N "
+                                                                                        "sequences of the trace.")
+                             ] = None,
+    best: Annotated[bool, typer.Option("--best", help="Print only the best-ranked draft's path (needs --trace), "
+                                                      "for $(...) in a script; exit 1 when none is ranked.")] = False,
+    live: Annotated[bool, typer.Option("--live", help="Also verify each draft live on the installed vLLM "
+                                                      "(kconvert verify).")] = False,
+    prompts: Annotated[str, typer.Option("--prompts", help="Live: prompt set or JSONL file.")] = "all",
+    max_prompts: Annotated[Optional[int], typer.Option("--max-prompts", min=1, help="Live: only the first N "
+                                                                                    "prompts.")] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Live: tokens per prompt.")] = 64,
+    engine_arg: Annotated[Optional[list[str]], typer.Option(
+        "--engine-arg", help="Live: a vLLM engine argument K=V (repeatable), e.g. dtype=float32.")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Live: seconds before an engine run is stopped.")
+                       ] = 1200.0,
+    trust_remote_code: Annotated[bool, typer.Option("--trust-remote-code", help="Live: the target ships code the "
+                                                                                 "engine needs.")] = False,
+    executor: Annotated[str, typer.Option("--executor", help="local (a process pool) or ray (kconvert[ray]).")
+                        ] = "local",
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Cells computed at once (1: in this process).")
+                       ] = 1,
+    ray_address: Annotated[Optional[str], typer.Option(
+        "--ray-address", help="Ray cluster to join (auto reads RAY_ADDRESS); default a local Ray instance.")] = None,
+    ray_runtime_env: Annotated[Optional[str], typer.Option(
+        "--ray-runtime-env", help="Ray runtime_env as JSON, passed through (e.g. to pin an engine version).")
+    ] = None,
+    cache: Annotated[Optional[str], typer.Option(
+        "--cache", help="The cell cache (sqlite); off for none. Default $XDG_CACHE_HOME/kconvert/matrix.sqlite.")
+    ] = None,
+    refresh: Annotated[bool, typer.Option("--refresh", help="Recompute every cell (and store it).")] = False,
+    markdown: Annotated[Optional[str], typer.Option("--markdown", help="Also write the table as Markdown.")] = None,
+    html: Annotated[Optional[str], typer.Option("--html", help="Also write one self-contained HTML page.")] = None,
+    csv: Annotated[Optional[str], typer.Option("--csv", help="Also write one CSV row per cell.")] = None,
+    report: Annotated[Optional[str], typer.Option("--report", help="Also write the JSON document here.")] = None,
+    as_json: json_opt("matrix") = False,
+) -> None:
+    """Every draft x every engine row: inspect's verdict per cell, a score per draft against a trace, live cells.
+
+    A cell holds the verdict (pass / warn / fail, by inspect's rules and exit semantics), the finding ids, whether
+    fix repairs them and whether that leaves a decision, and the fix command. An unreadable draft, a missing
+    file, an engine crash is a cell of state error; a draft whose target is unknown gets target-less checks
+    (state skipped unless they fail). Cells are cached by the draft's commit sha or content digest, the engine
+    row, kconvert's version and the trace's digest. Exit 0 when every cell passes or warns, 1 when any fails,
+    2 on bad usage or an unreadable draft, 3 when a live cell's engine could not run.
+    """
+    from kconvert.matrix import CellCache, MatrixRequest, run_matrix
+    from kconvert.report.files import write_json_atomic, write_text_atomic
+
+    fmt = begin("matrix", None, as_json)
+    if best and not trace:
+        raise UsageError("--best ranks by scored acceptance length: give --trace")
+    if hub_search is not None and not hub_search.strip():
+        raise UsageError("--hub-search: give the text to search for")
+    wanted = {kind: path for kind, path in (("markdown", markdown), ("html", html), ("csv", csv)) if path}
+    render = {kind: renderer(kind) for kind in wanted}  # a missing renderer refuses before any cell runs
+    args: dict[str, Any] = {}
+    for item in engine_arg or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--engine-arg {item!r}: K=V")
+        args[key] = value
+    ex = make_executor(executor, workers, ray_address, ray_runtime_env)
+    req = MatrixRequest(drafts=list(drafts or []), from_file=from_file, hub_search=hub_search,
+                        hub_author=hub_author, hub_limit=hub_limit, target=target, engines=engines, trace=trace, live=live, k=k,
+                        score_threads=score_threads, max_sequences=max_sequences, prompts=prompts,
+                        max_prompts=max_prompts, max_tokens=max_tokens, engine_args=args, timeout_s=timeout,
+                        trust_remote_code=trust_remote_code, refresh=refresh)
+    store = CellCache.from_option(cache)
+    quiet = fmt != "full" or best or not err_console.is_terminal
+    try:
+        if quiet:
+            doc = run_matrix(req, executor=ex, cache=store)
+        else:
+            with err_console.status("matrix", spinner="dots") as status:
+                n = [0]
+
+                def on_cell(c: dict[str, Any]) -> None:
+                    n[0] += 1
+                    status.update(f"matrix: {n[0]} cells ({c['draft']} on {c['engine']} {c['engine_version']})")
+
+                doc = run_matrix(req, executor=ex, cache=store, on_cell=on_cell)
+    finally:
+        store.close()
+    for kind, path in wanted.items():
+        write_text_atomic(path, render[kind](doc))
+    if report:
+        write_json_atomic(report, doc)
+    if best:
+        chosen = (doc.get("ranking") or {}).get("best")
+        if chosen is None:
+            err_console.print("kconvert matrix --best: no draft was ranked (each failed statically or could not "
+                              "be scored)", markup=False, highlight=False)
+            raise typer.Exit(1)
+        write(chosen + "\n")
+        raise typer.Exit(0)
+    if fmt == "json":
+        emit_json(doc)
+    else:
+        render_table(doc)
+    if doc.get("interrupted"):
+        err_console.print("interrupted: the matrix above holds the cells finished before it", markup=False)
+        raise typer.Exit(130)
+    raise typer.Exit(doc["exit_code"])

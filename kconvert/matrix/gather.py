@@ -1,0 +1,275 @@
+"""Which drafts a matrix covers, and what each one is: local folders and globs, Hub ids `org/name[@rev]`, a file of
+them, a Hub search; per draft its revision (Hub commit sha, or the content digest of a local folder), its training
+step (from the name) and its target (given, inferred from its own metadata with the evidence, or unknown).
+
+Only small files are read here (config.json, the model card's metadata); the cells read the rest.
+"""
+from __future__ import annotations
+
+import glob as _glob
+import hashlib
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kconvert.errors import InputError, KConvertError, UsageError
+
+GLOB_CHARS = re.compile(r"[*?\[]")
+# epoch_3, step-12000, checkpoint-500, global_step1200, iter_0004000, ckpt-7: the number after the word
+_STEP = re.compile(r"(?:epoch|global_step|step|checkpoint|ckpt|iter|iteration)s?[-_.]?(\d+)", re.IGNORECASE)
+HUB_LIMIT = 200
+
+
+@dataclass
+class DraftEntry:
+    draft: str  # as given (a path or a Hub id)
+    source: str = "local"  # local | hub
+    given_target: str | None = None  # a second column of --from FILE, or --target
+    revision: str | None = None
+    step: int | None = None
+    target: dict[str, Any] = field(default_factory=lambda: {"id": None, "state": "unknown", "evidence": []})
+    folder: Path | None = None  # where its small files were read (a local folder, a Hub cache snapshot)
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"draft": self.draft, "revision": self.revision, "source": self.source, "target": self.target,
+                "step": self.step, "error": self.error}
+
+
+def step_of(ref: str) -> int | None:
+    """The training step a checkpoint's name carries (the last such number in its last path parts)."""
+    parts = [p for p in ref.replace("\\", "/").rstrip("/").split("/") if p][-2:]
+    for part in reversed(parts):
+        found = _STEP.findall(part)
+        if found:
+            return int(found[-1])
+    return None
+
+
+def read_list_file(path: str) -> list[tuple[str, str | None]]:
+    """`--from FILE`: one draft per line, optionally followed by its target; `#` starts a comment."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise UsageError(f"--from {path}: cannot read: {e.strerror or e}") from None
+    out: list[tuple[str, str | None]] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        cols = line.split()
+        if len(cols) > 2:
+            raise UsageError(f"--from {path}:{n}: one draft per line, optionally followed by its target "
+                             f"(found {len(cols)} columns)")
+        out.append((cols[0], cols[1] if len(cols) == 2 else None))
+    return out
+
+
+def hub_search(*, search: str | None = None, author: str | None = None, limit: int = HUB_LIMIT,
+               api: Any = None) -> list[str]:
+    """Model ids from `HfApi.list_models` (search text and/or author), most downloaded first."""
+    from huggingface_hub import HfApi
+
+    from kconvert.source.hub import one_line
+
+    api = api or HfApi()
+    try:
+        models = api.list_models(search=search, author=author, sort="downloads", limit=limit)
+        return [m.id for m in models]
+    except Exception as e:  # the Hub unreachable or refusing: one line, bad input for this run
+        what = " ".join(x for x in (f"search {search!r}" if search else "", f"author {author!r}" if author else "")
+                        if x)
+        raise InputError(f"Hub {what}: could not list models: {one_line(e)}") from None
+
+
+def expand(refs: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
+    """Globs expanded here (so that a quoted `runs/*/epoch_*` works as well as the shell's), duplicates dropped."""
+    out: list[tuple[str, str | None]] = []
+    seen: set[str] = set()
+    for ref, target in refs:
+        if GLOB_CHARS.search(ref) and not Path(ref).exists():
+            matches = sorted(m for m in _glob.glob(os.path.expanduser(ref)) if Path(m).is_dir())
+            if not matches:
+                raise UsageError(f"{ref}: no folder matches this pattern")
+        else:
+            matches = [ref]
+        for m in matches:
+            if m not in seen:
+                seen.add(m)
+                out.append((m, target))
+    return out
+
+
+def order_by_step(entries: list[DraftEntry]) -> list[DraftEntry]:
+    """Checkpoints of one run (the same name but for the step number) in step order, at the place of the first;
+    every other draft where it was given."""
+    def stem(e: DraftEntry) -> str:
+        return _STEP.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + "#", e.draft) if e.step is not None \
+            else e.draft
+
+    first: dict[str, int] = {}
+    for i, e in enumerate(entries):
+        first.setdefault(stem(e), i)
+    return sorted(entries, key=lambda e: (first[stem(e)], e.step if e.step is not None else -1))
+
+
+def local_digest(folder: Path) -> str:
+    """`sha256:` over every file's relative path and sha256 (digests reused from kconvert's stat-keyed hash cache,
+    so a multi-GB shard is read once)."""
+    from kconvert.source import hashcache
+    from kconvert.source.checkpoint import sha256_file
+
+    h = hashlib.sha256()
+    for p in sorted(folder.rglob("*")):
+        if not p.is_file():
+            continue
+        digest = hashcache.lookup(p)
+        if digest is None:
+            started = time.time()
+            digest = sha256_file(p)
+            hashcache.store(p, digest, hashed_at=started)
+        h.update(f"{p.relative_to(folder).as_posix()}\0{digest}\n".encode())
+    return "sha256:" + h.hexdigest()
+
+
+def resolve_hub(ref: str) -> tuple[str, Path]:
+    """The commit a Hub id resolves to and the cache snapshot of its small files (as inspect downloads them)."""
+    from huggingface_hub import snapshot_download
+
+    from kconvert.source.hub import SMALL_FILE_PATTERNS, hub_errors, split_hub_id
+
+    repo_id, revision = split_hub_id(ref)
+    with hub_errors(ref, missing_hint="download it first with `hf download`, or pass a local folder"):
+        folder = Path(snapshot_download(repo_id, revision=revision, allow_patterns=SMALL_FILE_PATTERNS))
+    return folder.name, folder
+
+
+# A draft's name that names its target's family (model ids are written many ways: Kimi-K25, kimi-k2.5, K2_5).
+_NAME_PROFILES = (
+    (re.compile(r"kimi[-_ ]?k2[-_.]?5", re.I), "kimi-k2.5"),
+    (re.compile(r"kimi[-_ ]?k2(?![-_.]?\d)", re.I), "kimi-k2"),
+    (re.compile(r"llama[-_ ]?3[-_.]?1[-_ ]?(?:instruct[-_ ]?)?8b", re.I), "llama-3.1-8b"),
+    (re.compile(r"llama[-_ ]?3[-_.]?3[-_ ]?70b", re.I), "llama-3.3-70b"),
+    (re.compile(r"gpt[-_ ]?oss[-_ ]?120b", re.I), "gpt-oss-120b"),
+    (re.compile(r"qwen[-_ ]?3[-_ ]?8b", re.I), "qwen3-8b"),
+    (re.compile(r"deepseek[-_ ]?v3", re.I), "deepseek-v3"),
+)
+
+
+def _profile_for_hub_id(hub_id: str) -> str | None:
+    from kconvert.target import profile_hub_id, profile_names
+
+    for name in profile_names():
+        hid = profile_hub_id(name)
+        if hid and hid.lower() == hub_id.split("@", 1)[0].lower():
+            return name
+    return None
+
+
+def _card_base_model(folder: Path) -> Any:
+    card = folder / "README.md"
+    if not card.is_file():
+        return None
+    try:
+        from huggingface_hub.repocard import metadata_load
+
+        meta = metadata_load(card) or {}
+    except Exception:  # a card whose metadata block does not parse says nothing about the target
+        return None
+    return meta.get("base_model")
+
+
+def infer_target(entry: DraftEntry) -> dict[str, Any]:
+    """The draft's target from its own metadata: speculators_config.verifier, the model card's base_model, then a
+    name that names a known target. Evidence for each source read; sources that disagree leave it unknown."""
+    found: list[tuple[str, str]] = []  # (target id, evidence)
+    folder = entry.folder
+    if folder is not None and (folder / "config.json").is_file():
+        try:
+            cfg = json.loads((folder / "config.json").read_text())
+        except (OSError, ValueError):
+            cfg = {}
+        ver = (cfg.get("speculators_config") or {}).get("verifier") if isinstance(cfg, dict) else None
+        name = ver.get("name_or_path") if isinstance(ver, dict) else None
+        if isinstance(name, str) and name.strip():
+            found.append((name.strip(), f"config.json speculators_config.verifier.name_or_path = {name!r}"))
+    if folder is not None:
+        base = _card_base_model(folder)
+        if isinstance(base, list) and len(base) == 1:
+            base = base[0]
+        if isinstance(base, str) and base.strip():
+            found.append((base.strip(), f"model card base_model = {base!r}"))
+    if not found:
+        name = entry.draft.split("@", 1)[0]
+        for pattern, profile in _NAME_PROFILES:
+            m = pattern.search(name)
+            if m:
+                found.append((profile, f"the name {name!r} names {m.group(0)!r}: profile {profile}"))
+                break
+    evidence = [ev for _, ev in found]
+    if not found:
+        return {"id": None, "state": "unknown",
+                "evidence": ["no speculators_config.verifier, no model card base_model, no target in the name"]}
+    resolved = []
+    for tid, _ in found:
+        prof = _profile_for_hub_id(tid) if "/" in tid else None
+        resolved.append(prof or tid)
+    # a local path in a verifier field (a trainer's machine) means nothing here: a Hub id or profile is needed
+    usable = [r for r in resolved if "/" not in r or re.fullmatch(r"[\w.-]+/[\w.-]+", r)]
+    if len(set(usable)) > 1:
+        return {"id": None, "state": "unknown", "evidence": evidence + [
+            f"these disagree ({', '.join(sorted(set(usable)))}): give --target"]}
+    if not usable:
+        return {"id": None, "state": "unknown", "evidence": evidence + ["a path on another machine: give --target"]}
+    tid = usable[0]
+    if tid != found[0][0]:
+        evidence.append(f"{found[0][0]} is the built-in profile {tid}")
+    return {"id": tid, "state": "inferred", "evidence": evidence}
+
+
+def gather(drafts: list[str], *, from_file: str | None = None, search: str | None = None,
+           author: str | None = None, target: str | None = None, hub_limit: int = HUB_LIMIT,
+           api: Any = None) -> list[DraftEntry]:
+    """Every draft of the run, in row order, with revision, step and target (errors kept per draft)."""
+    refs: list[tuple[str, str | None]] = [(d, None) for d in drafts]
+    if from_file:
+        refs += read_list_file(from_file)
+    if search or author:
+        refs += [(m, None) for m in hub_search(search=search, author=author, limit=hub_limit, api=api)]
+    refs = expand(refs)
+    if not refs:
+        raise UsageError("no drafts: give folders, globs or Hub ids, --from FILE, --hub-search or --hub-author")
+    from kconvert.source.hub import is_hub_id
+
+    entries = []
+    for ref, col_target in refs:
+        e = DraftEntry(draft=ref, given_target=target or col_target, step=step_of(ref))
+        p = Path(ref).expanduser()
+        try:
+            if p.is_dir():
+                e.folder = p
+                e.revision = local_digest(p)
+            elif not p.exists() and is_hub_id(ref) and not ref.startswith((".", "/", "~")):
+                e.source = "hub"
+                e.revision, e.folder = resolve_hub(ref)
+            else:
+                e.error = f"{ref}: no such folder" if not p.exists() else f"{ref}: not a folder"
+        except KConvertError as err:
+            e.error = err.message
+        except OSError as err:
+            e.error = f"{ref}: cannot read: {err.strerror or err}"
+        if e.given_target:
+            e.target = {"id": e.given_target, "state": "given",
+                        "evidence": ["--target" if target else "--from FILE's second column"]}
+        else:
+            e.target = infer_target(e)
+        entries.append(e)
+    return order_by_step(entries)
+
+
+__all__ = ["DraftEntry", "gather", "hub_search", "infer_target", "local_digest", "order_by_step",
+           "read_list_file", "step_of"]

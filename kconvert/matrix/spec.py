@@ -1,0 +1,66 @@
+"""What one matrix cell is asked to compute: plain, frozen, picklable data, so any process or Ray node can run it.
+
+`CellSpec` is the one argument of every cell function in `kconvert.matrix.cells` (`static_cell`, `score_cell`,
+`live_cell`). Its `key()` is the cell's cache key: the draft's revision (Hub commit sha or local content digest),
+the engine row, kconvert's version, the trace's digest and every setting that changes the result.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kconvert._version import __version__
+
+KINDS = ("static", "score", "live")
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """One cell: `draft` (a local path or Hub id as given) on one engine row, of one kind.
+
+    kind: "static" (the rules, as `kconvert inspect`), "score" (`kconvert score` against `trace`) or "live"
+    (`kconvert verify` on the installed vLLM). target: the target reference (profile, folder or Hub id) or None
+    when the draft's target is unknown (static: target-less checks only; score/live: skipped).
+    """
+
+    draft: str
+    engine: str = "vllm"
+    engine_version: str = "0.32"
+    kind: str = "static"
+    target: str | None = None
+    revision: str | None = None
+    trace: str | None = None
+    trace_digest: str | None = None
+    # score: draft tokens per step, torch threads, sequences; live: k, prompts, max tokens, engine args, timeout
+    settings: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
+
+    @property
+    def row(self) -> str:
+        return f"{self.engine}:{self.engine_version}"
+
+    def setting(self, name: str, default: Any = None) -> Any:
+        return dict(self.settings).get(name, default)
+
+    def key(self) -> str:
+        """The cache key: everything the cell's result depends on, and kconvert's version (a new release may judge
+        differently). The draft's path is part of it because the cell names it (and its fix command does)."""
+        d = asdict(self)
+        d["settings"] = sorted([list(kv) for kv in self.settings])
+        d.pop("trace")  # the trace is identified by its digest, wherever it lies
+        d["kconvert"] = __version__
+        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()
+
+    def base_cell(self) -> dict[str, Any]:
+        """The fields every cell of this spec carries, whatever its state."""
+        return {"draft": self.draft, "revision": self.revision, "target": self.target, "engine": self.engine,
+                "engine_version": self.engine_version, "kind": "live" if self.kind == "live" else "static"}
+
+
+def settings_tuple(**kw: Any) -> tuple[tuple[str, Any], ...]:
+    """Settings as a sorted tuple of pairs (hashable, picklable, one order); None values are left out."""
+    return tuple(sorted((k, v) for k, v in kw.items() if v is not None))
+
+
+__all__ = ["KINDS", "CellSpec", "settings_tuple"]
