@@ -1,5 +1,7 @@
-"""Module-level task functions for the executor tests: each runs real kconvert code (`kconvert.inspect` of a shipped
-tiny draft against one engine row), so a Ray worker imports it by reference as it would a matrix cell.
+"""Module-level task functions for the executor tests. Each runs the matrix's own static cell
+(`kconvert.matrix.cells.static_cell`: `kconvert inspect` of a shipped tiny draft on one engine row), so a Ray
+worker imports it by reference as it does a matrix cell; the wrappers add what a fault test needs (a pid to kill,
+a long run to interrupt).
 
 Kept out of the test module so that a Ray worker importing it loads no pytest fixtures.
 """
@@ -10,31 +12,38 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kconvert.matrix.spec import CellSpec
+
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "examples" / "tiny"
 DRAFTS = sorted(p for p in (TINY / "drafts").iterdir() if p.is_dir())
 ROWS = (("vllm", "0.32"), ("vllm", "0.33"), ("sglang", "post-25454"), ("sglang", "0.5.23"))
 
 
-def inspect_cell(arg: tuple[str, str, str]) -> dict[str, Any]:
-    """One static cell: what `kconvert inspect DRAFT --target T --engine E --engine-version V --json` decides
-    (the verdict, exit code and finding ids; the report's `created` timestamp stays out)."""
+def specs() -> list[CellSpec]:
+    return [CellSpec(draft=str(d), engine=e, engine_version=v, target=str(TINY / "target"))
+            for d in DRAFTS for e, v in ROWS]
+
+
+def cell(spec: CellSpec) -> dict[str, Any]:
+    """The static cell, less its timing (`seconds`), which is the one field two runs may differ in."""
+    from kconvert.matrix.cells import static_cell
+
+    return {k: v for k, v in static_cell(spec).items() if k != "seconds"}
+
+
+def raw_inspect(spec: CellSpec) -> dict[str, Any]:
+    """`kconvert.inspect` without the cell's guard: raises what inspect raises (a missing draft: InputError)."""
     import kconvert
 
-    draft, engine, version = arg
-    r = kconvert.inspect(draft, target=str(TINY / "target"), engine=engine, engine_version=version).to_dict()
-    return {"draft": draft, "engine": engine, "engine_version": version, "verdict": r["verdict"],
-            "exit_code": r["exit_code"], "finding_ids": sorted(f["id"] for f in r["findings"])}
+    r = kconvert.inspect(spec.draft, target=spec.target, engine=spec.engine, engine_version=spec.engine_version)
+    return {"verdict": r.verdict, "finding_ids": sorted(f.id for f in r.findings)}
 
 
-def cells() -> list[tuple[str, str, str]]:
-    return [(str(d), e, v) for d in DRAFTS for e, v in ROWS]
-
-
-def pid_then_inspect(arg: tuple[str, tuple[str, str, str]]) -> dict[str, Any]:
-    """Append this worker's pid to a file, then (first attempt only) wait to be killed; then inspect.
+def pid_then_cell(arg: tuple[str, CellSpec]) -> dict[str, Any]:
+    """Append this worker's pid to a file, then (first attempt only) wait to be killed; then run the cell.
     A retry sees the first attempt's line and goes straight on."""
-    pidfile, cell = arg
+    pidfile, spec = arg
     p = Path(pidfile)
     first = not p.exists() or not p.read_text().strip()
     with p.open("a") as f:
@@ -43,18 +52,18 @@ def pid_then_inspect(arg: tuple[str, tuple[str, str, str]]) -> dict[str, Any]:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # the driver kills this process meanwhile
             time.sleep(0.05)
-    return inspect_cell(cell)
+    return cell(spec)
 
 
-def slow_inspect(arg: tuple[str, tuple[str, str, str]]) -> dict[str, Any]:
+def slow_cell(arg: tuple[str, CellSpec]) -> dict[str, Any]:
     """Mark the start in a folder, run 20 s, mark the end: what a SIGINT must cancel or interrupt. It waits in
     short steps, as a live cell polls its engine process, so an interrupt lands within 0.1 s."""
-    folder, cell = arg
-    name = f"{Path(cell[0]).name}-{cell[1]}-{cell[2]}"
+    folder, spec = arg
+    name = f"{Path(spec.draft).name}-{spec.engine}-{spec.engine_version}"
     (Path(folder) / f"{name}.started").touch()
     for _ in range(200):
         time.sleep(0.1)
-    out = inspect_cell(cell)
+    out = cell(spec)
     (Path(folder) / f"{name}.finished").touch()
     return out
 

@@ -1,11 +1,12 @@
 """The Ray executor (kconvert/matrix/executors/ray.py) on a real local Ray instance (2 CPUs, shared by the module).
 
-The oracle for every result is the same cell function called in this process: Ray may change where a cell runs,
-never what it returns. Worker deaths are real (SIGKILL of the worker process a task reports), and so is the
-SIGINT (sent to this process while `run` collects results).
+The oracle for every result is the same cell run without Ray: in this process and through the local pool
+(`LocalExecutor`). Ray may change where a cell runs, never what it returns. Worker deaths are real (SIGKILL of
+the worker process running the task), and so is the SIGINT (sent to this process while `run` collects results).
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from kconvert.matrix.executors import Resources, Task
+from kconvert.matrix.executors.local import LocalExecutor
 from tests import matrix_tasks
 
 if os.environ.get("CI") == "true":
@@ -27,6 +29,7 @@ else:
 from kconvert.matrix.executors.ray import RayExecutor  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+TINY = ROOT / "examples" / "tiny"
 
 
 @pytest.fixture(scope="module")
@@ -49,22 +52,23 @@ def tasks_of(fn, args, resources=Resources()):
     return [Task(key=f"{i}", fn=fn, arg=a, resources=resources) for i, a in enumerate(args)]
 
 
-def test_ray_results_equal_the_cell_function_run_here(ray_session):
-    cells = matrix_tasks.cells()
-    expected = {f"{i}": matrix_tasks.inspect_cell(c) for i, c in enumerate(cells)}
-    assert {v["verdict"] for v in expected.values()} >= {"pass", "fail"}  # the cells differ, so a mixup shows
-    results, errors = collect(RayExecutor(), tasks_of(matrix_tasks.inspect_cell, cells))
+def test_ray_results_equal_the_local_pool_and_this_process(ray_session):
+    specs = matrix_tasks.specs()
+    here = {f"{i}": matrix_tasks.cell(s) for i, s in enumerate(specs)}
+    assert {v["state"] for v in here.values()} >= {"pass", "fail"}  # the cells differ, so a mixup shows
+    pooled, errors = collect(LocalExecutor(workers=2), tasks_of(matrix_tasks.cell, specs))
+    assert errors == {} and pooled == here
+    results, errors = collect(RayExecutor(), tasks_of(matrix_tasks.cell, specs))
     assert errors == {}
-    assert results == expected
+    assert results == here
 
 
 def test_a_cell_that_raises_is_an_error_and_the_others_complete(ray_session):
-    good = matrix_tasks.cells()[:3]
-    missing = str(ROOT / "no-such-draft")
-    tasks = tasks_of(matrix_tasks.inspect_cell, [*good, (missing, "vllm", "0.32")])
-    with pytest.raises(Exception) as raised:  # what the cell raises when called here
-        matrix_tasks.inspect_cell((missing, "vllm", "0.32"))
-    results, errors = collect(RayExecutor(), tasks)
+    good = matrix_tasks.specs()[:3]
+    missing = type(good[0])(draft=str(ROOT / "no-such-draft"), target=good[0].target)
+    with pytest.raises(Exception) as raised:  # what the task raises when called here
+        matrix_tasks.raw_inspect(missing)
+    results, errors = collect(RayExecutor(), tasks_of(matrix_tasks.raw_inspect, [*good, missing]))
     assert sorted(results) == ["0", "1", "2"]
     assert errors == {"3": f"{type(raised.value).__name__}: {raised.value}"}
 
@@ -81,45 +85,42 @@ def _kill_first_pid(pidfile: Path, killed: list[int]) -> None:
         time.sleep(0.05)
 
 
-def test_a_killed_worker_is_retried_and_the_run_yields_every_result(ray_session, tmp_path):
-    cells = matrix_tasks.cells()[:6]
+def _run_with_victim(tmp_path, specs, max_retries):
     pidfile = tmp_path / "pids"
-    tasks = [*tasks_of(matrix_tasks.inspect_cell, cells[1:]),
-             Task(key="victim", fn=matrix_tasks.pid_then_inspect, arg=(str(pidfile), cells[0]))]
+    tasks = [*tasks_of(matrix_tasks.cell, specs[1:]),
+             Task(key="victim", fn=matrix_tasks.pid_then_cell, arg=(str(pidfile), specs[0]))]
     killed: list[int] = []
     killer = threading.Thread(target=_kill_first_pid, args=(pidfile, killed))
     killer.start()
-    results, errors = collect(RayExecutor(max_retries=2), tasks)
+    results, errors = collect(RayExecutor(max_retries=max_retries), tasks)
     killer.join()
     pids = [int(x) for x in pidfile.read_text().split()]
     assert len(killed) == 1 and pids[0] == killed[0]
+    return results, errors, pids
+
+
+def test_a_killed_worker_is_retried_and_the_run_yields_every_result(ray_session, tmp_path):
+    specs = matrix_tasks.specs()[:6]
+    results, errors, pids = _run_with_victim(tmp_path, specs, max_retries=2)
     assert len(pids) == 2 and pids[1] != pids[0]  # the retry ran in another worker process
     assert errors == {}
-    assert results["victim"] == matrix_tasks.inspect_cell(cells[0])
+    assert results["victim"] == matrix_tasks.cell(specs[0])
     assert {k: v for k, v in results.items() if k != "victim"} == {
-        f"{i}": matrix_tasks.inspect_cell(c) for i, c in enumerate(cells[1:])}
+        f"{i}": matrix_tasks.cell(s) for i, s in enumerate(specs[1:])}
 
 
 def test_a_worker_dead_past_its_retries_is_an_error_cell(ray_session, tmp_path):
-    cells = matrix_tasks.cells()[:3]
-    pidfile = tmp_path / "pids"
-    tasks = [*tasks_of(matrix_tasks.inspect_cell, cells[1:]),
-             Task(key="victim", fn=matrix_tasks.pid_then_inspect, arg=(str(pidfile), cells[0]))]
-    killed: list[int] = []
-    killer = threading.Thread(target=_kill_first_pid, args=(pidfile, killed))
-    killer.start()
-    results, errors = collect(RayExecutor(max_retries=0), tasks)
-    killer.join()
-    assert len(pidfile.read_text().split()) == 1  # no retry ran
+    results, errors, pids = _run_with_victim(tmp_path, matrix_tasks.specs()[:3], max_retries=0)
+    assert len(pids) == 1  # no retry ran
     assert sorted(results) == ["0", "1"]
     assert list(errors) == ["victim"] and errors["victim"].startswith("the Ray worker died (1 attempts): ")
 
 
 def test_sigint_cancels_what_is_left_delivers_what_finished_and_reraises(ray_session, tmp_path):
-    fast = matrix_tasks.cells()[:2]
-    slow = matrix_tasks.cells()[2:8]
-    tasks = [*tasks_of(matrix_tasks.inspect_cell, fast),
-             *[Task(key=f"slow{i}", fn=matrix_tasks.slow_inspect, arg=(str(tmp_path), c)) for i, c in enumerate(slow)]]
+    fast = matrix_tasks.specs()[:2]
+    slow = matrix_tasks.specs()[2:8]
+    tasks = [*tasks_of(matrix_tasks.cell, fast),
+             *[Task(key=f"slow{i}", fn=matrix_tasks.slow_cell, arg=(str(tmp_path), s)) for i, s in enumerate(slow)]]
     delivered: dict[str, dict] = {}
 
     def on_result(key, value):
@@ -130,15 +131,14 @@ def test_sigint_cancels_what_is_left_delivers_what_finished_and_reraises(ray_ses
     t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         RayExecutor().run(tasks, on_result=on_result, on_error=lambda k, m: None)
-    elapsed = time.monotonic() - t0
-    assert elapsed < 15, elapsed  # the slow cells (20 s each) were not waited for
+    assert time.monotonic() - t0 < 15  # the slow cells (20 s each) were not waited for
     assert delivered and set(delivered) <= {"0", "1"}
     for key, value in delivered.items():
-        assert value == matrix_tasks.inspect_cell(fast[int(key)])
+        assert value == matrix_tasks.cell(fast[int(key)])
     # Nothing of the run holds a CPU any more: a cell asking for both CPUs runs at once (the slow cells, had they
     # been left running or queued, would hold them for 20 s each).
     t1 = time.monotonic()
-    results, errors = collect(RayExecutor(), [Task(key="after", fn=matrix_tasks.inspect_cell, arg=fast[0],
+    results, errors = collect(RayExecutor(), [Task(key="after", fn=matrix_tasks.cell, arg=fast[0],
                                                    resources=Resources(num_cpus=2))])
     assert time.monotonic() - t1 < 10 and errors == {} and list(results) == ["after"]
     assert len(list(tmp_path.glob("*.started"))) <= 2  # two CPUs: the others were still queued, never started
@@ -171,14 +171,72 @@ def test_placement_asks_ray_for_what_each_kind_of_cell_needs(ray_session):
 
 
 def test_a_cell_no_node_can_hold_is_an_error_not_a_hang(ray_session):
-    tasks = [Task(key="big", fn=matrix_tasks.inspect_cell, arg=matrix_tasks.cells()[0],
+    tasks = [Task(key="big", fn=matrix_tasks.cell, arg=matrix_tasks.specs()[0],
                   resources=Resources(kind="static", num_cpus=64)),
-             *tasks_of(matrix_tasks.inspect_cell, matrix_tasks.cells()[1:2])]
+             *tasks_of(matrix_tasks.cell, matrix_tasks.specs()[1:2])]
     results, errors = collect(RayExecutor(), tasks)
     assert sorted(results) == ["0"]
     assert errors == {"big": "a static cell asks for 64 CPUs; the largest node has 2"}
 
 
+# -- the matrix command ------------------------------------------------------------------------------------------
+MATRIX = [*(str(p) for p in sorted((TINY / "drafts").iterdir())), *(str(p) for p in sorted((TINY / "broken").iterdir()))]
+
+
+def without_timings(doc: dict) -> dict:
+    """The document less what measures time: `timings` and each cell's `seconds` (schemas/matrix.schema.json)."""
+    out = {k: v for k, v in doc.items() if k != "timings"}
+    out["cells"] = [{k: v for k, v in c.items() if k != "seconds"} for c in doc["cells"]]
+    return out
+
+
+def kconvert_matrix(*args: str, env: dict | None = None) -> dict:
+    p = subprocess.run([sys.executable, "-m", "kconvert", "matrix", *MATRIX, "--target", str(TINY / "target"),
+                        "--engines", "all", "--cache", "off", "--json", *args], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, timeout=300)
+    assert p.returncode == 1, p.stderr[-2000:]  # the broken variants fail
+    return json.loads(p.stdout)
+
+
+def test_kconvert_matrix_json_is_the_same_on_ray_and_locally_apart_from_timings(ray_session):
+    local = kconvert_matrix()
+    # `--ray-address auto` joins the cluster RAY_ADDRESS names: the one this module started.
+    on_ray = kconvert_matrix("--executor", "ray", "--ray-address", "auto",
+                             env={"RAY_ADDRESS": ray_session.get_runtime_context().gcs_address})
+    assert local["timings"]["executor"] == "local" and on_ray["timings"]["executor"] == "ray"
+    assert len(local["cells"]) == len(MATRIX) * 6 and {c["state"] for c in local["cells"]} >= {"pass", "fail"}
+    assert without_timings(on_ray) == without_timings(local)
+
+
+def test_killing_a_ray_worker_mid_matrix_still_yields_the_complete_matrix(ray_session):
+    psutil = pytest.importorskip("psutil")
+    from kconvert.matrix import MatrixRequest, run_matrix
+
+    req = MatrixRequest(drafts=MATRIX, target=str(TINY / "target"), engines="all")
+    local = run_matrix(req, executor=LocalExecutor(1))
+    killed: list[str] = []
+
+    def kill_a_running_cell(_cell: dict) -> None:
+        if killed:
+            return
+        for p in psutil.Process().children(recursive=True):
+            try:
+                title = p.cmdline()[0] if p.cmdline() else ""
+            except psutil.Error:
+                continue
+            key = title.removeprefix("ray::").strip()
+            if title.startswith("ray::") and len(key) == 64 and all(c in "0123456789abcdef" for c in key):
+                p.kill()  # a worker process while it runs a cell (Ray titles it after the task: the cell's key)
+                killed.append(key)
+                return
+
+    on_ray = run_matrix(req, executor=RayExecutor(max_retries=3), on_cell=kill_a_running_cell)
+    assert killed, "no Ray worker was caught running a cell"
+    assert not [c for c in on_ray["cells"] if c["state"] == "error"]
+    assert without_timings(on_ray) == without_timings(local)
+
+
+# -- without Ray -------------------------------------------------------------------------------------------------
 def test_without_ray_the_executor_says_how_to_install_it():
     code = ("import sys; sys.modules['ray'] = None\n"
             "from kconvert.matrix.executors.ray import RayExecutor\n"

@@ -23,8 +23,8 @@ run and a local run give the same results (docs/design.md, "Ray's task API"). Wh
   interrupted cells, so the caller writes the partial matrix.
 
 Connecting: `address=None` starts a new local instance (`ray.init(address="local")`, so a RAY_ADDRESS in the
-environment never redirects a local run), sized with `num_cpus` (default: the CPUs this process may run on,
-`os.sched_getaffinity`), GPUs as Ray detects them, a 256 MB object store (cells return small JSON dicts;
+environment never redirects a local run), with `workers` CPUs (`--workers`; default: the CPUs this process may
+run on, `os.sched_getaffinity`), so at most that many static or score cells run at once, GPUs as Ray detects them, a 256 MB object store (cells return small JSON dicts;
 Ray's default reserves 30% of the RAM in /dev/shm) and no dashboard. `address="auto"` joins the cluster that
 RAY_ADDRESS names (or the one running on this machine), any other string is a cluster address
 (`ray://host:10001` or `host:6379`). When Ray is already initialised in this process, that session is used.
@@ -74,15 +74,15 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, address: str | None = None, runtime_env: dict[str, Any] | None = None, *,
-                 max_retries: int = 3, num_cpus: int | None = None) -> None:
+                 max_retries: int = 3, workers: int | None = None) -> None:
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
-        if address is not None and num_cpus is not None:
-            raise ValueError("num_cpus sizes a local instance; an existing cluster has its own size")
+        if workers is not None and workers < 1:
+            raise ValueError("workers must be at least 1")
         self.address = address
         self.runtime_env = runtime_env
         self.max_retries = max_retries
-        self.num_cpus = num_cpus
+        self.workers = workers  # the CPUs of a local instance; a cluster's own resources decide otherwise
         self.notes: list[str] = []  # what the executor decided that the caller may want to show
         self._started = False
         self._ray: Any = None
@@ -98,7 +98,7 @@ class RayExecutor:
                           include_dashboard=False, logging_level="WARNING")
             try:
                 if self.address is None:
-                    ray.init(address="local", num_cpus=self.num_cpus or _local_cpus(),
+                    ray.init(address="local", num_cpus=self.workers or _local_cpus(),
                              object_store_memory=LOCAL_OBJECT_STORE_BYTES, **common)
                 else:
                     ray.init(address=self.address, **common)
