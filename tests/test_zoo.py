@@ -162,11 +162,30 @@ def test_a_decision_lets_fix_proceed(built, case):
         assert repin.observe_fix(folder, target, ROWS[row], decisions=d["options"]) == want, (row, REPIN)
 
 
-def test_the_readme_table_of_published_drafts_is_generated_from_the_zoo():
+def test_the_readme_table_of_published_drafts_is_what_kconvert_matrix_says_over_the_zoo(built):
+    # The table is `kconvert matrix` over the built replicas (tests/zoo/readme_table.py): a README row that
+    # disagrees with the matrix fails here, named.
     from tests.zoo import readme_table
 
-    assert readme_table.current() == readme_table.render(), \
-        "README.md's published-drafts table is not the zoo's: run `python -m tests.zoo.readme_table --write`"
+    want, have = readme_table.rows_of(readme_table.render(built)), readme_table.rows_of(readme_table.current())
+    regen = "run `python -m tests.zoo.readme_table --write`"
+    assert set(have) == set(want), f"README.md's published-drafts table lists other drafts than the zoo: {regen}"
+    for case in want:
+        assert have[case] == want[case], f"README.md's row of {case} is not what kconvert matrix says: {regen}\n" \
+                                         f"README:  {have[case]}\nmatrix:  {want[case]}"
+    assert readme_table.current() == readme_table.render(built), regen
+
+
+def test_kconvert_matrix_over_the_zoo_agrees_cell_for_cell_with_inspect(built):
+    # Done-when of issue 22: each cell (draft x engine row) has inspect's verdict and finding ids, every row.
+    from tests.zoo import readme_table
+
+    rows = readme_table.matrix_rows(built)
+    assert set(rows) == set(CASES)
+    for case in CASES:
+        assert set(rows[case]) == set(ROWS), case
+        for row in ROWS:
+            assert rows[case][row] == observed(built, case, row), (case, row)
 
 
 def test_the_tiny_examples_aux_id_variant_is_still_settled_and_fixed_to_2_5_7(tmp_path):

@@ -117,22 +117,44 @@ def order_by_step(entries: list[DraftEntry]) -> list[DraftEntry]:
     return sorted(entries, key=lambda e: (first[stem(e)], e.step if e.step is not None else -1))
 
 
-def local_digest(folder: Path) -> str:
-    """`sha256:` over every file's relative path and sha256 (digests reused from kconvert's stat-keyed hash cache,
-    so a multi-GB shard is read once)."""
+# Files up to this size are digested by their content; larger ones (weight shards) by their safetensors header,
+# size and modification time unless their content digest is already known, because reading every byte of every
+# multi-GB shard on each run would cost more than the static cells it keys (a re-written shard changes its mtime).
+CONTENT_DIGEST_MAX = 64 * 1024 * 1024
+_HEADER_MAX = 100 * 1024 * 1024
+
+
+def _file_digest(p: Path) -> str:
     from kconvert.source import hashcache
     from kconvert.source.checkpoint import sha256_file
 
+    known = hashcache.lookup(p)
+    if known is not None:
+        return known
+    st = p.stat()
+    if st.st_size <= CONTENT_DIGEST_MAX:
+        started = time.time()
+        digest = sha256_file(p)
+        hashcache.store(p, digest, hashed_at=started)
+        return digest
+    h = hashlib.sha256(f"size={st.st_size} mtime_ns={st.st_mtime_ns}\0".encode())
+    with open(p, "rb") as f:
+        head = f.read(8)
+        h.update(head)
+        if p.suffix == ".safetensors" and len(head) == 8:
+            n = int.from_bytes(head, "little")
+            if 0 < n <= _HEADER_MAX:
+                h.update(f.read(n))
+    return "stat+header:" + h.hexdigest()
+
+
+def local_digest(folder: Path) -> str:
+    """`sha256:` over every file's relative path and digest: its content's sha256 (reused from kconvert's stat-keyed
+    hash cache), or for a shard larger than 64 MiB not yet hashed, its header, size and mtime."""
     h = hashlib.sha256()
     for p in sorted(folder.rglob("*")):
-        if not p.is_file():
-            continue
-        digest = hashcache.lookup(p)
-        if digest is None:
-            started = time.time()
-            digest = sha256_file(p)
-            hashcache.store(p, digest, hashed_at=started)
-        h.update(f"{p.relative_to(folder).as_posix()}\0{digest}\n".encode())
+        if p.is_file():
+            h.update(f"{p.relative_to(folder).as_posix()}\0{_file_digest(p)}\n".encode())
     return "sha256:" + h.hexdigest()
 
 
