@@ -2,6 +2,8 @@
 Hub. It answers the requests huggingface_hub 2.4 makes for `snapshot_download(repo, allow_patterns=...)`,
 `HfApi().get_safetensors_metadata(repo, revision=...)` and plain HTTP range reads of a file:
 
+- `GET  /api/models?search=&author=`                   list_models: `id`, `sha` of each repo whose id contains the
+  search text (case-insensitive) and whose owner is the author, in the order the repos were given
 - `GET  /api/models/{org}/{name}/revision/{rev}`        repo_info: `id`, `sha` (the commit), `siblings`
 - `GET  /api/models/{org}/{name}/tree/{rev}?recursive=` list_repo_tree: `type`, `path`, `size`, `oid`, `lfs`
 - `HEAD /{org}/{name}/resolve/{rev}/{path}`             file metadata: `X-Repo-Commit`, `ETag`, `Content-Length`;
@@ -177,11 +179,22 @@ class FakeReadHub:
                     return self._cdn(req)
                 url = urlsplit(self.path)
                 parts = req.path.split("/")
+                if parts == ["", "api", "models"] and self.command == "GET":
+                    return self._list(req, parse_qs(url.query))
                 if parts[:3] == ["", "api", "models"] and len(parts) >= 7:
                     return self._api(req, "/".join(parts[3:5]), parts[5], "/".join(parts[6:]), parse_qs(url.query))
                 if len(parts) >= 6 and parts[3] == "resolve":
                     return self._resolve(req, "/".join(parts[1:3]), parts[4], "/".join(parts[5:]))
                 return self._json(req, 404, {"error": f"FakeReadHub: no route {req.path}"})
+
+            def _list(self, req: Req, query: dict) -> None:
+                search = (query.get("search") or [""])[0].lower()
+                author = (query.get("author") or [None])[0]
+                limit = int((query.get("limit") or ["1000"])[0])
+                found = [{"id": rid, "modelId": rid, "sha": commit, "private": False, "tags": []}
+                         for rid, (commit, _) in hub.repos.items()
+                         if search in rid.lower() and (author is None or rid.split("/")[0] == author)]
+                return self._json(req, 200, found[:limit])
 
             def _repo(self, req: Req, repo_id: str, rev: str):
                 if repo_id not in hub.repos:

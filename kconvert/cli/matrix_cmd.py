@@ -65,11 +65,12 @@ def make_executor(name: str, workers: int, address: str | None, runtime_env: str
             raise UsageError(f"--ray-runtime-env: not JSON: {e}") from None
         if not isinstance(env, dict):
             raise UsageError("--ray-runtime-env: a JSON object, e.g. '{\"pip\": [\"vllm==0.33.0\"]}'")
-    try:
-        from kconvert.matrix.executors import ray as ray_executor
+    import importlib
 
-        import ray  # noqa: F401  (the executor module may defer it; the extra is what is missing either way)
-    except ModuleNotFoundError:
+    try:
+        ray_executor = importlib.import_module("kconvert.matrix.executors.ray")
+        importlib.import_module("ray")  # the executor module may defer it; the extra is what is missing either way
+    except ImportError:
         raise UsageError("--executor ray needs Ray, which is not installed here",
                          hint="pip install 'kconvert[ray]'") from None
     return ray_executor.RayExecutor(address=address, runtime_env=env, workers=workers)

@@ -191,7 +191,7 @@ def run_matrix(req: MatrixRequest, *, executor: Any = None, cache: CellCache | N
                      target=req.target, hub_limit=req.hub_limit, api=api)
     t_gather = time.perf_counter()
     specs = plan(entries, rows, req, digest=digest, live_row=live_row, score_row=score_row)
-    cache = cache or CellCache(None)
+    cache = cache if cache is not None else CellCache(None)  # (an empty cache is falsy: it has a len)
     results: dict[str, dict[str, Any]] = {}
     by_key = {s.key(): s for s in specs}
     todo = []

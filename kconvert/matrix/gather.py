@@ -240,13 +240,14 @@ def infer_target(entry: DraftEntry) -> dict[str, Any]:
     for tid, _ in found:
         prof = _profile_for_hub_id(tid) if "/" in tid else None
         resolved.append(prof or tid)
-    # a local path in a verifier field (a trainer's machine) means nothing here: a Hub id or profile is needed
-    usable = [r for r in resolved if "/" not in r or re.fullmatch(r"[\w.-]+/[\w.-]+", r)]
+    # a path in a verifier field names a folder on the trainer's machine: usable only where it is a folder here
+    usable = [r for r in resolved if "/" not in r or re.fullmatch(r"[\w.-]+/[\w.-]+", r) or Path(r).is_dir()]
     if len(set(usable)) > 1:
         return {"id": None, "state": "unknown", "evidence": evidence + [
             f"these disagree ({', '.join(sorted(set(usable)))}): give --target"]}
     if not usable:
-        return {"id": None, "state": "unknown", "evidence": evidence + ["a path on another machine: give --target"]}
+        return {"id": None, "state": "unknown", "evidence": evidence + ["not a folder here, a profile or a Hub id: "
+                                                                        "give --target"]}
     tid = usable[0]
     if tid != found[0][0]:
         evidence.append(f"{found[0][0]} is the built-in profile {tid}")

@@ -50,21 +50,18 @@ class LocalExecutor:
             on_result(t.key, value)
 
     def _pool(self, tasks, on_result, on_error) -> None:
-        # A worker that dies breaks the whole pool (concurrent.futures cannot tell which task killed it): the
-        # tasks it took down run once more in a fresh pool, and a task that breaks that one too is an error.
-        remaining = list(tasks)
-        for attempt in (1, 2):
-            broken = self._pool_once(remaining, on_result, on_error)
-            if not broken:
-                return
-            if attempt == 2:
-                for t in broken:
-                    on_error(t.key, "the worker process died (killed, or out of memory) before the cell finished")
-            remaining = broken
+        # A worker that dies breaks the whole pool (concurrent.futures cannot tell which task killed it): each
+        # task it took down runs once more, alone, and one that kills that worker too is an error.
+        broken = self._pool_once(list(tasks), on_result, on_error, self.workers)
+        for t in broken:
+            # alone in a pool of its own: only the task that kills its worker is reported so
+            if self._pool_once([t], on_result, on_error, 1):
+                on_error(t.key, "the worker process died (killed, or out of memory) before the cell finished")
 
-    def _pool_once(self, tasks, on_result, on_error) -> list[Task]:
+    @staticmethod
+    def _pool_once(tasks, on_result, on_error, workers: int) -> list[Task]:
         ctx = multiprocessing.get_context("spawn")
-        pool = ProcessPoolExecutor(max_workers=min(self.workers, len(tasks)), mp_context=ctx)
+        pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx)
         pending: dict[Future, Task] = {}
         broken: list[Task] = []
         try:
