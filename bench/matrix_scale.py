@@ -18,7 +18,7 @@ in this run, on this machine, with the load average printed beside them.
    follow one of them (tests/score_factories.py `consistent_trace`), sequential (1 worker) against Ray (2 CPUs),
    one torch thread per cell; documents compared less timings.
 
-    .venv/bin/python bench/matrix_scale.py [--drafts 200] [--latency-ms 50] [--hub-workers 2,8] [--skip-hub]
+    .venv/bin/python bench/matrix_scale.py [--drafts 200] [--latency-ms 50] [--hub-runs local:2,local:8,ray:8,rerun-cache:8] [--skip-hub]
         [--skip-score] [--work DIR]
 """
 from __future__ import annotations
@@ -47,9 +47,47 @@ def load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and every descendant: the live ones read from /proc (a Ray
+    worker is the raylet's child, which this process started), the reaped ones from RUSAGE_CHILDREN. On a shared
+    machine the wall time says how much of the cores a run was given (the scheduler's shares change with how its
+    processes are grouped); the CPU seconds say what the cells cost."""
+    import resource
+
+    import psutil
+
+    me = psutil.Process()
+    total = sum(me.cpu_times()[:2])
+    rc = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total += rc.ru_utime + rc.ru_stime
+    for child in me.children(recursive=True):
+        try:
+            t = child.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        except psutil.Error:
+            pass
+    return total
+
+
 def without_timings(doc: dict) -> dict:
     out = {k: v for k, v in doc.items() if k != "timings"}
     out["cells"] = [{k: v for k, v in c.items() if k not in ("seconds", "cached")} for c in doc["cells"]]
+    return out
+
+
+def autogroups() -> dict[str, str]:
+    """The scheduler groups (/proc/PID/autogroup) of this process and of Ray's processes: with autogrouping on, a
+    group gets one share of the CPU however many processes it has, and a Ray instance started in a session of
+    its own is a group of its own."""
+    import psutil
+
+    out = {"driver": Path("/proc/self/autogroup").read_text().split()[0] if Path("/proc/self/autogroup").exists()
+           else "n/a"}
+    for p in psutil.Process().children(recursive=True):
+        try:
+            out.setdefault(Path(f"/proc/{p.pid}/autogroup").read_text().split()[0], p.name())
+        except (OSError, psutil.Error):
+            pass
     return out
 
 
@@ -71,9 +109,12 @@ def run(drafts: list[str], executor, cache=None, **req_kw) -> tuple[dict, float]
 
     req = MatrixRequest(drafts=drafts, target=req_kw.pop("target", TARGET), engines=req_kw.pop("engines", ROWS),
                         **req_kw)
-    t0 = time.perf_counter()
-    doc = run_matrix(req, executor=executor, cache=cache or CellCache(None))
-    return doc, time.perf_counter() - t0
+    t0, c0 = time.perf_counter(), cpu_seconds()
+    doc = run_matrix(req, executor=executor, cache=cache if cache is not None else CellCache(None))
+    wall = time.perf_counter() - t0
+    # Pool workers are reaped only at the pool's shutdown, which run() waits for: their CPU is in RUSAGE_CHILDREN.
+    doc["timings"]["cpu_s"] = cpu_seconds() - c0
+    return doc, wall
 
 
 def static_part(drafts: list[str], work: Path) -> dict:
@@ -89,15 +130,19 @@ def static_part(drafts: list[str], work: Path) -> dict:
             t0 = time.perf_counter()
             ex.connect()
             out["ray_start_s"] = time.perf_counter() - t0
+            out["ray_autogroup"] = autogroups()
         doc, wall = run(drafts, ex)
         if name == "ray-2":
             ex.close()
         n = len(doc["cells"])
         docs[name] = doc
+        cpu = doc["timings"]["cpu_s"]
         out[name] = {"cells": n, "cells_s": doc["timings"]["cells_s"], "gather_s": doc["timings"]["gather_s"],
-                     "wall_s": wall, "cells_per_s": n / doc["timings"]["cells_s"], "load": load()}
+                     "wall_s": wall, "cells_per_s": n / doc["timings"]["cells_s"], "cpu_s": cpu,
+                     "cpu_ms_per_cell": 1000 * cpu / n, "load": load()}
         print(f"static {name}: {n} cells in {doc['timings']['cells_s']:.2f} s (gather {doc['timings']['gather_s']:.2f} s)"
-              f" = {out[name]['cells_per_s']:.1f} cells/s  load {load()}", flush=True)
+              f" = {out[name]['cells_per_s']:.1f} cells/s; {cpu:.1f} CPU-s = {1000 * cpu / n:.1f} CPU-ms per cell"
+              f"  load {load()}", flush=True)
     base = without_timings(docs["local-1"])
     out["identical"] = {k: without_timings(d) == base for k, d in docs.items()}
     out["states"] = {s: sum(1 for c in docs["local-1"]["cells"] if c["state"] == s)
@@ -153,11 +198,12 @@ def hub_child(args: argparse.Namespace) -> None:
 
     drafts = sorted(p for p in Path(args.hub_child).iterdir() if p.is_dir())[: args.drafts]
     repos = {f"bench/{p.name}": p for p in drafts}
-    results = []
+    kind, workers = args.hub_run.split(":")
+    workers = int(workers)
     with SlowHub(repos) as hub:
-        env = fhr.hub_read_env(hub, Path(tempfile.mkdtemp(prefix="matrix-hub-home-")))
+        # Set before huggingface_hub is imported (it reads HF_ENDPOINT and HF_HOME once): a cold HF cache.
         os.environ.clear()
-        os.environ.update(env)
+        os.environ.update(fhr.hub_read_env(hub, Path(tempfile.mkdtemp(prefix="matrix-hub-home-"))))
         import kconvert.matrix.build as build
         from kconvert.matrix import CellCache
         from kconvert.matrix.executors.local import LocalExecutor
@@ -174,52 +220,52 @@ def hub_child(args: argparse.Namespace) -> None:
                 marks["after"] = len(hub.requests)
 
         build.gather = counted_gather
-        cache_path = Path(tempfile.mkdtemp(prefix="matrix-hub-cells-")) / "cells.sqlite"
-        plan = [(f"local-{w}", w, None) for w in args.hub_workers] + [("ray-2", 2, None)] + [("rerun-cache", 2, cache_path)]
-        docs = {}
-        for name, workers, cpath in plan:
-            os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="matrix-hub-home-")  # a cold HF cache each run
-            ex = RayExecutor(workers=workers) if name == "ray-2" else LocalExecutor(workers)
-            if name == "ray-2":
-                ex.connect()
-            store = CellCache(cpath) if cpath else CellCache(None)
-            if name == "rerun-cache":  # fill the cell cache first (not timed), then the rerun is the figure
-                run(list(repos), LocalExecutor(workers), cache=store)
-            start = len(hub.requests)
-            doc, wall = run(list(repos), ex, cache=store)
-            store.close()
-            if name == "ray-2":
-                ex.close()
-            docs[name] = doc
-            r_gather = marks["after"] - marks["before"]
-            r_cells = len(hub.requests) - start - r_gather
-            results.append({"run": name, "workers": workers, "wall_s": wall, "gather_s": doc["timings"]["gather_s"],
-                            "cells_s": doc["timings"]["cells_s"], "cells": len(doc["cells"]),
-                            "computed": doc["timings"]["computed"], "requests_gather": r_gather,
-                            "requests_cells": r_cells, "bound_gather_s": latency * r_gather,
-                            "bound_cells_s": latency * r_cells / workers, "load": load(),
-                            "errors": sum(1 for c in doc["cells"] if c["state"] == "error")})
-        base = without_timings(docs[plan[0][0]])
-        for r in results:
-            r["identical"] = without_timings(docs[r["run"]]) == base
+        store = CellCache(None)
+        if kind == "rerun-cache":  # fill the cell cache first (not timed); the rerun is the figure
+            store = CellCache(Path(tempfile.mkdtemp(prefix="matrix-hub-cells-")) / "cells.sqlite")
+            run(list(repos), LocalExecutor(workers), cache=store)
+        ex = RayExecutor(workers=workers) if kind == "ray" else LocalExecutor(workers)
+        if kind == "ray":
+            ex.connect()
+        start = len(hub.requests)
+        doc, wall = run(list(repos), ex, cache=store)
+        store.close()
+        if kind == "ray":
+            ex.close()
+        r_gather = marks["after"] - marks["before"]
+        r_cells = len(hub.requests) - start - r_gather
+        results = {"run": f"{kind}-{workers}", "workers": workers, "wall_s": wall,
+                   "gather_s": doc["timings"]["gather_s"], "cells_s": doc["timings"]["cells_s"],
+                   "cells": len(doc["cells"]), "computed": doc["timings"]["computed"], "requests_gather": r_gather,
+                   "requests_cells": r_cells, "bound_gather_s": latency * r_gather,
+                   "bound_cells_s": latency * r_cells / workers, "load": load(),
+                   "errors": sum(1 for c in doc["cells"] if c["state"] == "error"),
+                   "doc": without_timings(doc)}
     print("@@" + json.dumps(results))
 
 
 def hub_part(work: Path, drafts: list[str], args: argparse.Namespace) -> list[dict]:
-    cmd = [sys.executable, __file__, "--hub-child", str(work / "drafts"), "--drafts", str(len(drafts)),
-           "--latency-ms", str(args.latency_ms), "--hub-workers", ",".join(map(str, args.hub_workers))]
-    p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    line = next((ln for ln in p.stdout.splitlines() if ln.startswith("@@")), None)
-    if p.returncode or line is None:
-        raise SystemExit(f"hub child failed ({p.returncode}):\n{p.stderr[-3000:]}")
-    results = json.loads(line[2:])
-    for r in results:
+    """One child process per run, so each starts with a cold HF cache (huggingface_hub reads HF_HOME once)."""
+    results, base = [], None
+    for spec in args.hub_runs:
+        cmd = [sys.executable, __file__, "--hub-child", str(work / "drafts"), "--drafts", str(len(drafts)),
+               "--latency-ms", str(args.latency_ms), "--hub-run", spec]
+        p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        line = next((ln for ln in p.stdout.splitlines() if ln.startswith("@@")), None)
+        if p.returncode or line is None:
+            raise SystemExit(f"hub child failed ({p.returncode}):\n{p.stderr[-3000:]}")
+        r = json.loads(line[2:])
+        doc = r.pop("doc")
+        base = base or doc
+        r["identical"] = doc == base
+        results.append(r)
+        cells = (f"cells {r['cells_s']:.1f} s for {r['requests_cells']} requests over {r['workers']} workers (bound "
+                 f"{r['bound_cells_s']:.1f} s: {r['cells_s'] / r['bound_cells_s']:.2f}x)" if r["requests_cells"]
+                 else f"cells {r['cells_s']:.2f} s, no request")
         print(f"hub {r['run']}: {r['cells']} cells ({r['computed']} computed), {r['wall_s']:.1f} s wall; gather "
-              f"{r['gather_s']:.1f} s for {r['requests_gather']} requests (bound {r['bound_gather_s']:.1f} s: "
-              f"{r['gather_s'] / max(r['bound_gather_s'], 1e-9):.2f}x); cells {r['cells_s']:.1f} s for "
-              f"{r['requests_cells']} requests over {r['workers']} workers (bound {r['bound_cells_s']:.1f} s: "
-              f"{r['cells_s'] / max(r['bound_cells_s'], 1e-9):.2f}x); errors {r['errors']}; identical "
-              f"{r['identical']}  load {r['load']}", flush=True)
+              f"{r['gather_s']:.1f} s for {r['requests_gather']} requests, one draft after another (bound "
+              f"{r['bound_gather_s']:.1f} s: {r['gather_s'] / max(r['bound_gather_s'], 1e-9):.2f}x); {cells}; "
+              f"errors {r['errors']}; identical {r['identical']}  load {r['load']}", flush=True)
     return results
 
 
@@ -242,7 +288,7 @@ def score_part(work: Path, n: int) -> dict:
     trace = work / "trace"
     if not trace.exists():
         _, reading = _reading(Path(drafts[0]))
-        consistent_trace(trace, Path(drafts[0]), reading, n_seqs=32, output_len=48)
+        consistent_trace(trace, Path(drafts[0]), reading, n_seqs=96, output_len=64)
     out: dict = {}
     docs = {}
     kw = dict(target=None, engines="vllm:0.32", trace=str(trace), score_threads=1)
@@ -255,9 +301,10 @@ def score_part(work: Path, n: int) -> dict:
             ex.close()
         docs[name] = doc
         n_score = sum(1 for d in doc["drafts"] if d.get("score"))
-        out[name] = {"wall_s": wall, "cells_s": doc["timings"]["cells_s"], "scored": n_score, "load": load()}
+        out[name] = {"wall_s": wall, "cells_s": doc["timings"]["cells_s"], "scored": n_score,
+                     "cpu_s": doc["timings"]["cpu_s"], "load": load()}
         print(f"score {name}: {len(drafts)} drafts ({n_score} scored) + their static cells in "
-              f"{doc['timings']['cells_s']:.2f} s  load {load()}", flush=True)
+              f"{doc['timings']['cells_s']:.2f} s, {doc['timings']['cpu_s']:.1f} CPU-s  load {load()}", flush=True)
     out["identical"] = without_timings(docs["ray-2"]) == without_timings(docs["sequential"])
     out["ranking"] = docs["sequential"]["ranking"]["order"]
     print(f"score: sequential / ray-2 = {out['sequential']['cells_s'] / out['ray-2']['cells_s']:.2f}x; identical "
@@ -269,13 +316,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--drafts", type=int, default=200)
     ap.add_argument("--latency-ms", type=float, default=50.0)
-    ap.add_argument("--hub-workers", type=lambda s: [int(x) for x in s.split(",")], default=[2, 8])
-    ap.add_argument("--score-drafts", type=int, default=8)
+    ap.add_argument("--hub-runs", type=lambda s: s.split(","), default=["local:2", "local:8", "ray:8", "rerun-cache:8"],
+                    help="executor:workers per Hub run (local, ray, rerun-cache = a rerun from the cell cache)")
+    ap.add_argument("--score-drafts", type=int, default=16)
     ap.add_argument("--skip-static", action="store_true")
     ap.add_argument("--skip-hub", action="store_true")
     ap.add_argument("--skip-score", action="store_true")
     ap.add_argument("--work", type=Path, default=None, help="keep the drafts here between runs")
     ap.add_argument("--hub-child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--hub-run", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.hub_child:
         return hub_child(args)
@@ -291,7 +340,9 @@ def main() -> None:
         print(f"static ratios: local-2 / local-1 = {s['local-2']['cells_per_s'] / s['local-1']['cells_per_s']:.2f}x, "
               f"ray-2 / local-1 = {s['ray-2']['cells_per_s'] / s['local-1']['cells_per_s']:.2f}x, "
               f"ray-2 / local-2 = {s['ray-2']['cells_per_s'] / s['local-2']['cells_per_s']:.2f}x "
-              f"(Ray start {s['ray_start_s']:.1f} s, not in cells/s)")
+              f"(Ray start {s['ray_start_s']:.1f} s, not in cells/s); CPU-ms per cell local-1 "
+              f"{s['local-1']['cpu_ms_per_cell']:.1f}, local-2 {s['local-2']['cpu_ms_per_cell']:.1f}, ray-2 "
+              f"{s['ray-2']['cpu_ms_per_cell']:.1f}; scheduler groups {s['ray_autogroup']}")
     if not args.skip_hub:
         report["hub"] = hub_part(work, drafts, args)
     if not args.skip_score:

@@ -155,15 +155,17 @@ def test_runtime_env_reaches_the_task(ray_session):
     assert results["probe"]["value"] is None  # without it the worker has no such variable
 
 
-def test_placement_asks_ray_for_what_each_kind_of_cell_needs(ray_session):
+def test_placement_asks_ray_for_what_each_kind_of_cell_needs(ray_session, caplog):
     ex = RayExecutor()
     ex.connect()
     cpu_only = (2.0, 0.0)
     assert ex._placement("s", Resources(kind="static"), *cpu_only) == {"num_cpus": 1.0, "num_gpus": 0.0}
     assert ex._placement("s", Resources(kind="score"), *cpu_only) == {"num_cpus": 1.0, "num_gpus": 0.0}
     assert ex._placement("s", Resources(kind="score"), 8.0, 4.0) == {"num_cpus": 1.0, "num_gpus": 1}
-    assert ex._placement("l", Resources(kind="live", tp=1), *cpu_only) == {"num_cpus": 2.0, "num_gpus": 0}
-    assert any("no GPU" in n for n in ex.notes)
+    with caplog.at_level("WARNING", logger="kconvert.matrix.executors.ray"):
+        assert ex._placement("l", Resources(kind="live", tp=1), *cpu_only) == {"num_cpus": 2.0, "num_gpus": 0}
+    said = "no GPU in the Ray cluster: live cells run on CPUs, each taking the 2 CPUs of a whole node"
+    assert ex.notes == [said] and caplog.messages == [f"kconvert matrix: {said}"]
     with pytest.raises(ValueError, match="needs 4 GPUs on one node"):
         ex._placement("l", Resources(kind="live", tp=4), 8.0, 2.0)
     with pytest.raises(ValueError, match="largest node has 2"):

@@ -9,8 +9,8 @@ run and a local run give the same results (docs/design.md, "Ray's task API"). Wh
 - live cells ask for `num_gpus = tp` in a one-bundle placement group with strategy STRICT_PACK, so all `tp`
   devices are reserved on one node before the engine starts (a tensor-parallel vLLM engine runs on one node);
   on a cluster without GPUs a live cell asks for every CPU of the largest node instead (a vLLM CPU engine binds
-  its OpenMP threads to the cores it is given, and two engines on one node slow each other down), and
-  `notes` says so;
+  its OpenMP threads to the cores it is given, and two engines on one node slow each other down), and says
+  so (a warning on the `kconvert.matrix.executors.ray` logger, stderr by default, and in `notes`);
 - a worker that dies (killed, out of memory, node lost) is retried by Ray up to `max_retries` times; an
   exception the cell raised is deterministic, so it is not retried (`retry_exceptions=False`) and becomes
   `on_error(key, "<Type>: <message>")`;
@@ -33,12 +33,15 @@ The workers of an existing cluster must be able to import kconvert: install it t
 """
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from kconvert.errors import EngineError, MissingPackageError
 from kconvert.matrix.executors import Resources, Task
+
+log = logging.getLogger(__name__)
 
 LOCAL_OBJECT_STORE_BYTES = 256 * 1024 * 1024
 POLL_S = 0.2  # ray.wait's timeout: how soon a SIGINT is seen while cells run
@@ -156,6 +159,7 @@ class RayExecutor:
                     f"whole node")
             if note not in self.notes:
                 self.notes.append(note)
+                log.warning("kconvert matrix: %s", note)  # stderr by default: `--json` on stdout stays clean
             return {"num_cpus": node_cpus, "num_gpus": 0}
         if res.kind == "score" and node_gpus >= 1:
             return {"num_cpus": res.num_cpus, "num_gpus": 1}
