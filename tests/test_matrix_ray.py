@@ -238,6 +238,55 @@ def test_killing_a_ray_worker_mid_matrix_still_yields_the_complete_matrix(ray_se
     assert without_timings(on_ray) == without_timings(local)
 
 
+def _cells_running(pid: int, psutil) -> set[str]:
+    """Keys of the cells Ray workers under `pid` run now (Ray titles a worker `ray::<task name>`: the cell key)."""
+    keys = set()
+    for c in psutil.Process(pid).children(recursive=True):
+        try:
+            title = (c.cmdline() or [""])[0].strip()
+        except psutil.Error:
+            continue
+        key = title.removeprefix("ray::")
+        if title.startswith("ray::") and len(key) == 64 and all(ch in "0123456789abcdef" for ch in key):
+            keys.add(key)
+    return keys
+
+
+def test_ctrl_c_on_a_local_ray_matrix_writes_the_partial_matrix_and_leaves_nothing_running(tmp_path):
+    """What a terminal's Ctrl-C does: SIGINT to the whole foreground process group, which holds the driver and
+    the local Ray instance it started (raylet, GCS, agents)."""
+    psutil = pytest.importorskip("psutil")
+    from tests.factories import make_draft
+
+    drafts = [make_draft(tmp_path / f"kimi-{i:02d}", ("specforge", "speculators")[i % 2], shape="kimi")
+              for i in range(80)]
+    (tmp_path / "list.txt").write_text("".join(f"{d}\n" for d in drafts))
+    p = subprocess.Popen([sys.executable, "-m", "kconvert", "matrix", "--from", str(tmp_path / "list.txt"),
+                          "--target", "kimi-k2.5", "--engines", "all", "--cache", "off", "--json", "--executor",
+                          "ray", "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
+                         # a background job of a non-interactive shell inherits SIGINT ignored; a terminal's does not
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    seen: set[str] = set()
+    deadline = time.monotonic() + 120
+    while len(seen) < 3 and p.poll() is None and time.monotonic() < deadline:  # 3 on 2 CPUs: one has finished
+        seen |= _cells_running(p.pid, psutil)
+        time.sleep(0.05)
+    family = [c.pid for c in psutil.Process(p.pid).children(recursive=True)]
+    os.killpg(p.pid, signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err[-2000:]
+    doc = json.loads(out)
+    states = [c["state"] for c in doc["cells"]]
+    assert doc["interrupted"] is True and len(states) == 80 * 6
+    finished = [c for c in doc["cells"] if c["state"] != "error"]
+    assert 0 < len(finished) < 80 * 6
+    assert {c["message"] for c in doc["cells"] if c["state"] == "error"} == {"interrupted before this cell finished"}
+    time.sleep(2)
+    alive = [pid for pid in family if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+    assert alive == []
+
+
 # -- without Ray -------------------------------------------------------------------------------------------------
 def test_without_ray_the_executor_says_how_to_install_it():
     code = ("import sys; sys.modules['ray'] = None\n"
