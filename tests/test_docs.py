@@ -73,6 +73,7 @@ NOT_REPOSITORY_FILES = {
     ".github/workflows/verify-draft.yml": "where a user copies examples/ci/verify-draft.yml",
     "RECORD.md": "each zoo folder's record, named generically",
     "verify.md": "the Markdown report `kconvert verify --markdown verify.md` writes",
+    "matrix.md": "the Markdown table `kconvert matrix --markdown matrix.md` writes",
 }
 
 _SEG = r"[\w.*-]+"

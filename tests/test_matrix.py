@@ -83,6 +83,10 @@ def test_an_unknown_engine_row_is_bad_usage_naming_the_known_rows(capsys):
     assert "known rows: vllm:0.32, vllm:0.33, sglang:pre-25454" in " ".join(err.split())
     rc, _, err = cli(capsys, MLA, "--engines", "tensorrt", "--cache", "off")
     assert rc == 2 and "no engine 'tensorrt'" in err
+    rc, _, err = cli(capsys, "--cache", "off")
+    assert rc == 2 and "no drafts" in err
+    rc, out, err = cli(capsys, MLA, "--best", "--cache", "off", "--json")
+    assert rc == 2 and "give --trace" in err and json.loads(out)["exit_code"] == 2  # the JSON error object
 
 
 def test_missing_and_hostile_drafts_are_error_cells_and_the_others_still_run(tmp_path, capsys):
@@ -336,14 +340,15 @@ def test_best_prints_the_draft_the_trace_follows_and_never_ranks_a_static_fail(t
     runs = tmp_path / "runs"
     good = make_draft(runs / "step-200", "torchspec", config=lambda c: _ids(c, [2, 5, 7]))
     _, reading = _reading(good)
-    trace = consistent_trace(tmp_path / "trace", good, reading, work=tmp_path)
+    trace = consistent_trace(tmp_path / "trace", good, reading, n_seqs=4, output_len=16, work=tmp_path)
     # the same weights fed other layers: the trace follows the good draft's first token, not this one's
     make_draft(runs / "step-100", "torchspec", config=lambda c: _ids(c, [3, 5, 7]))
     # ids in the output convention on a TorchSpec draft whose first id is 1: K404, an error on vLLM
     make_draft(runs / "step-300", "torchspec", config=lambda c: (
         c.pop("eagle_aux_hidden_state_layer_ids"), c["eagle_config"].update(eagle_aux_hidden_state_layer_ids=[1, 4, 6])))
     monkeypatch.chdir(tmp_path)
-    args = ["runs/*", "--trace", str(trace), "--engines", "vllm:0.32", "--threads", "1", "--cache", "off"]
+    args = ["runs/*", "--trace", str(trace), "--engines", "vllm:0.32", "--threads", "1", "--cache",
+            str(tmp_path / "cells.sqlite")]
     rc, doc = matrix_json(capsys, *args)
     assert [d["draft"] for d in doc["drafts"]] == ["runs/step-100", "runs/step-200", "runs/step-300"]
     d = {x["draft"]: x for x in doc["drafts"]}
@@ -351,5 +356,30 @@ def test_best_prints_the_draft_the_trace_follows_and_never_ranks_a_static_fail(t
     assert d["runs/step-200"]["score"]["acceptance_length"] >= 2.0  # every first drafted token accepted
     assert d["runs/step-300"]["rank"] is None and d["runs/step-300"]["score"] is None
     assert "K404" in d["runs/step-300"]["error"]
-    rc, out, err = cli(capsys, *args, "--best")
+    rc, out, err = cli(capsys, *args, "--best")  # the scores come from the cache now
     assert (rc, out) == (0, "runs/step-200\n")
+
+
+class _InterruptedAfterOne:
+    """The local executor on the first task, then the KeyboardInterrupt a SIGINT raises while the next one runs."""
+
+    name = "local"
+
+    def run(self, tasks, *, on_result, on_error):
+        LocalExecutor(1).run(tasks[:1], on_result=on_result, on_error=on_error)
+        raise KeyboardInterrupt
+
+
+def test_an_interrupted_run_keeps_the_cells_it_finished_and_caches_only_those(tmp_path):
+    cache = CellCache(tmp_path / "cells.sqlite")
+    req = MatrixRequest(drafts=[MLA, LLAMA], target=TARGET, engines="vllm:0.32,vllm:0.33")
+    doc = run_matrix(req, executor=_InterruptedAfterOne(), cache=cache)
+    validate(doc, "matrix")
+    assert doc["interrupted"] is True and len(doc["cells"]) == 4
+    done = [c for c in doc["cells"] if c["state"] != "error"]
+    assert len(done) == 1 and len(cache) == 1
+    assert all(c["message"] == "interrupted before this cell finished" for c in doc["cells"] if c not in done)
+    # the next run takes the finished cell from the cache and computes the three others
+    again = run_matrix(req, cache=cache)
+    assert again["timings"]["computed"] == 3 and "interrupted" not in again
+    cache.close()

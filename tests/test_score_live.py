@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -177,3 +178,27 @@ def test_diagnose_names_the_reading_the_fix_restores(variant, fp32_trace, tmp_pa
     fix(path, fixed, target=TARGET, options=Options(**fkw))
     again = score(str(fixed), str(fp32_trace), settings=st)
     assert again.result.counters() == good.result.counters()
+
+
+def test_matrix_ranks_the_shipped_drafts_and_variants_in_their_live_order(fp32_trace):
+    """Issue 22: `kconvert matrix --trace` over the shipped drafts and broken variants ranks them by scored AL in
+    the order the live engine measures them. Oracle: the float32 engine runs of this session (tests/live_runs.py,
+    vLLM's own counters; the two good drafts' runs are the ones the tests above make), one per draft the ranking
+    holds. A draft whose static checks fail on vLLM 0.32 is never ranked (inspect exits 1 for it)."""
+    from kconvert.commands.inspect import inspect
+    from kconvert.matrix import MatrixRequest, run_matrix
+
+    drafts = sorted(str(p) for g in ("drafts", "broken") for p in (TINY / g).iterdir() if (p / "config.json").is_file())
+    doc = run_matrix(MatrixRequest(drafts=drafts, target=TARGET, engines="vllm:0.32", trace=str(fp32_trace),
+                                   score_threads=THREADS))
+    static_fail = {d for d in drafts if inspect(d, target=TARGET, engine="vllm", engine_version="0.32").exit_code}
+    ranked = doc["ranking"]["order"]
+    assert set(ranked) == set(drafts) - static_fail and len(ranked) >= 4
+    assert all(d["rank"] is None for d in doc["drafts"] if d["draft"] in static_fail)
+    runs = {TINY / GOOD["mla"]: dict(lossless=True)}  # the lossless run test_examples_live shares
+    live = {d: al(run_verify(d, engine_args=FP32, **runs.get(Path(d), {}))) for d in ranked}
+    measured = [live[d] for d in ranked]
+    assert measured == sorted(measured, reverse=True), list(zip(ranked, measured))
+    scored = {d["draft"]: d["score"]["acceptance_length"] for d in doc["drafts"] if d["draft"] in ranked}
+    for d in ranked:  # float32: the score counts what the engine counts (the tests above), so the figures agree
+        assert scored[d] == pytest.approx(live[d], abs=1e-9), d

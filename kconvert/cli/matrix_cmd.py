@@ -87,10 +87,16 @@ def render_table(doc: dict[str, Any]) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=f"kconvert matrix: {doc['summary']['cells']} cells", show_lines=False)
-    t.add_column("draft", overflow="fold")
+    from rich import box
+
+    # At 80 columns six engine rows leave little room: a simple box, and each draft by its folder name when those
+    # are unique (the document and --json keep the path as given).
+    names = [d["draft"].rstrip("/").rsplit("/", 1)[-1] for d in doc["drafts"]]
+    short = dict(zip([d["draft"] for d in doc["drafts"]], names)) if len(set(names)) == len(names) else {}
+    t = Table(title=f"kconvert matrix: {doc['summary']['cells']} cells", box=box.SIMPLE_HEAD, pad_edge=False)
+    t.add_column("draft", overflow="fold", min_width=12)
     for e in doc["engines"]:
-        t.add_column(e["row"].replace(":", " ") + (" *" if e["installed"] else ""), overflow="fold")
+        t.add_column(f"{e['engine']}\n{e['engine_version']}" + (" *" if e["installed"] else ""), overflow="fold")
     has_live = any(c.get("kind") == "live" for c in doc["cells"])
     if has_live:
         t.add_column("live AL", overflow="fold")
@@ -100,7 +106,7 @@ def render_table(doc: dict[str, Any]) -> None:
     for d in doc["drafts"]:
         mine = {(c["engine"], c["engine_version"], c.get("kind", "static")): c for c in doc["cells"]
                 if c["draft"] == d["draft"]}
-        row = [escape(d["draft"])]
+        row = [escape(short.get(d["draft"], d["draft"]))]
         for e in doc["engines"]:
             c = mine.get((e["engine"], e["engine_version"], "static"))
             row.append(_cell_text(c) if c else "")
