@@ -68,5 +68,12 @@ def slow_cell(arg: tuple[str, CellSpec]) -> dict[str, Any]:
     return out
 
 
+def without_timings(doc: dict[str, Any]) -> dict[str, Any]:
+    """A matrix document less what measures time: `timings` and each cell's `seconds` (schemas/matrix.schema.json)."""
+    out = {k: v for k, v in doc.items() if k != "timings"}
+    out["cells"] = [{k: v for k, v in c.items() if k != "seconds"} for c in doc["cells"]]
+    return out
+
+
 def env_probe(name: str) -> dict[str, Any]:
     return {"name": name, "value": os.environ.get(name)}

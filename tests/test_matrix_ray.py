@@ -20,6 +20,7 @@ import pytest
 from kconvert.matrix.executors import Resources, Task
 from kconvert.matrix.executors.local import LocalExecutor
 from tests import matrix_tasks
+from tests.matrix_tasks import without_timings
 
 if os.environ.get("CI") == "true":
     import ray  # noqa: F401  CI installs the ray extra (scripts/bootstrap.sh test): a missing Ray fails there
@@ -183,13 +184,6 @@ def test_a_cell_no_node_can_hold_is_an_error_not_a_hang(ray_session):
 
 # -- the matrix command ------------------------------------------------------------------------------------------
 MATRIX = [*(str(p) for p in sorted((TINY / "drafts").iterdir())), *(str(p) for p in sorted((TINY / "broken").iterdir()))]
-
-
-def without_timings(doc: dict) -> dict:
-    """The document less what measures time: `timings` and each cell's `seconds` (schemas/matrix.schema.json)."""
-    out = {k: v for k, v in doc.items() if k != "timings"}
-    out["cells"] = [{k: v for k, v in c.items() if k != "seconds"} for c in doc["cells"]]
-    return out
 
 
 def kconvert_matrix(*args: str, env: dict | None = None) -> dict:
