@@ -253,7 +253,7 @@ def test_ctrl_c_on_a_local_ray_matrix_writes_the_partial_matrix_and_leaves_nothi
     from tests.factories import make_draft
 
     drafts = [make_draft(tmp_path / f"kimi-{i:02d}", ("specforge", "speculators")[i % 2], shape="kimi")
-              for i in range(80)]
+              for i in range(300)]
     (tmp_path / "list.txt").write_text("".join(f"{d}\n" for d in drafts))
     p = subprocess.Popen([sys.executable, "-m", "kconvert", "matrix", "--from", str(tmp_path / "list.txt"),
                           "--target", "kimi-k2.5", "--engines", "all", "--cache", "off", "--json", "--executor",
@@ -272,13 +272,30 @@ def test_ctrl_c_on_a_local_ray_matrix_writes_the_partial_matrix_and_leaves_nothi
     assert p.returncode == 130, err[-2000:]
     doc = json.loads(out)
     states = [c["state"] for c in doc["cells"]]
-    assert doc["interrupted"] is True and len(states) == 80 * 6
+    assert doc["interrupted"] is True and len(states) == 300 * 6
     finished = [c for c in doc["cells"] if c["state"] != "error"]
-    assert 0 < len(finished) < 80 * 6
+    assert 0 < len(finished) < 300 * 6
     assert {c["message"] for c in doc["cells"] if c["state"] == "error"} == {"interrupted before this cell finished"}
     time.sleep(2)
     alive = [pid for pid in family if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
     assert alive == []
+
+
+def test_an_unreachable_ray_address_is_exit_3_in_seconds_not_ray_s_minutes_of_retries(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        t0 = time.monotonic()
+        p = subprocess.run([sys.executable, "-m", "kconvert", "matrix", str(TINY / "drafts" / "mla-torchspec"),
+                            "--target", str(TINY / "target"), "--engines", "vllm:0.32", "--cache", "off",
+                            "--executor", "ray", "--ray-address", f"127.0.0.1:{port}"], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert time.monotonic() - t0 < 30
+    assert p.returncode == 3
+    assert f"error: could not start or join Ray at '127.0.0.1:{port}': cannot reach the Ray head (127.0.0.1:{port}: " \
+           f"Connection refused)" in p.stderr
 
 
 # -- without Ray -------------------------------------------------------------------------------------------------

@@ -19,8 +19,9 @@ run and a local run give the same results (docs/design.md, "Ray's task API"). Wh
   starts; Ray cannot tell the driver cheaply which have started, so a running one gets a KeyboardInterrupt of
   its own at its next Python bytecode (a cell inside one long C call finishes that call first), which runs its
   cleanup, such as stopping a live cell's engine process, where killing the worker would orphan it. Results
-  that had already finished are still delivered, then KeyboardInterrupt is re-raised, without waiting for the
-  interrupted cells, so the caller writes the partial matrix.
+  that had already finished are still delivered; the cancel is repeated until every cell has stopped or 3 s
+  have passed (a cancel that reaches a worker while the task is handed over interrupts nothing), then
+  KeyboardInterrupt is re-raised so the caller writes the partial matrix.
 
 Connecting: `address=None` starts a new local instance (`ray.init(address="local")`, so a RAY_ADDRESS in the
 environment never redirects a local run), with `workers` CPUs (`--workers`; default: the CPUs this process may
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -44,6 +46,8 @@ from kconvert.matrix.executors import Resources, Task
 log = logging.getLogger(__name__)
 
 LOCAL_OBJECT_STORE_BYTES = 256 * 1024 * 1024
+CONNECT_TIMEOUT_S = 5.0
+CANCEL_GRACE_S = 3.0  # how long a SIGINT waits for the cancelled cells to stop (each is cancelled every POLL_S)
 POLL_S = 0.2  # ray.wait's timeout: how soon a SIGINT is seen while cells run
 
 
@@ -65,6 +69,26 @@ def _local_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+def _unreachable(address: str) -> str | None:
+    """Why the Ray head at `address` cannot be reached, or None. `ray.init` itself retries an unreachable GCS for
+    minutes before it gives up; a refused or timed-out TCP connection says the same in seconds."""
+    import socket
+
+    if address == "auto":
+        address = os.environ.get("RAY_ADDRESS", "")
+        if not address or address == "auto":
+            return None  # Ray looks for a cluster started on this machine; it answers quickly when there is none
+    hostport = address.split("://", 1)[-1].rsplit("/", 1)[0]
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        return None  # not host:port; let Ray say what it makes of it
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S):
+            return None
+    except OSError as e:
+        return f"{host}:{port}: {e.strerror or e}"
 
 
 def _error_message(exc: BaseException) -> str:
@@ -104,6 +128,9 @@ class RayExecutor:
                     ray.init(address="local", num_cpus=self.workers or _local_cpus(),
                              object_store_memory=LOCAL_OBJECT_STORE_BYTES, **common)
                 else:
+                    why = _unreachable(self.address)
+                    if why is not None:
+                        raise ConnectionError(f"cannot reach the Ray head ({why})")
                     ray.init(address=self.address, **common)
             except (ConnectionError, RuntimeError, ValueError) as e:
                 where = "a local Ray instance" if self.address is None else f"Ray at {self.address!r}"
@@ -220,13 +247,19 @@ class RayExecutor:
                     for ref in [*ready, *more]:
                         settle(ref)
         except KeyboardInterrupt:
-            for ref in list(pending):
-                ray.cancel(ref, force=False)
-            # Results that finished before the cancel are still delivered; the cancelled ones drop out.
-            if pending:
-                done, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0)
+            # Cancel, and cancel again what has not settled: a cancel that reaches a worker while the task is
+            # being handed to it finds nothing to interrupt, and the task would then run to its end. Results that
+            # finished before the cancel are still delivered; the cancelled ones drop out.
+            deadline = time.monotonic() + CANCEL_GRACE_S
+            left = list(pending)
+            while left:
+                for ref in left:
+                    ray.cancel(ref, force=False)
+                done, left = ray.wait(left, num_returns=len(left), timeout=POLL_S)
                 for ref in done:
                     settle(ref)
+                if time.monotonic() > deadline:
+                    break
             raise
         finally:
             for pg in groups.values():
