@@ -197,7 +197,7 @@ def hub_child(args: argparse.Namespace) -> None:
             return Handler
 
     drafts = sorted(p for p in Path(args.hub_child).iterdir() if p.is_dir())[: args.drafts]
-    repos = {f"bench/{p.name}": p for p in drafts}
+    repos = {f"acme/{p.name}": p for p in drafts}
     kind, workers = args.hub_run.split(":")
     workers = int(workers)
     with SlowHub(repos) as hub:
