@@ -383,3 +383,12 @@ def test_an_interrupted_run_keeps_the_cells_it_finished_and_caches_only_those(tm
     again = run_matrix(req, cache=cache)
     assert again["timings"]["computed"] == 3 and "interrupted" not in again
     cache.close()
+
+
+@pytest.mark.parametrize("name, step", [
+    ("runs/a/epoch_3", 3), ("out/step-12000", 12000), ("ckpts/checkpoint-500", 500), ("x/global_step1200", 1200),
+    ("m/iter_0004000", 4000), ("runs/epoch_2/draft", 2), ("AQ-MedAI/Kimi-K25-eagle3", None), ("drafts/v2", None)])
+def test_the_step_is_the_number_a_checkpoints_name_gives_it(name, step):
+    from kconvert.matrix.gather import step_of
+
+    assert step_of(name) == step
