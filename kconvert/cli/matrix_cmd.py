@@ -78,7 +78,9 @@ def make_executor(name: str, workers: int, address: str | None, runtime_env: str
 
 def _cell_text(c: dict[str, Any]) -> str:
     colour = {"pass": "green", "warn": "yellow", "fail": "red", "error": "magenta", "skipped": "dim"}[c["state"]]
-    ids = [i for i in c.get("finding_ids", []) if i != "K000"]
+    # info findings (a note that target checks were skipped, that headers came from the Hub) are in the JSON only
+    ids = sorted({f["id"] for f in c["findings"] if f["severity"] != "info"}) if "findings" in c \
+        else c.get("finding_ids", [])
     text = f"[{colour}]{c['state']}[/]" + (f" {', '.join(ids)}" if ids else "")
     return text + (" [dim](cached)[/]" if c.get("cached") else "")
 
