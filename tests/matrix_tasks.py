@@ -77,3 +77,10 @@ def without_timings(doc: dict[str, Any]) -> dict[str, Any]:
 
 def env_probe(name: str) -> dict[str, Any]:
     return {"name": name, "value": os.environ.get(name)}
+
+
+def gpus_assigned(_: Any) -> dict[str, Any]:
+    """The GPUs Ray assigned to this task (`ray.get_gpu_ids()`) and what CUDA_VISIBLE_DEVICES says."""
+    import ray
+
+    return {"ids": sorted(str(i) for i in ray.get_gpu_ids()), "cuda": os.environ.get("CUDA_VISIBLE_DEVICES")}

@@ -173,6 +173,42 @@ def test_placement_asks_ray_for_what_each_kind_of_cell_needs(ray_session, caplog
         ex._placement("s", Resources(kind="static", num_cpus=3), *cpu_only)
 
 
+GPU_PROBE = """
+import json, ray
+from kconvert.matrix.executors import Resources, Task
+from kconvert.matrix.executors.ray import RayExecutor
+from tests import matrix_tasks
+
+# Two logical GPUs: Ray schedules and isolates them as it does real ones (CUDA_VISIBLE_DEVICES per task).
+ray.init(address="local", num_cpus=2, num_gpus=2, object_store_memory=128 << 20, include_dashboard=False,
+         log_to_driver=False, logging_level="WARNING")
+got, errors = {}, {}
+probe = matrix_tasks.gpus_assigned
+RayExecutor().run([Task(key="live-tp2", fn=probe, arg=None, resources=Resources(kind="live", tp=2)),
+                   Task(key="score", fn=probe, arg=None, resources=Resources(kind="score")),
+                   Task(key="static", fn=probe, arg=None, resources=Resources(kind="static")),
+                   Task(key="live-tp4", fn=probe, arg=None, resources=Resources(kind="live", tp=4))],
+                  on_result=got.__setitem__, on_error=errors.__setitem__)
+groups = ray.util.placement_group_table()
+print(json.dumps({"got": got, "errors": errors,
+                  "groups": [(g["strategy"], g["bundles"], g["state"]) for g in groups.values()]}))
+"""
+
+
+def test_on_a_cluster_with_gpus_live_cells_hold_tp_gpus_on_one_node_and_score_cells_one():
+    p = subprocess.run([sys.executable, "-c", GPU_PROBE], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    live, score = out["got"]["live-tp2"], out["got"]["score"]
+    assert live["ids"] == ["0", "1"] and sorted(live["cuda"].split(",")) == ["0", "1"]  # both, from the group
+    assert score["ids"] in (["0"], ["1"]) and score["cuda"] == score["ids"][0]  # one GPU
+    assert out["got"]["static"]["ids"] == []  # none
+    assert out["errors"] == {"live-tp4": "a live cell with tp=4 needs 4 GPUs on one node; the largest node has 2"}
+    # one STRICT_PACK group of one bundle holding the 2 GPUs, removed once its cell was done
+    assert [(s, b, st) for s, b, st in out["groups"]] == [("STRICT_PACK", {"0": {"GPU": 2.0, "CPU": 1.0}}, "REMOVED")]
+
+
 def test_a_cell_no_node_can_hold_is_an_error_not_a_hang(ray_session):
     tasks = [Task(key="big", fn=matrix_tasks.cell, arg=matrix_tasks.specs()[0],
                   resources=Resources(kind="static", num_cpus=64)),
