@@ -10,7 +10,7 @@ from kconvert.cli._app import app
 from kconvert.cli._common import json_opt
 from kconvert.cli._help import help_examples
 from kconvert.cli._output import begin, console, emit_json, err_console, write
-from kconvert.errors import UsageError
+from kconvert.errors import MissingPackageError, UsageError
 
 EXAMPLES = """
 Examples:
@@ -28,24 +28,21 @@ Examples:
   kconvert matrix --from drafts.txt --workers 2 --cache ./matrix.sqlite --refresh
 """
 
-# The renderers of the page (kconvert.report.matrix_page / matrix_table / matrix_plot), built beside this command.
-RENDERERS = {"html": ("kconvert.report.matrix_page", "render_html"),
-             "markdown": ("kconvert.report.matrix_table", "render_markdown"),
-             "csv": ("kconvert.report.matrix_table", "render_csv"),
-             "plot": ("kconvert.report.matrix_plot", "text_plot")}
+def renderer(kind: str):
+    """The page's renderers (kconvert.report.matrix_page / matrix_table / matrix_plot), imported when a run
+    writes that output."""
+    # deferred: the page renderers are only needed for the outputs asked for
+    if kind == "html":
+        from kconvert.report.matrix_page import render_html
 
+        return render_html
+    if kind == "plot":
+        from kconvert.report.matrix_plot import text_plot
 
-def renderer(kind: str, *, required: bool = True):
-    import importlib
+        return text_plot
+    from kconvert.report import matrix_table
 
-    module, name = RENDERERS[kind]
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ModuleNotFoundError, AttributeError):
-        if not required:
-            return None
-        raise UsageError(f"--{kind}: this kconvert has no {module}.{name} (the matrix page is not installed)",
-                         hint="use --json, or a kconvert with the matrix page") from None
+    return {"markdown": matrix_table.render_markdown, "csv": matrix_table.render_csv}[kind]
 
 
 def make_executor(name: str, workers: int, address: str | None, runtime_env: str | None):
@@ -71,8 +68,8 @@ def make_executor(name: str, workers: int, address: str | None, runtime_env: str
         ray_executor = importlib.import_module("kconvert.matrix.executors.ray")
         importlib.import_module("ray")  # the executor module may defer it; the extra is what is missing either way
     except ImportError:
-        raise UsageError("--executor ray needs Ray, which is not installed here",
-                         hint="pip install 'kconvert[ray]'") from None
+        # the same exit as every optional package that is missing (MissingPackageError: 3), as the executor says
+        raise MissingPackageError("--executor ray", "Ray", "ray") from None
     return ray_executor.RayExecutor(address=address, runtime_env=env, workers=workers)
 
 
@@ -134,7 +131,7 @@ def render_table(doc: dict[str, Any]) -> None:
             console.print(f"[magenta]{escape(d['draft'])}[/]: {escape(d['error'])}")
     if doc.get("ranking") and doc["ranking"].get("best"):
         console.print(f"best by scored acceptance length: [bold]{escape(doc['ranking']['best'])}[/]")
-        plot = renderer("plot", required=False)
+        plot = renderer("plot")
         if plot is not None:
             console.print(plot(doc), markup=False, highlight=False)
     fixes = [d for d in doc["drafts"] if d.get("fix_command")]
@@ -224,7 +221,7 @@ def matrix_command(
     if hub_search is not None and not hub_search.strip():
         raise UsageError("--hub-search: give the text to search for")
     wanted = {kind: path for kind, path in (("markdown", markdown), ("html", html), ("csv", csv)) if path}
-    render = {kind: renderer(kind) for kind in wanted}  # a missing renderer refuses before any cell runs
+    render = {kind: renderer(kind) for kind in wanted}
     args: dict[str, Any] = {}
     for item in engine_arg or []:
         key, sep, value = item.partition("=")
