@@ -26,7 +26,13 @@ from kconvert.score.trace import Sequence, Trace
 import torch  # noqa: E402  (imported by kconvert.score only once torch is known to be there)
 
 from kconvert.score.draft import (  # noqa: E402
-    DTYPES, DraftFailure, DraftRunner, EmbeddingTable, draft_spec)
+    DTYPES, DraftFailure, DraftRunner, EmbeddingTable, SequenceInput, draft_spec)
+
+# Rows (positions) the first pass runs at once, summed over the sequences batched together: enough for the
+# matmuls to run near their peak (one thread, float32, Kimi-shaped weights: ~40-70 GFLOP/s at one sequence's
+# 63-94 rows, ~80-110 at 512-1880; bench/NOTES.md), few enough that the activations stay small next to the
+# weights (~0.5 MB a row for a Kimi-shaped draft in float32).
+BATCH_ROWS = 1024
 
 FLOAT_DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}
 
@@ -421,6 +427,7 @@ class ReadingScore:
     k: int = 3
     mode: str = "replay"
     flops: int = 0
+    chained_rows: int = 0  # chains run by the chained steps, summed over the steps
 
     def counters(self) -> dict[str, Any]:
         steps = [a for s in self.sequences for a in s.steps]
@@ -466,25 +473,47 @@ def score_reading(d: DraftModel, reading: Reading, trace: Trace, weights: Weight
         out.error = str(e)
         out.seconds = time.perf_counter() - t0
         return out
-    idx = range(trace.num_sequences) if sequences is None else sequences
-    for n, i in enumerate(idx):
-        seq = trace.sequence(i)
-        inputs = sequence_inputs(trace, seq, reading.aux_ids, mode)
-        if inputs is None:
-            out.sequences.append(SequenceScore(i))
-            continue
-        tokens_next, aux, cursors, first = inputs
-        ref = reference_tokens(seq, cursors, k, mode)
-        drafts = runner.propose(tokens_next, aux, torch.from_numpy(cursors), k, torch.from_numpy(ref)).numpy()
-        if mode == "replay":
-            out.sequences.append(replay(seq, drafts, first, k))
-        else:
-            out.sequences.append(every_position(seq, drafts, cursors, k))
-        if progress:
-            progress(n + 1, len(idx))
+    idx = list(range(trace.num_sequences) if sequences is None else sequences)
+    for batch in _batches(trace, idx, reading.aux_ids, mode, k):
+        items = [b for b in batch if b[1] is not None]
+        drafts = runner.propose_many([b[1] for b in items], k) if items else []
+        got = {b[0].index: dr.numpy() for b, dr in zip(items, drafts)}
+        for seq, inputs, first in batch:
+            if inputs is None:
+                out.sequences.append(SequenceScore(seq.index))
+            elif mode == "replay":
+                out.sequences.append(replay(seq, got[seq.index], first, k))
+            else:
+                out.sequences.append(every_position(seq, got[seq.index], inputs.cursors.numpy(), k))
+            if progress:
+                progress(len(out.sequences), len(idx))
     out.seconds = time.perf_counter() - t0
     out.flops = runner.flops
+    out.chained_rows = runner.chained_rows
     return out
+
+
+def _batches(trace: Trace, idx: list[int], layers: tuple[int, ...], mode: str, k: int):
+    """Groups of (sequence, SequenceInput or None, first cursor), in order, each up to BATCH_ROWS positions
+    (a longer sequence alone)."""
+    group: list = []
+    rows = 0
+    for i in idx:
+        seq = trace.sequence(i)
+        inputs = sequence_inputs(trace, seq, layers, mode)
+        if inputs is None:
+            group.append((seq, None, 0))
+            continue
+        tokens_next, aux, cursors, first = inputs
+        n = tokens_next.shape[0]
+        if rows and rows + n > BATCH_ROWS:
+            yield group
+            group, rows = [], 0
+        ref = torch.from_numpy(reference_tokens(seq, cursors, k, mode))
+        group.append((seq, SequenceInput(tokens_next, aux, torch.from_numpy(cursors), ref), first))
+        rows += n
+    if group:
+        yield group
 
 
 def set_threads(n: int | None) -> None:
