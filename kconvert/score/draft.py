@@ -302,21 +302,24 @@ class DraftRunner:
             x = torch.cat([rms_norm(c, self.w[f"fc_norm.{i}.weight"], s.eps) for i, c in enumerate(chunks)], dim=-1)
         return self._lin(x, "fc.weight")
 
-    def _qkv(self, l: int, x: torch.Tensor, positions: torch.Tensor):
-        """q [N, heads, dk], k [N, heads, dk], v [N, heads, dv] for inputs x [N, in] at positions [N]."""
+    def _qkv(self, l: int, x: torch.Tensor, positions: torch.Tensor, q_rows: torch.Tensor | None = None):
+        """q [Nq, heads, dk], k [N, heads, dk], v [N, heads, dv] for inputs x [N, in] at positions [N]: keys and
+        values of every row, queries of the rows `q_rows` (all by default)."""
         s = self.spec
         p = f"layers.{l}.self_attn."
         cos, sin = s.rope.tables(positions, self.dtype)
         N = x.shape[0]
+        xq, qcos, qsin = (x, cos, sin) if q_rows is None else (x[q_rows], cos[q_rows], sin[q_rows])
+        Nq = xq.shape[0]
         if s.family in ("llama", "qwen3"):
-            q = self._lin(x, p + "q_proj.weight").view(N, s.num_heads, s.head_dim)
+            q = self._lin(xq, p + "q_proj.weight").view(Nq, s.num_heads, s.head_dim)
             k = self._lin(x, p + "k_proj.weight").view(N, s.num_kv_heads, s.head_dim)
             v = self._lin(x, p + "v_proj.weight").view(N, s.num_kv_heads, s.head_dim)
             if s.family == "qwen3":
                 # vLLM qwen3.py Qwen3Attention.forward: q_norm/k_norm over each head, before the rotary embedding
                 q = rms_norm(q, self.w[p + "q_norm.weight"], s.eps)
                 k = rms_norm(k, self.w[p + "k_norm.weight"], s.eps)
-            q = s.rope.apply(q, cos, sin)
+            q = s.rope.apply(q, qcos, qsin)
             k = s.rope.apply(k, cos, sin)
             if s.num_kv_heads != s.num_heads:
                 rep = s.num_heads // s.num_kv_heads
@@ -325,17 +328,17 @@ class DraftRunner:
             return q, k, v
         nope, rd, vd, H = s.qk_nope_head_dim, s.qk_rope_head_dim, s.v_head_dim, s.num_heads
         if s.q_lora_rank:
-            qc = rms_norm(self._lin(x, p + "q_a_proj.weight"), self.w[p + "q_a_layernorm.weight"], s.eps)
+            qc = rms_norm(self._lin(xq, p + "q_a_proj.weight"), self.w[p + "q_a_layernorm.weight"], s.eps)
             q = self._lin(qc, p + "q_b_proj.weight")
         else:
-            q = self._lin(x, p + "q_proj.weight")
-        q = q.view(N, H, nope + rd)
+            q = self._lin(xq, p + "q_proj.weight")
+        q = q.view(Nq, H, nope + rd)
         kv = self._lin(x, p + "kv_a_proj_with_mqa.weight")
         latent, k_pe = kv.split([s.kv_lora_rank, rd], dim=-1)
         latent = rms_norm(latent, self.w[p + "kv_a_layernorm.weight"], s.eps)
         kvb = self._lin(latent, p + "kv_b_proj.weight").view(N, H, nope + vd)
         k_nope, v = kvb.split([nope, vd], dim=-1)
-        q_pe = s.rope.apply(q[..., nope:], cos, sin)
+        q_pe = s.rope.apply(q[..., nope:], qcos, qsin)
         k_pe = s.rope.apply(k_pe.unsqueeze(1), cos, sin)
         q = torch.cat([q[..., :nope], q_pe], dim=-1)
         k = torch.cat([k_nope, k_pe.expand(N, H, rd)], dim=-1)
@@ -379,21 +382,27 @@ class DraftRunner:
         return top if self.target_ids is None else self.target_ids[top]
 
     # -- attention ------------------------------------------------------------------------------------------
-    def _attend_causal(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """First pass: queries at positions 0..T-1 over keys 0..T-1, causal."""
-        T, H, _ = q.shape
-        out = torch.empty(T, H, v.shape[-1], dtype=torch.float32, device=q.device)
+    def _attend_causal(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                       qpos: torch.Tensor | None = None) -> torch.Tensor:
+        """First pass of one sequence: queries at positions qpos (ascending; 0..T-1 by default) over its keys
+        0..T-1, causal."""
+        n, H, _ = q.shape
+        T = k.shape[0]
+        if qpos is None:
+            qpos = torch.arange(n, device=q.device)
+        out = torch.empty(n, H, v.shape[-1], dtype=torch.float32, device=q.device)
         kf = k.float().transpose(0, 1)  # [H, T, dk]
         vf = v.float().transpose(0, 1)
         step = max(1, MAX_SCORE_ELEMENTS // max(1, T * H))
-        for a in range(0, T, step):
-            b = min(T, a + step)
-            qf = q[a:b].float().transpose(0, 1)  # [H, n, dk]
-            self.flops += 2 * H * (b - a) * b * (q.shape[-1] + v.shape[-1])
+        for a in range(0, n, step):
+            e = min(n, a + step)
+            b = int(qpos[e - 1]) + 1  # keys the chunk's last query sees
+            qf = q[a:e].float().transpose(0, 1)  # [H, n, dk]
+            self.flops += 2 * H * (e - a) * b * (q.shape[-1] + v.shape[-1])
             sc = torch.matmul(qf, kf[:, :b].transpose(1, 2)) * self.spec.scale  # [H, n, b]
-            mask = torch.arange(b, device=q.device)[None, :] > torch.arange(a, b, device=q.device)[:, None]
+            mask = torch.arange(b, device=q.device)[None, :] > qpos[a:e, None]
             sc = sc.masked_fill(mask[None], float("-inf"))
-            out[a:b] = torch.matmul(sc.softmax(-1), vf[:, :b]).transpose(0, 1)
+            out[a:e] = torch.matmul(sc.softmax(-1), vf[:, :b]).transpose(0, 1)
         return out.to(self.dtype)
 
     def _attend_chain(self, q: torch.Tensor, k0: torch.Tensor, v0: torch.Tensor, ck: torch.Tensor,
@@ -446,9 +455,9 @@ class DraftRunner:
         C = b.cursors.shape[0]
         out = torch.full((C, k), -1, dtype=torch.long)
         alive = torch.arange(C, device=self.device)  # rows of `out` still drafting
-        last = self.greedy(normed[b.cursor_rows])
+        last = self.greedy(normed)
         out[:, 0] = last.cpu()
-        h = fed[b.cursor_rows]
+        h = fed
         for j in range(1, k):
             if b.reference is not None:
                 keep = last == b.reference[alive, j - 1]
@@ -465,16 +474,28 @@ class DraftRunner:
         return list(out.split(b.counts))
 
     def _first_pass(self, b: "_Batch"):
-        """((normed, fed) [sum T, H], per-layer KV) over every position of the batch's sequences."""
+        """((normed, fed) [cursors, H], per-layer KV of every position) over the batch's sequences.
+
+        Every layer's keys and values are computed at every position (the verified positions' KV); a layer
+        below the last also runs its output there (the next layer's input). The last layer's output is needed
+        only at the cursors (what the draft drafts from), so its queries, attention, o_proj and MLP run there
+        only: row by row the same arithmetic, on fewer rows."""
         hidden = self.combine(b.aux)
         embeds = self.embed(b.tokens)
         residual = None
         caches: list[LayerKV] = []
-        for l in range(self.spec.num_layers):
+        L = self.spec.num_layers
+        for l in range(L):
             x, residual = self._layer_in(l, embeds, hidden, residual)
-            q, kk, v = self._qkv(l, x, b.positions)
+            if l < L - 1:
+                q, kk, v = self._qkv(l, x, b.positions)
+                attn = torch.cat([self._attend_causal(q[a:e], kk[a:e], v[a:e]) for a, e in b.spans])
+            else:
+                q, kk, v = self._qkv(l, x, b.positions, b.cursor_rows)
+                attn = torch.cat([self._attend_causal(q[r:t], kk[a:e], v[a:e], b.cursors[r:t])
+                                  for (a, e), (r, t) in zip(b.spans, b.cursor_spans)])
+                residual = residual[b.cursor_rows]
             caches.append(LayerKV(kk, v))
-            attn = torch.cat([self._attend_causal(q[a:e], kk[a:e], v[a:e]) for a, e in b.spans])
             hidden, residual = self._layer_out(l, self._o(l, attn), residual)
         return self._final(hidden, residual), caches
 
@@ -529,6 +550,10 @@ class _Batch:
             starts.append(starts[-1] + n)
         self.spans = list(zip(starts[:-1], starts[1:]))
         self.counts = [it.cursors.shape[0] for it in items]
+        first = [0]
+        for c in self.counts:
+            first.append(first[-1] + c)
+        self.cursor_spans = list(zip(first[:-1], first[1:]))  # each sequence's rows of `cursors`
         self.tokens = torch.cat([it.tokens_next for it in items]).to(device)
         self.aux = torch.cat([it.aux for it in items]).to(device)
         self.positions = torch.cat([torch.arange(n) for n in lens]).to(device)
