@@ -194,7 +194,6 @@ def build_runner(d: DraftModel, reading: Reading, trace: Trace, weights: WeightC
                  lm_head_source: Callable[[str], torch.Tensor] | None = None) -> DraftRunner:
     """A DraftRunner for one reading. Raises DraftFailure where vLLM would fail to load or run the draft."""
     m = trace.meta
-    cfg = d.config
     V = m.vocab_size
     if reading.keys == "as written" and d.key_layout.prefix:
         # llama_eagle3 / deepseek_eagle3 load_weights prefix every name but lm_head with `model.`: a file name
@@ -208,7 +207,7 @@ def build_runner(d: DraftModel, reading: Reading, trace: Trace, weights: WeightC
         raise DraftFailure("the draft has no fc.weight: vLLM would leave it uninitialised (EAGLE-3 needs it)")
     num_aux = len(reading.aux_ids)
     draft_vocab = d.draft_vocab_size or d.vocab_size or V
-    spec = draft_spec(cfg, d.layer_family, target_vocab=V, target_hidden=m.hidden_size, num_aux=num_aux,
+    spec = draft_spec(d.config, d.layer_family, target_vocab=V, target_hidden=m.hidden_size, num_aux=num_aux,
                       draft_vocab=draft_vocab, fc_in=fc.shape[1])
     if spec.target_hidden_size != m.hidden_size:
         raise DraftFailure(f"the draft expects target hidden size {spec.target_hidden_size}, the trace's target has "
@@ -216,6 +215,20 @@ def build_runner(d: DraftModel, reading: Reading, trace: Trace, weights: WeightC
     if fc.shape != (spec.hidden_size, num_aux * m.hidden_size):
         raise DraftFailure(f"fc.weight is {list(fc.shape)} but the reading feeds {num_aux} aux states of width "
                            f"{m.hidden_size} ({list(reading.aux_ids)}): vLLM fails to load it (shape mismatch)")
+    w = _layer_weights(d, reading, spec, weights)
+    head, rows = _lm_head(d, reading, trace, weights, draft_vocab, lm_head_source)
+    if head.shape[1] != spec.hidden_size:
+        raise DraftFailure(f"lm_head is {list(head.shape)}; the draft's hidden size is {spec.hidden_size}")
+    target_ids = _target_ids(d, reading, rows, draft_vocab, V, weights)
+    return DraftRunner(spec, w, dtype=weights.dtype, device=weights.device,
+                       embed=_embeddings(reading, trace, weights, spec), lm_head=head,
+                       target_ids=target_ids, norm_before_residual=reading.norm_before_residual,
+                       norm_before_fc=reading.norm_before_fc, fc_norm=reading.fc_norm,
+                       norm_output=reading.norm_output, logit_scale=_config_float(d.config, "logit_scale", 1.0))
+
+
+def _layer_weights(d: DraftModel, reading: Reading, spec: Any, weights: WeightCache) -> dict[str, torch.Tensor]:
+    """The layers' tensors (and the input norms the reading applies), each of the shape vLLM allocates."""
     names = required_weights(spec.family, spec.num_layers, bool(spec.q_lora_rank))
     missing = [n for n in names if layer_raw_name(d, n) is None]
     if missing:
@@ -232,20 +245,25 @@ def build_runner(d: DraftModel, reading: Reading, trace: Trace, weights: WeightC
             raise DraftFailure("norm_before_fc is set but input_norm.weight is missing")
         w["input_norm.weight"] = t
     if reading.fc_norm:
-        for i in range(num_aux):
+        for i in range(len(reading.aux_ids)):
             t = weights.get(f"fc_norm.{i}.weight")
             if t is None:
                 raise DraftFailure(f"fc_norm is set but fc_norm.{i}.weight is missing")
             w[f"fc_norm.{i}.weight"] = t
-    # lm_head rows, and what a draft id means
+    return w
+
+
+def _lm_head(d: DraftModel, reading: Reading, trace: Trace, weights: WeightCache, draft_vocab: int,
+             lm_head_source: Callable[[str], torch.Tensor] | None) -> tuple[torch.Tensor, int]:
+    """(lm_head rows in the compute dtype, how many): the target's, re-selected from a full head, or the draft's."""
+    V = trace.meta.vocab_size
     if reading.lm_head == "target":
         head = trace.lm_head()
         if head is None:
             raise UsageError("the draft has no lm_head, so the engine shares the target's; this trace does not "
                              "hold it: record the trace with --lm-head")
-        head = head.to(weights.device, weights.dtype)
-        rows = V
-    elif reading.lm_head == "reselected":
+        return head.to(weights.device, weights.dtype), V
+    if reading.lm_head == "reselected":
         if lm_head_source is None or reading.lm_head_source is None:
             raise UsageError("re-selecting lm_head rows needs --lm-head-from DIR (a full-vocabulary head)")
         full = lm_head_source(reading.lm_head_source)
@@ -253,34 +271,28 @@ def build_runner(d: DraftModel, reading: Reading, trace: Trace, weights: WeightC
         if full.shape[0] != V or int(sel.min()) < 0 or int(sel.max()) >= V:
             raise UsageError(f"--lm-head-from: its lm_head has {full.shape[0]} rows; re-selection needs the full "
                              f"target vocabulary ({V}) and d2t offsets inside it")
-        head = full[sel].to(weights.device, weights.dtype)
-        rows = draft_vocab
-    else:
-        head = weights.get("lm_head.weight")
-        if head is None:
-            raise DraftFailure("the draft has no lm_head.weight")
-        rows = head.shape[0]
-    if head.shape[1] != spec.hidden_size:
-        raise DraftFailure(f"lm_head is {list(head.shape)}; the draft's hidden size is {spec.hidden_size}")
-    target_ids = _target_ids(d, reading, rows, draft_vocab, V, weights)
-    # embeddings
+        return full[sel].to(weights.device, weights.dtype), draft_vocab
+    head = weights.get("lm_head.weight")
+    if head is None:
+        raise DraftFailure("the draft has no lm_head.weight")
+    return head, head.shape[0]
+
+
+def _embeddings(reading: Reading, trace: Trace, weights: WeightCache, spec: Any) -> EmbeddingTable:
+    """The embedding rows the draft reads: its own table, or the target's as the trace keeps them."""
+    V, Ht = trace.meta.vocab_size, trace.meta.hidden_size
     if reading.embeddings == "draft":
         emb = weights.get("embed_tokens.weight")
         if emb is None:
             raise UsageError("reading embeddings=draft: the draft has no embed_tokens")
         if emb.shape != (V, spec.hidden_size):
             raise DraftFailure(f"embed_tokens is {list(emb.shape)}, expected [{V}, {spec.hidden_size}]")
-        table = EmbeddingTable(emb, None, V, weights.device)
-    else:
-        if spec.hidden_size != m.hidden_size:
-            raise DraftFailure(f"the draft's hidden size {spec.hidden_size} differs from the target's "
-                               f"{m.hidden_size}: it cannot share the target's embeddings and has none of its own")
-        ids, rows_t = trace.embedding_rows()
-        table = EmbeddingTable(rows_t.to(weights.dtype), torch.from_numpy(ids.copy()), V, weights.device)
-    return DraftRunner(spec, w, dtype=weights.dtype, device=weights.device, embed=table, lm_head=head,
-                       target_ids=target_ids, norm_before_residual=reading.norm_before_residual,
-                       norm_before_fc=reading.norm_before_fc, fc_norm=reading.fc_norm,
-                       norm_output=reading.norm_output, logit_scale=_config_float(cfg, "logit_scale", 1.0))
+        return EmbeddingTable(emb, None, V, weights.device)
+    if spec.hidden_size != Ht:
+        raise DraftFailure(f"the draft's hidden size {spec.hidden_size} differs from the target's "
+                           f"{Ht}: it cannot share the target's embeddings and has none of its own")
+    ids, rows_t = trace.embedding_rows()
+    return EmbeddingTable(rows_t.to(weights.dtype), torch.from_numpy(ids.copy()), V, weights.device)
 
 
 def _target_ids(d: DraftModel, reading: Reading, rows: int, draft_vocab: int, V: int,
