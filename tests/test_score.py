@@ -754,3 +754,32 @@ def test_cli_trace_records_and_summarises(tmp_path, hf_target, capsys):
     assert rc == 0, err
     doc = json.loads(out)
     assert doc["continuation"]["source"] == "dataset" and doc["layers"] == [1, 2, 3] and doc["num_sequences"] == 2
+
+
+def test_read_span_converts_while_reading_what_safetensors_reads(tmp_path, monkeypatch):
+    """read_span against safetensors' own loader: whole tensors and row spans, as stored and converted chunk by
+    chunk (READ_CHUNK made small so a tensor takes many chunks), and a truncated file refused."""
+    from safetensors.torch import load_file, save_file
+
+    import kconvert.score.run as run
+    from kconvert.source.safetensors_header import read_header
+
+    g = torch.Generator().manual_seed(0)
+    t = {"a": torch.randn(300, 70, generator=g).to(torch.bfloat16), "b": torch.arange(10),
+         "c": torch.tensor([True, False, True]), "s": torch.tensor(2.5, dtype=torch.float16)}
+    f = tmp_path / "m.safetensors"
+    save_file(t, str(f))
+    want = load_file(str(f))
+    infos = read_header(f, "m.safetensors").tensors
+    monkeypatch.setattr(run, "READ_CHUNK", 1000)  # 140 bytes a row: a chunk ends inside a row
+    for name, w in want.items():
+        assert torch.equal(run.read_span(f, infos[name]), w)
+        got = run.read_span(f, infos[name], as_dtype=torch.float32)
+        assert got.dtype == (torch.float32 if w.is_floating_point() else w.dtype)
+        assert torch.equal(got, w.float() if w.is_floating_point() else w)
+    assert torch.equal(run.read_span(f, infos["a"], 17, 200, as_dtype=torch.float32), want["a"][17:217].float())
+    assert torch.equal(run.read_span(f, infos["a"], 299, 1), want["a"][299:])
+    with open(f, "r+b") as fh:
+        fh.truncate(infos["a"].start + 5000)
+    with pytest.raises(InputError, match="truncated"):
+        run.read_span(f, infos["a"], as_dtype=torch.float32)
