@@ -24,6 +24,7 @@ from kconvert.formats.read import read_draft  # noqa: E402
 from kconvert.schemas import validate  # noqa: E402
 from kconvert.score import ScoreSettings, build_score_report, score  # noqa: E402
 from kconvert.score.reading import engine_reading  # noqa: E402
+from kconvert.score.draft import SequenceInput  # noqa: E402
 from kconvert.score.run import WeightCache, build_runner, every_position, replay  # noqa: E402
 from kconvert.score.trace import Sequence, open_trace  # noqa: E402
 from kconvert.source import open_checkpoint  # noqa: E402
@@ -289,7 +290,9 @@ def test_batched_runner_drafts_what_the_eagle3_definition_drafts(tmp_path, layer
         kw = {"config": lambda c: c.update(num_hidden_layers=2), "tensors": _second_layer}
     draft = make_draft(tmp_path / "d", "torchspec", family="llama", **kw)
     d, reading = _reading(draft)
-    tr = open_trace(random_trace(tmp_path / "t", seqs=((6, 20),)))
+    # three sequences of different lengths, drafted in one batch (propose_many: one matmul over all their rows,
+    # attention within each) and the first alone (propose)
+    tr = open_trace(random_trace(tmp_path / "t", seqs=((6, 20), (3, 9), (5, 14))))
     w = WeightCache(d, torch.float64, torch.device("cpu"))
     runner = build_runner(d, reading, tr, w)
     for name in list(runner.w):
@@ -297,16 +300,20 @@ def test_batched_runner_drafts_what_the_eagle3_definition_drafts(tmp_path, layer
     runner.embed.rows = runner.embed.rows.double()
     cfg = json.loads((draft / "config.json").read_text())
     ref = ReferenceDraft(draft, cfg, _embedding_table(tr), scale=40)  # the same 40, every weight but lm_head
-    seq = tr.sequence(0)
-    T = seq.stop - 2
-    tokens_next = torch.from_numpy(seq.input_ids[1:T + 1].copy())
-    aux = torch.cat([tr.hidden(seq, k, count=T).double() for k in reading.aux_ids], -1)
     assert reading.aux_ids == tuple(cfg["eagle_aux_hidden_state_layer_ids"])  # vLLM feeds the config's ids
-    cursors = torch.arange(seq.prompt_len - 1, T)
-    got = runner.propose(tokens_next, aux, cursors, 3)
-    want = [ref.propose(tokens_next, aux, int(c), 3) for c in cursors]
-    assert got.tolist() == want
-    assert len({t for row in want for t in row}) > 3  # the proposals vary: the comparison can tell readings apart
+    items, want = [], []
+    for i in range(tr.num_sequences):
+        seq = tr.sequence(i)
+        T = seq.stop - 2
+        tokens_next = torch.from_numpy(seq.input_ids[1:T + 1].copy())
+        aux = torch.cat([tr.hidden(seq, k, count=T).double() for k in reading.aux_ids], -1)
+        cursors = torch.arange(seq.prompt_len - 1, T)
+        items.append(SequenceInput(tokens_next, aux, cursors))
+        want.append([ref.propose(tokens_next, aux, int(c), 3) for c in cursors])
+    assert [g.tolist() for g in runner.propose_many(items, 3)] == want
+    first = items[0]
+    assert runner.propose(first.tokens_next, first.aux, first.cursors, 3).tolist() == want[0]
+    assert len({t for row in want[0] for t in row}) > 3  # the proposals vary: the comparison can tell readings apart
 
 
 def test_reference_llama_layer_equals_transformers_llama_decoder_layer():
@@ -747,3 +754,32 @@ def test_cli_trace_records_and_summarises(tmp_path, hf_target, capsys):
     assert rc == 0, err
     doc = json.loads(out)
     assert doc["continuation"]["source"] == "dataset" and doc["layers"] == [1, 2, 3] and doc["num_sequences"] == 2
+
+
+def test_read_span_converts_while_reading_what_safetensors_reads(tmp_path, monkeypatch):
+    """read_span against safetensors' own loader: whole tensors and row spans, as stored and converted chunk by
+    chunk (READ_CHUNK made small so a tensor takes many chunks), and a truncated file refused."""
+    from safetensors.torch import load_file, save_file
+
+    import kconvert.score.run as run
+    from kconvert.source.safetensors_header import read_header
+
+    g = torch.Generator().manual_seed(0)
+    t = {"a": torch.randn(300, 70, generator=g).to(torch.bfloat16), "b": torch.arange(10),
+         "c": torch.tensor([True, False, True]), "s": torch.tensor(2.5, dtype=torch.float16)}
+    f = tmp_path / "m.safetensors"
+    save_file(t, str(f))
+    want = load_file(str(f))
+    infos = read_header(f, "m.safetensors").tensors
+    monkeypatch.setattr(run, "READ_CHUNK", 1000)  # 140 bytes a row: a chunk ends inside a row
+    for name, w in want.items():
+        assert torch.equal(run.read_span(f, infos[name]), w)
+        got = run.read_span(f, infos[name], as_dtype=torch.float32)
+        assert got.dtype == (torch.float32 if w.is_floating_point() else w.dtype)
+        assert torch.equal(got, w.float() if w.is_floating_point() else w)
+    assert torch.equal(run.read_span(f, infos["a"], 17, 200, as_dtype=torch.float32), want["a"][17:217].float())
+    assert torch.equal(run.read_span(f, infos["a"], 299, 1), want["a"][299:])
+    with open(f, "r+b") as fh:
+        fh.truncate(infos["a"].start + 5000)
+    with pytest.raises(InputError, match="truncated"):
+        run.read_span(f, infos["a"], as_dtype=torch.float32)

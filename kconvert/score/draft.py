@@ -255,11 +255,12 @@ def draft_spec(cfg: dict[str, Any], family: str, *, target_vocab: int, target_hi
 
 @dataclass
 class LayerKV:
-    """One layer's draft KV cache for one sequence: verified positions (first pass) and chained steps."""
+    """One layer's draft KV cache for a batch of sequences: verified positions (first pass, the sequences' rows
+    one after another) and chained steps (rows: the chains still drafting)."""
 
-    k0: torch.Tensor  # [T, heads, dk]
-    v0: torch.Tensor  # [T, heads, dv]
-    chain_k: list[torch.Tensor] = field(default_factory=list)  # per step: [C, heads, dk]
+    k0: torch.Tensor  # [sum T, heads, dk]
+    v0: torch.Tensor  # [sum T, heads, dv]
+    chain_k: list[torch.Tensor] = field(default_factory=list)  # per step: [alive, heads, dk]
     chain_v: list[torch.Tensor] = field(default_factory=list)
 
 
@@ -283,6 +284,7 @@ class DraftRunner:
         self.norm_output = norm_output
         self.logit_sign = 1.0 if logit_scale >= 0 else -1.0
         self.flops = 0  # multiply-adds x 2 of every matmul run (bench/score_speed.py's FLOP bound)
+        self.chained_rows = 0  # chains run, summed over the chained steps
 
     # -- pieces ---------------------------------------------------------------------------------------------
     def _lin(self, x: torch.Tensor, name: str) -> torch.Tensor:
@@ -300,21 +302,24 @@ class DraftRunner:
             x = torch.cat([rms_norm(c, self.w[f"fc_norm.{i}.weight"], s.eps) for i, c in enumerate(chunks)], dim=-1)
         return self._lin(x, "fc.weight")
 
-    def _qkv(self, l: int, x: torch.Tensor, positions: torch.Tensor):
-        """q [N, heads, dk], k [N, heads, dk], v [N, heads, dv] for inputs x [N, in] at positions [N]."""
+    def _qkv(self, l: int, x: torch.Tensor, positions: torch.Tensor, q_rows: torch.Tensor | None = None):
+        """q [Nq, heads, dk], k [N, heads, dk], v [N, heads, dv] for inputs x [N, in] at positions [N]: keys and
+        values of every row, queries of the rows `q_rows` (all by default)."""
         s = self.spec
         p = f"layers.{l}.self_attn."
         cos, sin = s.rope.tables(positions, self.dtype)
         N = x.shape[0]
+        xq, qcos, qsin = (x, cos, sin) if q_rows is None else (x[q_rows], cos[q_rows], sin[q_rows])
+        Nq = xq.shape[0]
         if s.family in ("llama", "qwen3"):
-            q = self._lin(x, p + "q_proj.weight").view(N, s.num_heads, s.head_dim)
+            q = self._lin(xq, p + "q_proj.weight").view(Nq, s.num_heads, s.head_dim)
             k = self._lin(x, p + "k_proj.weight").view(N, s.num_kv_heads, s.head_dim)
             v = self._lin(x, p + "v_proj.weight").view(N, s.num_kv_heads, s.head_dim)
             if s.family == "qwen3":
                 # vLLM qwen3.py Qwen3Attention.forward: q_norm/k_norm over each head, before the rotary embedding
                 q = rms_norm(q, self.w[p + "q_norm.weight"], s.eps)
                 k = rms_norm(k, self.w[p + "k_norm.weight"], s.eps)
-            q = s.rope.apply(q, cos, sin)
+            q = s.rope.apply(q, qcos, qsin)
             k = s.rope.apply(k, cos, sin)
             if s.num_kv_heads != s.num_heads:
                 rep = s.num_heads // s.num_kv_heads
@@ -323,17 +328,17 @@ class DraftRunner:
             return q, k, v
         nope, rd, vd, H = s.qk_nope_head_dim, s.qk_rope_head_dim, s.v_head_dim, s.num_heads
         if s.q_lora_rank:
-            qc = rms_norm(self._lin(x, p + "q_a_proj.weight"), self.w[p + "q_a_layernorm.weight"], s.eps)
+            qc = rms_norm(self._lin(xq, p + "q_a_proj.weight"), self.w[p + "q_a_layernorm.weight"], s.eps)
             q = self._lin(qc, p + "q_b_proj.weight")
         else:
-            q = self._lin(x, p + "q_proj.weight")
-        q = q.view(N, H, nope + rd)
+            q = self._lin(xq, p + "q_proj.weight")
+        q = q.view(Nq, H, nope + rd)
         kv = self._lin(x, p + "kv_a_proj_with_mqa.weight")
         latent, k_pe = kv.split([s.kv_lora_rank, rd], dim=-1)
         latent = rms_norm(latent, self.w[p + "kv_a_layernorm.weight"], s.eps)
         kvb = self._lin(latent, p + "kv_b_proj.weight").view(N, H, nope + vd)
         k_nope, v = kvb.split([nope, vd], dim=-1)
-        q_pe = s.rope.apply(q[..., nope:], cos, sin)
+        q_pe = s.rope.apply(q[..., nope:], qcos, qsin)
         k_pe = s.rope.apply(k_pe.unsqueeze(1), cos, sin)
         q = torch.cat([q[..., :nope], q_pe], dim=-1)
         k = torch.cat([k_nope, k_pe.expand(N, H, rd)], dim=-1)
@@ -377,39 +382,44 @@ class DraftRunner:
         return top if self.target_ids is None else self.target_ids[top]
 
     # -- attention ------------------------------------------------------------------------------------------
-    def _attend_causal(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """First pass: queries at positions 0..T-1 over keys 0..T-1, causal."""
-        T, H, _ = q.shape
-        out = torch.empty(T, H, v.shape[-1], dtype=torch.float32, device=q.device)
+    def _attend_causal(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                       qpos: torch.Tensor | None = None) -> torch.Tensor:
+        """First pass of one sequence: queries at positions qpos (ascending; 0..T-1 by default) over its keys
+        0..T-1, causal."""
+        n, H, _ = q.shape
+        T = k.shape[0]
+        if qpos is None:
+            qpos = torch.arange(n, device=q.device)
+        out = torch.empty(n, H, v.shape[-1], dtype=torch.float32, device=q.device)
         kf = k.float().transpose(0, 1)  # [H, T, dk]
         vf = v.float().transpose(0, 1)
         step = max(1, MAX_SCORE_ELEMENTS // max(1, T * H))
-        for a in range(0, T, step):
-            b = min(T, a + step)
-            qf = q[a:b].float().transpose(0, 1)  # [H, n, dk]
-            self.flops += 2 * H * (b - a) * b * (q.shape[-1] + v.shape[-1])
+        for a in range(0, n, step):
+            e = min(n, a + step)
+            b = int(qpos[e - 1]) + 1  # keys the chunk's last query sees
+            qf = q[a:e].float().transpose(0, 1)  # [H, n, dk]
+            self.flops += 2 * H * (e - a) * b * (q.shape[-1] + v.shape[-1])
             sc = torch.matmul(qf, kf[:, :b].transpose(1, 2)) * self.spec.scale  # [H, n, b]
-            mask = torch.arange(b, device=q.device)[None, :] > torch.arange(a, b, device=q.device)[:, None]
+            mask = torch.arange(b, device=q.device)[None, :] > qpos[a:e, None]
             sc = sc.masked_fill(mask[None], float("-inf"))
-            out[a:b] = torch.matmul(sc.softmax(-1), vf[:, :b]).transpose(0, 1)
+            out[a:e] = torch.matmul(sc.softmax(-1), vf[:, :b]).transpose(0, 1)
         return out.to(self.dtype)
 
-    def _attend_chain(self, q: torch.Tensor, kv: LayerKV, cursors: torch.Tensor) -> torch.Tensor:
-        """Chained step: query of cursor c over verified keys 0..c plus its own chained keys (incl. this one)."""
+    def _attend_chain(self, q: torch.Tensor, k0: torch.Tensor, v0: torch.Tensor, ck: torch.Tensor,
+                      cv: torch.Tensor, cursors: torch.Tensor) -> torch.Tensor:
+        """Chained step of one sequence: query of cursor c over its verified keys 0..c (k0, v0 [T, heads, d])
+        plus its own chained keys, this one included (ck, cv [C, heads, j, d])."""
         C, H, _ = q.shape
-        out = torch.empty(C, H, kv.v0.shape[-1], dtype=torch.float32, device=q.device)
-        if C == 0:
-            return out.to(self.dtype)
+        out = torch.empty(C, H, v0.shape[-1], dtype=torch.float32, device=q.device)
         T = int(cursors.max().item()) + 1
-        k0 = kv.k0[:T].float().transpose(0, 1)
-        v0 = kv.v0[:T].float().transpose(0, 1)
-        ck = torch.stack([x.float() for x in kv.chain_k], dim=2)  # [C, H, j, dk]
-        cv = torch.stack([x.float() for x in kv.chain_v], dim=2)
+        k0 = k0[:T].float().transpose(0, 1)
+        v0 = v0[:T].float().transpose(0, 1)
+        ck, cv = ck.float(), cv.float()
         step = max(1, MAX_SCORE_ELEMENTS // max(1, T * H))
         for a in range(0, C, step):
             b = min(C, a + step)
             qf = q[a:b].float()  # [n, H, dk]
-            self.flops += 2 * (b - a) * H * (T + ck.shape[2]) * (q.shape[-1] + kv.v0.shape[-1])
+            self.flops += 2 * (b - a) * H * (T + ck.shape[2]) * (q.shape[-1] + v0.shape[-1])
             s0 = torch.einsum("nhd,htd->nht", qf, k0) * self.spec.scale
             mask = torch.arange(T, device=q.device)[None, :] > cursors[a:b, None]
             s0 = s0.masked_fill(mask[:, None, :], float("-inf"))
@@ -423,38 +433,34 @@ class DraftRunner:
     @torch.no_grad()
     def propose(self, tokens_next: torch.Tensor, aux: torch.Tensor, cursors: torch.Tensor, k: int,
                 reference: torch.Tensor | None = None) -> torch.Tensor:
-        """Draft tokens (target ids) [C, k] for every cursor c: the first from the first pass over positions
-        0..T-1 (token t+1 and the target's aux states of t at position t), the rest chained.
+        """Draft tokens (target ids) [C, k] for every cursor c of one sequence: the first from the first pass over
+        positions 0..T-1 (token t+1 and the target's aux states of t at position t), the rest chained.
 
         tokens_next [T]: the token following each position; aux [T, num_aux * target_hidden]; cursors [C] < T.
         With `reference` [C, k] (the tokens a verify step accepts), chained step j runs only for the cursors whose
         drafts 0..j-1 all matched: later drafts of a rejected chain never change what an engine counts. Those not
         computed are -1.
         """
-        s = self.spec
-        T = tokens_next.shape[0]
-        pos = torch.arange(T, device=self.device)
-        hidden = self.combine(aux.to(self.device))
-        embeds = self.embed(tokens_next.to(self.device))
-        residual = None
-        caches: list[LayerKV] = []
-        for l in range(s.num_layers):
-            x, residual = self._layer_in(l, embeds, hidden, residual)
-            q, kk, v = self._qkv(l, x, pos)
-            caches.append(LayerKV(kk, v))
-            hidden, residual = self._layer_out(l, self._o(l, self._attend_causal(q, kk, v)), residual)
-        normed, fed = self._final(hidden, residual)
-        cur = cursors.to(self.device)
-        C = cur.shape[0]
+        return self.propose_many([SequenceInput(tokens_next, aux, cursors, reference)], k)[0]
+
+    @torch.no_grad()
+    def propose_many(self, items: list["SequenceInput"], k: int) -> list[torch.Tensor]:
+        """`propose` for several sequences at once: every matmul runs over the rows of all of them (the first
+        pass over all their positions, each chained step over all their chains still drafting); attention stays
+        within each sequence. A row's result depends only on its own sequence, so this drafts what `propose`
+        drafts for each, sequence by sequence."""
+        b = _Batch(items, self.device)
+        hidden, caches = self._first_pass(b)
+        normed, fed = hidden
+        C = b.cursors.shape[0]
         out = torch.full((C, k), -1, dtype=torch.long)
         alive = torch.arange(C, device=self.device)  # rows of `out` still drafting
-        last = self.greedy(normed[cur])
+        last = self.greedy(normed)
         out[:, 0] = last.cpu()
-        h = fed[cur]
-        ref = reference.to(self.device) if reference is not None else None
+        h = fed
         for j in range(1, k):
-            if ref is not None:
-                keep = last == ref[alive, j - 1]
+            if b.reference is not None:
+                keep = last == b.reference[alive, j - 1]
                 if not bool(keep.all()):
                     alive, last, h = alive[keep], last[keep], h[keep]
                     for c in caches:
@@ -462,20 +468,103 @@ class DraftRunner:
                         c.chain_v = [t[keep] for t in c.chain_v]
                 if alive.numel() == 0:
                     break
-            positions = cur[alive] + j
-            emb = self.embed(last)
-            hidden, residual = h, None
-            for l in range(s.num_layers):
-                x, residual = self._layer_in(l, emb, hidden, residual)
-                q, kk, v = self._qkv(l, x, positions)
-                caches[l].chain_k.append(kk)
-                caches[l].chain_v.append(v)
-                hidden, residual = self._layer_out(l, self._o(l, self._attend_chain(q, caches[l], cur[alive])),
-                                                   residual)
-            normed, h = self._final(hidden, residual)
-            last = self.greedy(normed)
+            h, last = self._chained_step(b, caches, alive, last, h, j)
+            self.chained_rows += int(alive.numel())
             out[alive.cpu(), j] = last.cpu()
-        return out
+        return list(out.split(b.counts))
+
+    def _first_pass(self, b: "_Batch"):
+        """((normed, fed) [cursors, H], per-layer KV of every position) over the batch's sequences.
+
+        Every layer's keys and values are computed at every position (the verified positions' KV); a layer
+        below the last also runs its output there (the next layer's input). The last layer's output is needed
+        only at the cursors (what the draft drafts from), so its queries, attention, o_proj and MLP run there
+        only: row by row the same arithmetic, on fewer rows."""
+        hidden = self.combine(b.aux)
+        embeds = self.embed(b.tokens)
+        residual = None
+        caches: list[LayerKV] = []
+        L = self.spec.num_layers
+        for l in range(L):
+            x, residual = self._layer_in(l, embeds, hidden, residual)
+            if l < L - 1:
+                q, kk, v = self._qkv(l, x, b.positions)
+                attn = torch.cat([self._attend_causal(q[a:e], kk[a:e], v[a:e]) for a, e in b.spans])
+            else:
+                q, kk, v = self._qkv(l, x, b.positions, b.cursor_rows)
+                attn = torch.cat([self._attend_causal(q[r:t], kk[a:e], v[a:e], b.cursors[r:t])
+                                  for (a, e), (r, t) in zip(b.spans, b.cursor_spans)])
+                residual = residual[b.cursor_rows]
+            caches.append(LayerKV(kk, v))
+            hidden, residual = self._layer_out(l, self._o(l, attn), residual)
+        return self._final(hidden, residual), caches
+
+    def _chained_step(self, b: "_Batch", caches: list[LayerKV], alive: torch.Tensor, last: torch.Tensor,
+                      h: torch.Tensor, j: int):
+        """Step j for the chains `alive` (rows of b.cursors): input their previous draft token and pre-norm
+        output, at position cursor + j. Returns (pre-norm output, draft token) per chain."""
+        cur = b.cursors[alive]
+        seq = b.cursor_seq[alive]
+        # the alive rows stay in sequence order: one block of rows per sequence
+        ids, counts = torch.unique_consecutive(seq, return_counts=True)
+        blocks = list(zip(ids.tolist(), counts.tolist()))
+        emb = self.embed(last)
+        hidden, residual = h, None
+        for l in range(self.spec.num_layers):
+            x, residual = self._layer_in(l, emb, hidden, residual)
+            q, kk, v = self._qkv(l, x, cur + j)
+            kv = caches[l]
+            kv.chain_k.append(kk)
+            kv.chain_v.append(v)
+            ck = torch.stack(kv.chain_k, dim=2)  # [alive, H, j, dk]
+            cv = torch.stack(kv.chain_v, dim=2)
+            parts, r = [], 0
+            for i, n in blocks:
+                a, e = b.spans[i]
+                parts.append(self._attend_chain(q[r:r + n], kv.k0[a:e], kv.v0[a:e], ck[r:r + n], cv[r:r + n],
+                                                cur[r:r + n]))
+                r += n
+            hidden, residual = self._layer_out(l, self._o(l, torch.cat(parts)), residual)
+        normed, h = self._final(hidden, residual)
+        return h, self.greedy(normed)
+
+
+@dataclass
+class SequenceInput:
+    """What the draft needs of one sequence: tokens_next [T], aux [T, num_aux * target_hidden], cursors [C] (the
+    positions it drafts at) and optionally the reference tokens [C, k] a verify step accepts."""
+
+    tokens_next: torch.Tensor
+    aux: torch.Tensor
+    cursors: torch.Tensor
+    reference: torch.Tensor | None = None
+
+
+class _Batch:
+    """Several sequences' inputs as one: their rows one after another, positions restarting at 0 for each."""
+
+    def __init__(self, items: list[SequenceInput], device: torch.device):
+        lens = [it.tokens_next.shape[0] for it in items]
+        starts = [0]
+        for n in lens:
+            starts.append(starts[-1] + n)
+        self.spans = list(zip(starts[:-1], starts[1:]))
+        self.counts = [it.cursors.shape[0] for it in items]
+        first = [0]
+        for c in self.counts:
+            first.append(first[-1] + c)
+        self.cursor_spans = list(zip(first[:-1], first[1:]))  # each sequence's rows of `cursors`
+        self.tokens = torch.cat([it.tokens_next for it in items]).to(device)
+        self.aux = torch.cat([it.aux for it in items]).to(device)
+        self.positions = torch.cat([torch.arange(n) for n in lens]).to(device)
+        self.cursors = torch.cat([it.cursors for it in items]).to(device)  # position within its sequence
+        self.cursor_seq = torch.cat([torch.full((c,), i, dtype=torch.long) for i, c in enumerate(self.counts)]
+                                    ).to(device)
+        self.cursor_rows = self.cursors + torch.tensor(starts[:-1], device=device)[self.cursor_seq]
+        refs = [it.reference for it in items]
+        if any(r is None for r in refs) and not all(r is None for r in refs):
+            raise ValueError("propose_many: give reference tokens for every sequence or for none")
+        self.reference = None if refs[0] is None else torch.cat(refs).to(device)
 
 
 class EmbeddingTable:

@@ -26,15 +26,22 @@ from kconvert.score.trace import Sequence, Trace
 import torch  # noqa: E402  (imported by kconvert.score only once torch is known to be there)
 
 from kconvert.score.draft import (  # noqa: E402
-    DTYPES, DraftFailure, DraftRunner, EmbeddingTable, draft_spec)
+    DTYPES, DraftFailure, DraftRunner, EmbeddingTable, SequenceInput, draft_spec)
+
+# Rows (positions) the first pass runs at once, summed over the sequences batched together: enough for the
+# matmuls to run near their peak (one thread, float32, Kimi-shaped weights: ~40-70 GFLOP/s at one sequence's
+# 63-94 rows, ~80-110 at 512-1880; bench/NOTES.md), few enough that the activations stay small next to the
+# weights (~0.5 MB a row for a Kimi-shaped draft in float32).
+BATCH_ROWS = 1024
 
 FLOAT_DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}
 
 
 # ---------------------------------------------------------------------------------------------- weights ---
 
-def read_tensor(d: DraftModel, raw_name: str) -> torch.Tensor:
-    """One tensor of the draft by byte range from its validated header (never the whole file)."""
+def read_tensor(d: DraftModel, raw_name: str, as_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """One tensor of the draft by byte range from its validated header (never the whole file); a floating one in
+    `as_dtype` when given."""
     ck = d.checkpoint
     info = ck.tensors.get(raw_name)
     if info is None:
@@ -43,12 +50,19 @@ def read_tensor(d: DraftModel, raw_name: str) -> torch.Tensor:
     if p is None:
         raise UsageError(f"{ck.ref}: score needs the draft's weights on disk ({info.file} is not local); "
                          "download the draft first")
-    return read_span(p, info)
+    return read_span(p, info, as_dtype=as_dtype)
 
 
-def read_span(path: Any, info: Any, first_row: int = 0, rows: int | None = None) -> torch.Tensor:
+READ_CHUNK = 32 << 20  # bytes read at a time when converting while reading
+
+
+def read_span(path: Any, info: Any, first_row: int = 0, rows: int | None = None, *,
+              as_dtype: torch.dtype | None = None) -> torch.Tensor:
     """Rows `first_row .. first_row + rows` (all by default) of a tensor whose span a validated safetensors
-    header gave (kconvert.source.safetensors_header.TensorInfo), read with pread into one buffer."""
+    header gave (kconvert.source.safetensors_header.TensorInfo), read with pread. A floating tensor is returned
+    in `as_dtype` when given: read in chunks of READ_CHUNK bytes into one reused buffer and converted into the
+    result, so the file's bytes are never held whole beside it (a Kimi-shaped draft: 1.8 GB of bf16 beside 3.6
+    GB of float32). Buffers are torch.empty, not zero-filled: every byte is read or the read fails."""
     shape = tuple(info.shape)
     row_elems = 1
     for n in shape[1:]:
@@ -66,25 +80,42 @@ def read_span(path: Any, info: Any, first_row: int = 0, rows: int | None = None)
         raise InputError(f"{info.name}: rows {first_row}..{first_row + count} outside 0..{total_rows}")
     start = info.start + first_row * row_elems * size
     nbytes = count * row_elems * size if shape else info.nbytes
-    buf = bytearray(nbytes)
-    view = memoryview(buf)
+    out_shape = (count,) + shape[1:] if shape else ()
+    convert = as_dtype is not None and dt.is_floating_point and as_dtype != dt
+    if not nbytes:
+        return torch.empty(out_shape, dtype=as_dtype if convert else dt)
+    if convert:
+        out = torch.empty(nbytes // size, dtype=as_dtype)
+        buf = torch.empty(min(nbytes, READ_CHUNK - READ_CHUNK % size), dtype=torch.uint8)
+    else:
+        out = buf = torch.empty(nbytes, dtype=torch.uint8)
+    view = memoryview(buf.numpy())
     got = 0
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
             while got < nbytes:
-                n = os.preadv(fd, [view[got:]], start + got)
-                if n <= 0:
+                want = min(len(view), nbytes - got) if convert else nbytes - got
+                part = view[:want] if convert else view[got:]
+                filled = 0
+                while filled < want:
+                    n = os.preadv(fd, [part[filled:]], start + got + filled)
+                    if n <= 0:
+                        break
+                    filled += n
+                if convert and filled:
+                    e0 = got // size
+                    out[e0:e0 + filled // size].copy_(buf[:filled].view(dt))
+                got += filled
+                if filled < want:
                     break
-                got += n
         finally:
             os.close(fd)
     except OSError as e:
         raise InputError(f"{info.file} [{info.name}]: cannot read: {e.strerror or e}") from None
     if got != nbytes:
         raise InputError(f"{info.file} [{info.name}]: only {got} of {nbytes} bytes (truncated)")
-    t = torch.frombuffer(buf, dtype=dt) if nbytes else torch.empty(0, dtype=dt)
-    return t.reshape((count,) + shape[1:] if shape else ())
+    return (out if convert else buf.view(dt)).reshape(out_shape)
 
 
 def layer_raw_name(d: DraftModel, canonical: str) -> str | None:
@@ -171,8 +202,8 @@ class WeightCache:
             raw = layer_raw_name(self.d, canonical)
             if raw is None:
                 return None
-            t = read_tensor(self.d, raw)
-            self.bytes_read += t.numel() * t.element_size()
+            t = read_tensor(self.d, raw, as_dtype=self.dtype if float_ else None)
+            self.bytes_read += self.d.checkpoint.tensors[raw].nbytes
             self._t[canonical] = t.to(self.device, self.dtype) if float_ and t.is_floating_point() else t
         return self._t[canonical]
 
@@ -188,7 +219,6 @@ def build_runner(d: DraftModel, reading: Reading, trace: Trace, weights: WeightC
                  lm_head_source: Callable[[str], torch.Tensor] | None = None) -> DraftRunner:
     """A DraftRunner for one reading. Raises DraftFailure where vLLM would fail to load or run the draft."""
     m = trace.meta
-    cfg = d.config
     V = m.vocab_size
     if reading.keys == "as written" and d.key_layout.prefix:
         # llama_eagle3 / deepseek_eagle3 load_weights prefix every name but lm_head with `model.`: a file name
@@ -202,7 +232,7 @@ def build_runner(d: DraftModel, reading: Reading, trace: Trace, weights: WeightC
         raise DraftFailure("the draft has no fc.weight: vLLM would leave it uninitialised (EAGLE-3 needs it)")
     num_aux = len(reading.aux_ids)
     draft_vocab = d.draft_vocab_size or d.vocab_size or V
-    spec = draft_spec(cfg, d.layer_family, target_vocab=V, target_hidden=m.hidden_size, num_aux=num_aux,
+    spec = draft_spec(d.config, d.layer_family, target_vocab=V, target_hidden=m.hidden_size, num_aux=num_aux,
                       draft_vocab=draft_vocab, fc_in=fc.shape[1])
     if spec.target_hidden_size != m.hidden_size:
         raise DraftFailure(f"the draft expects target hidden size {spec.target_hidden_size}, the trace's target has "
@@ -210,6 +240,20 @@ def build_runner(d: DraftModel, reading: Reading, trace: Trace, weights: WeightC
     if fc.shape != (spec.hidden_size, num_aux * m.hidden_size):
         raise DraftFailure(f"fc.weight is {list(fc.shape)} but the reading feeds {num_aux} aux states of width "
                            f"{m.hidden_size} ({list(reading.aux_ids)}): vLLM fails to load it (shape mismatch)")
+    w = _layer_weights(d, reading, spec, weights)
+    head, rows = _lm_head(d, reading, trace, weights, draft_vocab, lm_head_source)
+    if head.shape[1] != spec.hidden_size:
+        raise DraftFailure(f"lm_head is {list(head.shape)}; the draft's hidden size is {spec.hidden_size}")
+    target_ids = _target_ids(d, reading, rows, draft_vocab, V, weights)
+    return DraftRunner(spec, w, dtype=weights.dtype, device=weights.device,
+                       embed=_embeddings(reading, trace, weights, spec), lm_head=head,
+                       target_ids=target_ids, norm_before_residual=reading.norm_before_residual,
+                       norm_before_fc=reading.norm_before_fc, fc_norm=reading.fc_norm,
+                       norm_output=reading.norm_output, logit_scale=_config_float(d.config, "logit_scale", 1.0))
+
+
+def _layer_weights(d: DraftModel, reading: Reading, spec: Any, weights: WeightCache) -> dict[str, torch.Tensor]:
+    """The layers' tensors (and the input norms the reading applies), each of the shape vLLM allocates."""
     names = required_weights(spec.family, spec.num_layers, bool(spec.q_lora_rank))
     missing = [n for n in names if layer_raw_name(d, n) is None]
     if missing:
@@ -226,20 +270,25 @@ def build_runner(d: DraftModel, reading: Reading, trace: Trace, weights: WeightC
             raise DraftFailure("norm_before_fc is set but input_norm.weight is missing")
         w["input_norm.weight"] = t
     if reading.fc_norm:
-        for i in range(num_aux):
+        for i in range(len(reading.aux_ids)):
             t = weights.get(f"fc_norm.{i}.weight")
             if t is None:
                 raise DraftFailure(f"fc_norm is set but fc_norm.{i}.weight is missing")
             w[f"fc_norm.{i}.weight"] = t
-    # lm_head rows, and what a draft id means
+    return w
+
+
+def _lm_head(d: DraftModel, reading: Reading, trace: Trace, weights: WeightCache, draft_vocab: int,
+             lm_head_source: Callable[[str], torch.Tensor] | None) -> tuple[torch.Tensor, int]:
+    """(lm_head rows in the compute dtype, how many): the target's, re-selected from a full head, or the draft's."""
+    V = trace.meta.vocab_size
     if reading.lm_head == "target":
         head = trace.lm_head()
         if head is None:
             raise UsageError("the draft has no lm_head, so the engine shares the target's; this trace does not "
                              "hold it: record the trace with --lm-head")
-        head = head.to(weights.device, weights.dtype)
-        rows = V
-    elif reading.lm_head == "reselected":
+        return head.to(weights.device, weights.dtype), V
+    if reading.lm_head == "reselected":
         if lm_head_source is None or reading.lm_head_source is None:
             raise UsageError("re-selecting lm_head rows needs --lm-head-from DIR (a full-vocabulary head)")
         full = lm_head_source(reading.lm_head_source)
@@ -247,34 +296,28 @@ def build_runner(d: DraftModel, reading: Reading, trace: Trace, weights: WeightC
         if full.shape[0] != V or int(sel.min()) < 0 or int(sel.max()) >= V:
             raise UsageError(f"--lm-head-from: its lm_head has {full.shape[0]} rows; re-selection needs the full "
                              f"target vocabulary ({V}) and d2t offsets inside it")
-        head = full[sel].to(weights.device, weights.dtype)
-        rows = draft_vocab
-    else:
-        head = weights.get("lm_head.weight")
-        if head is None:
-            raise DraftFailure("the draft has no lm_head.weight")
-        rows = head.shape[0]
-    if head.shape[1] != spec.hidden_size:
-        raise DraftFailure(f"lm_head is {list(head.shape)}; the draft's hidden size is {spec.hidden_size}")
-    target_ids = _target_ids(d, reading, rows, draft_vocab, V, weights)
-    # embeddings
+        return full[sel].to(weights.device, weights.dtype), draft_vocab
+    head = weights.get("lm_head.weight")
+    if head is None:
+        raise DraftFailure("the draft has no lm_head.weight")
+    return head, head.shape[0]
+
+
+def _embeddings(reading: Reading, trace: Trace, weights: WeightCache, spec: Any) -> EmbeddingTable:
+    """The embedding rows the draft reads: its own table, or the target's as the trace keeps them."""
+    V, Ht = trace.meta.vocab_size, trace.meta.hidden_size
     if reading.embeddings == "draft":
         emb = weights.get("embed_tokens.weight")
         if emb is None:
             raise UsageError("reading embeddings=draft: the draft has no embed_tokens")
         if emb.shape != (V, spec.hidden_size):
             raise DraftFailure(f"embed_tokens is {list(emb.shape)}, expected [{V}, {spec.hidden_size}]")
-        table = EmbeddingTable(emb, None, V, weights.device)
-    else:
-        if spec.hidden_size != m.hidden_size:
-            raise DraftFailure(f"the draft's hidden size {spec.hidden_size} differs from the target's "
-                               f"{m.hidden_size}: it cannot share the target's embeddings and has none of its own")
-        ids, rows_t = trace.embedding_rows()
-        table = EmbeddingTable(rows_t.to(weights.dtype), torch.from_numpy(ids.copy()), V, weights.device)
-    return DraftRunner(spec, w, dtype=weights.dtype, device=weights.device, embed=table, lm_head=head,
-                       target_ids=target_ids, norm_before_residual=reading.norm_before_residual,
-                       norm_before_fc=reading.norm_before_fc, fc_norm=reading.fc_norm,
-                       norm_output=reading.norm_output, logit_scale=_config_float(cfg, "logit_scale", 1.0))
+        return EmbeddingTable(emb, None, V, weights.device)
+    if spec.hidden_size != Ht:
+        raise DraftFailure(f"the draft's hidden size {spec.hidden_size} differs from the target's "
+                           f"{Ht}: it cannot share the target's embeddings and has none of its own")
+    ids, rows_t = trace.embedding_rows()
+    return EmbeddingTable(rows_t.to(weights.dtype), torch.from_numpy(ids.copy()), V, weights.device)
 
 
 def _target_ids(d: DraftModel, reading: Reading, rows: int, draft_vocab: int, V: int,
@@ -421,6 +464,7 @@ class ReadingScore:
     k: int = 3
     mode: str = "replay"
     flops: int = 0
+    chained_rows: int = 0  # chains run by the chained steps, summed over the steps
 
     def counters(self) -> dict[str, Any]:
         steps = [a for s in self.sequences for a in s.steps]
@@ -466,25 +510,47 @@ def score_reading(d: DraftModel, reading: Reading, trace: Trace, weights: Weight
         out.error = str(e)
         out.seconds = time.perf_counter() - t0
         return out
-    idx = range(trace.num_sequences) if sequences is None else sequences
-    for n, i in enumerate(idx):
-        seq = trace.sequence(i)
-        inputs = sequence_inputs(trace, seq, reading.aux_ids, mode)
-        if inputs is None:
-            out.sequences.append(SequenceScore(i))
-            continue
-        tokens_next, aux, cursors, first = inputs
-        ref = reference_tokens(seq, cursors, k, mode)
-        drafts = runner.propose(tokens_next, aux, torch.from_numpy(cursors), k, torch.from_numpy(ref)).numpy()
-        if mode == "replay":
-            out.sequences.append(replay(seq, drafts, first, k))
-        else:
-            out.sequences.append(every_position(seq, drafts, cursors, k))
-        if progress:
-            progress(n + 1, len(idx))
+    idx = list(range(trace.num_sequences) if sequences is None else sequences)
+    for batch in _batches(trace, idx, reading.aux_ids, mode, k):
+        items = [b for b in batch if b[1] is not None]
+        drafts = runner.propose_many([b[1] for b in items], k) if items else []
+        got = {b[0].index: dr.numpy() for b, dr in zip(items, drafts)}
+        for seq, inputs, first in batch:
+            if inputs is None:
+                out.sequences.append(SequenceScore(seq.index))
+            elif mode == "replay":
+                out.sequences.append(replay(seq, got[seq.index], first, k))
+            else:
+                out.sequences.append(every_position(seq, got[seq.index], inputs.cursors.numpy(), k))
+            if progress:
+                progress(len(out.sequences), len(idx))
     out.seconds = time.perf_counter() - t0
     out.flops = runner.flops
+    out.chained_rows = runner.chained_rows
     return out
+
+
+def _batches(trace: Trace, idx: list[int], layers: tuple[int, ...], mode: str, k: int):
+    """Groups of (sequence, SequenceInput or None, first cursor), in order, each up to BATCH_ROWS positions
+    (a longer sequence alone)."""
+    group: list = []
+    rows = 0
+    for i in idx:
+        seq = trace.sequence(i)
+        inputs = sequence_inputs(trace, seq, layers, mode)
+        if inputs is None:
+            group.append((seq, None, 0))
+            continue
+        tokens_next, aux, cursors, first = inputs
+        n = tokens_next.shape[0]
+        if rows and rows + n > BATCH_ROWS:
+            yield group
+            group, rows = [], 0
+        ref = torch.from_numpy(reference_tokens(seq, cursors, k, mode))
+        group.append((seq, SequenceInput(tokens_next, aux, torch.from_numpy(cursors), ref), first))
+        rows += n
+    if group:
+        yield group
 
 
 def set_threads(n: int | None) -> None:
