@@ -72,7 +72,11 @@ def record_trace_vllm(req: TraceRequest, progress: Callable[[str], None] | None 
         raise UsageError("--continuations teacher-forces given tokens, which HF transformers does (--engine hf); "
                          "with --engine vllm the engine generates the tokens itself")
     check_recording_vllm()
+    from kconvert.writer.atomic import check_destination
+
+    check_destination(Path(req.out), force=req.force, input_root=None)  # before minutes of engine, not after
     t0 = time.perf_counter()
+    # the engine loads the target as verify gives it; the embedding rows come from the same files, fetched here
     root, revision, commit = _resolve_folder(req.target)
     tgt = _TargetTensors(str(root))
     L = int(tgt.text["num_hidden_layers"])
@@ -83,18 +87,25 @@ def record_trace_vllm(req: TraceRequest, progress: Callable[[str], None] | None 
     sampling = {"max_tokens": req.max_tokens + req.lookahead + 1, "ignore_eos": True,
                 "extra_args": {"kv_transfer_params": {"include_output_tokens": True}}}
     with tempfile.TemporaryDirectory(prefix="kconvert-record-") as dump:
-        live = run_vllm(LiveRequest(
-            target=str(root), prompts=prompts, tp=req.tp, chat_template=req.chat_template, max_tokens=req.max_tokens,
+        live = _run(run_vllm, LiveRequest(
+            target=req.target, prompts=prompts, tp=req.tp, chat_template=req.chat_template, max_tokens=req.max_tokens,
             engine_args={"dtype": req.dtype, **req.engine_args}, env=dict(req.env), timeout_s=req.timeout_s,
-            record_layers=[k for k in layers if k > 0], record_dir=dump, sampling_extra=sampling), progress=say)
+            record_layers=[k for k in layers if k > 0], record_dir=dump, sampling_extra=sampling), say)
         files = _dump_paths(live, Path(dump))
         lay = dump_layout(files[0], tgt, [k for k in layers if k > 0])
-        meta = _engine_meta(req, tgt, live, lay, prompts, set_name, revision, commit)
-        meta.layers = layers
+        meta = _engine_meta(req, tgt, live, lay, layers, prompts, set_name, revision, commit)
         with TraceWriter(req.out, meta, force=req.force) as writer:
             _add_engine_sequences(writer, live, files, lay, tgt, req, say)
             meta.recorder["seconds"] = round(time.perf_counter() - t0, 3)
             return finish_from_target(writer, tgt, req.lm_head)
+
+
+def _run(run_vllm: Callable, live_req: Any, say: Callable[[str], None]) -> Any:
+    try:
+        return run_vllm(live_req, progress=say)
+    except EngineError as e:  # the engine could not run or record: its own lines, and the other recorder
+        e.hint = f"{e.hint}; {HF_HINT}" if e.hint else HF_HINT
+        raise
 
 
 def _dump_paths(live: Any, dump: Path) -> list[Path]:
@@ -109,14 +120,14 @@ def _dump_paths(live: Any, dump: Path) -> list[Path]:
     return files
 
 
-def _engine_meta(req: TraceRequest, tgt: _TargetTensors, live: Any, lay: DumpLayout, prompts: list[str],
-                 set_name: str, revision: str | None, commit: str | None) -> TraceMeta:
+def _engine_meta(req: TraceRequest, tgt: _TargetTensors, live: Any, lay: DumpLayout, layers: list[int],
+                 prompts: list[str], set_name: str, revision: str | None, commit: str | None) -> TraceMeta:
     import torch
 
     args = {k: v for k, v in live.engine_args.items() if k != "kv_transfer_config"}  # its folder was temporary
     return TraceMeta(
         target={**target_meta(req.target, tgt), "revision": revision, "commit": commit},
-        dtype={"BF16": "bfloat16", "F16": "float16", "F32": "float32"}[lay.st_dtype], layers=list(lay.streams),
+        dtype={"BF16": "bfloat16", "F16": "float16", "F32": "float32"}[lay.st_dtype], layers=layers,
         hidden_size=lay.hidden_size, vocab_size=lay.vocab_size, num_hidden_layers=int(tgt.text["num_hidden_layers"]),
         prompt_set={"name": set_name, "num_prompts": len(prompts),
                     "sha256": hashlib.sha256("\n".join(prompts).encode()).hexdigest(),
@@ -129,15 +140,11 @@ def _engine_meta(req: TraceRequest, tgt: _TargetTensors, live: Any, lay: DumpLay
                   "engine_start_s": live.timings.engine_start_s, "generate_s": live.timings.generate_s},
         notes=list(req.notes) + [
             "recorded inside the engine: tokens it emitted, states it computed (vLLM extract_hidden_states)"
-            + ("; stream 0 is the target's embedding rows" if 0 in resolve_layers(req, lay_L(tgt)) else ""),
+            + ("; stream 0 is the target's embedding rows" if 0 in layers else ""),
             "next_token at prompt positions before the last: "
             + ("the target's argmax over the recorded stream after the last layer"
                if Labeller(tgt, lay.streams, "cpu").on else "the prompt's next token (the engine computes no "
                "logits there; score never reads them)")])
-
-
-def lay_L(tgt: _TargetTensors) -> int:
-    return int(tgt.text["num_hidden_layers"])
 
 
 def _engine_env(auto: dict[str, str]) -> dict[str, str]:
