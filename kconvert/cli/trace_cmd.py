@@ -21,9 +21,11 @@ Examples:
 
   kconvert trace meta-llama/Llama-3.1-8B-Instruct --prompts chat -o llama-trace --device cuda --aux-ids 2,16,29
 
-  kconvert trace examples/tiny/target --engine vllm --prompts math --max-prompts 4 -o engine-trace
+  kconvert trace examples/tiny/target --engine vllm --prompts math --max-prompts 4 -o engine-trace \\
+      --aux-ids 2,5,7
 
-  kconvert trace moonshotai/Kimi-K2.5 --engine vllm --tp 8 --prompts all -o kimi-trace --aux-ids 2,30,58
+  kconvert trace moonshotai/Kimi-K2.5 --engine vllm --tp 8 --engine-arg trust_remote_code=true \\
+      --prompts all -o kimi-trace --aux-ids 2,30,58
 
   kconvert trace examples/tiny/target --continuations outputs.jsonl -o forced-trace
 
