@@ -157,6 +157,28 @@ def test_no_draft_means_no_speculative_config():
     assert "speculative_config" not in args
 
 
+def test_a_recording_run_is_verifys_run_without_a_draft_plus_vllms_recording_method():
+    """`kconvert trace --engine vllm` (vLLM PR #33736): extract_hidden_states with exactly one speculative token
+    (vllm/v1/spec_decode/extract_hidden_states.py asserts it), the layer ids in the draft config vLLM builds over
+    the target's, and the hidden-states connector writing into the run's folder; every other argument and the
+    environment are those of verify's run of the same target without a draft."""
+    plain = build_engine_args(_req(draft=None, tp=2), platform="cpu", target_config=MLA_TARGET, environ={},
+                              cpu_cores=[0, 1])
+    rec = build_engine_args(_req(draft=None, tp=2, record_layers=[2, 4, 8], record_dir="/r"), platform="cpu",
+                            target_config=MLA_TARGET, environ={}, cpu_cores=[0, 1])
+    args = dict(rec[0])
+    spec, kv = args.pop("speculative_config"), args.pop("kv_transfer_config")
+    assert (args, rec[1], rec[2]) == plain
+    assert spec == {"method": "extract_hidden_states", "num_speculative_tokens": 1,
+                    "draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": [2, 4, 8]}}}
+    assert kv["kv_connector_extra_config"] == {"shared_storage_path": "/r"}
+    assert kv["kv_connector_module_path"] == "kconvert.runners.hidden_states_connector"
+    assert kv["kv_connector"] == "CPUCapableHiddenStatesConnector" and kv["kv_role"] == "kv_producer"
+    # a draft is a speculative run, never a recording one
+    args, _, _ = build_engine_args(_req(record_layers=[1], record_dir="/r"), platform="cpu", environ={})
+    assert args["speculative_config"]["method"] == "eagle3" and "kv_transfer_config" not in args
+
+
 def test_building_engine_args_does_not_import_vllm():
     code = (
         "import sys; from kconvert.engines.live_run import LiveRequest; "

@@ -12,6 +12,7 @@ from rich.markup import escape
 from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
 from kconvert.cli._output import NoStatus, console, emit_json, err_console
+from kconvert.errors import UsageError
 
 
 EXAMPLES = """
@@ -20,6 +21,12 @@ Examples:
   kconvert trace examples/tiny/target --prompts all -o tiny-trace --layers all --dtype float32
 
   kconvert trace meta-llama/Llama-3.1-8B-Instruct --prompts chat -o llama-trace --device cuda --aux-ids 2,16,29
+
+  kconvert trace examples/tiny/target --engine vllm --prompts math --max-prompts 4 -o engine-trace \\
+      --aux-ids 2,5,7
+
+  kconvert trace moonshotai/Kimi-K2.5 --engine vllm --tp 8 --engine-arg trust_remote_code=true \\
+      --prompts all -o kimi-trace --aux-ids 2,30,58
 
   kconvert trace examples/tiny/target --continuations outputs.jsonl -o forced-trace
 
@@ -63,6 +70,17 @@ def trace_command(
                                                           "file.")] = "all",
     max_prompts: Annotated[Optional[int], typer.Option("--max-prompts", help="Use only the first N prompts.")] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Greedy tokens per prompt (as verify).")] = 64,
+    engine: Annotated[str, typer.Option(
+        "--engine", help="Who runs the target: hf (HF transformers, CPU or one GPU) or vllm (inside vLLM, as "
+                         "verify runs it, through its extract_hidden_states method: the engine's own tokens and "
+                         "states; needs kconvert[live]).")] = "hf",
+    tp: Annotated[int, typer.Option("--tp", "--tensor-parallel-size", help="With --engine vllm: tensor parallel "
+                                                                           "size (8 for Kimi-K2.5).")] = 1,
+    engine_arg: Annotated[Optional[list[str]], typer.Option(
+        "--engine-arg", help="With --engine vllm: any other engine argument, KEY=VALUE (repeatable), as verify "
+                             "takes it.")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="With --engine vllm: hard limit for the engine run, "
+                                                             "in seconds.")] = 1200.0,
     layers: Annotated[Optional[str], typer.Option(
         "--layers", help="Residual streams to record, vLLM's input-of-layer numbering (k = entering layer k), or "
                          "all. Default: the engines' default aux ids and --aux-ids, each ±1.")] = None,
@@ -114,11 +132,12 @@ def trace_command(
 ) -> None:
     """Record what the target produces on a prompt set, once, so that drafts can be scored without it.
 
-    Runs the target in HF transformers (CPU or GPU), renders the prompts with its chat template as the live
-    engine does, continues them greedily and stores, per position, the token, the target's greedy next token
-    and the residual streams at the chosen layers, plus the target's embedding rows for the tokens used:
-    safetensors and one JSON file (schemas/trace.schema.json), never a pickle. --estimate prints its size first
-    (positions x layers x hidden x dtype, plus the embedding rows and --lm-head). Exit 0, 2 bad input.
+    Runs the target in HF transformers (CPU or GPU) or, with --engine vllm, inside vLLM as verify runs it,
+    renders the prompts with its chat template as the live engine does, continues them greedily and stores, per
+    position, the token, the target's greedy next token and the residual streams at the chosen layers, plus
+    the target's embedding rows for the tokens used: safetensors and one JSON file
+    (schemas/trace.schema.json), never a pickle. --estimate prints its size first (positions x layers x
+    hidden x dtype, plus the embedding rows and --lm-head). Exit 0, 2 bad input, 3 the engine could not record.
     """
     from kconvert.errors import UsageError
     from kconvert.rules.decisions import parse_aux_ids, parse_layers
@@ -159,18 +178,29 @@ def trace_command(
                                               threads=threads, device=device, shard_size=shard),
                                   progress=progress)
         else:
+            from kconvert.cli.verify_cmd import parse_engine_args
             from kconvert.score.record import TraceRequest, record_trace
 
+            if engine not in ("hf", "vllm"):
+                raise UsageError(f"--engine {engine!r}: choose hf or vllm")
+            if engine == "hf" and (tp != 1 or engine_arg):
+                raise UsageError("--tp and --engine-arg set up vLLM: give them with --engine vllm")
             req = TraceRequest(target=target, out=output, prompts=prompts, max_prompts=max_prompts,
                                max_tokens=max_tokens, layers=lay, aux_ids=ids, dtype=dtype, device=device,
                                lookahead=lookahead, batch_size=batch_size, lm_head=lm_head, force=force,
-                               threads=threads, shard_size=shard)
+                               threads=threads, shard_size=shard, tp=tp, engine_args=parse_engine_args(engine_arg),
+                               timeout_s=timeout)
             if continuations:
                 from kconvert.prompts import read_continuations
 
                 req.continuations = read_continuations(continuations)
                 req.continuations_from = continuations
-            out = record_trace(req, progress=progress)
+            if engine == "vllm":
+                from kconvert.score.engine_record import record_trace_vllm
+
+                out = record_trace_vllm(req, progress=progress)
+            else:
+                out = record_trace(req, progress=progress)
     doc = json.loads((Path(out) / "trace.json").read_text())
     doc["target"].pop("config", None)
     pushed = _push(out, push, private, quiet) if push else None

@@ -41,6 +41,12 @@ class LiveRequest:
     method: str = "eagle3"
     # further keys of vLLM's speculative_config, as a production serve line writes them (passed as written)
     speculative_extra: dict[str, Any] = field(default_factory=dict)
+    # A recording run (`kconvert trace --engine vllm`), no draft: vLLM's extract_hidden_states method writes the
+    # residual streams entering these layers (input-of-layer numbering) of every request to `record_dir`.
+    record_layers: list[int] | None = None
+    record_dir: str | None = None
+    # further SamplingParams keyword arguments (a recording run: ignore_eos and the connector's request params)
+    sampling_extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -97,6 +103,8 @@ class LiveResult:
     # so that `kconvert score` can be compared with a live run step by step.
     prompt_token_ids: list[list[int]] = field(default_factory=list)
     spec_decode_per_request: list[dict[str, Any] | None] = field(default_factory=list)
+    # a recording run: per request the file vLLM's hidden-states connector wrote (kv_transfer_params)
+    hidden_states_paths: list[str | None] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

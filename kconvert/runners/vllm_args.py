@@ -65,6 +65,8 @@ def build_engine_args(
     draft = draft_path or req.draft
     if draft:
         args["speculative_config"] = _speculative_config(req, draft)
+    elif req.record_layers is not None:
+        args.update(recording_args(req.record_layers, req.record_dir))
     auto = _Auto(req, args, os.environ if environ is None else environ)
     if platform == "cpu":
         _cpu_settings(auto, target_config, draft_config, cpu_cores, has_draft=bool(draft))
@@ -80,6 +82,30 @@ def _speculative_config(req: LiveRequest, draft: str) -> dict[str, Any]:
     if req.draft_tp is not None:
         spec["draft_tensor_parallel_size"] = int(req.draft_tp)
     return spec
+
+
+# vLLM's hidden-states recording (PR #33736): the extract_hidden_states method caches the aux hidden states of every
+# scheduled token in a cache-only layer; its connector writes each finished request to <storage>/<req_id>.safetensors.
+# kconvert's subclass of vLLM's ExampleHiddenStatesConnector also writes on vLLM's CPU platform (the module says why).
+RECORD_CONNECTOR = "CPUCapableHiddenStatesConnector"
+RECORD_CONNECTOR_MODULE = "kconvert.runners.hidden_states_connector"
+
+
+def recording_args(layers: list[int], storage: str | None) -> dict[str, Any]:
+    """`speculative_config` and `kv_transfer_config` of a recording run: the streams entering `layers`
+    (vLLM's aux ids, input-of-layer numbering; k = L is the stream after the last layer), written to `storage`.
+    extract_hidden_states takes exactly one speculative token (vllm/v1/spec_decode/extract_hidden_states.py), and
+    reads the ids from the draft config it builds over the target's (`draft_model_config.hf_config`)."""
+    if storage is None:
+        raise ValueError("a recording run needs record_dir")
+    return {
+        "speculative_config": {"method": "extract_hidden_states", "num_speculative_tokens": 1,
+                               "draft_model_config": {"hf_config": {
+                                   "eagle_aux_hidden_state_layer_ids": [int(k) for k in layers]}}},
+        "kv_transfer_config": {"kv_connector": RECORD_CONNECTOR, "kv_connector_module_path": RECORD_CONNECTOR_MODULE,
+                               "kv_role": "kv_producer",
+                               "kv_connector_extra_config": {"shared_storage_path": storage}},
+    }
 
 
 class _Auto:

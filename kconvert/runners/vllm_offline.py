@@ -89,7 +89,7 @@ def _write_request(path: Path, req: LiveRequest, setup: EngineSetup) -> None:
         "engine_args": setup.engine_args,
         "prompts": list(req.prompts),
         "chat_template": req.chat_template,
-        "sampling": {"temperature": float(req.temperature), "max_tokens": int(req.max_tokens)},
+        "sampling": {"temperature": float(req.temperature), "max_tokens": int(req.max_tokens), **req.sampling_extra},
         "platform": setup.platform,
         "parent_pid": os.getpid(),
     }), encoding="utf-8")

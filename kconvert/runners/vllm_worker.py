@@ -133,6 +133,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         "prompt_token_counts": [len(ids) for ids in token_ids],
         "prompt_token_ids": [list(ids) for ids in token_ids],
         "spec_decode_per_request": [_spec_metrics(o) for o in outputs],
+        "hidden_states_paths": [(getattr(o, "kv_transfer_params", None) or {}).get("hidden_states_path")
+                                for o in outputs],
         "chat_template_applied": applied,
         "raw_metrics": raw,
         "timings": {"engine_start_s": engine_start_s, "generate_s": generate_s,

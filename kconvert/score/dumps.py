@@ -35,6 +35,7 @@ from kconvert.errors import InputError, UsageError
 from kconvert.score.trace import TraceMeta, TraceWriter
 
 MAX_DUMP_FILES = 1_000_000
+ST_DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
 LM_HEAD_ROWS_PER_BLOCK = 8192
 
 
@@ -108,12 +109,98 @@ class _TargetTensors:
         return read_span(self.ckpt.root / info.file, info, first, rows)
 
 
+@dataclass
+class DumpLayout:
+    """What every file of a dump must hold: `hidden_states` [T, n, H] in one dtype, the n streams named."""
+
+    n: int
+    hidden_size: int
+    vocab_size: int
+    st_dtype: str
+    streams: list[int]
+
+
+def dump_layout(first: Path, tgt: _TargetTensors, aux_ids: list[int] | None) -> DumpLayout:
+    from kconvert.engines.expectations import EngineRules
+    from kconvert.source.safetensors_header import read_header
+
+    L, H = int(tgt.text["num_hidden_layers"]), int(tgt.text["hidden_size"])
+    hs = read_header(first, first.name).tensors.get("hidden_states")
+    if hs is None or len(hs.shape) != 3 or hs.shape[2] != H:
+        raise InputError(f"{first.name}: expected hidden_states [T, n, {H}]")
+    n = hs.shape[1]
+    streams = list(aux_ids) if aux_ids else EngineRules.default_physical_ids(L) + ([L] if n == 4 else [])
+    if len(streams) != n:
+        raise UsageError(f"the dump holds {n} streams per token; --dump-aux-ids names {len(streams)} ({streams})")
+    if len(set(streams)) != n or any(not 0 <= s <= L for s in streams):
+        raise UsageError(f"--dump-aux-ids {streams}: distinct ids within 0..{L}")
+    if hs.dtype not in ST_DTYPES:
+        raise InputError(f"{first.name}: hidden_states are {hs.dtype}, not a float dtype")
+    return DumpLayout(n, H, int(tgt.text["vocab_size"]), hs.dtype, streams)
+
+
+def read_dump_file(f: Path, lay: DumpLayout) -> tuple[Any, dict[int, Any]]:
+    """(token_ids [T] int64, {stream: [T, H]}) of one dump file, validated against the layout."""
+    import torch
+
+    from kconvert.score.run import read_span
+    from kconvert.source.safetensors_header import read_header
+
+    h = read_header(f, f.name)
+    tok_info, hs_info = h.tensors.get("token_ids"), h.tensors.get("hidden_states")
+    if tok_info is None or hs_info is None:
+        raise InputError(f"{f.name}: expected tensors token_ids and hidden_states")
+    T = tok_info.shape[0] if len(tok_info.shape) == 1 else -1
+    n, H = lay.n, lay.hidden_size
+    if tok_info.dtype not in ("I64", "I32") or T < 2 or hs_info.shape != (T, n, H) or hs_info.dtype != lay.st_dtype:
+        raise InputError(f"{f.name}: token_ids {tok_info.dtype} {list(tok_info.shape)} and hidden_states "
+                         f"{hs_info.dtype} {list(hs_info.shape)} do not match [T] and [T, {n}, {H}]")
+    ids = read_span(f, tok_info).to(torch.long)
+    if int(ids.min()) < 0 or int(ids.max()) >= lay.vocab_size:
+        raise InputError(f"{f.name}: token ids outside the target vocabulary 0..{lay.vocab_size - 1}")
+    states = read_span(f, hs_info)
+    return ids, {s: states[:, j, :] for j, s in enumerate(lay.streams)}
+
+
+def target_meta(ref: str, tgt: _TargetTensors) -> dict[str, Any]:
+    cfg = tgt.config
+    return {"source": ref, "revision": None, "commit": None,
+            "architectures": [a for a in cfg.get("architectures") or [] if isinstance(a, str)],
+            "model_type": cfg.get("model_type"), "config": cfg}
+
+
+def finish_from_target(writer: TraceWriter, tgt: _TargetTensors, lm_head: bool) -> Path:
+    """The trace's embedding rows (and lm_head) read from the target's safetensors, then the trace written."""
+    import torch
+
+    def embed_rows(token_ids: list[int]):
+        return torch.stack([tgt.read(tgt.embed, r, 1)[0] for r in token_ids])
+
+    return writer.finish(embed_rows, tgt.read(tgt.lm_head) if lm_head and tgt.lm_head is not None else None)
+
+
+class Labeller:
+    """The target's greedy next tokens from the stream after its last layer (final norm, then lm_head read block
+    by block), where the states hold it and the target has both; else None."""
+
+    def __init__(self, tgt: _TargetTensors, streams: list[int], device: Any):
+        L = int(tgt.text["num_hidden_layers"])
+        self.on = L in streams and tgt.norm is not None and tgt.lm_head is not None
+        self.tgt, self.L, self.device = tgt, L, device
+        self.eps = float(tgt.text.get("rms_norm_eps", 1e-6))
+        self.norm = tgt.read(tgt.norm).to(device).float() if self.on else None
+
+    def __call__(self, hidden: dict[int, Any]) -> Any:
+        from kconvert.score.draft import rms_norm
+
+        normed = rms_norm(hidden[self.L].to(self.device).float(), self.norm, self.eps)
+        return _greedy_labels(self.tgt, normed, int(self.tgt.text["vocab_size"]), self.device)
+
+
 def trace_from_dump(req: DumpRequest, progress: Callable[[str], None] | None = None) -> Path:
     import torch
 
-    from kconvert.score.draft import rms_norm
-    from kconvert.score.run import read_span, resolve_device, set_threads
-    from kconvert.source.safetensors_header import read_header
+    from kconvert.score.run import resolve_device, set_threads
 
     say = progress or (lambda _s: None)
     if req.format != "speculators":
@@ -123,42 +210,17 @@ def trace_from_dump(req: DumpRequest, progress: Callable[[str], None] | None = N
     device = resolve_device(req.device)
     t0 = time.perf_counter()
     tgt = _TargetTensors(req.target)
-    L = int(tgt.text["num_hidden_layers"])
-    H = int(tgt.text["hidden_size"])
-    V = int(tgt.text["vocab_size"])
-    eps = float(tgt.text.get("rms_norm_eps", 1e-6))
-    files = dump_files(Path(req.dump))
-    if req.max_files:
-        files = files[: req.max_files]
-    first = read_header(files[0], files[0].name)
-    hs = first.tensors.get("hidden_states")
-    if hs is None or len(hs.shape) != 3 or hs.shape[2] != H:
-        raise InputError(f"{files[0].name}: expected hidden_states [T, n, {H}]")
-    n = hs.shape[1]
-    from kconvert.engines.expectations import EngineRules
-
-    streams = list(req.aux_ids) if req.aux_ids else EngineRules.default_physical_ids(L) + ([L] if n == 4 else [])
-    if len(streams) != n:
-        raise UsageError(f"the dump holds {n} streams per token; --dump-aux-ids names {len(streams)} ({streams})")
-    if len(set(streams)) != n or any(not 0 <= s <= L for s in streams):
-        raise UsageError(f"--dump-aux-ids {streams}: distinct ids within 0..{L}")
-    st_dtype = hs.dtype
-    dtype = req.dtype or {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}.get(st_dtype)
-    if dtype is None:
-        raise InputError(f"{files[0].name}: hidden_states are {st_dtype}, not a float dtype")
-    labels_from = "target" if L in streams and tgt.norm is not None and tgt.lm_head is not None else "dump"
-    notes = [f"from a speculators/vLLM extract_hidden_states dump: {len(files)} files, streams {streams}"]
-    if labels_from == "dump":
-        notes.append("next_token is the dump's own next token (the dump lacks the stream after the last layer, "
-                     "or the target lacks norm/lm_head): the target's only where the responses were generated by it")
-    else:
-        notes.append("next_token: argmax of the target's lm_head over its final norm of stream "
-                     f"{L}, computed from the dump")
+    files = dump_files(Path(req.dump))[: req.max_files or None]
+    lay = dump_layout(files[0], tgt, req.aux_ids)
+    labels = Labeller(tgt, lay.streams, device)
+    L = labels.L
+    notes = [f"from a speculators/vLLM extract_hidden_states dump: {len(files)} files, streams {lay.streams}",
+             f"next_token: argmax of the target's lm_head over its final norm of stream {L}, computed from the dump"
+             if labels.on else "next_token is the dump's own next token (the dump lacks the stream after the last "
+             "layer, or the target lacks norm/lm_head): the target's only where the responses were generated by it"]
     meta = TraceMeta(
-        target={"source": req.target, "revision": None, "commit": None,
-                "architectures": [a for a in tgt.config.get("architectures") or [] if isinstance(a, str)],
-                "model_type": tgt.config.get("model_type"), "config": tgt.config},
-        dtype=dtype, layers=sorted(streams), hidden_size=H, vocab_size=V, num_hidden_layers=L,
+        target=target_meta(req.target, tgt), dtype=req.dtype or ST_DTYPES[lay.st_dtype], layers=sorted(lay.streams),
+        hidden_size=lay.hidden_size, vocab_size=lay.vocab_size, num_hidden_layers=L,
         prompt_set={"name": Path(req.dump).name, "num_prompts": len(files), "sha256": None},
         continuation={"source": "dataset", "max_tokens": None, "lookahead": 0, "eos_token_ids": [],
                       "from": str(req.dump)},
@@ -166,35 +228,14 @@ def trace_from_dump(req: DumpRequest, progress: Callable[[str], None] | None = N
                   "torch": torch.__version__, "device": str(device)},
         notes=notes)
     with TraceWriter(req.out, meta, force=req.force, shard_size=req.shard_size) as writer:
-        norm_w = tgt.read(tgt.norm).to(device) if labels_from == "target" else None
         for i, f in enumerate(files):
-            h = read_header(f, f.name)
-            tok_info, hs_info = h.tensors.get("token_ids"), h.tensors.get("hidden_states")
-            if tok_info is None or hs_info is None:
-                raise InputError(f"{f.name}: expected tensors token_ids and hidden_states")
-            T = tok_info.shape[0] if len(tok_info.shape) == 1 else -1
-            if tok_info.dtype not in ("I64", "I32") or T < 2 or hs_info.shape != (T, n, H) or hs_info.dtype != st_dtype:
-                raise InputError(f"{f.name}: token_ids {tok_info.dtype} {list(tok_info.shape)} and hidden_states "
-                                 f"{hs_info.dtype} {list(hs_info.shape)} do not match [T] and [T, {n}, {H}]")
-            ids = read_span(f, tok_info).to(torch.long)
-            if int(ids.min()) < 0 or int(ids.max()) >= V:
-                raise InputError(f"{f.name}: token ids outside the target vocabulary 0..{V - 1}")
-            states = read_span(f, hs_info)
-            hidden = {s: states[:, j, :] for j, s in enumerate(streams)}
-            if labels_from == "target":
-                nxt = _greedy_labels(tgt, rms_norm(hidden[L].to(device).float(), norm_w.float(), eps), V, device)
-            else:
-                nxt = torch.cat([ids[1:], ids[-1:]])
-            writer.add_sequence(ids.tolist(), nxt.tolist(), 1, T - 1, hidden)
+            ids, hidden = read_dump_file(f, lay)
+            nxt = labels(hidden) if labels.on else torch.cat([ids[1:], ids[-1:]])
+            writer.add_sequence(ids.tolist(), nxt.tolist(), 1, ids.shape[0] - 1, hidden)
             if (i + 1) % 50 == 0:
                 say(f"read {i + 1}/{len(files)} dump files")
         meta.recorder["seconds"] = round(time.perf_counter() - t0, 3)
-
-        def embed_rows(token_ids: list[int]):
-            return torch.stack([tgt.read(tgt.embed, r, 1)[0] for r in token_ids])
-
-        head = tgt.read(tgt.lm_head) if req.lm_head and tgt.lm_head is not None else None
-        return writer.finish(embed_rows, head)
+        return finish_from_target(writer, tgt, req.lm_head)
 
 
 def _greedy_labels(tgt: _TargetTensors, normed: Any, V: int, device: Any) -> Any:

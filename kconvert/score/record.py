@@ -55,6 +55,12 @@ class TraceRequest:
     threads: int | None = None  # torch intra-op threads (1 is fastest on a few shared cores)
     shard_size: int | None = None  # bytes per trace.safetensors shard (None: one file)
     notes: list[str] = field(default_factory=list)
+    # `--engine vllm` (kconvert.score.engine_record): the engine's tensor parallel size, further engine arguments
+    # and environment, as `kconvert verify` takes them, and the hard limit of the run
+    tp: int = 1
+    engine_args: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    timeout_s: float = 1200.0
 
 
 def _torch():
@@ -119,7 +125,7 @@ def load_target_model(ref: str, dtype: str, device: Any, *, need_tokenizer: bool
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     except ModuleNotFoundError:
         raise MissingPackageError("kconvert trace", "transformers", "trace") from None
-    from kconvert.source.checkpoint import load_folder, read_json_file
+    from kconvert.source.checkpoint import load_folder
 
     root, revision, commit = _resolve_folder(ref)
     ckpt = load_folder(root, ref=ref)  # validated file list, config and safetensors headers
@@ -163,21 +169,28 @@ def load_target_model(ref: str, dtype: str, device: Any, *, need_tokenizer: bool
         if need_tokenizer:
             raise InputError(f"{ref}: the tokenizer cannot be loaded without running the checkpoint's code "
                              f"({type(e).__name__}); give token ids with --continuations") from None
-    eos: set[int] = set()
-    if isinstance(getattr(tok, "eos_token_id", None), int):
-        eos.add(tok.eos_token_id)
-    gen = root / "generation_config.json"
-    if gen.is_file():
-        g = read_json_file(gen, "generation_config.json")
-        e = g.get("eos_token_id") if isinstance(g, dict) else None
-        eos.update([e] if isinstance(e, int) else [i for i in (e or []) if isinstance(i, int)])
     from kconvert.source import hashcache
 
     files = []
     for rel in ckpt.safetensors_files:
         p = root / rel
         files.append({"name": rel, "size": p.stat().st_size, "sha256": hashcache.lookup(p)})
-    return LoadedTarget(model, tok, cfg, text, root, files, sorted(eos), ref, revision, commit)
+    return LoadedTarget(model, tok, cfg, text, root, files, target_eos_ids(root, tok), ref, revision, commit)
+
+
+def target_eos_ids(root: Path, tokenizer: Any) -> list[int]:
+    """The tokens that end a greedy output: the tokenizer's EOS and generation_config.json's eos_token_id."""
+    from kconvert.source.checkpoint import read_json_file
+
+    eos: set[int] = set()
+    if isinstance(getattr(tokenizer, "eos_token_id", None), int):
+        eos.add(tokenizer.eos_token_id)
+    gen = root / "generation_config.json"
+    if gen.is_file():
+        g = read_json_file(gen, "generation_config.json")
+        e = g.get("eos_token_id") if isinstance(g, dict) else None
+        eos.update([e] if isinstance(e, int) else [i for i in (e or []) if isinstance(i, int)])
+    return sorted(eos)
 
 
 def _weight_prefix(names: list[str]) -> str:
@@ -240,24 +253,8 @@ def render_prompts(tokenizer: Any, prompts: list[str], chat_template: bool | Non
         raise UsageError(str(e)) from None
 
 
-def record_trace(req: TraceRequest, progress: Callable[[str], None] | None = None) -> Path:
-    """Record a trace folder; returns its path."""
-    torch = _torch()
-    say = progress or (lambda _s: None)
-    if req.dtype not in HIDDEN_DTYPES:
-        raise UsageError(f"--dtype {req.dtype!r}: choose bfloat16, float16 or float32")
-    if req.lookahead < 0 or req.max_tokens < 1 or req.batch_size < 1:
-        raise UsageError("--max-tokens and --batch-size must be positive, --lookahead not negative")
-    from kconvert.score.run import resolve_device, set_threads
-
-    device = resolve_device(req.device)
-    set_threads(req.threads)
-    t0 = time.perf_counter()
-    say("loading the target")
-    tgt = load_target_model(req.target, req.dtype, device, need_tokenizer=req.continuations is None)
-    L = int(tgt.text_config["num_hidden_layers"])
-    H = int(tgt.text_config["hidden_size"])
-    V = int(tgt.text_config["vocab_size"])
+def resolve_layers(req: TraceRequest, L: int) -> list[int]:
+    """The streams to record: all 0..L, the ones given, or the defaults (aux ids ±1)."""
     if req.layers == "all":
         layers = list(range(L + 1))
     elif req.layers:
@@ -267,6 +264,26 @@ def record_trace(req: TraceRequest, progress: Callable[[str], None] | None = Non
     bad = [k for k in layers if not 0 <= k <= L]
     if bad:
         raise UsageError(f"--layers {bad}: a {L}-layer target has streams 0..{L} (k = input of layer k)")
+    return layers
+
+
+def check_request(req: TraceRequest) -> None:
+    if req.dtype not in HIDDEN_DTYPES:
+        raise UsageError(f"--dtype {req.dtype!r}: choose bfloat16, float16 or float32")
+    if req.lookahead < 0 or req.max_tokens < 1 or req.batch_size < 1:
+        raise UsageError("--max-tokens and --batch-size must be positive, --lookahead not negative")
+
+
+@dataclass
+class PromptInputs:
+    """The token ids to record from: rendered prompts (and given continuations), and the prompt set's record."""
+
+    prompt_ids: list[list[int]]
+    given: list[list[int]] | None
+    prompt_set: dict[str, Any]
+
+
+def prompt_inputs(req: TraceRequest, tokenizer: Any, V: int) -> PromptInputs:
     if req.continuations is not None:
         items = req.continuations
         set_name = Path(req.continuations_from).stem if req.continuations_from else "given"
@@ -274,30 +291,46 @@ def record_trace(req: TraceRequest, progress: Callable[[str], None] | None = Non
         given = [list(map(int, it["output_token_ids"])) for it in items]
         applied = bool(items and items[0].get("chat_template_applied", False))
         digest = hashlib.sha256(json.dumps([prompt_ids, given]).encode()).hexdigest()
-        n_prompts = len(items)
     else:
         from kconvert.prompts import load_prompts
 
         set_name, prompts = load_prompts(req.prompts)
-        if req.max_prompts:
-            prompts = prompts[: req.max_prompts]
-        prompt_ids, applied = render_prompts(tgt.tokenizer, prompts, req.chat_template)
+        prompts = prompts[: req.max_prompts or None]
+        prompt_ids, applied = render_prompts(tokenizer, prompts, req.chat_template)
         given = None
         digest = hashlib.sha256("\n".join(prompts).encode()).hexdigest()
-        n_prompts = len(prompts)
     for seq in prompt_ids + (given or []):
         if any(not 0 <= i < V for i in seq):
             raise InputError(f"token ids outside the target vocabulary 0..{V - 1}")
+    return PromptInputs(prompt_ids, given, {"name": set_name, "num_prompts": len(prompt_ids), "sha256": digest,
+                                            "chat_template_applied": applied})
+
+
+def record_trace(req: TraceRequest, progress: Callable[[str], None] | None = None) -> Path:
+    """Record a trace folder in HF transformers; returns its path."""
+    torch = _torch()
     import transformers
 
+    from kconvert.score.run import resolve_device, set_threads
+
+    say = progress or (lambda _s: None)
+    check_request(req)
+    device = resolve_device(req.device)
+    set_threads(req.threads)
+    t0 = time.perf_counter()
+    say("loading the target")
+    tgt = load_target_model(req.target, req.dtype, device, need_tokenizer=req.continuations is None)
+    L, H, V = (int(tgt.text_config[k]) for k in ("num_hidden_layers", "hidden_size", "vocab_size"))
+    layers = resolve_layers(req, L)
+    inp = prompt_inputs(req, tgt.tokenizer, V)
+    given = inp.given
     meta = TraceMeta(
         target={"source": tgt.source, "revision": tgt.revision, "commit": tgt.commit,
                 "architectures": [a for a in tgt.config.get("architectures") or [] if isinstance(a, str)],
                 "model_type": tgt.config.get("model_type"),
                 "config_sha256": hashlib.sha256((tgt.root / CONFIG_NAME).read_bytes()).hexdigest(),
                 "weights": tgt.weight_files, "config": tgt.config},
-        dtype=req.dtype, layers=layers, hidden_size=H, vocab_size=V, num_hidden_layers=L,
-        prompt_set={"name": set_name, "num_prompts": n_prompts, "sha256": digest, "chat_template_applied": applied},
+        dtype=req.dtype, layers=layers, hidden_size=H, vocab_size=V, num_hidden_layers=L, prompt_set=inp.prompt_set,
         continuation={"source": "given" if given is not None else "greedy",
                       "max_tokens": None if given is not None else req.max_tokens, "lookahead": req.lookahead,
                       "eos_token_ids": tgt.eos_ids, "from": req.continuations_from},
@@ -305,37 +338,39 @@ def record_trace(req: TraceRequest, progress: Callable[[str], None] | None = Non
                   "torch": torch.__version__, "device": str(device)},
         notes=list(req.notes))
     with TraceWriter(req.out, meta, force=req.force, shard_size=req.shard_size) as writer:
-        model = tgt.model
-        cap = _Capture(_decoder_layers(model), layers)
-        try:
-            order = sorted(range(len(prompt_ids)), key=lambda i: len(prompt_ids[i]))
-            done = 0
-            results: dict[int, tuple] = {}
-            for s in range(0, len(order), req.batch_size):
-                idx = order[s: s + req.batch_size]
-                starts = [prompt_ids[i] + (given[i] if given is not None else []) for i in idx]
-                # greedy: until EOS (inclusive) or max_tokens, then lookahead; given: lookahead only
-                budgets = [req.lookahead if given is not None else req.max_tokens + req.lookahead for _ in idx]
-                outs = _generate(torch, model, cap, starts, budgets, tgt.eos_ids, req.max_tokens if given is None
-                                 else None, req.lookahead, device)
-                for j, i in enumerate(idx):
-                    results[i] = (len(prompt_ids[i]),) + outs[j]
-                done += len(idx)
-                say(f"recorded {done}/{len(order)} sequences")
-            for i in range(len(prompt_ids)):
-                P, ids, nxt, hidden, out_len = results[i]
-                if given is not None:
-                    out_len = len(given[i])
-                writer.add_sequence(ids, nxt, P, out_len, hidden)
-        finally:
-            cap.close()
-        emb = model.get_input_embeddings().weight.detach()
+        _record_sequences(torch, req, tgt, layers, inp, writer, device, say)
+        emb = tgt.model.get_input_embeddings().weight.detach()
         head = None
         if req.lm_head:
-            out_emb = model.get_output_embeddings()
+            out_emb = tgt.model.get_output_embeddings()
             head = out_emb.weight.detach().cpu() if out_emb is not None else None
         meta.recorder["seconds"] = round(time.perf_counter() - t0, 3)
         return writer.finish(lambda ids: emb[torch.tensor(ids, device=emb.device)].cpu(), head)
+
+
+def _record_sequences(torch, req: TraceRequest, tgt: LoadedTarget, layers: list[int], inp: PromptInputs,
+                      writer: TraceWriter, device: Any, say: Callable[[str], None]) -> None:
+    """Generate (or teacher-force) batch by batch, shortest prompts first, and add the sequences in prompt order."""
+    prompt_ids, given = inp.prompt_ids, inp.given
+    cap = _Capture(_decoder_layers(tgt.model), layers)
+    try:
+        order = sorted(range(len(prompt_ids)), key=lambda i: len(prompt_ids[i]))
+        results: dict[int, tuple] = {}
+        for s in range(0, len(order), req.batch_size):
+            idx = order[s: s + req.batch_size]
+            starts = [prompt_ids[i] + (given[i] if given is not None else []) for i in idx]
+            # greedy: until EOS (inclusive) or max_tokens, then lookahead; given: lookahead only
+            budgets = [req.lookahead if given is not None else req.max_tokens + req.lookahead for _ in idx]
+            outs = _generate(torch, tgt.model, cap, starts, budgets, tgt.eos_ids,
+                             req.max_tokens if given is None else None, req.lookahead, device)
+            for j, i in enumerate(idx):
+                results[i] = (len(prompt_ids[i]),) + outs[j]
+            say(f"recorded {min(s + req.batch_size, len(order))}/{len(order)} sequences")
+        for i in range(len(prompt_ids)):
+            P, ids, nxt, hidden, out_len = results[i]
+            writer.add_sequence(ids, nxt, P, len(given[i]) if given is not None else out_len, hidden)
+    finally:
+        cap.close()
 
 
 def _generate(torch, model, cap: _Capture, starts: list[list[int]], budgets: list[int], eos: list[int],
