@@ -291,20 +291,27 @@ def test_ctrl_c_on_a_local_ray_matrix_writes_the_partial_matrix_and_leaves_nothi
     drafts = [make_draft(tmp_path / f"kimi-{i:02d}", ("specforge", "speculators")[i % 2], shape="kimi")
               for i in range(300)]
     (tmp_path / "list.txt").write_text("".join(f"{d}\n" for d in drafts))
-    p = subprocess.Popen([sys.executable, "-m", "kconvert", "matrix", "--from", str(tmp_path / "list.txt"),
-                          "--target", "kimi-k2.5", "--engines", "all", "--cache", "off", "--json", "--executor",
-                          "ray", "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
-                         # a background job of a non-interactive shell inherits SIGINT ignored; a terminal's does not
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    seen: set[str] = set()
-    deadline = time.monotonic() + 120
-    while len(seen) < 3 and p.poll() is None and time.monotonic() < deadline:  # 3 on 2 CPUs: one has finished
-        seen |= _cells_running(p.pid, psutil)
-        time.sleep(0.05)
-    family = [c.pid for c in psutil.Process(p.pid).children(recursive=True)]
-    os.killpg(p.pid, signal.SIGINT)
-    out, err = p.communicate(timeout=120)
+    # Ray 2.60's core worker sometimes aborts the driver when the whole group gets SIGINT while task replies are in
+    # flight ("An unexpected system state has occurred. You have likely discovered a bug in Ray",
+    # task_manager.cc:1329; 2 of 10 runs under pytest here, 0 of 8 from a plain script). That is Ray's crash, not
+    # kconvert's handling, so the same Ctrl-C is tried again, at most three times; any other outcome fails at once.
+    for attempt in range(3):
+        p = subprocess.Popen([sys.executable, "-m", "kconvert", "matrix", "--from", str(tmp_path / "list.txt"),
+                              "--target", "kimi-k2.5", "--engines", "all", "--cache", "off", "--json", "--executor",
+                              "ray", "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
+                             # a background job of a non-interactive shell inherits SIGINT ignored; a terminal's does not
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        seen: set[str] = set()
+        deadline = time.monotonic() + 120
+        while len(seen) < 3 and p.poll() is None and time.monotonic() < deadline:  # 3 on 2 CPUs: one has finished
+            seen |= _cells_running(p.pid, psutil)
+            time.sleep(0.05)
+        family = [c.pid for c in psutil.Process(p.pid).children(recursive=True)]
+        os.killpg(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+        if p.returncode == 130 or "You have likely discovered a bug in Ray" not in err:
+            break
     assert p.returncode == 130, err[-2000:]
     doc = json.loads(out)
     states = [c["state"] for c in doc["cells"]]
