@@ -78,10 +78,6 @@ class ProjectSettings:
     target: str | None
     fail_on: str
 
-    def __getitem__(self, key: str) -> Any:
-        # kept for `cli/score_cmd.py`, which reads `ps["engine"]` and is edited by another branch this round
-        return getattr(self, key)
-
 
 def project_settings(config: str | None, isolated: bool, *, select: str | None, ignore: str | None,
                      extend_ignore: str | None, engine: str | None = None, engine_version: str | None = None,

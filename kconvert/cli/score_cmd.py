@@ -108,7 +108,7 @@ def score_command(
                        lm_head_from=lm_head_from)
     ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,
                           engine=engine, engine_version=engine_version, target=target)
-    engine, engine_version, target = ps["engine"], ps["engine_version"], ps["target"]
+    engine, engine_version, target = ps.engine, ps.engine_version, ps.target
     quiet = fmt != "full" or not err_console.is_terminal
     with err_console.status("score", spinner="dots") if not quiet else NoStatus() as status:
         def progress(stage: str) -> None:
@@ -116,7 +116,7 @@ def score_command(
                 status.update(f"score: {stage}")
         sr = score(draft, trace, engine=engine, engine_version=engine_version, settings=st,
                    thresholds=None if th.empty else th, options=decisions, target=target, progress=progress,
-                   selection=ps["selection"], diagnose=diagnose, readings=asked, search_aux=search_aux,
+                   selection=ps.selection, diagnose=diagnose, readings=asked, search_aux=search_aux,
                    report_ref=report)
     doc = build_score_report(sr)
     if report:

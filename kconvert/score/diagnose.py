@@ -151,53 +151,75 @@ def run_diagnosis(sr: Any, *, asked: set[str], lm_head_from: str | None, search:
                   progress: Callable[[str], None] | None = None, draft_ref: str | None = None,
                   target_ref: str | None = None, report_ref: str | None = None) -> dict[str, Any]:
     """Score the candidate readings of `sr` (a ScoreResult of the draft as loaded) on the same trace."""
-    from kconvert.score.run import lm_head_loader, score_reading  # deferred: torch (~0.8 s) is loaded only once a draft is really scored
-
     say = progress or (lambda _s: None)
-    tr = sr.trace
-    d = sr.inspect.draft
-    k = sr.settings.num_speculative_tokens
-    base = sr.reading
-    weights = sr._weights
-    mode = sr.result.mode
-    seqs = list(range(min(tr.num_sequences, sr.settings.max_sequences))) if sr.settings.max_sequences else None
+    tr, d, base = sr.trace, sr.inspect.draft, sr.reading
     base_al = sr.result.mean_acceptance_length
-    low = readings.is_low(base_al, k)
-    choices = wanted_choices(sr.inspect, asked, low)
-    L = tr.meta.num_hidden_layers
-    cands = candidates(base, d, tr.meta.layers, L, choices, lm_head_from)
+    choices = wanted_choices(sr.inspect, asked, readings.is_low(base_al, sr.settings.num_speculative_tokens))
+    cands = candidates(base, d, tr.meta.layers, tr.meta.num_hidden_layers, choices, lm_head_from)
     notes: list[str] = []
     do_search = search if search is not None else ("aux" in choices and _ids_missing(sr))
-    search_log: list[dict[str, Any]] = []
-    if do_search:
-        say("diagnose: searching aux layers")
-        sub = list(range(min(tr.num_sequences, SEARCH_SEQUENCES)))
-
-        def objective(ids: tuple[int, ...]) -> float | None:
-            # the measure itself, on part of the trace. Cheaper proxies do not rank the sets on the tiny example:
-            # the first token's accuracy is set by the deepest stream (0.70-0.72 for every set holding layer 7),
-            # and acceptance at every position (2.95-2.97 for all of them) is dominated by the easy, repetitive
-            # positions, while the cursors an engine visits are those right after a rejection, where the other
-            # streams matter (acceptance length 2.50 for [2, 5, 7] vs 2.21 for [2, 4, 7]).
-            r = score_reading(d, base.with_(aux_ids=ids), tr, weights, k=k, mode=mode, sequences=sub)
-            return None if r.error else r.mean_acceptance_length
-
-        search_log = search_aux(objective, base.aux_ids, [x for x in tr.meta.layers if x >= 1])
-        # the few best by the cheap objective are scored in full with the others; acceptance length decides
-        for entry in search_log[:SEARCH_FINALISTS]:
-            found = tuple(entry["aux_ids"])
-            if found != base.aux_ids and all(c.reading.aux_ids != found for c in cands):
-                cands.append(_candidate(readings.aux_ids_name(found), base.with_(aux_ids=found), base,
-                                        f"among the best of {len(search_log)} layer sets by acceptance length on "
-                                       f"{len(sub)} sequences"))
+    search_log = _search_aux_candidates(sr, cands, say) if do_search else []
     if "lm-head" in choices and not lm_head_from and d.has_lm_head and "d2t" in d.tensors:
         notes.append("lm_head rows were not re-selected: give --lm-head-from a full-vocabulary head to try it")
+    entries = _score_candidates(sr, cands, say)
+    out: dict[str, Any] = {
+        "ran": True, "trace": {"path": str(tr.root), "sha256": tr.meta_sha256},
+        "choices_tried": sorted(choices), "baseline": {"reading": base.describe(), "mean_acceptance_length": base_al,
+                                                       "error": sr.result.error},
+        "candidates": entries, "aux_search": search_log[:20] or None, "notes": notes,
+        "best": None, "best_reading": None, "fix_command": None,
+    }
+    best = _winner(entries, base_al)
+    if best is not None:
+        out["best"], out["best_reading"] = best["candidate"], best["reading"]
+        if best["fix_args"] is not None and draft_ref:
+            out["fix_command"] = readings.fix_command(draft_ref, best["fix_args"], target_ref=target_ref,
+                                                      report_ref=report_ref)
+    return out
+
+
+def _search_aux_candidates(sr: Any, cands: list, say: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Search the aux layer sets on part of the trace; the few best join `cands` (scored in full with the others)."""
+    from kconvert.score.run import score_reading  # deferred: torch (~0.8 s) is loaded only once a draft is really scored
+
+    tr, d, base, k = sr.trace, sr.inspect.draft, sr.reading, sr.settings.num_speculative_tokens
+    say("diagnose: searching aux layers")
+    sub = list(range(min(tr.num_sequences, SEARCH_SEQUENCES)))
+
+    def objective(ids: tuple[int, ...]) -> float | None:
+        # the measure itself, on part of the trace. Cheaper proxies do not rank the sets on the tiny example:
+        # the first token's accuracy is set by the deepest stream (0.70-0.72 for every set holding layer 7),
+        # and acceptance at every position (2.95-2.97 for all of them) is dominated by the easy, repetitive
+        # positions, while the cursors an engine visits are those right after a rejection, where the other
+        # streams matter (acceptance length 2.50 for [2, 5, 7] vs 2.21 for [2, 4, 7]).
+        r = score_reading(d, base.with_(aux_ids=ids), tr, sr._weights, k=k, mode=sr.result.mode, sequences=sub)
+        return None if r.error else r.mean_acceptance_length
+
+    search_log = search_aux(objective, base.aux_ids, [x for x in tr.meta.layers if x >= 1])
+    # the few best by the cheap objective are scored in full with the others; acceptance length decides
+    for entry in search_log[:SEARCH_FINALISTS]:
+        found = tuple(entry["aux_ids"])
+        if found != base.aux_ids and all(c.reading.aux_ids != found for c in cands):
+            cands.append(_candidate(readings.aux_ids_name(found), base.with_(aux_ids=found), base,
+                                    f"among the best of {len(search_log)} layer sets by acceptance length on "
+                                    f"{len(sub)} sequences"))
+    return search_log
+
+
+def _score_candidates(sr: Any, cands: list, say: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Each candidate reading scored on the same sequences as the draft as loaded, with its paired gain."""
+    from kconvert.score.run import lm_head_loader, score_reading  # deferred: torch (~0.8 s), as above
+
+    tr, d, base, k = sr.trace, sr.inspect.draft, sr.reading, sr.settings.num_speculative_tokens
+    seqs = list(range(min(tr.num_sequences, sr.settings.max_sequences))) if sr.settings.max_sequences else None
+    base_al = sr.result.mean_acceptance_length
     base_steps = [s.steps for s in sr.result.sequences]
-    results = []
     loader = lm_head_loader()
+    entries = []
     for c in cands:
         say(f"diagnose: {c.name}")
-        r = score_reading(d, c.reading, tr, weights, k=k, mode=mode, lm_head_source=loader, sequences=seqs)
+        r = score_reading(d, c.reading, tr, sr._weights, k=k, mode=sr.result.mode, lm_head_source=loader,
+                          sequences=seqs)
         entry: dict[str, Any] = {"candidate": c.name, "description": c.description, "reading": c.reading.describe(),
                                  "changes": c.reading.differs(base), "error": r.error,
                                  "mean_acceptance_length": r.mean_acceptance_length,
@@ -206,31 +228,22 @@ def run_diagnosis(sr: Any, *, asked: set[str], lm_head_from: str | None, search:
         if r.error is None and base_al is not None:
             m, se = _paired(base_steps, [s.steps for s in r.sequences])
             entry["gain"] = {"mean": m, "stderr": se}
-        results.append((entry, r))
-    ok = [(e, r) for e, r in results if e["mean_acceptance_length"] is not None]
-    best_entry = max(ok, key=lambda er: er[0]["mean_acceptance_length"], default=(None, None))[0]
-    out: dict[str, Any] = {
-        "ran": True, "trace": {"path": str(tr.root), "sha256": tr.meta_sha256},
-        "choices_tried": sorted(choices), "baseline": {"reading": base.describe(), "mean_acceptance_length": base_al,
-                                                       "error": sr.result.error},
-        "candidates": [e for e, _ in results], "aux_search": search_log[:20] or None, "notes": notes,
-        "best": None, "best_reading": None, "fix_command": None,
-    }
-    if best_entry is not None:
-        bal = best_entry["mean_acceptance_length"]
-        if base_al is None:
-            wins = True  # the draft as loaded does not run at all
-        else:
-            g = best_entry.get("gain") or {}
-            wins = bal - base_al >= MIN_GAIN and g.get("mean", 0) > 2 * g.get("stderr", float("inf"))
-        if wins:
-            out["best"] = best_entry["candidate"]
-            out["best_reading"] = best_entry["reading"]
-            args = best_entry["fix_args"]
-            if args is not None and draft_ref:
-                out["fix_command"] = readings.fix_command(draft_ref, args, target_ref=target_ref,
-                                                          report_ref=report_ref)
-    return out
+        entries.append(entry)
+    return entries
+
+
+def _winner(entries: list[dict[str, Any]], base_al: float | None) -> dict[str, Any] | None:
+    """The best-scoring candidate, when it beats the draft as loaded by MIN_GAIN and twice its paired stderr (or
+    the draft as loaded does not run at all); else None."""
+    ok = [e for e in entries if e["mean_acceptance_length"] is not None]
+    best = max(ok, key=lambda e: e["mean_acceptance_length"], default=None)
+    if best is None:
+        return None
+    if base_al is None:
+        return best  # the draft as loaded does not run at all
+    g = best.get("gain") or {}
+    wins = best["mean_acceptance_length"] - base_al >= MIN_GAIN and g.get("mean", 0) > 2 * g.get("stderr", float("inf"))
+    return best if wins else None
 
 
 def _ids_missing(sr: Any) -> bool:
