@@ -67,6 +67,16 @@ ConfigOpt = Annotated[Optional[str], typer.Option(
                      "Default: the closest one upward from the working directory.")]
 IsolatedOpt = Annotated[bool, typer.Option("--isolated", help="Read no project configuration.")]
 
+# The Hub commit options `kconvert push` and `kconvert push-trace` share.
+HubRevisionOpt = Annotated[Optional[str], typer.Option(
+    "--revision", help="Branch to commit to (created if missing). Default: main.")]
+CreatePrOpt = Annotated[bool, typer.Option("--create-pr", help="Open a pull request instead of committing to the "
+                                                               "branch.")]
+PrivateOpt = Annotated[bool, typer.Option("--private", help="Create the repository private (ignored if it "
+                                                            "exists).")]
+HubTokenOpt = Annotated[Optional[str], typer.Option("--token", help="Hub token (default: HF_TOKEN or the saved "
+                                                                    "login).")]
+
 
 @dataclass(frozen=True)
 class ProjectSettings:

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from kconvert.cli._app import app
+from kconvert.cli._common import CreatePrOpt, HubRevisionOpt, HubTokenOpt, PrivateOpt
 from kconvert.cli._help import help_examples
 from kconvert.cli._output import begin, byte_progress, console, emit_json, err_console
 
@@ -32,12 +33,9 @@ def push_command(
                                                                "folder; its verdict must be pass and its sha256s "
                                                                "must match the folder's files.",
                                         show_default=False)],
-    revision: Annotated[Optional[str], typer.Option("--revision", help="Branch to commit to (created if "
-                                                                       "missing). Default: main.")] = None,
-    create_pr: Annotated[bool, typer.Option("--create-pr", help="Open a pull request instead of committing to the "
-                                                                "branch.")] = False,
-    private: Annotated[bool, typer.Option("--private", help="Create the repository private (ignored if it "
-                                                            "exists).")] = False,
+    revision: HubRevisionOpt = None,
+    create_pr: CreatePrOpt = False,
+    private: PrivateOpt = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Check the gate, print the files and the model card; "
                                                             "no network.")] = False,
     commit_message: Annotated[Optional[str], typer.Option("--commit-message", "-m", help="Commit summary "
@@ -48,8 +46,7 @@ def push_command(
                              "report; needed when verify used a local target folder).")] = None,
     tp: Annotated[Optional[int], typer.Option("--tp", min=1, help="Tensor-parallel size in the card's serve lines "
                                                                   "(default: the verify run's).")] = None,
-    token: Annotated[Optional[str], typer.Option("--token", help="Hub token (default: HF_TOKEN or the saved "
-                                                                 "login).")] = None,
+    token: HubTokenOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document (operations, card, commit) "
                                                          "instead of the terminal output; a failure prints a JSON "
                                                          "error object (schemas/error.schema.json).")] = False,

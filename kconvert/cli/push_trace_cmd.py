@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from kconvert.cli._app import app
+from kconvert.cli._common import CreatePrOpt, HubRevisionOpt, HubTokenOpt, PrivateOpt
 from kconvert.cli._help import help_examples
 from kconvert.cli._output import begin, byte_progress, console, emit_json, err_console
 
@@ -28,17 +29,13 @@ def push_trace_command(
     folder: Annotated[str, typer.Argument(help="A trace folder written by `kconvert trace`.", show_default=False)],
     repo_id: Annotated[str, typer.Argument(help="Hub dataset repository: org/name (created if missing).",
                                            show_default=False)],
-    revision: Annotated[Optional[str], typer.Option("--revision", help="Branch to commit to (created if "
-                                                                       "missing). Default: main.")] = None,
-    create_pr: Annotated[bool, typer.Option("--create-pr", help="Open a pull request instead of committing to the "
-                                                                "branch.")] = False,
-    private: Annotated[bool, typer.Option("--private", help="Create the dataset private (ignored if it "
-                                                            "exists).")] = False,
+    revision: HubRevisionOpt = None,
+    create_pr: CreatePrOpt = False,
+    private: PrivateOpt = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Check the trace, print the files and the dataset "
                                                             "card; no network.")] = False,
     commit_message: Annotated[Optional[str], typer.Option("--commit-message", "-m", help="Commit summary.")] = None,
-    token: Annotated[Optional[str], typer.Option("--token", help="Hub token (default: HF_TOKEN or the saved "
-                                                                 "login).")] = None,
+    token: HubTokenOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document (files, card, commit).")] = False,
 ) -> None:
     """Publish a recorded trace as a Hub dataset, for `kconvert score DRAFT --trace org/name` anywhere.
