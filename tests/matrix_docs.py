@@ -90,23 +90,24 @@ def empty_doc() -> dict[str, Any]:
 
 
 def fleet_doc() -> dict[str, Any]:
-    """Published-looking drafts over three engine rows, with every cell state, live cells on the installed row,
-    an unknown target, an unreadable draft, a DFlash draft and hostile names."""
-    aq = draft("AQ-MedAI/Kimi-K26-eagle3", target="moonshotai/Kimi-K2.6", producer="specforge", source="hub",
+    """Hub-shaped drafts over three engine rows, with every cell state, live cells on the installed row, an unknown
+    target, an unreadable draft, a DFlash draft and hostile names. The draft names are made up (example-org/...):
+    the verdicts here are rendering input, not claims about any published draft."""
+    aq = draft("example-org/kimi-draft-specforge", target="moonshotai/Kimi-K2.6", producer="specforge", source="hub",
                revision="0123456789abcdef0123456789abcdef01234567",
                evidence=["model card base_model: moonshotai/Kimi-K2.6"],
-               fix_command="kconvert fix AQ-MedAI/Kimi-K26-eagle3 out/aq --target kimi-k2.6 --engine vllm:0.11")
-    nv = draft("nvidia/Kimi-K2.6-Eagle3", target="moonshotai/Kimi-K2.6", producer="modelopt", source="hub",
+               fix_command="kconvert fix example-org/kimi-draft-specforge out/aq --target kimi-k2.6 --engine vllm:0.11")
+    nv = draft("example-org/kimi-draft-modelopt", target="moonshotai/Kimi-K2.6", producer="modelopt", source="hub",
                revision="89abcdef0123456789abcdef0123456789abcdef", evidence=["name contains kimi"])
-    llama = draft("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", target="meta-llama/Llama-3.1-8B-Instruct",
+    llama = draft("example-org/llama-draft-eagle", target="meta-llama/Llama-3.1-8B-Instruct",
                   producer="eagle", source="hub", revision="fedcba9876543210fedcba9876543210fedcba98",
                   state="given", evidence=["--target meta-llama/Llama-3.1-8B-Instruct"],
-                  fix_command="kconvert fix yuhuili/EAGLE3-LLaMA3.1-Instruct-8B out/llama --engine sglang")
+                  fix_command="kconvert fix example-org/llama-draft-eagle out/llama --engine sglang")
     unknown = draft("runs/mystery-draft", target=None, producer=None,
                     evidence=["no speculators_config.verifier", "no model card base_model"])
     broken = draft("broken/truncated-header", target="moonshotai/Kimi-K2.6", producer=None,
                    evidence=["--target"], state="given", error="model.safetensors: header length exceeds the file")
-    dflash = draft("z-lab/Qwen3-8B-DFlash", target="Qwen/Qwen3-8B", producer=None, method="dflash", source="hub",
+    dflash = draft("example-org/qwen3-dflash", target="Qwen/Qwen3-8B", producer=None, method="dflash", source="hub",
                    revision="00112233445566778899aabbccddeeff00112233", evidence=["config target_layer_ids"])
     hostile = draft(SCRIPT_NAME, target="moonshotai/Kimi-K2.6", producer=IMG_PRODUCER,
                     evidence=["<b>evidence</b> & <i>more</i>"],

@@ -55,7 +55,7 @@ def test_markdown_has_one_row_per_draft_and_one_column_per_engine_row():
     assert all(len(r) == len(head) for r in rows), "an unescaped | split a row"
     # cell = state + finding ids, read from the document's own cells
     by_draft = {r[0]: r for r in body}
-    aq = by_draft["AQ-MedAI/Kimi-K26-eagle3"]
+    aq = by_draft["example-org/kimi-draft-specforge"]
     assert aq[3] == "✗ fail K404" and aq[4] == "! warn K405" and aq[2] == "✓ pass"
     assert by_draft["runs/mystery-draft"][1] == "unknown"
 
