@@ -10,7 +10,7 @@ import os
 import pytest
 
 from kconvert.source.checkpoint import load_folder
-from kconvert.writer import write_checkpoint
+from kconvert.writer import stream, write_checkpoint
 from kconvert.writer.ops import RenameTensor, RewriteD2TOffsets
 from tests.writer_factories import draft_tensors, sha256_tree, write_draft
 
@@ -38,7 +38,8 @@ def _recorded(out):
             {k: v["sha256"] for k, v in rec["output"]["files"].items()})
 
 
-@pytest.mark.parametrize("mode", ["copy_file_range", "read_write", "copy_file_range refused (EXDEV)"])
+@pytest.mark.parametrize("mode", ["copy_file_range", "read_write", "copy_file_range refused (EXDEV)",
+                                  "copy_file_range, fallocate refused (EOPNOTSUPP)"])
 def test_every_copy_path_records_the_digests_hashlib_reads_back(tmp_path, monkeypatch, mode):
     src = _draft(tmp_path / "in")
     calls = []
@@ -47,15 +48,20 @@ def test_every_copy_path_records_the_digests_hashlib_reads_back(tmp_path, monkey
             calls.append(a)
             raise OSError(errno.EXDEV, "Invalid cross-device link")
         monkeypatch.setattr(os, "copy_file_range", refuse)
-    res = _fix(src, tmp_path / "out", copy_mode=mode.split()[0], workers=2)
+    if "fallocate refused" in mode:
+        def no_fallocate(*a):
+            calls.append(a)
+            return -1  # fallocate(2)'s failure, as on a filesystem without it
+        monkeypatch.setattr(stream, "_fallocate", no_fallocate)
+    res = _fix(src, tmp_path / "out", copy_mode=mode.split()[0].rstrip(","), workers=2)
     inputs, outputs = _recorded(tmp_path / "out")
     on_disk = sha256_tree(tmp_path / "out")
     on_disk.pop("kconvert.json")
     assert outputs == on_disk
     assert inputs == sha256_tree(src)
     assert res.bytes_written > 0
-    if calls:
-        assert len(calls) == 2  # one refusal per shard worker, read/write from then on
+    if "refused" in mode:
+        assert len(calls) == 2  # one refusal per shard worker, read/write (or no preallocation) from then on
     # the hole stays a hole in the output: the shards take about 4 MB less disk than their size
     shards = [os.stat(tmp_path / "out" / k) for k in on_disk if k.endswith(".safetensors")]
     assert sum(st.st_blocks * 512 for st in shards) < sum(st.st_size for st in shards) - (3 << 20)
