@@ -10,6 +10,8 @@ whose load changes disturbs them alike. A variant is a name made of these parts:
 - `hash`: sha256 of each chunk through a read-only map of the output just copied (the writer's way);
   `hashread`: the same bytes read back with preadv into one reused buffer instead; `pop`: the map with
   madvise(MADV_POPULATE_READ) before hashing
+- `rw`: preadv of the input into one reused buffer and pwrite of it instead of copy_file_range (with `hash`:
+  the buffer hashed)
 - `sync`: fsync the output at the end (timed)
 
 It prints wall, user and system seconds and the minor page faults of each run. Outside the test suite.
@@ -51,9 +53,17 @@ def one(src_path: str, dst_path: str, mode: str, chunk: int) -> str:
         if "fchunk" in mode:
             assert _libc.fallocate(dst, 0, pos, n) == 0, ctypes.get_errno()
         done = 0
+        if "rw" in mode:
+            got = 0
+            while got < n:
+                got += os.preadv(src, [buf[got:n]], pos + got)
+            while done < n:
+                done += os.pwrite(dst, buf[done:n], pos + done)
         while done < n:
             done += os.copy_file_range(src, dst, n - done, pos + done, pos + done)
-        if h is not None and "hashread" in mode:
+        if h is not None and "rw" in mode:
+            h.update(buf[:n])
+        elif h is not None and "hashread" in mode:
             got = 0
             while got < n:
                 got += os.preadv(dst, [buf[got:n]], pos + got)

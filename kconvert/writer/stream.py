@@ -75,7 +75,7 @@ _sync_file_range = _load_sync_file_range()
 def _load_fallocate():
     # Python 3.11's os module has only posix_fallocate, which glibc emulates by writing zeros where the
     # filesystem cannot allocate; fallocate(2) itself fails instead (EOPNOTSUPP), and the copy goes on without.
-    # Allocating each data run before the kernel copies into it spares ext4 its per-page delayed-allocation
+    # Allocating each chunk before the kernel copies into it spares ext4 its per-page delayed-allocation
     # work in copy_file_range and the block allocation at write-back: -25 % system time of the copy
     # (bench/NOTES.md). Linux only; elsewhere None.
     try:
@@ -299,8 +299,6 @@ class Streamer:
         """Copy input bytes [start, end) to dst at dst_off, feeding both hashes; holes stay holes."""
         shift = dst_off - start
         for a, b, is_data in _segments(src, start, end):
-            if is_data and self.copy_mode == "copy_file_range":
-                self._preallocate(dst, a + shift, b - a)
             pos = a
             while pos < b:
                 n = min(self.chunk, b - pos)
@@ -334,7 +332,7 @@ class Streamer:
                 self.advance(n, what)
 
     def _preallocate(self, fd: int, off: int, n: int) -> None:
-        """Allocate the blocks of a data run about to be copied (holes stay holes). Best effort: where the
+        """Allocate the blocks of a chunk of data about to be copied (holes stay holes). Best effort: where the
         filesystem cannot (or any other error, ENOSPC included, which the copy itself then reports), the worker
         stops trying and copies without."""
         if self.preallocate and n > 0 and _fallocate(fd, 0, off, n) != 0:  # type: ignore[misc]
@@ -343,6 +341,9 @@ class Streamer:
     def _copy_kernel(self, src: int, off: int, n: int, dst: int, dst_off: int) -> bool:
         """Copy in the kernel; False (and read/write from then on) where the two files' filesystems cannot
         (EXDEV across filesystems, EINVAL/EOPNOTSUPP/ENOSYS where unsupported), having copied nothing."""
+        # Chunk by chunk, not the whole run at once: read/write into preallocated blocks costs more than
+        # without (bench/NOTES.md), and a refusal of the first copy must leave at most one chunk preallocated.
+        self._preallocate(dst, dst_off, n)
         done = 0
         while done < n:
             try:
