@@ -6,6 +6,8 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
+import subprocess
 
 import pytest
 
@@ -53,6 +55,7 @@ def test_every_copy_path_records_the_digests_hashlib_reads_back(tmp_path, monkey
             calls.append(a)
             return -1  # fallocate(2)'s failure, as on a filesystem without it
         monkeypatch.setattr(stream, "_fallocate", no_fallocate)
+        monkeypatch.setattr(stream, "_preallocation_helps", lambda fd: True)  # whatever tmp_path's filesystem
     res = _fix(src, tmp_path / "out", copy_mode=mode.split()[0].rstrip(","), workers=2)
     inputs, outputs = _recorded(tmp_path / "out")
     on_disk = sha256_tree(tmp_path / "out")
@@ -73,3 +76,18 @@ def test_the_copy_paths_write_the_same_bytes(tmp_path):
     a, b = sha256_tree(tmp_path / "crf"), sha256_tree(tmp_path / "rw")
     a.pop("kconvert.json"), b.pop("kconvert.json")  # its creation time may differ
     assert a == b
+
+
+@pytest.mark.skipif(shutil.which("stat") is None, reason="needs coreutils stat")
+@pytest.mark.parametrize("folder", ["tmp_path", "/dev/shm", "/proc"])
+def test_preallocation_is_used_on_ext4_only(tmp_path, folder):
+    # oracle: coreutils `stat -f -c %t` (the filesystem's magic number, hex), ef53 for ext2/3/4
+    path = str(tmp_path) if folder == "tmp_path" else folder
+    if not os.path.isdir(path):
+        pytest.skip(f"no {path}")
+    magic = subprocess.run(["stat", "-f", "-c", "%t", path], capture_output=True, text=True, check=True).stdout
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert stream._preallocation_helps(fd) == (magic.strip() == "ef53")
+    finally:
+        os.close(fd)
