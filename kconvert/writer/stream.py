@@ -8,7 +8,9 @@ are the same bytes the kernel just read) are computed by two single-thread execu
 byte is copied into a Python buffer (hashlib releases the GIL, so the two hashes run on two cores while the worker
 copies the next chunk). Input bytes that are not copied (header, dropped or rewritten tensors) are read and only
 hashed. Holes of sparse inputs (SEEK_DATA/SEEK_HOLE) are hashed as zeros and left as holes in the output. Memory
-stays at a few chunk buffers and as many maps in flight, whatever the checkpoint size.
+stays at a few chunk buffers and as many maps in flight, whatever the checkpoint size. On ext4 each chunk's
+blocks are allocated (fallocate) just before the kernel copies into it, which is cheaper than ext4's delayed
+allocation page by page.
 
 The input is never mapped: a file truncated by someone else under a map raises SIGBUS instead of an error; only
 this run's own temporary output is. Where the kernel cannot copy between the two files (EXDEV across
