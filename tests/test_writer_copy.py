@@ -6,11 +6,13 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
+import subprocess
 
 import pytest
 
 from kconvert.source.checkpoint import load_folder
-from kconvert.writer import write_checkpoint
+from kconvert.writer import stream, write_checkpoint
 from kconvert.writer.ops import RenameTensor, RewriteD2TOffsets
 from tests.writer_factories import draft_tensors, sha256_tree, write_draft
 
@@ -38,7 +40,8 @@ def _recorded(out):
             {k: v["sha256"] for k, v in rec["output"]["files"].items()})
 
 
-@pytest.mark.parametrize("mode", ["copy_file_range", "read_write", "copy_file_range refused (EXDEV)"])
+@pytest.mark.parametrize("mode", ["copy_file_range", "read_write", "copy_file_range refused (EXDEV)",
+                                  "copy_file_range, fallocate refused (EOPNOTSUPP)"])
 def test_every_copy_path_records_the_digests_hashlib_reads_back(tmp_path, monkeypatch, mode):
     src = _draft(tmp_path / "in")
     calls = []
@@ -47,15 +50,21 @@ def test_every_copy_path_records_the_digests_hashlib_reads_back(tmp_path, monkey
             calls.append(a)
             raise OSError(errno.EXDEV, "Invalid cross-device link")
         monkeypatch.setattr(os, "copy_file_range", refuse)
-    res = _fix(src, tmp_path / "out", copy_mode=mode.split()[0], workers=2)
+    if "fallocate refused" in mode:
+        def no_fallocate(*a):
+            calls.append(a)
+            return -1  # fallocate(2)'s failure, as on a filesystem without it
+        monkeypatch.setattr(stream, "_fallocate", no_fallocate)
+        monkeypatch.setattr(stream, "_preallocation_helps", lambda fd: True)  # whatever tmp_path's filesystem
+    res = _fix(src, tmp_path / "out", copy_mode=mode.split()[0].rstrip(","), workers=2)
     inputs, outputs = _recorded(tmp_path / "out")
     on_disk = sha256_tree(tmp_path / "out")
     on_disk.pop("kconvert.json")
     assert outputs == on_disk
     assert inputs == sha256_tree(src)
     assert res.bytes_written > 0
-    if calls:
-        assert len(calls) == 2  # one refusal per shard worker, read/write from then on
+    if "refused" in mode:
+        assert len(calls) == 2  # one refusal per shard worker, read/write (or no preallocation) from then on
     # the hole stays a hole in the output: the shards take about 4 MB less disk than their size
     shards = [os.stat(tmp_path / "out" / k) for k in on_disk if k.endswith(".safetensors")]
     assert sum(st.st_blocks * 512 for st in shards) < sum(st.st_size for st in shards) - (3 << 20)
@@ -67,3 +76,18 @@ def test_the_copy_paths_write_the_same_bytes(tmp_path):
     a, b = sha256_tree(tmp_path / "crf"), sha256_tree(tmp_path / "rw")
     a.pop("kconvert.json"), b.pop("kconvert.json")  # its creation time may differ
     assert a == b
+
+
+@pytest.mark.skipif(shutil.which("stat") is None, reason="needs coreutils stat")
+@pytest.mark.parametrize("folder", ["tmp_path", "/dev/shm", "/proc"])
+def test_preallocation_is_used_on_ext4_only(tmp_path, folder):
+    # oracle: coreutils `stat -f -c %t` (the filesystem's magic number, hex), ef53 for ext2/3/4
+    path = str(tmp_path) if folder == "tmp_path" else folder
+    if not os.path.isdir(path):
+        pytest.skip(f"no {path}")
+    magic = subprocess.run(["stat", "-f", "-c", "%t", path], capture_output=True, text=True, check=True).stdout
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert stream._preallocation_helps(fd) == (magic.strip() == "ef53")
+    finally:
+        os.close(fd)

@@ -8,7 +8,9 @@ are the same bytes the kernel just read) are computed by two single-thread execu
 byte is copied into a Python buffer (hashlib releases the GIL, so the two hashes run on two cores while the worker
 copies the next chunk). Input bytes that are not copied (header, dropped or rewritten tensors) are read and only
 hashed. Holes of sparse inputs (SEEK_DATA/SEEK_HOLE) are hashed as zeros and left as holes in the output. Memory
-stays at a few chunk buffers and as many maps in flight, whatever the checkpoint size.
+stays at a few chunk buffers and as many maps in flight, whatever the checkpoint size. On ext4 each chunk's
+blocks are allocated (fallocate) just before the kernel copies into it, which is cheaper than ext4's delayed
+allocation page by page.
 
 The input is never mapped: a file truncated by someone else under a map raises SIGBUS instead of an error; only
 this run's own temporary output is. Where the kernel cannot copy between the two files (EXDEV across
@@ -55,13 +57,21 @@ SYNC_FILE_RANGE_WRITE = 2
 WRITEBACK_EVERY = 64 * 1024 * 1024
 
 
+_libc_cache: list = []  # the C library, loaded once
+
+
+def _libc():
+    if not _libc_cache:
+        _libc_cache.append(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True))
+    return _libc_cache[0]
+
+
 def _load_sync_file_range():
     # Python's os module has no sync_file_range(2). It starts write-back of the bytes just written without
     # waiting for it, so the fsync that makes the output durable at the end finds little left to flush: disk
     # writes overlap with reading and hashing instead of coming after them. Linux only; elsewhere a no-op.
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        fn = libc.sync_file_range
+        fn = _libc().sync_file_range
         fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
         fn.restype = ctypes.c_int
         return fn
@@ -70,6 +80,39 @@ def _load_sync_file_range():
 
 
 _sync_file_range = _load_sync_file_range()
+
+
+def _load_fallocate():
+    # Python 3.11's os module has only posix_fallocate, which glibc emulates by writing zeros where the
+    # filesystem cannot allocate; fallocate(2) itself fails instead (EOPNOTSUPP), and the copy goes on without.
+    # Allocating each chunk before the kernel copies into it spares ext4 its per-page delayed-allocation
+    # work in copy_file_range and the block allocation at write-back: -25 % system time of the copy
+    # (bench/NOTES.md). Linux only; elsewhere None.
+    try:
+        fn = _libc().fallocate
+        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+        fn.restype = ctypes.c_int
+        return fn
+    except (OSError, AttributeError):
+        return None
+
+
+_fallocate = _load_fallocate()
+EXT4_SUPER_MAGIC = 0xEF53  # linux/magic.h; ext2 and ext3 share it (without extents they refuse fallocate)
+
+
+def _preallocation_helps(fd: int) -> bool:
+    """Whether `fd` is on ext4, the one filesystem the preallocation was measured on. Elsewhere it is left
+    out: on btrfs and XFS copy_file_range shares extents (a reflink) and blocks allocated first would be
+    wasted work."""
+    try:
+        fstatfs = _libc().fstatfs
+    except (OSError, AttributeError):
+        return False
+    buf = ctypes.create_string_buffer(512)  # struct statfs (120 bytes on x86-64); f_type comes first
+    if fstatfs(ctypes.c_int(fd), buf) != 0:
+        return False
+    return ctypes.cast(buf, ctypes.POINTER(ctypes.c_long))[0] == EXT4_SUPER_MAGIC
 
 
 class _Hash:
@@ -218,6 +261,7 @@ class Streamer:
         self.current = ""  # file being written, for error messages
         self.bytes_written = 0
         self.wb_start: dict[int, int] = {}
+        self.preallocate: bool | None = None if _fallocate is not None else False  # decided at the first chunk
 
     def close(self) -> None:
         for ex in (self.in_ex, self.out_ex, self.sync_ex):
@@ -311,9 +355,21 @@ class Streamer:
                 pos += n
                 self.advance(n, what)
 
+    def _preallocate(self, fd: int, off: int, n: int) -> None:
+        """Allocate the blocks of a chunk of data about to be copied (holes stay holes). Best effort: where the
+        filesystem cannot (or any other error, ENOSPC included, which the copy itself then reports), the worker
+        stops trying and copies without."""
+        if self.preallocate is None:
+            self.preallocate = _preallocation_helps(fd)
+        if self.preallocate and n > 0 and _fallocate(fd, 0, off, n) != 0:  # type: ignore[misc]
+            self.preallocate = False
+
     def _copy_kernel(self, src: int, off: int, n: int, dst: int, dst_off: int) -> bool:
         """Copy in the kernel; False (and read/write from then on) where the two files' filesystems cannot
         (EXDEV across filesystems, EINVAL/EOPNOTSUPP/ENOSYS where unsupported), having copied nothing."""
+        # Chunk by chunk, not the whole run at once: read/write into preallocated blocks costs more than
+        # without (bench/NOTES.md), and a refusal of the first copy must leave at most one chunk preallocated.
+        self._preallocate(dst, dst_off, n)
         done = 0
         while done < n:
             try:
