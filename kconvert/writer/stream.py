@@ -57,47 +57,32 @@ SYNC_FILE_RANGE_WRITE = 2
 WRITEBACK_EVERY = 64 * 1024 * 1024
 
 
-_libc_cache: list = []  # the C library, loaded once
+try:
+    _LIBC: Any = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+except OSError:
+    _LIBC = None
 
 
-def _libc():
-    if not _libc_cache:
-        _libc_cache.append(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True))
-    return _libc_cache[0]
-
-
-def _load_sync_file_range():
-    # Python's os module has no sync_file_range(2). It starts write-back of the bytes just written without
-    # waiting for it, so the fsync that makes the output durable at the end finds little left to flush: disk
-    # writes overlap with reading and hashing instead of coming after them. Linux only; elsewhere a no-op.
-    try:
-        fn = _libc().sync_file_range
-        fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-        fn.restype = ctypes.c_int
-        return fn
-    except (OSError, AttributeError):
+def _libc_function(name: str, argtypes: list) -> Any:
+    """A C library function with its argument types (returning int), or None where there is none (not Linux)."""
+    fn = getattr(_LIBC, name, None)
+    if fn is None:
         return None
+    fn.argtypes = argtypes
+    fn.restype = ctypes.c_int
+    return fn
 
 
-_sync_file_range = _load_sync_file_range()
-
-
-def _load_fallocate():
-    # Python 3.11's os module has only posix_fallocate, which glibc emulates by writing zeros where the
-    # filesystem cannot allocate; fallocate(2) itself fails instead (EOPNOTSUPP), and the copy goes on without.
-    # Allocating each chunk before the kernel copies into it spares ext4 its per-page delayed-allocation
-    # work in copy_file_range and the block allocation at write-back: -25 % system time of the copy
-    # (bench/NOTES.md). Linux only; elsewhere None.
-    try:
-        fn = _libc().fallocate
-        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-        fn.restype = ctypes.c_int
-        return fn
-    except (OSError, AttributeError):
-        return None
-
-
-_fallocate = _load_fallocate()
+# Python's os module has no sync_file_range(2). It starts write-back of the bytes just written without waiting for
+# it, so the fsync that makes the output durable at the end finds little left to flush: disk writes overlap with
+# reading and hashing instead of coming after them. Linux only; elsewhere a no-op.
+_sync_file_range = _libc_function("sync_file_range", [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint])
+# Python 3.11's os module has only posix_fallocate, which glibc emulates by writing zeros where the filesystem
+# cannot allocate; fallocate(2) itself fails instead (EOPNOTSUPP), and the copy goes on without. Allocating each
+# chunk before the kernel copies into it spares ext4 its per-page delayed-allocation work in copy_file_range and
+# the block allocation at write-back: -25 % system time of the copy (bench/NOTES.md). Linux only; elsewhere None.
+_fallocate = _libc_function("fallocate", [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64])
+_fstatfs = _libc_function("fstatfs", [ctypes.c_int, ctypes.c_char_p])
 EXT4_SUPER_MAGIC = 0xEF53  # linux/magic.h; ext2 and ext3 share it (without extents they refuse fallocate)
 
 
@@ -105,12 +90,10 @@ def _preallocation_helps(fd: int) -> bool:
     """Whether `fd` is on ext4, the one filesystem the preallocation was measured on. Elsewhere it is left
     out: on btrfs and XFS copy_file_range shares extents (a reflink) and blocks allocated first would be
     wasted work."""
-    try:
-        fstatfs = _libc().fstatfs
-    except (OSError, AttributeError):
+    if _fstatfs is None:
         return False
     buf = ctypes.create_string_buffer(512)  # struct statfs (120 bytes on x86-64); f_type comes first
-    if fstatfs(ctypes.c_int(fd), buf) != 0:
+    if _fstatfs(fd, buf) != 0:
         return False
     return ctypes.cast(buf, ctypes.POINTER(ctypes.c_long))[0] == EXT4_SUPER_MAGIC
 
