@@ -224,3 +224,17 @@ def byte_progress(first: str, *, quiet: bool) -> Iterator[ByteProgress]:
             prog.update(task, completed=done, total=total, description=message[:40])
 
         yield update
+
+
+def print_hub_commit(readme: str, dry_run: bool, commit_url: str | None, pr_url: str | None) -> None:
+    """The end of `kconvert push` and `kconvert push-trace`: the card a dry run would upload, or the commit made
+    (and its pull request)."""
+    if dry_run:
+        console.rule("README.md")
+        console.print(readme, markup=False, highlight=False, soft_wrap=True)
+        console.rule()
+        console.print("[dim]dry run: nothing uploaded[/]")
+    else:
+        console.print(f"[green]committed[/] {commit_url}", highlight=False)
+        if pr_url:
+            console.print(f"[green]pull request[/] {pr_url}", highlight=False)

@@ -8,7 +8,7 @@ import typer
 from kconvert.cli._app import app
 from kconvert.cli._common import CreatePrOpt, HubRevisionOpt, HubTokenOpt, PrivateOpt
 from kconvert.cli._help import help_examples
-from kconvert.cli._output import begin, byte_progress, console, emit_json, err_console
+from kconvert.cli._output import begin, byte_progress, console, emit_json, err_console, print_hub_commit
 
 EXAMPLES = """
 Examples:
@@ -89,13 +89,5 @@ def push_command(
     console.print(f"commit message: {result.commit_message}", highlight=False)
     for note in result.notes:
         console.print(f"[yellow]note:[/] {note}", highlight=False)
-    if dry_run:
-        console.rule("README.md")
-        console.print(result.readme, markup=False, highlight=False, soft_wrap=True)
-        console.rule()
-        console.print("[dim]dry run: nothing uploaded[/]")
-    else:
-        console.print(f"[green]committed[/] {result.commit_url}", highlight=False)
-        if result.pr_url:
-            console.print(f"[green]pull request[/] {result.pr_url}", highlight=False)
+    print_hub_commit(result.readme, dry_run, result.commit_url, result.pr_url)
     raise typer.Exit(0)

@@ -11,7 +11,7 @@ import typer
 from kconvert.cli._app import app
 from kconvert.cli._common import CreatePrOpt, HubRevisionOpt, HubTokenOpt, PrivateOpt
 from kconvert.cli._help import help_examples
-from kconvert.cli._output import begin, byte_progress, console, emit_json, err_console
+from kconvert.cli._output import begin, byte_progress, console, emit_json, err_console, print_hub_commit
 
 EXAMPLES = """
 Examples:
@@ -66,14 +66,7 @@ def push_trace_command(
         table.add_row(f.name, f"{f.size:,}", f.sha256 or "")
     table.add_row("README.md", f"{len(result.readme.encode('utf-8')):,}", "(rendered dataset card)")
     console.print(table)
-    if dry_run:
-        console.rule("README.md")
-        console.print(result.readme, markup=False, highlight=False, soft_wrap=True)
-        console.rule()
-        console.print("[dim]dry run: nothing uploaded[/]")
-    else:
-        console.print(f"[green]committed[/] {result.commit_url}", highlight=False)
-        if result.pr_url:
-            console.print(f"[green]pull request[/] {result.pr_url}", highlight=False)
+    print_hub_commit(result.readme, dry_run, result.commit_url, result.pr_url)
+    if not dry_run:
         console.print(f"score drafts against it: kconvert score DRAFT --trace {result.reference}", highlight=False)
     raise typer.Exit(0)
