@@ -19,6 +19,7 @@ from typing import Any
 from kconvert.errors import UsageError
 
 OFF = ("off", "none", "no", "0", "false", "")
+BUSY_TIMEOUT_S = 30.0  # how long a writer waits for another (sqlite's busy timeout, and the opening's retries)
 
 
 def default_path() -> Path:
@@ -35,15 +36,29 @@ class CellCache:
         if self.path is not None:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                con = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None)
-                con.execute("PRAGMA journal_mode=WAL")
-                con.execute("PRAGMA busy_timeout=30000")
-                con.execute("CREATE TABLE IF NOT EXISTS cells (key TEXT PRIMARY KEY, cell TEXT NOT NULL, "
-                            "stored REAL NOT NULL)")
-                self._con = con
+                self._con = self._open(self.path)
             except (OSError, sqlite3.Error) as e:
                 raise UsageError(f"--cache {self.path}: cannot open the cell cache: {e}",
                                  hint="give another --cache PATH, or --cache off") from None
+
+    @staticmethod
+    def _open(path: Path) -> sqlite3.Connection:
+        # Two runs opening a new cache at once: switching it to WAL takes a lock that sqlite's busy handler does
+        # not wait for ("database is locked" at once, seen with two writer processes in tests/test_matrix.py), so
+        # the opening itself is retried until the same 30 s the busy timeout gives every later statement.
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            con = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            try:
+                con.execute("PRAGMA journal_mode=WAL")
+                con.execute("CREATE TABLE IF NOT EXISTS cells (key TEXT PRIMARY KEY, cell TEXT NOT NULL, "
+                            "stored REAL NOT NULL)")
+                return con
+            except sqlite3.OperationalError as e:
+                con.close()
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     @classmethod
     def from_option(cls, value: str | None) -> "CellCache":
