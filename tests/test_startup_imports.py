@@ -45,3 +45,43 @@ def test_help_does_not_import_the_rules_or_the_writer():
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120)
     names = {line.rsplit("|", 1)[1].strip() for line in p.stderr.splitlines() if line.startswith("import time:")}
     assert not {n for n in names if n.startswith(("kconvert.rules", "kconvert.writer", "kconvert.source"))}
+
+
+_BLAS_PROBE = r"""
+import ctypes, glob, os, sys
+sys.argv = ["kconvert", *sys.argv[1:]]
+from kconvert.cli import entry
+try:
+    entry()
+except SystemExit:
+    pass
+import numpy
+libs = glob.glob(os.path.join(os.path.dirname(numpy.__file__), os.pardir, "numpy.libs", "*openblas*"))
+fn = getattr(ctypes.CDLL(libs[0]), "scipy_openblas_get_num_threads64_", None) if libs else None
+print(os.environ.get("OPENBLAS_NUM_THREADS"), fn() if fn else "no-openblas")
+"""
+
+
+def _blas_after(args: list[str], env_extra: dict[str, str]) -> tuple[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.update(env_extra)
+    p = subprocess.run([sys.executable, "-c", _BLAS_PROBE, *args], env=env, cwd=REPO, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    var, threads = p.stdout.split()[-2:]
+    return var, threads
+
+
+def test_inspect_runs_numpy_openblas_on_one_thread_unless_the_user_says_otherwise():
+    """numpy's bundled OpenBLAS would start a spinning thread per core for rules that do no linear algebra
+    (kconvert/cli/__init__.py). The count is read from the library itself (its exported getter)."""
+    draft = str(TINY / "drafts" / "mla-torchspec")
+    var, threads = _blas_after(["inspect", draft, "--target", str(TINY / "target")], {})
+    if threads == "no-openblas":
+        import pytest
+        pytest.skip("this numpy has no bundled OpenBLAS")
+    assert (var, threads) == ("1", "1")
+    assert _blas_after(["inspect", draft], {"OPENBLAS_NUM_THREADS": "2"}) == ("2", "2")
+    # a command that may start an engine leaves its children's environment alone
+    assert _blas_after(["verify", "--help"], {})[0] == "None"

@@ -83,5 +83,14 @@ def main(argv: list[str] | None = None) -> int:
     return rc if isinstance(rc, int) else 0
 
 
+# numpy's bundled OpenBLAS starts one thread per core when numpy loads, and they spin a while waiting for work that
+# these commands never give them (kconvert does no linear algebra in numpy; torch has its own MKL): 0.06-0.1 CPU-s
+# per command, which a `fix` takes from its hashing (bench/NOTES.md). Only for commands that never start an engine,
+# whose children inherit the environment; a user's own setting wins.
+_ONE_BLAS_THREAD = {"inspect", "fix", "rules"}
+
+
 def entry() -> None:
+    if sys.argv[1:2] and sys.argv[1] in _ONE_BLAS_THREAD:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     sys.exit(main())
