@@ -145,3 +145,17 @@ def test_gather_resolves_the_drafts_at_once_in_order_with_each_drafts_own_error(
     # another.
     assert len(small_files(ok)) == 1
     assert hub.max_in_flight > 1
+
+
+def test_the_read_cache_is_bounded_by_bytes_least_recently_used_out():
+    from kconvert.source.hub import ReadCache
+
+    c = ReadCache(budget=1000)
+    for i in range(6):
+        c.put((f"u{i}", 0, 200), (bytes(200), None))  # 6 x 200 > 1000: the first one put is dropped
+    assert c.size == 1000 and len(c) == 5 and c.get(("u0", 0, 200)) is None
+    assert c.get(("u1", 0, 200)) is not None  # u1 now the most recently used: u2 goes next
+    c.put(("u6", 0, 200), (bytes(200), None))
+    assert c.get(("u2", 0, 200)) is None and c.get(("u1", 0, 200)) is not None and c.size == 1000
+    c.put(("big", 0, 251), (bytes(251), None))  # more than a quarter of the budget: not kept, nothing dropped
+    assert c.get(("big", 0, 251)) is None and len(c) == 5 and c.size == 1000
