@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from kconvert.source.hub import FIRST_READ, SMALL_FILE_PATTERNS
 from kconvert.source.safetensors_header import read_header
 from kconvert.schemas import validate
@@ -37,12 +39,14 @@ def small_files(folder: Path) -> list[Path]:
     return [p for p in folder.iterdir() if any(fnmatch.fnmatch(p.name, pat) for pat in SMALL_FILE_PATTERNS)]
 
 
-def test_each_draft_is_read_once_however_many_engine_rows_judge_it(tmp_path):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_each_draft_is_read_once_however_many_engine_rows_judge_it(tmp_path, workers):
+    """In one process, or in a pool of 2 (a draft's static cells are one group, run in one worker)."""
     drafts = {f"acme/draft-{i}": make_draft(tmp_path / f"d{i}", "specforge", shards=1 + i % 2) for i in range(3)}
     env = hub_read_env(hub := FakeReadHub(drafts), tmp_path / "hf_home")
     with hub:
         doc = matrix(list(drafts), {**env, "XDG_CACHE_HOME": str(tmp_path / "xdg")}, "--engines", ",".join(ROWS),
-                     "--workers", "1")
+                     "--workers", str(workers))
     assert len(doc["cells"]) == len(drafts) * len(ROWS) and not doc["summary"]["error"], doc["summary"]
 
     # What must be fetched, derived from the files of each draft:
@@ -51,7 +55,7 @@ def test_each_draft_is_read_once_however_many_engine_rows_judge_it(tmp_path):
     #     index): 1 HEAD + 1 GET  (huggingface_hub 2.4's snapshot_download)
     #   every cell (one inspect per draft x row), never kept across cells because `main` is a branch:
     #     1 repo info  (snapshot_download resolves `main`; its small files are in the HF cache at that commit)
-    #   once per draft, the first of its cells (the process keeps what it read at that commit sha):
+    #   once per draft, the first of its cells (the worker keeps what it read at that commit sha):
     #     per shard: the first range read of its header (bytes 0-100000, which holds the length and the
     #                header: asserted below) = 2 requests (the Hub's 302, then the storage's 206)
     #     per vocabulary map (d2t, t2d) in the shards: one range read = 2 requests (302 + 206)

@@ -8,7 +8,10 @@ The contract every executor keeps (the matrix's assembly code depends on nothing
 - on KeyboardInterrupt `run` stops submitting, cancels what has not started, and re-raises after the
   results already delivered, so the caller can write the partial matrix atomically;
 - results are JSON-compatible dicts; nothing an executor adds may change them (timings go elsewhere),
-  so a Ray run and a local run of the same matrix give the same document.
+  so a Ray run and a local run of the same matrix give the same document;
+- tasks that share a `group` (the static cells of one draft) may be run one after another in one worker, so
+  what that process keeps (the Hub reads of the draft at its commit, `kconvert.source.hub.READ_CACHE`) serves
+  them all; an executor may ignore it: results are the same either way, one per task.
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ class Task:
     fn: Callable[[Any], dict[str, Any]]
     arg: Any
     resources: Resources = field(default_factory=Resources)
+    group: str | None = None  # tasks best run in one worker (see the module's contract); None: any worker
 
 
 class Executor(Protocol):

@@ -5,6 +5,8 @@ raised or whose worker died through `on_error` (never an exception out of `run`)
 task starts, what has not started is cancelled, and the interrupt is re-raised after the results already
 delivered. Processes are started with "spawn": a forked copy of a parent that has imported torch or started
 threads (rich's live display, huggingface_hub's pools) can deadlock, and spawn is what every platform supports.
+Consecutive tasks of one `group` (the static cells of one draft) go to a worker as one call: the first reads the
+draft from the Hub, the others reuse what that process kept; each task still has its own result or error.
 """
 from __future__ import annotations
 
@@ -20,6 +22,29 @@ from kconvert.matrix.executors import Task
 def _message(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+def _units(tasks: Sequence[Task]) -> list[list[Task]]:
+    """Consecutive tasks of one `group` as one unit (one call in one worker); every other task alone."""
+    units: list[list[Task]] = []
+    for t in tasks:
+        if t.group is not None and units and units[-1][0].group == t.group:
+            units[-1].append(t)
+        else:
+            units.append([t])
+    return units
+
+
+def _run_unit(calls: list[tuple[Callable[[Any], dict[str, Any]], Any]]) -> list[tuple[bool, Any]]:
+    """In a worker: each call of a unit, one after another; (True, value) or (False, message) per call, so one
+    that raises leaves the others' results as they would be alone."""
+    out: list[tuple[bool, Any]] = []
+    for fn, arg in calls:
+        try:
+            out.append((True, fn(arg)))
+        except Exception as e:  # the contract: one bad task never stops the others
+            out.append((False, _message(e)))
+    return out
 
 
 class LocalExecutor:
@@ -61,25 +86,32 @@ class LocalExecutor:
     @staticmethod
     def _pool_once(tasks, on_result, on_error, workers: int) -> list[Task]:
         ctx = multiprocessing.get_context("spawn")
-        pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx)
-        pending: dict[Future, Task] = {}
+        units = _units(tasks)
+        pool = ProcessPoolExecutor(max_workers=min(workers, len(units)), mp_context=ctx)
+        pending: dict[Future, list[Task]] = {}
         broken: list[Task] = []
         try:
-            for t in tasks:
-                pending[pool.submit(t.fn, t.arg)] = t
+            # A unit (the static cells of one draft) is one call, so its tasks share the worker's Hub read cache.
+            for unit in units:
+                pending[pool.submit(_run_unit, [(t.fn, t.arg) for t in unit])] = unit
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in done:
-                    t = pending.pop(fut)
+                    unit = pending.pop(fut)
                     try:
-                        value = fut.result()
+                        values = fut.result()
                     except BrokenProcessPool:
-                        broken.append(t)
+                        broken += unit
                         continue
-                    except Exception as e:
-                        on_error(t.key, _message(e))
+                    except Exception as e:  # the unit's results could not come back (e.g. not picklable)
+                        for t in unit:
+                            on_error(t.key, _message(e))
                         continue
-                    on_result(t.key, value)
+                    for t, (ok, value) in zip(unit, values):
+                        if ok:
+                            on_result(t.key, value)
+                        else:
+                            on_error(t.key, value)
         except KeyboardInterrupt:
             for fut in pending:
                 fut.cancel()
