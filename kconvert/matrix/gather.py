@@ -255,8 +255,9 @@ def infer_target(entry: DraftEntry) -> dict[str, Any]:
 
 
 # Hub drafts resolved at once: each resolution is a few requests of small answers, waiting on the network. 8 is
-# huggingface_hub's own default for the files of one snapshot (`snapshot_download(max_workers=8)`); each of these
-# threads' snapshot_download fetches its few small files in turn under that same default.
+# huggingface_hub's own default for the files of one snapshot (`snapshot_download(max_workers=8)`). Each thread's
+# snapshot_download fetches its draft's small files (1-3 for a draft: config, index, model card) with its own
+# pool, so a few dozen requests at most are in flight, as when `hf download` fetches a repo of small files.
 HUB_RESOLVE_THREADS = 8
 
 
@@ -277,8 +278,14 @@ def _resolve_hub_entries(entries: list[DraftEntry], threads: int = HUB_RESOLVE_T
         return
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=min(threads, len(entries)), thread_name_prefix="kconvert-gather") as pool:
+    pool = ThreadPoolExecutor(max_workers=min(threads, len(entries)), thread_name_prefix="kconvert-gather")
+    try:
         list(pool.map(_resolve_one, entries))  # list(): re-raises what is not a draft's own error (a bug)
+    except BaseException:
+        # Ctrl-C (or a bug): the drafts not yet started are dropped rather than resolved before it takes effect
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
 
 
 def gather(drafts: list[str], *, from_file: str | None = None, search: str | None = None,
