@@ -16,35 +16,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from kconvert.matrix.executors import Task
-
-
-def _message(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
-
-
-def _units(tasks: Sequence[Task]) -> list[list[Task]]:
-    """Consecutive tasks of one `group` as one unit (one call in one worker); every other task alone."""
-    units: list[list[Task]] = []
-    for t in tasks:
-        if t.group is not None and units and units[-1][0].group == t.group:
-            units[-1].append(t)
-        else:
-            units.append([t])
-    return units
-
-
-def _run_unit(calls: list[tuple[Callable[[Any], dict[str, Any]], Any]]) -> list[tuple[bool, Any]]:
-    """In a worker: each call of a unit, one after another; (True, value) or (False, message) per call, so one
-    that raises leaves the others' results as they would be alone."""
-    out: list[tuple[bool, Any]] = []
-    for fn, arg in calls:
-        try:
-            out.append((True, fn(arg)))
-        except Exception as e:  # the contract: one bad task never stops the others
-            out.append((False, _message(e)))
-    return out
+from kconvert.matrix.executors import Task, run_unit, task_message, units
 
 
 class LocalExecutor:
@@ -70,7 +42,7 @@ class LocalExecutor:
             except KeyboardInterrupt:
                 raise
             except Exception as e:  # the contract: one bad task never stops the others
-                on_error(t.key, _message(e))
+                on_error(t.key, task_message(e))
                 continue
             on_result(t.key, value)
 
@@ -86,14 +58,14 @@ class LocalExecutor:
     @staticmethod
     def _pool_once(tasks, on_result, on_error, workers: int) -> list[Task]:
         ctx = multiprocessing.get_context("spawn")
-        units = _units(tasks)
-        pool = ProcessPoolExecutor(max_workers=min(workers, len(units)), mp_context=ctx)
+        todo = units(tasks)
+        pool = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx)
         pending: dict[Future, list[Task]] = {}
         broken: list[Task] = []
         try:
             # A unit (the static cells of one draft) is one call, so its tasks share the worker's Hub read cache.
-            for unit in units:
-                pending[pool.submit(_run_unit, [(t.fn, t.arg) for t in unit])] = unit
+            for unit in todo:
+                pending[pool.submit(run_unit, [(t.fn, t.arg) for t in unit])] = unit
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in done:
@@ -105,7 +77,7 @@ class LocalExecutor:
                         continue
                     except Exception as e:  # the unit's results could not come back (e.g. not picklable)
                         for t in unit:
-                            on_error(t.key, _message(e))
+                            on_error(t.key, task_message(e))
                         continue
                     for t, (ok, value) in zip(unit, values):
                         if ok:
