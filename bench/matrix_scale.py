@@ -10,10 +10,12 @@ in this run, on this machine, with the load average printed beside them.
 2. Cache: the same matrix with a cell cache file, then again: the rerun computes nothing.
 3. Hub: the same drafts served by the loopback Hub stand-in (tests/fake_hub_read.py) with an injected latency per
    request (default 50 ms), in a child process so HF_ENDPOINT is set before huggingface_hub is imported. Every
-   request is counted per phase (gathering: resolving each draft's commit and small files, in the driver, one
-   after another; cells: range reads of the headers and small tensors, on the workers), and each phase is set
-   against its bound: latency x requests / concurrency (1 for gathering, the workers for cells). Then a rerun
-   from the cell cache with a fresh HF cache.
+   request is counted per phase (gathering: resolving each draft's commit and small files, in the driver,
+   `HUB_RESOLVE_THREADS` drafts at a time; cells: range reads of the headers and small tensors, on the workers,
+   each process keeping what it read at a commit), and each phase is set against its bound: latency x requests
+   / concurrency (the resolving threads for gathering, the workers for cells). Then a rerun from the cell cache
+   with a fresh HF cache. Each run's document, less timings, is written to WORK/hub-RUN.doc.json (to compare
+   with another checkout's).
 4. Score: tiny real-weight checkpoints of one run (`runs/step-N`, tests/factories.py) against a trace built to
    follow one of them (tests/score_factories.py `consistent_trace`), sequential (1 worker) against Ray (2 CPUs),
    one torch thread per cell; documents compared less timings.
@@ -169,6 +171,7 @@ def static_part(drafts: list[str], work: Path) -> dict:
 def hub_child(args: argparse.Namespace) -> None:
     """Serve the drafts from the stand-in with latency, run the matrix over their Hub ids, print one JSON line."""
     import hashlib
+    import importlib
 
     import tests.fake_hub_read as fhr
 
@@ -234,10 +237,13 @@ def hub_child(args: argparse.Namespace) -> None:
             ex.close()
         r_gather = marks["after"] - marks["before"]
         r_cells = len(hub.requests) - start - r_gather
-        results = {"run": f"{kind}-{workers}", "workers": workers, "wall_s": wall,
+        # how many drafts gathering resolves at once (1 in a checkout from before it had threads)
+        threads = min(getattr(importlib.import_module("kconvert.matrix.gather"), "HUB_RESOLVE_THREADS", 1),
+                      len(repos))
+        results = {"run": f"{kind}-{workers}", "workers": workers, "wall_s": wall, "gather_threads": threads,
                    "gather_s": doc["timings"]["gather_s"], "cells_s": doc["timings"]["cells_s"],
                    "cells": len(doc["cells"]), "computed": doc["timings"]["computed"], "requests_gather": r_gather,
-                   "requests_cells": r_cells, "bound_gather_s": latency * r_gather,
+                   "requests_cells": r_cells, "bound_gather_s": latency * r_gather / threads,
                    "bound_cells_s": latency * r_cells / workers, "load": load(),
                    "errors": sum(1 for c in doc["cells"] if c["state"] == "error"),
                    "doc": without_timings(doc)}
@@ -256,6 +262,7 @@ def hub_part(work: Path, drafts: list[str], args: argparse.Namespace) -> list[di
             raise SystemExit(f"hub child failed ({p.returncode}):\n{p.stderr[-3000:]}")
         r = json.loads(line[2:])
         doc = r.pop("doc")
+        (work / f"hub-{r['run']}.doc.json").write_text(json.dumps(doc, indent=1, sort_keys=True))
         base = base or doc
         r["identical"] = doc == base
         results.append(r)
@@ -263,7 +270,7 @@ def hub_part(work: Path, drafts: list[str], args: argparse.Namespace) -> list[di
                  f"{r['bound_cells_s']:.1f} s: {r['cells_s'] / r['bound_cells_s']:.2f}x)" if r["requests_cells"]
                  else f"cells {r['cells_s']:.2f} s, no request")
         print(f"hub {r['run']}: {r['cells']} cells ({r['computed']} computed), {r['wall_s']:.1f} s wall; gather "
-              f"{r['gather_s']:.1f} s for {r['requests_gather']} requests, one draft after another (bound "
+              f"{r['gather_s']:.1f} s for {r['requests_gather']} requests, {r['gather_threads']} drafts at once (bound "
               f"{r['bound_gather_s']:.1f} s: {r['gather_s'] / max(r['bound_gather_s'], 1e-9):.2f}x); {cells}; "
               f"errors {r['errors']}; identical {r['identical']}  load {r['load']}", flush=True)
     return results

@@ -16,7 +16,9 @@ Hub. It answers the requests huggingface_hub 2.4 makes for `snapshot_download(re
   httpx drops the Authorization header on the redirect, as with the real CDN.
 
 Every request is recorded (method, path, Range header, Authorization, status, body bytes actually written), so a
-test can assert what was read. `fault(request) -> mode | None` makes the storage misbehave on chosen range
+test can assert what was read; `max_in_flight` is the most requests it held at once in the `latency` seconds it
+waits before each answer (a client that waits for each answer before asking again never shows more than one). `push(repo, folder)` moves the repo's `main` to a
+new commit holding that folder's files; the earlier commits stay readable by their sha, as on the Hub. `fault(request) -> mode | None` makes the storage misbehave on chosen range
 requests: "short" / "long" (206 with one byte fewer / more than asked, Content-Range still claiming the asked
 range), "full200" (ignores Range: 200 and the whole file), "wrong_range" (206 for another range), "500".
 """
@@ -27,6 +29,7 @@ import json
 import re
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -80,18 +83,16 @@ class _Server(ThreadingHTTPServer):
 
 
 class FakeReadHub:
-    def __init__(self, repos: dict[str, Path], *, fault: Callable[[Req], str | None] | None = None):
+    def __init__(self, repos: dict[str, Path], *, fault: Callable[[Req], str | None] | None = None,
+                 latency: float = 0.0):
         self.requests: list[Req] = []
         self.fault = fault
+        self.latency = latency
+        self.in_flight = self.max_in_flight = 0
         self.repos: dict[str, tuple[str, dict[str, RepoFile]]] = {}
+        self.history: dict[str, dict[str, dict[str, RepoFile]]] = {}  # repo -> earlier commit -> its files
         for repo_id, folder in repos.items():
-            files = {}
-            for p in sorted(Path(folder).rglob("*")):
-                if p.is_file():
-                    rel = p.relative_to(folder).as_posix()
-                    sha, sha1 = _digests(p)
-                    files[rel] = RepoFile(rel, p, p.stat().st_size, sha, sha1)
-            self.repos[repo_id] = (hashlib.sha1(repo_id.encode()).hexdigest(), files)
+            self.repos[repo_id] = (hashlib.sha1(repo_id.encode()).hexdigest(), self._scan(folder))
         self.blobs = {f.sha256: f for _, files in self.repos.values() for f in files.values()}
         self._lock = threading.Lock()
         self.hub = _Server(("127.0.0.1", 0), self._handler("hub"))
@@ -110,8 +111,29 @@ class FakeReadHub:
             s.shutdown()
             s.server_close()
 
+    @staticmethod
+    def _scan(folder: Path) -> dict[str, RepoFile]:
+        files = {}
+        for p in sorted(Path(folder).rglob("*")):
+            if p.is_file():
+                rel = p.relative_to(folder).as_posix()
+                sha, sha1 = _digests(p)
+                files[rel] = RepoFile(rel, p, p.stat().st_size, sha, sha1)
+        return files
+
     def commit(self, repo_id: str) -> str:
         return self.repos[repo_id][0]
+
+    def push(self, repo_id: str, folder: Path) -> str:
+        """`main` of `repo_id` moves to a new commit holding `folder`'s files; returns the new commit sha."""
+        files = self._scan(folder)
+        with self._lock:
+            old, old_files = self.repos[repo_id]
+            self.history.setdefault(repo_id, {})[old] = old_files
+            commit = hashlib.sha1(f"{repo_id}\0{old}".encode()).hexdigest()
+            self.repos[repo_id] = (commit, files)
+            self.blobs.update({f.sha256: f for f in files.values()})
+        return commit
 
     def file_requests(self, name: str) -> list[Req]:
         """Every request for one repo file, on the Hub (resolve) and on the storage (by its blob)."""
@@ -176,6 +198,20 @@ class FakeReadHub:
                 self._route()
 
             def _route(self):
+                # Counted while waiting, before any answer: a client that waits for each answer before its next
+                # request is never counted twice, however the server's threads are scheduled after answering.
+                with hub._lock:
+                    hub.in_flight += 1
+                    hub.max_in_flight = max(hub.max_in_flight, hub.in_flight)
+                try:
+                    if hub.latency:
+                        time.sleep(hub.latency)  # a round trip to a distant Hub, before anything is answered
+                finally:
+                    with hub._lock:
+                        hub.in_flight -= 1
+                self._answer()
+
+            def _answer(self):
                 req = self._record()
                 if server == "cdn":
                     return self._cdn(req)
@@ -208,6 +244,8 @@ class FakeReadHub:
                     self._json(req, 401, {"error": "Repository not found"}, {"X-Error-Code": "RepoNotFound"})
                     return None
                 commit, files = hub.repos[repo_id]
+                if rev in hub.history.get(repo_id, {}):
+                    return rev, hub.history[repo_id][rev]
                 if rev not in ("main", commit):
                     self._json(req, 404, {"error": "Invalid rev id"}, {"X-Error-Code": "RevisionNotFound"})
                     return None

@@ -84,3 +84,10 @@ def gpus_assigned(_: Any) -> dict[str, Any]:
     import ray
 
     return {"ids": sorted(str(i) for i in ray.get_gpu_ids()), "cuda": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
+
+def pid_cell(spec: CellSpec | str) -> dict[str, Any]:
+    """The cell with the pid of the worker that ran it (a group's tasks share one); "bad" raises."""
+    if spec == "bad":
+        raise ValueError("a cell that raised")
+    return {**cell(spec), "pid": os.getpid()}  # type: ignore[arg-type]

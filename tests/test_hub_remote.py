@@ -1,5 +1,5 @@
-"""`kconvert inspect org/name` on a Hub draft whose weights are not in the cache: tensor headers come from
-huggingface_hub's safetensors-metadata API and the small tensors (d2t, t2d, norms) are read by HTTP range requests,
+"""`kconvert inspect org/name` on a Hub draft whose weights are not in the cache: tensor headers and the small
+tensors (d2t, t2d, norms) are read by HTTP range requests,
 so the draft is checked like a local folder without downloading its weights.
 
 This machine cannot reach the Hub, so the tests start `FakeReadHub` (tests/fake_hub_read.py): an HTTP server on
@@ -25,7 +25,7 @@ from tests.fake_hub_read import FakeReadHub, Req, hub_read_env
 
 ROOT = Path(__file__).resolve().parent.parent
 REPO = "acme/eagle3-draft"
-METADATA_RANGE = "bytes=0-100000"  # huggingface_hub's own first read of a header (get_safetensors_metadata)
+METADATA_RANGE = "bytes=0-100000"  # the first read of a header (as huggingface_hub's get_safetensors_metadata)
 BIG = (32768, 1024)  # a 64 MB bf16 tensor left as a hole of a sparse file: the weights no inspect should fetch
 
 
@@ -87,8 +87,8 @@ def test_uncached_hub_draft_is_checked_like_the_local_folder(tmp_path, shards):
         reqs = hub.file_requests(p.name)
         gets = [q for q in reqs if q.method == "GET"]
         assert gets and all(q.range for q in gets), [(q.method, q.range) for q in reqs]  # only Range requests
-        # Beyond huggingface_hub's own first read of the header (100 kB, here the whole of a small shard),
-        # kconvert reads the header length and the small tensors: far less than the file.
+        # Beyond the first read of the header (100 kB: its length, the header, the file size), kconvert reads
+        # the small tensors: far less than the file.
         served = sum(q.sent for q in reqs if q.range != METADATA_RANGE)
         assert served < p.stat().st_size // 50, (p.name, served, p.stat().st_size)
         # The storage (another origin, as the Hub's CDN) never receives the token.
@@ -114,10 +114,10 @@ def test_uncached_hub_draft_is_checked_like_the_local_folder(tmp_path, shards):
 
 
 def _fault(mode: str, scope: str):
-    """Misbehave on kconvert's range reads only (huggingface_hub's own header read is answered properly):
-    scope "all" from the 8-byte header-length read on, "tensors" only on the tensor reads after it."""
+    """Misbehave on the range reads: scope "all" from the first read of the header on, "tensors" only on the
+    tensor reads after it."""
     def fault(req: Req) -> str | None:
-        if req.range == METADATA_RANGE or (scope == "tensors" and req.range == "bytes=0-7"):
+        if scope == "tensors" and req.range == METADATA_RANGE:
             return None
         return mode
     return fault
@@ -126,8 +126,8 @@ def _fault(mode: str, scope: str):
 @pytest.mark.parametrize("mode,scope,message", [
     ("short", "tensors", "the Hub sent 1023 bytes for bytes"),
     ("long", "tensors", "the Hub sent more than"),
-    ("wrong_range", "all", "the Hub answered bytes 0-7 with Content-Range 'bytes 1-8/"),
-    ("full200", "all", "the Hub ignored the range request for bytes 0-7 (status 200"),
+    ("wrong_range", "all", "the Hub answered bytes 0-100000 with Content-Range 'bytes 1-100001/"),
+    ("full200", "all", "the Hub ignored the range request for bytes 0-100000 (status 200"),
     ("500", "tensors", "from the Hub failed"),
 ])
 def test_a_bad_range_answer_stops_inspect_with_one_line(tmp_path, mode, scope, message):
@@ -148,7 +148,7 @@ def test_a_bad_range_answer_stops_inspect_with_one_line(tmp_path, mode, scope, m
 
 
 def test_hub_failing_the_header_read_is_one_line(tmp_path):
-    """huggingface_hub's own header read failing (its multi-line HTTP error) is one line too."""
+    """The header read failing (huggingface_hub's multi-line HTTP error) is one line too."""
     draft = absolute_d2t_draft(tmp_path / "draft")
     with FakeReadHub({REPO: draft}, fault=lambda req: "500" if req.range == METADATA_RANGE else None) as hub:
         r = inspect(REPO, hub_read_env(hub, tmp_path / "hf_home"))
@@ -178,7 +178,19 @@ class _Answer:
     (200, {"Content-Length": "8"}, 0, 8, 8),  # the whole file is exactly the asked bytes
 ])
 def test_range_answers_that_are_accepted(status, headers, start, want, size):
-    assert HubRangeReader._check_answer("f.safetensors", "span", start, want, _Answer(status, headers)) == size
+    assert HubRangeReader._check_answer("f.safetensors", "span", start, want, _Answer(status, headers)) == (want, size)
+
+
+@pytest.mark.parametrize("status,headers,got", [
+    (206, {"Content-Range": "bytes 0-4095/4096"}, (4096, 4096)),  # the file ends before the asked span
+    (200, {"Content-Length": "4096"}, (4096, 4096)),  # Range ignored, but the whole file is within the span
+])
+def test_a_first_read_past_the_end_of_a_small_file_is_accepted(status, headers, got):
+    """The first read of a header asks for 100 kB: a smaller file answers with what it has, and says so."""
+    assert HubRangeReader._check_answer("f.safetensors", "span", 0, 100_001, _Answer(status, headers),
+                                        to_end=True) == got
+    with pytest.raises(HeaderError):  # without `to_end` (a tensor's span) a short answer is refused
+        HubRangeReader._check_answer("f.safetensors", "span", 0, 100_001, _Answer(status, headers))
 
 
 @pytest.mark.parametrize("status,headers,start,want", [

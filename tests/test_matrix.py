@@ -304,6 +304,27 @@ def test_the_local_executor_keeps_the_contract_errors_are_reported_never_raised(
         assert "worker process died" in errors["die"]
 
 
+def _pid(arg):
+    return {**_boom(arg), "pid": os.getpid()}
+
+
+def test_a_group_runs_in_one_worker_and_each_of_its_tasks_keeps_its_own_result_or_error():
+    """The static cells of one draft are a group (they share the worker's Hub read cache): each still gets its
+    own result or error, and a worker dying under a group costs only the task that kills it."""
+    def run(args: dict[str, str]) -> tuple[dict, dict]:
+        got, errors = {}, {}
+        tasks = [Task(key=k, fn=_pid, arg=a, group=k[0]) for k, a in args.items()]
+        LocalExecutor(2).run(tasks, on_result=got.__setitem__, on_error=errors.__setitem__)
+        return got, errors
+
+    got, errors = run({"x0": "x0", "x1": "bad", "x2": "x2", "y0": "y0", "y1": "y1", "y2": "y2"})
+    assert set(got) == {"x0", "x2", "y0", "y1", "y2"} and errors == {"x1": "ValueError: a cell that raised"}
+    assert got["x0"]["pid"] == got["x2"]["pid"] and got["y0"]["pid"] == got["y1"]["pid"] == got["y2"]["pid"]
+    # a death breaks the pool (whatever ran in it is run again, each task alone): only the killer is an error
+    got, errors = run({"x0": "x0", "x1": "x1", "z0": "z0", "z1": "die", "z2": "z2"})
+    assert set(got) == {"x0", "x1", "z0", "z2"} and list(errors) == ["z1"] and "worker process died" in errors["z1"]
+
+
 def test_on_keyboard_interrupt_the_executor_re_raises_after_what_was_delivered():
     got = {}
     tasks = [Task(key=k, fn=_boom, arg=k) for k in ("a", "stop", "b")]

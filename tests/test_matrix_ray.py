@@ -74,6 +74,20 @@ def test_a_cell_that_raises_is_an_error_and_the_others_complete(ray_session):
     assert errors == {"3": f"{type(raised.value).__name__}: {raised.value}"}
 
 
+def test_a_group_is_one_ray_task_and_each_of_its_cells_keeps_its_own_result(ray_session):
+    """A draft's static cells (one `group`) run in one worker, so they share its Hub read cache; the results are
+    the cells' own, and one that raises is that cell's error only."""
+    specs = matrix_tasks.specs()[:4]  # the four rows of one draft
+    tasks = [Task(key=f"g{i}", fn=matrix_tasks.pid_cell, arg=s, group="draft") for i, s in enumerate(specs)]
+    tasks += [Task(key="h0", fn=matrix_tasks.pid_cell, arg=specs[0], group="other"),
+              Task(key="h1", fn=matrix_tasks.pid_cell, arg="bad", group="other")]
+    results, errors = collect(RayExecutor(), tasks)
+    assert errors == {"h1": "ValueError: a cell that raised"}
+    assert len({results[f"g{i}"]["pid"] for i in range(4)}) == 1
+    for i, s in enumerate(specs):
+        assert {k: v for k, v in results[f"g{i}"].items() if k != "pid"} == matrix_tasks.cell(s)
+
+
 def _kill_first_pid(pidfile: Path, killed: list[int]) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

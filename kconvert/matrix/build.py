@@ -202,7 +202,9 @@ def run_matrix(req: MatrixRequest, *, executor: Any = None, cache: CellCache | N
             if on_cell:
                 on_cell(results[key])
         else:
-            todo.append(Task(key=key, fn=CELL_FUNCTIONS[s.kind], arg=s, resources=_resources(s)))
+            # a draft's static cells in one worker: the first reads the draft, the other rows reuse what it read
+            group = f"static:{s.draft}" if s.kind == "static" else None
+            todo.append(Task(key=key, fn=CELL_FUNCTIONS[s.kind], arg=s, resources=_resources(s), group=group))
 
     def got(key: str, value: dict[str, Any]) -> None:
         value = {**value, "cached": False}

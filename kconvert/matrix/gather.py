@@ -254,6 +254,40 @@ def infer_target(entry: DraftEntry) -> dict[str, Any]:
     return {"id": tid, "state": "inferred", "evidence": evidence}
 
 
+# Hub drafts resolved at once: each resolution is a few requests of small answers, waiting on the network. 8 is
+# huggingface_hub's own default for the files of one snapshot (`snapshot_download(max_workers=8)`). Each thread's
+# snapshot_download fetches its draft's small files (1-3 for a draft: config, index, model card) with its own
+# pool, so a few dozen requests at most are in flight, as when `hf download` fetches a repo of small files.
+HUB_RESOLVE_THREADS = 8
+
+
+def _resolve_one(e: DraftEntry) -> None:
+    try:
+        e.revision, e.folder = resolve_hub(e.draft)
+    except KConvertError as err:
+        e.error = err.message
+    except OSError as err:
+        e.error = f"{e.draft}: cannot read: {err.strerror or err}"
+
+
+def _resolve_hub_entries(entries: list[DraftEntry], threads: int = HUB_RESOLVE_THREADS) -> None:
+    """Each Hub draft's commit and small files, up to `threads` drafts at a time; an error stays its draft's."""
+    if len(entries) <= 1 or threads <= 1:
+        for e in entries:
+            _resolve_one(e)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=min(threads, len(entries)), thread_name_prefix="kconvert-gather")
+    try:
+        list(pool.map(_resolve_one, entries))  # list(): re-raises what is not a draft's own error (a bug)
+    except BaseException:
+        # Ctrl-C (or a bug): the drafts not yet started are dropped rather than resolved before it takes effect
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+
+
 def gather(drafts: list[str], *, from_file: str | None = None, search: str | None = None,
            author: str | None = None, target: str | None = None, hub_limit: int = HUB_LIMIT,
            api: Any = None) -> list[DraftEntry]:
@@ -269,6 +303,7 @@ def gather(drafts: list[str], *, from_file: str | None = None, search: str | Non
     from kconvert.source.hub import is_hub_id
 
     entries = []
+    hub_entries: list[DraftEntry] = []
     for ref, col_target in refs:
         e = DraftEntry(draft=ref, given_target=target or col_target, step=step_of(ref))
         p = Path(ref).expanduser()
@@ -278,19 +313,21 @@ def gather(drafts: list[str], *, from_file: str | None = None, search: str | Non
                 e.revision = local_digest(p)
             elif not p.exists() and is_hub_id(ref) and not ref.startswith((".", "/", "~")):
                 e.source = "hub"
-                e.revision, e.folder = resolve_hub(ref)
+                hub_entries.append(e)  # resolved below, several at once
             else:
                 e.error = f"{ref}: no such folder" if not p.exists() else f"{ref}: not a folder"
         except KConvertError as err:
             e.error = err.message
         except OSError as err:
             e.error = f"{ref}: cannot read: {err.strerror or err}"
+        entries.append(e)
+    _resolve_hub_entries(hub_entries)
+    for e in entries:
         if e.given_target:
             e.target = {"id": e.given_target, "state": "given",
                         "evidence": ["--target" if target else "--from FILE's second column"]}
         else:
             e.target = infer_target(e)
-        entries.append(e)
     return order_by_step(entries)
 
 

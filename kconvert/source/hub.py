@@ -1,15 +1,18 @@
 """Hub ids (`org/name[@revision]`) through huggingface_hub: its cache, HF_TOKEN and HF_HUB_OFFLINE.
 
 Only config/index/tokenizer JSON files are downloaded. Tensor headers come from the cache when the
-safetensors files are already there (e.g. after a `hf download`), else from huggingface_hub's
-safetensors-metadata API, which fetches the headers by HTTP range requests and never the weights. In the
-latter case the small tensors the rules decode (d2t, t2d, norms: at most `MAX_SMALL_TENSOR_BYTES` each) are
-read by HTTP range requests too (`HubRangeReader`), so an uncached draft is checked like a local one.
+safetensors files are already there (e.g. after a `hf download`), else by HTTP range requests of each file's
+first bytes (`HubRangeReader.header`), never the weights. In the latter case the small tensors the rules decode
+(d2t, t2d, norms: at most `MAX_SMALL_TENSOR_BYTES` each) are read by HTTP range requests too, so an uncached
+draft is checked like a local one. What is read at a resolved commit is kept for the process (`READ_CACHE`): the
+engine rows of one draft in a `kconvert matrix` read it once.
 """
 from __future__ import annotations
 
 import re
 import sys
+import threading
+from collections import OrderedDict
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -27,7 +30,12 @@ from kconvert.source.checkpoint import (
     read_index,
 )
 from kconvert.source.names import INDEX_NAME, SAFETENSORS_SUFFIX
-from kconvert.source.safetensors_header import check_relative_path, header_length, parse_header_json
+from kconvert.source.safetensors_header import (
+    check_relative_path,
+    header_length,
+    parse_header_bytes,
+    parse_header_json,
+)
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}(@[A-Za-z0-9._/-]{1,200})?$")
 
@@ -36,6 +44,11 @@ SMALL_FILE_PATTERNS = ["*.json", "*.md", "*.txt", "*.jinja", "*.model", "*.tikto
 # A failing range read is retried a little (429, 5xx, network errors), then inspect stops with one line.
 RANGE_RETRIES = 2
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
+# The first read of a safetensors file: its 8-byte header length, the file size (Content-Range) and, for all but
+# huge headers, the whole header in one request. 100 kB as huggingface_hub's parse_safetensors_file_metadata asks.
+FIRST_READ = 100_001
+SINGLE_FILE = "model.safetensors"  # what huggingface_hub's get_safetensors_metadata looks for without an index
+_COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
 
 
 def is_hub_id(ref: str) -> bool:
@@ -125,6 +138,49 @@ def _weights_cached(ckpt: Checkpoint, folder: Path, index: dict[str, str] | None
 
 def _load_remote_tensors(ckpt: Checkpoint, ref: str, folder: Path, repo_cache: Path,
                          index: dict[str, str] | None, prefetch: Prefetch | None) -> None:
+    assert ckpt.repo_id is not None and ckpt.commit is not None
+    reader = HubRangeReader.create(ref, ckpt.repo_id, ckpt.commit)
+    if reader is None:
+        _load_remote_headers_only(ckpt, ref, folder, repo_cache, index)
+        return
+    # The files get_safetensors_metadata reads: the index's shards, else model.safetensors. Read here by our own
+    # range reads rather than through it: its first read (bytes 0-100000) holds the header length and the file
+    # size, which it throws away (one more request per file to learn them), it keeps whatever body comes back
+    # (a server ignoring Range would have it hold a whole shard in memory), and a HEAD precedes every file.
+    # Where both exist the index is used, as for a local folder (`load_folder`).
+    placed: dict[str, str] = {}
+    for fname in sorted(set(index.values())) if index is not None else [SINGLE_FILE]:
+        # Names come from the repository's index: the same path rules as for a local folder.
+        check_relative_path(folder, fname, fname, allowed_root=repo_cache)
+        got = reader.header(fname, missing_ok=index is None)
+        if got is None:  # huggingface_hub's NotASafetensorsRepoError, in its words
+            raise InputError(f"{ref}: NotASafetensorsRepoError: '{ckpt.repo_id}' is not a safetensors repo. "
+                             f"Couldn't find '{INDEX_NAME}' or '{SINGLE_FILE}' files.")
+        raw, size = got
+        h = parse_header_bytes(fname, raw, file_size=size)
+        add_tensors(ckpt, fname, h.tensors, placed, sharded=index is not None)
+        ckpt.shard_metadata[fname] = dict(h.metadata)
+        ckpt.files[fname] = FileEntry(fname, size)
+    if index is not None:
+        check_placement(index, placed)  # as load_tensors checks a local sharded checkpoint
+        ckpt.index = dict(index)
+
+    # A small tensor read when a rule first uses it goes through `Context.array`, which treats a read error as "not
+    # readable here" and skips the check: a failing or lying server would then silently skip the check of d2t, the
+    # very defect this path exists to catch. Read up front, a bad answer stops here with one line instead.
+    for name in prefetch(sorted(ckpt.tensors)) if prefetch else ():
+        info = ckpt.tensors[name]
+        if 0 < info.nbytes <= MAX_SMALL_TENSOR_BYTES:
+            reader.prefetch(info.file, info.start, info.end)
+    ckpt.remote_reader = reader
+    ckpt.notes.append("tensor headers read from the Hub; small tensors (d2t, t2d, norms) are read by HTTP range "
+                      "requests, the weights were not downloaded")
+
+
+def _load_remote_headers_only(ckpt: Checkpoint, ref: str, folder: Path, repo_cache: Path,
+                              index: dict[str, str] | None) -> None:
+    """An older, requests-based huggingface_hub (no streamed HTTP helper): the headers through its
+    safetensors-metadata API, offsets relative to the data section, no small tensors."""
     # deferred: huggingface_hub is ~35-120 ms of imports; only a Hub id needs it (a local draft never does)
     from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError
@@ -136,44 +192,75 @@ def _load_remote_tensors(ckpt: Checkpoint, ref: str, folder: Path, repo_cache: P
         raise InputError(f"{ref}: could not read safetensors headers from the Hub: {one_line(e)}") from None
     except Exception as e:  # NotASafetensorsRepoError / SafetensorsParsingError live in errors too
         raise InputError(f"{ref}: {type(e).__name__}: {one_line(e)}") from None
-
-    reader = HubRangeReader.create(ref, ckpt.repo_id, ckpt.commit)
     placed: dict[str, str] = {}
     for fname, fmeta in sorted(meta.files_metadata.items()):
-        # Names come from the repository's index: the same path rules as for a local folder.
         check_relative_path(folder, fname, fname, allowed_root=repo_cache)
         header = {name: {"dtype": t.dtype, "shape": list(t.shape), "data_offsets": list(t.data_offsets)}
                   for name, t in fmeta.tensors.items()}
-        if reader is not None:
-            # The metadata API gives offsets relative to the data section and not the header length: one
-            # 8-byte range read per file learns it (and the file size, from Content-Range), so the offsets
-            # become absolute and are checked against the file's end, as for a local file.
-            header_len, size = reader.header_length(fname)
-            h = parse_header_json(fname, header, data_start=8 + header_len, file_size=size)
-        else:
-            size = None
-            h = parse_header_json(fname, header, data_start=0, file_size=None)
+        h = parse_header_json(fname, header, data_start=0, file_size=None)
         add_tensors(ckpt, fname, h.tensors, placed, sharded=index is not None)
         ckpt.shard_metadata[fname] = dict(fmeta.metadata or {})
-        ckpt.files[fname] = FileEntry(fname, size)
+        ckpt.files[fname] = FileEntry(fname, None)
     if meta.sharded and index is not None:
-        check_placement(index, placed)  # as load_tensors checks a local sharded checkpoint
+        check_placement(index, placed)
         ckpt.index = dict(index)
+    ckpt.notes.append("tensor headers read from the Hub; small tensors (d2t, t2d, norms) were not downloaded "
+                      "(this huggingface_hub has no streamed HTTP helper for range reads; upgrade it)")
 
-    if reader is None:
-        ckpt.notes.append("tensor headers read from the Hub; small tensors (d2t, t2d, norms) were not downloaded "
-                          "(this huggingface_hub has no streamed HTTP helper for range reads; upgrade it)")
-        return
-    # A small tensor read when a rule first uses it goes through `Context.array`, which treats a read error as "not
-    # readable here" and skips the check: a failing or lying server would then silently skip the check of d2t, the
-    # very defect this path exists to catch. Read up front, a bad answer stops here with one line instead.
-    for name in prefetch(sorted(ckpt.tensors)) if prefetch else ():
-        info = ckpt.tensors[name]
-        if 0 < info.nbytes <= MAX_SMALL_TENSOR_BYTES:
-            reader.prefetch(info.file, info.start, info.end)
-    ckpt.remote_reader = reader
-    ckpt.notes.append("tensor headers read from the Hub; small tensors (d2t, t2d, norms) are read by HTTP range "
-                      "requests, the weights were not downloaded")
+
+class ReadCache:
+    """Bytes read by range from the Hub at a resolved commit, kept for the process: (file URL, start, end) ->
+    (bytes, file size). The URL names the endpoint, the repository, the commit sha and the file; only a 40-hex
+    commit is ever a key (a branch or tag names different bytes once it moves), so what is kept never goes stale.
+
+    Bounded by `budget` bytes, least recently used first out; an answer larger than a quarter of the budget is
+    not kept (it would push out everything else). 64 MiB: a matrix runs a draft's engine rows one after another,
+    so the working set is the draft being read, ~0.5 MB for a Kimi-K2.5-shaped draft (the 100 kB first read of
+    each shard, d2t 256 kB, t2d 160 kB, the norms); 64 MiB keeps a hundred such drafts, which covers a pool
+    worker's recent drafts in any order the executor hands them out, and stays small beside a worker's imports.
+    Thread-safe (inspect itself reads from one thread; a library caller may use several)."""
+
+    def __init__(self, budget: int = 64 * 1024 * 1024):
+        self.budget = budget
+        self.size = 0
+        self.hits = self.misses = 0
+        self._items: OrderedDict[tuple[str, int, int], tuple[bytes, int | None]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, int, int]) -> tuple[bytes, int | None] | None:
+        with self._lock:
+            got = self._items.get(key)
+            if got is None:
+                self.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return got
+
+    def put(self, key: tuple[str, int, int], value: tuple[bytes, int | None]) -> None:
+        n = len(value[0])
+        if n > self.budget // 4:
+            return
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self.size -= len(old[0])
+            self._items[key] = value
+            self.size += n
+            while self.size > self.budget:
+                _, dropped = self._items.popitem(last=False)
+                self.size -= len(dropped[0])
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.size = self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+READ_CACHE = ReadCache()
 
 
 def transport_errors() -> tuple[type[BaseException], ...]:
@@ -218,12 +305,23 @@ class HubRangeReader:
             return None
         return cls(ref, repo_id, commit, http_stream_backoff)
 
-    def header_length(self, file: str) -> tuple[int, int | None]:
-        """The header length (the file's first 8 bytes, little-endian u64) and the file size when known."""
-        raw, size = self._get(file, 0, 8)
-        n = header_length(file, raw, size)
+    def header(self, file: str, *, missing_ok: bool = False) -> tuple[bytes, int | None] | None:
+        """The header JSON bytes of `file` and its size when known, from the first `FIRST_READ` bytes (one request
+        that holds the 8-byte header length too) and, only when the header is longer, one more range read of the
+        rest. None when `missing_ok` and the file is not in the repository."""
+        got = self._get(file, 0, FIRST_READ, to_end=True, missing_ok=missing_ok, what="safetensors headers")
+        if got is None:
+            return None
+        first, size = got
+        if len(first) < 8:
+            raise HeaderError(file, f"file is {len(first)} bytes, too short for a safetensors header")
+        n = header_length(file, first[:8], size)
+        if 8 + n <= len(first):
+            raw = first[8:8 + n]
+        else:
+            raw = self._get(file, 8, 8 + n, what="safetensors headers")[0]  # type: ignore[index]
         self.sizes[file] = size
-        return n, size
+        return raw, size
 
     def prefetch(self, file: str, start: int, end: int) -> None:
         self._cache[(file, start, end)] = self(file, start, end)
@@ -241,18 +339,36 @@ class HubRangeReader:
             raise InputError(f"{file}: {end - start} bytes is more than inspect reads")
         if end == start:
             return b""
-        return self._get(file, start, end)[0]
+        return self._get(file, start, end)[0]  # type: ignore[index]
 
-    def _get(self, file: str, start: int, end: int) -> tuple[bytes, int | None]:
-        """GET bytes [start, end) of `file`; returns them and the file's size when the answer tells it."""
+    def _get(self, file: str, start: int, end: int, *, to_end: bool = False, missing_ok: bool = False,
+             what: str = "") -> tuple[bytes, int | None] | None:
+        """GET bytes [start, end) of `file`; returns them and the file's size when the answer tells it. `to_end`:
+        a file that ends before `end` answers with the bytes up to its end. Answers at a commit sha come from
+        and go to `READ_CACHE`."""
         # deferred: huggingface_hub is ~35-120 ms of imports; only a Hub id needs it (a local draft never does)
-        from huggingface_hub import constants, hf_hub_url
-        from huggingface_hub.errors import HfHubHTTPError
+        from huggingface_hub import hf_hub_url
+
+        url = hf_hub_url(self.repo_id, file, revision=self.commit)
+        key = (url, start, end)
+        pinned = bool(_COMMIT_SHA.fullmatch(self.commit))
+        if pinned:
+            hit = READ_CACHE.get(key)
+            if hit is not None:
+                return hit
+        got = self._fetch(url, file, start, end, to_end=to_end, missing_ok=missing_ok, what=what)
+        if got is not None and pinned:
+            READ_CACHE.put(key, got)
+        return got
+
+    def _fetch(self, url: str, file: str, start: int, end: int, *, to_end: bool, missing_ok: bool,
+               what: str) -> tuple[bytes, int | None] | None:
+        from huggingface_hub import constants
+        from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
         from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
 
         want = end - start
         span = f"bytes {start}-{end - 1}"
-        url = hf_hub_url(self.repo_id, file, revision=self.commit)
         # identity: a compressed body would make Content-Length/Content-Range describe other bytes than these.
         headers = {**build_hf_headers(), "Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"}
         data = bytearray()
@@ -260,34 +376,49 @@ class HubRangeReader:
             with self._stream("GET", url, headers=headers, timeout=constants.HF_HUB_DOWNLOAD_TIMEOUT,
                               max_retries=RANGE_RETRIES, base_wait_time=0.5, max_wait_time=4) as r:
                 hf_raise_for_status(r)
-                size = self._check_answer(file, span, start, want, r)
+                want, size = self._check_answer(file, span, start, want, r, to_end=to_end)
                 for chunk in r.iter_bytes():
                     data += chunk
                     if len(data) > want:
                         break  # never read on past the asked bytes: leaving the block closes the connection
         except KConvertError:
             raise
+        except EntryNotFoundError:
+            if missing_ok:
+                return None
+            raise InputError(f"{self.ref}: {file} is not in the repository at {self.commit}") from None
         except (HfHubHTTPError, OSError, *self._errors) as e:
-            raise InputError(f"{self.ref}: reading {file} ({span}) from the Hub failed: {one_line(e)}") from None
+            lead = f"could not read {what} from the Hub: {file} ({span})" if what else \
+                f"reading {file} ({span}) from the Hub failed"
+            raise InputError(f"{self.ref}: {lead}: {one_line(e)}") from None
         if len(data) != want:
             got = f"more than {want}" if len(data) > want else str(len(data))
             raise HeaderError(file, f"the Hub sent {got} bytes for {span} ({want} asked)")
         return bytes(data), size
 
     @staticmethod
-    def _check_answer(file: str, span: str, start: int, want: int, r: Any) -> int | None:
-        """Status and headers of a range answer, checked before reading its body; returns the file size."""
+    def _check_answer(file: str, span: str, start: int, want: int, r: Any, *,
+                      to_end: bool = False) -> tuple[int, int | None]:
+        """Status and headers of a range answer, checked before reading its body; returns the number of bytes the
+        body must hold (`want`, or with `to_end` fewer when the file ends first) and the file size when known."""
         if r.status_code == 206:
             cr = r.headers.get("Content-Range") or ""
             m = _CONTENT_RANGE.fullmatch(cr.strip())
-            if m is None or (int(m[1]), int(m[2])) != (start, start + want - 1):
-                raise HeaderError(file, f"the Hub answered {span} with Content-Range {cr!r}")
-            return None if m[3] == "*" else int(m[3])
+            total = None if m is None or m[3] == "*" else int(m[3])
+            if m is not None and (int(m[1]), int(m[2])) == (start, start + want - 1):
+                return want, total
+            # a file shorter than the asked span: the storage answers its bytes up to the end, and says so
+            if (to_end and m is not None and total is not None and int(m[1]) == start
+                    and start <= int(m[2]) == total - 1 < start + want - 1):
+                return total - start, total
+            raise HeaderError(file, f"the Hub answered {span} with Content-Range {cr!r}")
         if r.status_code == 200:
-            # The server ignored Range and sends the whole file: usable only if the whole file is the asked bytes.
+            # The server ignored Range and sends the whole file: usable only if the whole file is the asked bytes
+            # (or, with `to_end`, no more than them).
             length = r.headers.get("Content-Length")
-            if start != 0 or length is None or not length.isdigit() or int(length) != want:
+            n = int(length) if length is not None and length.isdigit() else None
+            if start != 0 or n is None or not (n == want or (to_end and n < want)):
                 raise HeaderError(file, f"the Hub ignored the range request for {span} (status 200 with "
                                         f"{length or 'an unknown number of'} bytes); the whole file is not read")
-            return want
+            return n, n
         raise HeaderError(file, f"the Hub answered {span} with status {r.status_code}")

@@ -259,11 +259,17 @@ def read_header(path: Path, rel: str) -> SafetensorsHeader:
         raise HeaderError(rel, f"cannot read: {e.strerror or e}") from None
     if len(raw) != n:
         raise HeaderError(rel, "file shrank while reading its header")
+    return parse_header_bytes(rel, raw, file_size=size)
+
+
+def parse_header_bytes(rel: str, raw: bytes, *, file_size: int | None) -> SafetensorsHeader:
+    """Validate the header JSON bytes of one safetensors file (the `n` bytes after its 8-byte length), local or
+    read by range from the Hub: the same checks either way."""
     try:
         obj = loads_strict_json(raw.rstrip(b" "), "header", serde=True)
     except ValueError as e:
         raise HeaderError(rel, str(e)) from None
-    return parse_header_json(rel, obj, data_start=8 + n, file_size=size)
+    return parse_header_json(rel, obj, data_start=8 + len(raw), file_size=file_size)
 
 
 def check_relative_path(root: Path, rel: Any, what: str, *, allowed_root: Path | None = None) -> str:

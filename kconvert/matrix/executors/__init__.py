@@ -8,7 +8,10 @@ The contract every executor keeps (the matrix's assembly code depends on nothing
 - on KeyboardInterrupt `run` stops submitting, cancels what has not started, and re-raises after the
   results already delivered, so the caller can write the partial matrix atomically;
 - results are JSON-compatible dicts; nothing an executor adds may change them (timings go elsewhere),
-  so a Ray run and a local run of the same matrix give the same document.
+  so a Ray run and a local run of the same matrix give the same document;
+- tasks that share a `group` (the static cells of one draft) may be run one after another in one worker, so
+  what that process keeps (the Hub reads of the draft at its commit, `kconvert.source.hub.READ_CACHE`) serves
+  them all; an executor may ignore it: results are the same either way, one per task.
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ class Task:
     fn: Callable[[Any], dict[str, Any]]
     arg: Any
     resources: Resources = field(default_factory=Resources)
+    group: str | None = None  # tasks best run in one worker (see the module's contract); None: any worker
 
 
 class Executor(Protocol):
@@ -45,3 +49,33 @@ class Executor(Protocol):
         on_result: Callable[[str, dict[str, Any]], None],
         on_error: Callable[[str, str], None],
     ) -> None: ...
+
+
+def task_message(e: BaseException) -> str:
+    """`<Type>: <first line>`: how an exception a task raised reaches `on_error`."""
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+def units(tasks: Sequence[Task]) -> list[list[Task]]:
+    """Consecutive tasks of one `group` as one unit (one call in one worker); every other task alone."""
+    out: list[list[Task]] = []
+    for t in tasks:
+        if t.group is not None and out and out[-1][0].group == t.group:
+            out[-1].append(t)
+        else:
+            out.append([t])
+    return out
+
+
+def run_unit(calls: list[tuple[Callable[[Any], dict[str, Any]], Any]]) -> list[tuple[bool, Any]]:
+    """In a worker: each call of a unit, one after another; (True, value) or (False, message) per call, so one
+    that raises leaves the others' results as they would be alone."""
+    out: list[tuple[bool, Any]] = []
+    for fn, arg in calls:
+        try:
+            out.append((True, fn(arg)))
+        except Exception as e:  # the contract: one bad task never stops the others
+            out.append((False, task_message(e)))
+    return out
+

@@ -5,6 +5,8 @@ raised or whose worker died through `on_error` (never an exception out of `run`)
 task starts, what has not started is cancelled, and the interrupt is re-raised after the results already
 delivered. Processes are started with "spawn": a forked copy of a parent that has imported torch or started
 threads (rich's live display, huggingface_hub's pools) can deadlock, and spawn is what every platform supports.
+Consecutive tasks of one `group` (the static cells of one draft) go to a worker as one call: the first reads the
+draft from the Hub, the others reuse what that process kept; each task still has its own result or error.
 """
 from __future__ import annotations
 
@@ -14,12 +16,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from kconvert.matrix.executors import Task
-
-
-def _message(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+from kconvert.matrix.executors import Task, run_unit, task_message, units
 
 
 class LocalExecutor:
@@ -45,7 +42,7 @@ class LocalExecutor:
             except KeyboardInterrupt:
                 raise
             except Exception as e:  # the contract: one bad task never stops the others
-                on_error(t.key, _message(e))
+                on_error(t.key, task_message(e))
                 continue
             on_result(t.key, value)
 
@@ -61,25 +58,32 @@ class LocalExecutor:
     @staticmethod
     def _pool_once(tasks, on_result, on_error, workers: int) -> list[Task]:
         ctx = multiprocessing.get_context("spawn")
-        pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx)
-        pending: dict[Future, Task] = {}
+        todo = units(tasks)
+        pool = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx)
+        pending: dict[Future, list[Task]] = {}
         broken: list[Task] = []
         try:
-            for t in tasks:
-                pending[pool.submit(t.fn, t.arg)] = t
+            # A unit (the static cells of one draft) is one call, so its tasks share the worker's Hub read cache.
+            for unit in todo:
+                pending[pool.submit(run_unit, [(t.fn, t.arg) for t in unit])] = unit
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in done:
-                    t = pending.pop(fut)
+                    unit = pending.pop(fut)
                     try:
-                        value = fut.result()
+                        values = fut.result()
                     except BrokenProcessPool:
-                        broken.append(t)
+                        broken += unit
                         continue
-                    except Exception as e:
-                        on_error(t.key, _message(e))
+                    except Exception as e:  # the unit's results could not come back (e.g. not picklable)
+                        for t in unit:
+                            on_error(t.key, task_message(e))
                         continue
-                    on_result(t.key, value)
+                    for t, (ok, value) in zip(unit, values):
+                        if ok:
+                            on_result(t.key, value)
+                        else:
+                            on_error(t.key, value)
         except KeyboardInterrupt:
             for fut in pending:
                 fut.cancel()

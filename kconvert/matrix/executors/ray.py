@@ -15,6 +15,9 @@ run and a local run give the same results (docs/design.md, "Ray's task API"). Wh
   exception the cell raised is deterministic, so it is not retried (`retry_exceptions=False`) and becomes
   `on_error(key, "<Type>: <message>")`;
 - results are collected with `ray.wait` in completion order and delivered from the calling thread;
+- consecutive tasks of one `group` (the static cells of one draft) are one Ray task over their list
+  (`run_unit`), so the draft's rows share that worker's Hub read cache; each still gets its own result or
+  error, and a retry after a worker's death runs the whole unit again (cells are pure functions of their spec);
 - on KeyboardInterrupt every undelivered task is cancelled (`ray.cancel(force=False)`): a queued one never
   starts; Ray cannot tell the driver cheaply which have started, so a running one gets a KeyboardInterrupt of
   its own at its next Python bytecode (a cell inside one long C call finishes that call first), which runs its
@@ -41,7 +44,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kconvert.errors import EngineError, MissingPackageError
-from kconvert.matrix.executors import Resources, Task
+from kconvert.matrix.executors import Resources, Task, run_unit, units
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +117,7 @@ class RayExecutor:
         self._started = False
         self._ray: Any = None
         self._remote: Any = None
+        self._remote_unit: Any = None
 
     # -- connection ---------------------------------------------------------------------------------------------
     def connect(self) -> Any:
@@ -139,13 +143,14 @@ class RayExecutor:
             self._started = True
         self._ray = ray
         self._remote = ray.remote(run_cell)
+        self._remote_unit = ray.remote(run_unit)
         return ray
 
     def close(self) -> None:
         """Shut down the Ray session if this executor started it (a session it found is left running)."""
         if self._ray is not None and self._started:
             self._ray.shutdown()
-        self._ray = self._remote = None
+        self._ray = self._remote = self._remote_unit = None
         self._started = False
 
     def __enter__(self) -> RayExecutor:
@@ -203,11 +208,12 @@ class RayExecutor:
         from ray.util import remove_placement_group
 
         node_cpus, node_gpus = self._largest_node()
-        pending: dict[Any, str] = {}
+        pending: dict[Any, list[str]] = {}  # a Ray task -> the keys of the cells it runs (one, or a unit's)
+        unit_refs: set[Any] = set()
         groups: dict[Any, Any] = {}
 
         def settle(ref: Any) -> None:
-            key = pending.pop(ref)
+            keys = pending.pop(ref)
             pg = groups.pop(ref, None)
             if pg is not None:
                 remove_placement_group(pg)
@@ -217,25 +223,38 @@ class RayExecutor:
                 return  # cancelled after SIGINT: not computed, so not in the matrix
             except RayTaskError as e:  # the cell raised: deterministic, never retried
                 cause = e.cause if isinstance(e.cause, BaseException) else e
-                on_error(key, _error_message(cause))
+                for key in keys:
+                    on_error(key, _error_message(cause))
             except ray.exceptions.RayError as e:  # the worker or its node died past the retries
-                on_error(key, f"the Ray worker died ({self.max_retries + 1} attempts): {_error_message(e)}")
+                for key in keys:
+                    on_error(key, f"the Ray worker died ({self.max_retries + 1} attempts): {_error_message(e)}")
             else:
-                on_result(key, value)
+                if ref not in unit_refs:
+                    on_result(keys[0], value)
+                    return
+                unit_refs.discard(ref)
+                for key, (ok, v) in zip(keys, value):
+                    (on_result if ok else on_error)(key, v)
 
         try:
-            for task in tasks:
+            for unit in units(tasks):
+                task = unit[0]  # a unit's tasks are static cells of one draft: the same resources
                 try:
                     opts = self._placement(task.key, task.resources, node_cpus, node_gpus)
                 except ValueError as e:
-                    on_error(task.key, str(e))
+                    for t in unit:
+                        on_error(t.key, str(e))
                     continue
                 pg = opts.pop("_pg", None)
                 if self.runtime_env is not None:
                     opts["runtime_env"] = self.runtime_env
-                ref = self._remote.options(max_retries=self.max_retries, retry_exceptions=False,
-                                           name=task.key[:200], **opts).remote(task.fn, task.arg)
-                pending[ref] = task.key
+                fn, args = (self._remote, (task.fn, task.arg)) if len(unit) == 1 else \
+                    (self._remote_unit, ([(t.fn, t.arg) for t in unit],))
+                ref = fn.options(max_retries=self.max_retries, retry_exceptions=False, name=task.key[:200],
+                                 **opts).remote(*args)
+                if len(unit) > 1:
+                    unit_refs.add(ref)
+                pending[ref] = [t.key for t in unit]
                 if pg is not None:
                     groups[ref] = pg
             while pending:
