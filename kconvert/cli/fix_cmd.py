@@ -136,6 +136,10 @@ def render_fix(result, doc: dict) -> None:
     from kconvert.report.terminal import render_next
     from kconvert.writer.ops import describe
 
+    if result.refused:
+        console.print(f"[red]refused:[/] {escape(result.refused['reason'])}")
+        render_next(console, doc)
+        return
     plan = result.plan
     only = result.only
     for rid in result.only_without_finding:
