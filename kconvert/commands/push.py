@@ -99,7 +99,7 @@ def push(folder: str | Path, repo_id: str, *, report: str | Path | dict[str, Any
     (needed when verify ran against a local folder). endpoint/token: huggingface_hub's defaults otherwise.
 
     Returns a `PushResult` (`.verdict`, `.to_dict()` = `kconvert push --json`). Raises `GateError` when the
-    report does not pass or does not match the files, `InputError` for Hub errors, `UsageError` for a bad id.
+    report does not pass or does not match the files or the folder holds another method's checkpoint (K105), `InputError` for Hub errors, `UsageError` for a bad id.
     """
     check_repo_id(repo_id)
     doc = load_report(report)
