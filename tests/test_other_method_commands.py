@@ -274,3 +274,29 @@ def test_inspect_still_only_reports(capsys, drafts, name, row, rc_expected):
     rc, doc = run_json(capsys, "inspect", str(drafts[name]), *engine_flags(row))
     assert rc == rc_expected and "refused" not in doc
     assert SERVED[(name, row)] in next(f["message"] for f in doc["findings"] if f["id"] == "K105")
+
+
+# ------------------------------------------------------------------------------------------ selection and formats
+
+@pytest.mark.parametrize("command", ["verify", "score", "fix"])
+def test_ignoring_k105_sets_the_finding_aside_but_not_the_refusal(capsys, drafts, trace, tmp_path, command):
+    # --ignore silences a finding; it does not make a DFlash drafter an EAGLE-3 draft (the set-aside finding is
+    # still reported under rule_selection, and the refusal quotes it)
+    args = {"verify": ["--target", "qwen3-8b", "--dry-run"], "score": ["--trace", str(trace)],
+            "fix": ["-o", str(tmp_path / "out")]}[command]
+    rc, doc = run_json(capsys, command, str(drafts["dflash"]), *args, "--ignore", "K105")
+    assert rc == EXIT_DRAFT_FAILED and doc["findings"] == []
+    assert [a["id"] for a in doc["rule_selection"]["set_aside"]] == ["K105"]
+    assert doc["refused"]["rule"] == "K105" and '"method": "dflash"' in doc["refused"]["reason"]
+
+
+@pytest.mark.parametrize("fmt", ["full", "concise", "github", "gitlab", "junit", "sarif"])
+@pytest.mark.parametrize("command", ["verify", "fix"])
+def test_every_output_format_renders_a_refusal(capsys, drafts, tmp_path, fmt, command):
+    args = ["--target", "qwen3-8b", "--dry-run"] if command == "verify" else ["-o", str(tmp_path / "out")]
+    capsys.readouterr()
+    rc = main([command, str(drafts["dflash"]), *args, "--output-format", fmt])
+    out = capsys.readouterr().out
+    assert rc == EXIT_DRAFT_FAILED and "K105" in out
+    if fmt in ("full", "concise", "github"):
+        assert "refused" in out and "DFlash" in out
