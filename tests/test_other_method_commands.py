@@ -154,6 +154,18 @@ def test_verify_starts_no_engine_for_another_methods_checkpoint_even_with_skip_s
     assert_refused(vr.to_dict(), name, "vllm:0.32", "verify", skip_static=True)
 
 
+@pytest.mark.parametrize("name", ["dflash", "mtp_ds"])
+def test_live_verify_on_sglang_prints_no_eagle3_launch_line_for_another_methods_checkpoint(capsys, drafts, name):
+    # for an EAGLE-3 draft, verify --engine sglang prints SGLang's launch line and exits 2 (README); for another
+    # method's checkpoint that line would be `--speculative-algorithm EAGLE3`: verify refuses instead
+    capsys.readouterr()
+    rc = main(["verify", str(drafts[name]), "--target", "qwen3-8b", "--engine", "sglang", "--engine-version",
+               "0.5.23", "--output-format", "concise"])
+    out, err = capsys.readouterr()
+    assert rc == EXIT_DRAFT_FAILED and "EAGLE3" not in out + err and "sglang.launch_server" not in out + err
+    assert "refused: verify not run: this is " in out and SERVED[(name, "sglang:0.5.23")] in out
+
+
 def test_verify_refusal_is_one_printed_line(capsys, drafts):
     capsys.readouterr()
     rc = main(["verify", str(drafts["dflash"]), "--target", "qwen3-8b", "--dry-run", "--output-format", "concise"])

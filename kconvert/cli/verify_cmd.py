@@ -172,7 +172,7 @@ def verify_command(
     fmt = begin("verify", output_format, as_json, draft)
     ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,
                           engine=engine, engine_version=engine_version, target=target, fail_on=fail_on)
-    if ps.engine == "sglang" and not server and not dry_run:
+    if ps.engine == "sglang" and not server and not dry_run and not _other_method(draft, ps):
         _sglang_next_step(draft, ps.target, k=k, tp=tp, fmt=fmt)
     if not server and (draft is None or ps.target is None):
         raise UsageError("verify needs a DRAFT and --target TARGET (or --server URL to measure a running deployment)")
@@ -220,6 +220,17 @@ def verify_command(
 
     emit_report(doc, fmt, lambda: render_verify(console, doc))
     raise typer.Exit(vr.exit_code)
+
+
+def _other_method(draft: str | None, ps) -> bool:
+    """Another method's checkpoint (K105): verify refuses it below (exit 1, with its report) instead of printing an
+    SGLang EAGLE-3 launch line for it."""
+    if draft is None:
+        return False
+    from kconvert.commands.inspect import inspect  # deferred: the rules and the readers, not for --help
+
+    res = inspect(draft, engine=ps.engine, engine_version=ps.engine_version, selection=ps.selection)
+    return res.refusal("verify") is not None
 
 
 def _sglang_next_step(draft: str | None, target: str | None, *, k: int, tp: int, fmt: str) -> None:

@@ -87,8 +87,6 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     Raises `EngineError` when the engine could not run, and the other `KConvertError` subclasses.
     """
     decisions = given(decisions, options)
-    if engine != "vllm" and not dry_run:
-        raise UsageError("live verify runs vLLM; measure a running SGLang server with --server URL --engine sglang")
     st = settings or VerifySettings()
     say = progress or (lambda _s: None)
     tgt, engine_target = resolve_target(target)
@@ -106,6 +104,8 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
         if dry_run:
             out.planned = plan_refused(out)
         return out
+    if engine != "vllm" and not dry_run:
+        raise UsageError("live verify runs vLLM; measure a running SGLang server with --server URL --engine sglang")
     if dry_run:
         out.planned = plan_live(out, str(ckpt.root) if ckpt.root is not None else ckpt.ref, tgt)
         if diagnose:
