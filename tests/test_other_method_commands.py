@@ -312,3 +312,12 @@ def test_every_output_format_renders_a_refusal(capsys, drafts, tmp_path, fmt, co
     assert rc == EXIT_DRAFT_FAILED and "K105" in out
     if fmt in ("full", "concise", "github"):
         assert "refused" in out and "DFlash" in out
+
+
+def test_matrix_best_never_names_another_methods_checkpoint(capsys, drafts, trace):
+    # main ranked the EAGLE-3-shaped DFlash drafter first (AL 1.0) and --best printed its path
+    capsys.readouterr()
+    rc = main(["matrix", str(drafts["dflash3"]), "--engines", "vllm:0.32", "--trace", str(trace), "--best",
+               "--cache", "off"])
+    out, err = capsys.readouterr()
+    assert rc == 1 and out == "" and "K105" in err
