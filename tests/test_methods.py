@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from kconvert.commands.fix import fix
 from kconvert.commands.inspect import inspect
-from kconvert.errors import UnfixableError
 from tests.zoo.replica import hole, llama_layer, mla_layer, norm, qwen3_layer, write
 
 H, HEADS, KV, HD, INTER, VOCAB = 64, 4, 2, 16, 128, 1024
@@ -70,10 +67,13 @@ def test_dflash_config_alone_names_the_method(tmp_path):
     assert f.evidence[0].where == "config" and "dflash_config" in f.message
 
 
-def test_fix_refuses_nothing_and_changes_nothing_on_a_dflash_checkpoint(tmp_path):
+def test_fix_plans_nothing_on_a_dflash_checkpoint_and_refuses_it(tmp_path):
+    # K105's fix text: "Nothing to fix: it is another method's checkpoint"; exit 1 as the README's table gives a fix
+    # that cannot be done (tests/test_other_method_commands.py covers the CLI and every flag)
     res = fix(str(dflash(tmp_path / "d")), None, target="qwen3-8b", engine="vllm", engine_version="0.32",
               dry_run=True)
-    assert res.noop
+    assert res.refused["rule"] == "K105" and res.refused["method"] == "dflash"
+    assert res.ops == [] and res.written is None and res.exit_code == 1
 
 
 def test_a_dspark_checkpoint_is_named_as_dspark(tmp_path):
@@ -135,8 +135,11 @@ def test_a_peagle_draft_is_eagle3_with_parallel_drafting_on_vllm_and_unserved_on
     assert "K000" in ids(res)
     f = only_k105(inspect(str(folder), engine="sglang", engine_version="0.5.23"))
     assert f.severity == "error" and "serves no peagle" in f.message
-    with pytest.raises(UnfixableError):
-        fix(str(folder), None, engine="sglang", engine_version="0.5.23", dry_run=True)
+    # no SGLang class loads it: fix refuses it as another method's checkpoint (exit 1, nothing planned)
+    res = fix(str(folder), None, engine="sglang", engine_version="0.5.23", dry_run=True)
+    assert res.refused["method"] == "peagle" and res.ops == [] and res.exit_code == 1
+    # on vLLM 0.32 its EAGLE-3 classes load it: fix is not refused there
+    assert fix(str(folder), None, engine="vllm", engine_version="0.32", dry_run=True).refused is None
 
 
 def mtp(folder, *, model_type: str, archs: list[str]):

@@ -148,8 +148,8 @@ def test_fix_leaves_only_what_needs_a_decision_and_fails_only_on_what_remains(bu
     # and the repairs that need no decision are still applied (never refused wholesale, never guessed): fix
     # exits 1 only where an error no file edit repairs remains.
     res = fixed(built, case, row)
-    if isinstance(res, KConvertError):
-        return  # refused: the pinned outcome above says so, with the flag or the findings
+    if isinstance(res, KConvertError) or res.refused:
+        return  # refused: the pinned outcome above says so, with the flag or the findings (K105: another method)
     for f in res.plan.left_as_is:
         assert f.needs_decision and f.severity != "error", (f.id, f.severity)
     assert res.exit_code == (1 if res.plan.unfixable else 0)

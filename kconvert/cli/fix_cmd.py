@@ -91,7 +91,7 @@ def fix_command(
     files cannot settle a decision. A setting that needs a decision no flag gave is left exactly as it is (named,
     and recorded in kconvert.json); every other repair is applied. Nothing to change: nothing is written. Exit 0
     no error-level finding remains (1 under --fail-on warning while a warning does), 1 an error remains or its
-    repair needs a decision, 2 bad input.
+    repair needs a decision, or another method's checkpoint (K105: refused, nothing written), 2 bad input.
     """
     # deferred: the library and its renderers load the rules and the readers, which --help never needs
     from kconvert.commands.fix import check_only, fix
@@ -136,6 +136,10 @@ def render_fix(result, doc: dict) -> None:
     from kconvert.report.terminal import render_next
     from kconvert.writer.ops import describe
 
+    if result.refused:
+        console.print(f"[red]refused:[/] {escape(result.refused['reason'])}")
+        render_next(console, doc)
+        return
     plan = result.plan
     only = result.only
     for rid in result.only_without_finding:

@@ -257,8 +257,8 @@ def matrix_command(
     if best:
         chosen = (doc.get("ranking") or {}).get("best")
         if chosen is None:
-            err_console.print("kconvert matrix --best: no draft was ranked (each failed statically or could not "
-                              "be scored)", markup=False, highlight=False)
+            err_console.print("kconvert matrix --best: no draft was ranked (each failed statically, could not "
+                              "be scored, or is another method's checkpoint: K105)", markup=False, highlight=False)
             raise typer.Exit(1)
         write(chosen + "\n")
         raise typer.Exit(0)

@@ -54,7 +54,8 @@ def push_command(
     """Publish a draft only if it is, byte for byte, the checkpoint a passing `kconvert verify` report measured.
 
     Refuses (exit 1, naming the first mismatch) when the verdict is not pass or any weight/config file's sha256
-    differs from the report, is missing, or is not in it. Renders the model card (acceptance in vLLM and SGLang
+    differs from the report, is missing, or is not in it, and when the folder holds another method's checkpoint
+    (K105: DFlash, DSpark, an MTP layer), whatever the report says. Renders the model card (acceptance in vLLM and SGLang
     conventions, serve commands, provenance from kconvert.json), keeping an existing README.md and its metadata,
     and uploads every file plus README.md in one commit.
     """

@@ -54,7 +54,8 @@ def score_command(
     max_sequences: Annotated[Optional[int], typer.Option("--max-sequences", help="Score only the first N "
                                                                                  "sequences.")] = None,
     skip_static: Annotated[bool, typer.Option("--skip-static", help="Score even when static checks find errors "
-                                                                    "(to measure a defect).")] = False,
+                                                                    "(to measure a defect); never another method's "
+                                                                    "checkpoint (K105: refused).")] = False,
     diagnose: Annotated[bool, typer.Option("--diagnose", help="Also try the readings the static findings leave "
                                            "open (or those of --try) and name the best by measured acceptance "
                                            "length.")] = False,
@@ -86,7 +87,7 @@ def score_command(
     greedy acceptance against the target's tokens. Reads only the draft's weights, one tensor at a time. Reports
     verify's fields: drafts, accepted tokens, acceptance rate, mean acceptance length (bonus included),
     per-position and conditional rates. Exit 0 pass, 1 static errors / below a threshold / the engine could not
-    run the draft as read, 2 bad input.
+    run the draft as read / another method's checkpoint (K105: refused, nothing scored), 2 bad input.
     """
     from kconvert.rules.decisions import decisions_from_flags, parse_aux_ids
     from kconvert.score import ScoreSettings, build_score_report, score

@@ -106,7 +106,8 @@ def verify_command(
                              "kv_cache_dtype, distributed_executor_backend, ...")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Hard limit for one engine run, in seconds.")] = 1200.0,
     skip_static: Annotated[bool, typer.Option("--skip-static", help="Run live even when static checks find "
-                                                                    "errors (to measure a defect).")] = False,
+                                                                    "errors (to measure a defect); never another "
+                                                                    "method's checkpoint (K105: refused).")] = False,
     lossless: Annotated[bool, typer.Option("--lossless/--no-lossless", help="Also run without the draft and "
                                            "require identical greedy outputs (one more engine run). Off by default: "
                                            "in bf16 a k+1-token verify step and a one-token decode step round "
@@ -160,7 +161,8 @@ def verify_command(
     the engine's own counters. Exit 0 pass, 1 below a threshold / static errors / outputs differ, 2 bad input,
     3 this machine cannot run the step (the engine failed, or vLLM is not installed). SGLang is measured as a
     server you start (--server URL --engine sglang); --engine sglang without --server prints its launch line
-    and that command, and exits 2.
+    and that command, and exits 2. Another method's checkpoint (K105: DFlash, DSpark, an MTP layer) is refused
+    before any engine line is planned, with what serves it, exit 1 (--skip-static too).
     """
     # deferred: the library and its renderers load the rules and the readers, which --help never needs
     from kconvert.rules.decisions import decisions_from_flags
@@ -170,7 +172,7 @@ def verify_command(
     fmt = begin("verify", output_format, as_json, draft)
     ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,
                           engine=engine, engine_version=engine_version, target=target, fail_on=fail_on)
-    if ps.engine == "sglang" and not server and not dry_run:
+    if ps.engine == "sglang" and not server and not dry_run and not _other_method(draft, ps):
         _sglang_next_step(draft, ps.target, k=k, tp=tp, fmt=fmt)
     if not server and (draft is None or ps.target is None):
         raise UsageError("verify needs a DRAFT and --target TARGET (or --server URL to measure a running deployment)")
@@ -218,6 +220,17 @@ def verify_command(
 
     emit_report(doc, fmt, lambda: render_verify(console, doc))
     raise typer.Exit(vr.exit_code)
+
+
+def _other_method(draft: str | None, ps) -> bool:
+    """Another method's checkpoint (K105): verify refuses it below (exit 1, with its report) instead of printing an
+    SGLang EAGLE-3 launch line for it."""
+    if draft is None:
+        return False
+    from kconvert.commands.inspect import inspect  # deferred: the rules and the readers, not for --help
+
+    res = inspect(draft, engine=ps.engine, engine_version=ps.engine_version, selection=ps.selection)
+    return res.refusal("verify") is not None
 
 
 def _sglang_next_step(draft: str | None, target: str | None, *, k: int, tp: int, fmt: str) -> None:

@@ -97,6 +97,10 @@ def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | 
     if decided.lm_head_source and "d2t" not in ckpt.tensors:
         raise UsageError("--lm-head-from needs a draft with d2t (the rows to re-select)")
     res = analyse(ckpt, tgt, rules, decided, selection=selection)
+    refused = res.refusal("fix")
+    if refused:
+        # Another method's checkpoint (K105): no EAGLE-3 repair or conversion applies; nothing planned or written.
+        return FixResult(inspect=res, plan=Plan(), only=only, dry_run=dry_run, refused=refused)
     result = FixResult(inspect=res, plan=plan_fix(res, only=only, to_format=to_format), only=only, dry_run=dry_run)
     _refuse(result, partial)
     if dry_run or (result.noop and not remaining_fixable(res, only)):

@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from kconvert.errors import UsageError
+from kconvert.commands.inspect import analyse, open_draft
+from kconvert.engines.expectations import engine_rules
+from kconvert.errors import GateError, UsageError
 from kconvert.hub.binding import LocalFile, Progress, bind, check_report, load_report
 from kconvert.hub.card import commit_message as default_commit_message
 from kconvert.hub.card import render_card, target_hub_id
@@ -69,6 +71,22 @@ def check_repo_id(repo_id: str) -> None:
         raise UsageError(f"{repo_id!r}: {str(e).splitlines()[0]}") from None
 
 
+def refuse_other_method(root: Path, doc: dict[str, Any]) -> None:
+    """Refuse a folder that holds another method's checkpoint (K105: DFlash, DSpark, an MTP layer), whatever the
+    report says: verify never passes one (it refuses it), so a passing report of it was written otherwise (an older
+    kconvert, a hand-edited file), and the card would publish it as an EAGLE-3 draft with EAGLE-3 serve lines.
+    Judged on the report's engine row (the newest vLLM row when the report names none kconvert knows)."""
+    eng = doc.get("engine") or {}
+    try:
+        rules = engine_rules(str(eng.get("name") or "vllm"), eng.get("rules_version"))
+    except UsageError:
+        rules = engine_rules("vllm", None)
+    refused = analyse(open_draft(str(root)), None, rules).refusal("push")
+    if refused:
+        raise GateError(refused["reason"], hint="push publishes EAGLE-3 drafts that passed a live verify; serve "
+                                                "this checkpoint with the method named above")
+
+
 def push(folder: str | Path, repo_id: str, *, report: str | Path | dict[str, Any], revision: str | None = None,
          create_pr: bool = False, private: bool | None = None, dry_run: bool = False,
          commit_message: str | None = None, token: str | None = None, endpoint: str | None = None,
@@ -81,13 +99,14 @@ def push(folder: str | Path, repo_id: str, *, report: str | Path | dict[str, Any
     (needed when verify ran against a local folder). endpoint/token: huggingface_hub's defaults otherwise.
 
     Returns a `PushResult` (`.verdict`, `.to_dict()` = `kconvert push --json`). Raises `GateError` when the
-    report does not pass or does not match the files, `InputError` for Hub errors, `UsageError` for a bad id.
+    report does not pass or does not match the files or the folder holds another method's checkpoint (K105), `InputError` for Hub errors, `UsageError` for a bad id.
     """
     check_repo_id(repo_id)
     doc = load_report(report)
     check_report(doc)
     root = Path(folder).expanduser()
     files = bind(root, doc, progress=progress)
+    refuse_other_method(root, doc)
     readme_path = root / README_NAME
     existing = readme_path.read_text(encoding="utf-8") if readme_path.is_file() else None
     card = render_card(doc, repo_id, provenance=read_provenance(root), existing=existing, target=base_model, tp=tp)

@@ -90,7 +90,7 @@ def _acceptance(acc: dict[str, Any], **extra: Any) -> dict[str, Any]:
 
 def score_cell(spec: CellSpec) -> dict[str, Any]:
     """`kconvert score DRAFT --trace DIR` as the draft's score: state pass (scored), fail (static errors on the
-    scoring row, or the draft does not run as read), error (unreadable input, torch missing)."""
+    scoring row, the draft does not run as read, or score refused another method's checkpoint), error (unreadable input, torch missing)."""
 
     def body(cell: dict[str, Any]) -> None:
         from kconvert.results.score import ScoreSettings
@@ -103,6 +103,11 @@ def score_cell(spec: CellSpec) -> dict[str, Any]:
                    target=spec.target, settings=st)
         cell["kind"] = "score"
         cell["exit_code"] = sr.exit_code
+        if sr.refused:
+            # another method's checkpoint (K105): score refuses it (exit 1), so the cell fails and is never ranked
+            cell.update(state="fail", finding_ids=[sr.refused["rule"]],
+                        message=f"{sr.refused['reason']}; never ranked")
+            return
         if sr.static_blocked:
             ids = sorted({f.id for f in sr.inspect.errors})
             cell.update(state="fail", finding_ids=ids,
@@ -137,6 +142,10 @@ def live_cell(spec: CellSpec) -> dict[str, Any]:
         vr = verify(spec.draft, spec.target, engine=spec.engine, engine_version=spec.engine_version, settings=st)
         ids, findings = _findings(vr.inspect.findings)
         cell.update(finding_ids=ids, findings=findings, exit_code=vr.exit_code)
+        if vr.refused:
+            # another method's checkpoint (K105): verify starts no engine for it (exit 1)
+            cell.update(state="fail", message=vr.refused["reason"])
+            return
         if vr.static_blocked:
             cell.update(state="fail", message="static errors: verify starts no engine for this draft")
             return

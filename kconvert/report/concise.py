@@ -129,6 +129,12 @@ def live_lines(doc: dict[str, Any]) -> list[str]:
     return out
 
 
+def refused_lines(doc: dict[str, Any]) -> list[str]:
+    """The one-line refusal of verify, score or fix on another method's checkpoint (K105)."""
+    ref = doc.get("refused")
+    return [f"refused: {one_line(ref['reason'])}"] if ref else []
+
+
 def dry_run_lines(doc: dict[str, Any]) -> list[str]:
     """`verify --dry-run`: what the live run would start, one fact per line."""
     if not doc.get("dry_run"):
@@ -137,6 +143,8 @@ def dry_run_lines(doc: dict[str, Any]) -> list[str]:
     out = [f"dry run: {'would start' if plan.get('would_start') else 'would not start'} {plan['engine']} "
            f"({plan['platform']} platform) with target {plan['target']}, {plan['num_prompts']} prompts of "
            f"'{plan['prompt_set']}', k={plan['num_speculative_tokens']}; nothing started"]
+    if doc.get("refused"):
+        return out  # no engine line is planned for another method's checkpoint: the refusal says why
     if plan["engine"] == "vllm":
         out.append("engine args: " + json.dumps(plan["engine_args"], sort_keys=True, default=str))
         if plan.get("env"):
@@ -204,5 +212,5 @@ def next_lines(doc: dict[str, Any]) -> list[str]:
 
 def render_concise(doc: dict[str, Any]) -> str:
     lines = [finding_line(doc, f) for f in doc.get("findings") or []]
-    lines += fix_lines(doc) + live_lines(doc) + dry_run_lines(doc) + [summary_line(doc)] + next_lines(doc)
+    lines += refused_lines(doc) + fix_lines(doc) + live_lines(doc) + dry_run_lines(doc) + [summary_line(doc)] + next_lines(doc)
     return "\n".join(lines) + "\n"

@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
-from kconvert.report.concise import fix_lines, live_lines, message_lines, next_lines, summary_line, value
+from kconvert.report.concise import (fix_lines, live_lines, message_lines, next_lines, refused_lines, summary_line,
+                                     value)
 from kconvert.report.locations import CONFIG, path_in_repository
 
 LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
@@ -66,7 +67,7 @@ def render_github(doc: dict[str, Any], environ: Mapping[str, str] | None = None)
                                title="kconvert gate lossless"))
         figures = [line for line in live_lines(doc) if line.startswith("live:")]
         out.append(command("notice", "\n".join(figures), title=f"kconvert verify: {str(doc.get('verdict')).upper()}"))
-    out += fix_lines(doc)
+    out += refused_lines(doc) + fix_lines(doc)
     out += [line for line in live_lines(doc) if not line.startswith("live:")]
     out.append(summary_line(doc))
     out += next_lines(doc)

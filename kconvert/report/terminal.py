@@ -174,10 +174,15 @@ def acceptance_table(title: str, counters: dict[str, Any], acceptance: dict[str,
 def render_verify(console: Console, doc: dict[str, Any]) -> None:
     """A verify report: the static view, then the live figures, the gate, the diagnosis, the serve lines."""
     render_report(console, doc, next_steps=False)
+    if doc.get("refused"):
+        console.print(f"[red]refused:[/] {escape(doc['refused']['reason'])}")
     if doc.get("dry_run"):
         for line in dry_run_lines(doc):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
         console.print(f"verdict: {'[bold green]PASS' if doc['verdict'] == 'pass' else '[bold red]FAIL'}[/] (static)")
+        render_next(console, doc)
+        return
+    if doc.get("refused"):
         render_next(console, doc)
         return
     if doc.get("static_blocked"):
@@ -273,6 +278,9 @@ def render_score(console: Console, doc: dict[str, Any]) -> None:
     """A score report: the static view, the offline acceptance, the gate, the diagnosis, the verdict."""
     render_report(console, doc)
     sc = doc.get("score")
+    if doc.get("refused"):
+        console.print(f"[red]refused:[/] {escape(doc['refused']['reason'])}")
+        return
     if doc.get("static_blocked") and not doc.get("diagnosis"):
         console.print("[red]static checks found errors: nothing scored (fix them with `kconvert fix`, measure the "
                       "defect with --skip-static, or try readings with --diagnose)[/]")

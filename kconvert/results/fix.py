@@ -28,6 +28,8 @@ class FixResult:
     only_without_finding: list[str] = field(default_factory=list)  # of those, the ids with no finding here
     dry_run: bool = False
     fail_on: str = "error"  # `--fail-on warning`: a warning left in the output fails the fix too
+    # Another method's checkpoint (K105, `Inspection.refusal`): nothing planned or written, exit 1
+    refused: dict[str, Any] | None = None
 
     @property
     def ops(self) -> list[Op]:
@@ -36,7 +38,7 @@ class FixResult:
     @property
     def noop(self) -> bool:
         """Nothing to change: no op, and no input file the copy would leave out (a pickle file is never copied)."""
-        return not self.plan.ops and not self.leaves_out
+        return not self.refused and not self.plan.ops and not self.leaves_out
 
     @property
     def leaves_out(self) -> list[str]:
@@ -51,7 +53,7 @@ class FixResult:
     def exit_code(self) -> int:
         """0 when no error-level finding remains (nothing to fix counts: the input already serves), 1 when one
         does (or, under --fail-on warning, a warning: one left as is for a decision, or one no op repairs)."""
-        if self.plan.unfixable or self.remaining_fixable():
+        if self.refused or self.plan.unfixable or self.remaining_fixable():
             return 1
         if self.fail_on == "warning" and self.warnings_left():
             return 1
@@ -69,7 +71,7 @@ class FixResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON report (schemas/report.schema.json) with its `fix` section, as `kconvert fix --json` prints."""
-        return build_report(self.inspect, command="fix", extra={"fix": fix_summary(self)}, exit_code=self.exit_code,
+        return build_report(self.inspect, command="fix", extra={"fix": fix_summary(self), "refused": self.refused}, exit_code=self.exit_code,
                             written=str(self.written) if self.written else None, left_as_is=self.plan.left_as_is,
                             noop=self.noop and not self.dry_run)
 

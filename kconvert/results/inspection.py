@@ -14,6 +14,8 @@ from kconvert.engines.expectations import EngineRules
 from kconvert.errors import UsageError
 from kconvert.formats.model import DraftModel
 from kconvert.rules import Decisions, Finding
+from kconvert.rules.architecture import other_method
+from kconvert.rules.base import eagle3_rules_apply
 from kconvert.rules.selection import Ignored, Selection
 from kconvert.source.checkpoint import Checkpoint
 from kconvert.target import TargetModel
@@ -82,6 +84,22 @@ class Inspection(Gated):
     @property
     def passed(self) -> bool:
         return not self.failing
+
+    def refusal(self, command: str, *, skip_static: bool = False) -> dict[str, Any] | None:
+        """Why `command` (verify, score, fix) must not run on this checkpoint: another method's (K105), which
+        kconvert has no EAGLE-3 reading of on this engine row; None for an EAGLE-3 draft (or a P-EAGLE draft on a
+        row that loads it with its EAGLE-3 classes). The reason is K105's own text, whether or not a selection
+        set the finding aside: an EAGLE-3 engine line, score or conversion of a DFlash or MTP checkpoint would be
+        a figure or a checkpoint of something else. `skip_static` skips the static gate, never this."""
+        if eagle3_rules_apply(self.draft, self.engine):
+            return None
+        k105 = next((f for f in self.findings + [f for f, _ in self.set_aside] if f.id == other_method.id), None)
+        what = k105.message if k105 else f"this is a {self.draft.method} checkpoint, not an EAGLE-3 draft"
+        reason = (f"{command} not run: {what}; kconvert {command} handles EAGLE-3 drafts only "
+                  f"(`kconvert rules {other_method.id}`)")
+        if skip_static:
+            reason += "; --skip-static skips the static gate, not this refusal"
+        return {"rule": other_method.id, "method": self.draft.method, "reason": reason}
 
     def counts(self) -> dict[str, int]:
         c = {"error": 0, "warning": 0, "info": 0}

@@ -146,6 +146,13 @@ def next_steps(result: Inspection, *, command: str, written: str | None = None,
     one a user can run as printed; each comment says what it does (and `exits 1` where it will)."""
     steps: list[dict[str, str]] = []
     checked: list[str] = []
+    if command in ("inspect", "verify", "fix", "score") and not eagle3_rules_apply(result.draft, result.engine):
+        # Another method's checkpoint: the EAGLE-3 gaps, fix, score and verify lines do not apply to it (verify,
+        # score and fix refuse it: `Inspection.refusal`).
+        steps.append({"command": shlex.join(["kconvert", "rules", other_method.id]),
+                      "why": f"a {result.draft.method} checkpoint, not an EAGLE-3 draft: the finding names what "
+                             f"serves it; kconvert fixes, scores and verifies EAGLE-3 drafts only"})
+        return {"next_steps": steps, "not_checked": checked}
     if command == "fix":
         unfixable = _plan_parts(result)[2]
         if unfixable:
@@ -161,18 +168,12 @@ def next_steps(result: Inspection, *, command: str, written: str | None = None,
                 why += ("; it still carries what fix left as is (" + ", ".join(sorted({f.id for f in left_as_is}))
                         + "): --diagnose measures the readings")
             steps += verify_steps(written, result, why, decisions=False, diagnose=bool(left_as_is))
-        elif noop and not result.failing and eagle3_rules_apply(result.draft, result.engine):
+        elif noop and not result.failing:
             steps += verify_steps(result.checkpoint.ref, result,
                                   "nothing to change: the input already serves as it is; measure it live",
                                   decisions=False)
         return {"next_steps": steps, "not_checked": checked}
     if command not in ("inspect", "verify"):
-        return {"next_steps": steps, "not_checked": checked}
-    if not eagle3_rules_apply(result.draft, result.engine):
-        # Another method's checkpoint: the EAGLE-3 gaps and the EAGLE-3 verify line do not apply to it.
-        steps.append({"command": shlex.join(["kconvert", "rules", other_method.id]),
-                      "why": f"a {result.draft.method} checkpoint, not an EAGLE-3 draft: the finding names what "
-                             f"serves it; kconvert verifies EAGLE-3 drafts only"})
         return {"next_steps": steps, "not_checked": checked}
     repairs, blocking, unfixable, decide, recommended = _plan_parts(result)
     if blocking:

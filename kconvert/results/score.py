@@ -41,6 +41,8 @@ class ScoreResult(Gated):
     timings: dict[str, float] = field(default_factory=dict)
     device: str = "cpu"
     dtype: str = ""
+    # Another method's checkpoint (K105, `Inspection.refusal`): nothing scored, exit 1
+    refused: dict[str, Any] | None = None
 
     @property
     def acceptance(self) -> dict[str, Any] | None:
@@ -52,7 +54,7 @@ class ScoreResult(Gated):
 
     @property
     def passed(self) -> bool:
-        if self.static_blocked or self.result is None or self.result.error is not None:
+        if self.refused or self.static_blocked or self.result is None or self.result.error is not None:
             return False
         return all(c.passed for c in self.checks)
 
@@ -89,6 +91,6 @@ def build_score_report(sr: ScoreResult) -> dict[str, Any]:
         th["checks"] = [c.to_dict() for c in sr.checks]
     verdict = "pass" if sr.passed else "fail"
     doc = build_report(sr.inspect, command="score", hashes=True, live=None, thresholds=th, verdict=verdict,
-                       exit_code=sr.exit_code, extra={"static_blocked": sr.static_blocked,
+                       exit_code=sr.exit_code, extra={"static_blocked": sr.static_blocked, "refused": sr.refused,
                                                       "score": score_section(sr), "diagnosis": sr.diagnosis})
     return doc

@@ -70,6 +70,8 @@ class VerifyResult(Gated):
     diagnosis: dict[str, Any] | None = None
     # `--dry-run`: what the live run would start (engine arguments, environment, serve line); nothing started
     planned: dict[str, Any] | None = None
+    # Another method's checkpoint (K105, `Inspection.refusal`): nothing planned or started; the verdict is fail
+    refused: dict[str, Any] | None = None
 
     @property
     def dry_run(self) -> bool:
@@ -77,6 +79,8 @@ class VerifyResult(Gated):
 
     @property
     def passed(self) -> bool:
+        if self.refused:
+            return False
         if self.dry_run:
             return not self.inspect.failing  # a dry run's verdict is the static one
         if self.static_blocked:
@@ -97,7 +101,7 @@ def build_verify_report(vr: VerifyResult) -> dict[str, Any]:
     # A dry run binds no measurement to the files, so it reads no weights to hash them (a preflight stays cheap).
     doc = build_report(vr.inspect, command="verify", hashes=not vr.dry_run, live=live_section(vr), thresholds=th,
                        verdict="pass" if vr.passed else "fail", exit_code=vr.exit_code,
-                       extra={"static_blocked": vr.static_blocked, "diagnosis": vr.diagnosis,
+                       extra={"static_blocked": vr.static_blocked, "diagnosis": vr.diagnosis, "refused": vr.refused,
                               **({"dry_run": vr.planned} if vr.dry_run else {})})
     doc["engine"]["version"] = vr.live.engine_version if vr.live else None
     return doc

@@ -197,7 +197,9 @@ def _mtp_declared(cfg: dict, key: str) -> list[str]:
           "are).",
       fix="Nothing to fix: it is another method's checkpoint, and turning it into an EAGLE-3 draft would make "
           "another draft. Serve it with the method named (warning), or on an engine release that has it (error: "
-          "this release serves none).")
+          "this release serves none). kconvert verify, score, fix and push refuse it (exit 1, `refused` in the "
+          "report, --skip-static too): their EAGLE-3 engine line, arithmetic or conversion would be another "
+          "draft's.")
 def other_method(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     if d.method == "eagle3":

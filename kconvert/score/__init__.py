@@ -102,6 +102,11 @@ def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str |
     res = analyse(ckpt, tgt, rules, options or Options(), selection=selection)
     out = ScoreResult(inspect=res, trace=tr, settings=st, thresholds=thresholds)
     out.timings["open_s"] = time.perf_counter() - t0
+    # Another method's checkpoint (K105): the EAGLE-3 proposer's arithmetic on it would be a figure of nothing,
+    # so no reading is scored (nor diagnosed), --skip-static or not.
+    out.refused = res.refusal("score", skip_static=st.skip_static)
+    if out.refused:
+        return out
     if res.errors and not st.skip_static:
         out.static_blocked = True
         if not diagnose:

@@ -76,6 +76,9 @@ def fix_outcome(res) -> dict:
         return {"outcome": "needs", "flag": flags[0] if flags else res.message}
     if isinstance(res, UnfixableError):
         return {"outcome": "unfixable", "findings": sorted(set(_RULE.findall(res.message)))}
+    if res.refused:
+        # another method's checkpoint (K105): fix plans and writes nothing for it
+        return {"outcome": "refused", "findings": [res.refused["rule"]]}
     out = {"outcome": "noop"} if res.noop else {"outcome": "ops",
                                                 "findings": sorted({f.id for f in res.plan.applied_findings})}
     # what fix left exactly as it is (a decision nobody gave), and the flag that decides it

@@ -87,8 +87,6 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     Raises `EngineError` when the engine could not run, and the other `KConvertError` subclasses.
     """
     decisions = given(decisions, options)
-    if engine != "vllm" and not dry_run:
-        raise UsageError("live verify runs vLLM; measure a running SGLang server with --server URL --engine sglang")
     st = settings or VerifySettings()
     say = progress or (lambda _s: None)
     tgt, engine_target = resolve_target(target)
@@ -99,6 +97,15 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     out = VerifyResult(inspect=res, settings=st, engine_target=engine_target, thresholds=thresholds)
     out.prompt_set, prompts = load_prompts(st.prompts)
     out.prompts = prompts[: st.max_prompts] if st.max_prompts else prompts
+    # Another method's checkpoint (K105): an EAGLE-3 engine line for it would run something else, so none is
+    # planned or started, --skip-static or not.
+    out.refused = res.refusal("verify", skip_static=st.skip_static)
+    if out.refused:
+        if dry_run:
+            out.planned = plan_refused(out)
+        return out
+    if engine != "vllm" and not dry_run:
+        raise UsageError("live verify runs vLLM; measure a running SGLang server with --server URL --engine sglang")
     if dry_run:
         out.planned = plan_live(out, str(ckpt.root) if ckpt.root is not None else ckpt.ref, tgt)
         if diagnose:
@@ -149,6 +156,14 @@ def plan_live(out: VerifyResult, draft_dir: str, tgt: TargetModel) -> dict[str, 
     elif not planned["would_start"]:
         planned["note"] = "static checks fail: verify would stop here and start no engine (--skip-static runs it)"
     return planned
+
+
+def plan_refused(out: VerifyResult) -> dict[str, Any]:
+    """The dry run of a refused verify: what it would not start, and why; no engine line (it would be EAGLE-3's)."""
+    return {"engine": out.inspect.engine.engine, "platform": detect_platform(), "target": out.engine_target,
+            "prompt_set": out.prompt_set, "num_prompts": len(out.prompts),
+            "num_speculative_tokens": out.settings.num_speculative_tokens, "engine_args": {}, "env": {},
+            "auto_settings": [], "serve_line": None, "sglang_launch_line": None, "would_start": False}
 
 
 def _config_of(tgt: TargetModel) -> dict[str, Any]:
