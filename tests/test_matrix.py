@@ -239,6 +239,43 @@ def test_the_second_run_computes_only_the_changed_cells_and_refresh_recomputes(t
     cache.close()
 
 
+def test_cells_judged_by_other_code_are_not_served_from_the_cache(tmp_path, monkeypatch):
+    """The version stays "0.1.0" across every change of a checkout: the code's own digest is in the key."""
+    import kconvert.matrix.spec as spec
+
+    a = tmp_path / "a"
+    shutil.copytree(MLA, a)
+    cache = CellCache(tmp_path / "cells.sqlite")
+    req = MatrixRequest(drafts=[str(a)], target=TARGET, engines="vllm:0.32,sglang:0.5.23")
+    assert run_matrix(req, cache=cache)["timings"]["computed"] == 2
+    assert run_matrix(req, cache=cache)["timings"]["computed"] == 0
+    monkeypatch.setattr(spec, "_own_code", lambda: "0" * 64)  # as after a `git pull` that changed a rule
+    assert run_matrix(req, cache=cache)["timings"]["computed"] == 2
+    cache.close()
+
+
+def test_the_code_digest_follows_content_not_file_times_or_bytecode(tmp_path):
+    import os
+    from kconvert.matrix.spec import PACKAGE, code_digest
+
+    root = tmp_path / "pkg"
+    shutil.copytree(PACKAGE, root, ignore=shutil.ignore_patterns("__pycache__"))
+    base = code_digest(root)
+    assert base == code_digest(PACKAGE)  # a fresh copy of the same files: the same cells
+    rule = root / "rules" / "vocab.py"
+    os.utime(rule, (1, 1))
+    (root / "rules" / "__pycache__").mkdir(exist_ok=True)
+    (root / "rules" / "__pycache__" / "vocab.cpython-311.pyc").write_bytes(b"stale bytecode")
+    assert code_digest(root) == base
+    rule.write_text(rule.read_text() + "# one more line\n")
+    assert code_digest(root) != base
+    profile = root / "target" / "profiles" / "kimi-k2.5.json"
+    rule.write_text((PACKAGE / "rules" / "vocab.py").read_text())
+    assert code_digest(root) == base
+    profile.write_text(profile.read_text().replace("163840", "163841"))
+    assert code_digest(root) != base  # a target profile is data the rules judge by
+
+
 _WRITER = """
 import sys
 from kconvert.matrix.cache import CellCache

@@ -1,6 +1,6 @@
 """The matrix's cell cache: one sqlite file of its own (`--cache PATH`, default
 `$XDG_CACHE_HOME/kconvert/matrix.sqlite`), keyed by `CellSpec.key()` (the draft's commit sha or content digest,
-the engine row, kconvert's version, the trace's digest, the settings).
+the engine row, kconvert's version and code digest, the trace's digest, the settings).
 
 Safe under concurrent writers: sqlite in WAL mode with a busy timeout serialises writers and lets readers read
 while one writes; each cell is one `INSERT OR REPLACE` in its own transaction, so a run that is killed keeps every

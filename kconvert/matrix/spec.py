@@ -2,18 +2,43 @@
 
 `CellSpec` is the one argument of every cell function in `kconvert.matrix.cells` (`static_cell`, `score_cell`,
 `live_cell`). Its `key()` is the cell's cache key: the draft's revision (Hub commit sha or local content digest),
-the engine row, kconvert's version, the trace's digest and every setting that changes the result.
+the engine row, kconvert's version and the digest of its own code (`code_digest`), the trace's digest and every
+setting that changes the result.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kconvert._version import __version__
 
 KINDS = ("static", "score", "live")
+PACKAGE = Path(__file__).resolve().parent.parent
+
+
+def code_digest(root: Path = PACKAGE) -> str:
+    """sha256 over kconvert's own code and data (every .py and .json under `root`, by relative path and content).
+
+    The version alone does not name what judged a cell: a checkout or an editable install keeps "0.1.0" through
+    every change of the rules, and a cache kept across such updates (a CI runner's) would hand back the verdicts
+    of older code. Content, not modification times, so a fresh clone of the same commit hits the same cells.
+    About 1 MB of text, a few ms, once per process."""
+    h = hashlib.sha256()
+    for f in sorted(q for q in root.rglob("*") if q.suffix in (".py", ".json") and "__pycache__" not in q.parts):
+        rel = f.relative_to(root).as_posix().encode()
+        data = f.read_bytes()
+        h.update(b"%d:%s%d:" % (len(rel), rel, len(data)))
+        h.update(data)
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def _own_code() -> str:
+    return code_digest()
 
 
 @dataclass(frozen=True)
@@ -44,12 +69,14 @@ class CellSpec:
         return dict(self.settings).get(name, default)
 
     def key(self) -> str:
-        """The cache key: everything the cell's result depends on, and kconvert's version (a new release may judge
-        differently). The draft's path is part of it because the cell names it (and its fix command does)."""
+        """The cache key: everything the cell's result depends on, and kconvert's version and code (a new release or
+        a changed rule may judge differently). The draft's path is part of it because the cell names it (and its
+        fix command does)."""
         d = asdict(self)
         d["settings"] = sorted([list(kv) for kv in self.settings])
         d.pop("trace")  # the trace is identified by its digest, wherever it lies
         d["kconvert"] = __version__
+        d["kconvert_code"] = _own_code()
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()
 
     def base_cell(self) -> dict[str, Any]:
