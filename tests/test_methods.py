@@ -113,6 +113,64 @@ def peagle_config() -> dict:
                                          "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}}
 
 
+def peagle_folder(folder, cfg: dict):
+    t = llama_layer("layers.0.", H=H, heads=HEADS, kv=KV, hd=HD, inter=INTER, dtype="BF16")
+    t["fc.weight"] = hole("BF16", H, 3 * H)
+    t["norm.weight"] = norm("BF16", H, 9)
+    t["lm_head.weight"] = hole("BF16", VOCAB, H)
+    return write(folder, cfg, t)
+
+
+def test_verify_serves_a_peagle_draft_with_parallel_drafting_as_vllm_derives_it_and_score_refuses_it(
+        tmp_path, capsys):
+    from vllm.transformers_utils.configs.speculators.base import SpeculatorsConfig
+
+    from kconvert.cli import main
+
+    cfg = peagle_config()
+    derived = SpeculatorsConfig.build_vllm_speculative_config(cfg)  # vLLM's own serving of this checkpoint
+    folder = peagle_folder(tmp_path / "peagle", cfg)
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": H, "num_hidden_layers": 8,
+        "num_attention_heads": HEADS, "num_key_value_heads": KV, "intermediate_size": INTER, "vocab_size": VOCAB,
+        "max_position_embeddings": 4096}))
+
+    def planned(*extra: str) -> dict:
+        capsys.readouterr()
+        rc = main(["verify", str(folder), "--target", str(target), "--dry-run", "--json", *extra])
+        doc = json.loads(capsys.readouterr().out)
+        assert rc in (0, 1) and doc.get("refused") is None, doc
+        return doc["dry_run"]
+
+    plan = planned()
+    spec = plan["engine_args"]["speculative_config"]
+    assert (spec["method"], spec["parallel_drafting"]) == (derived["method"], derived["parallel_drafting"]) \
+        == ("eagle3", True)
+    assert '"parallel_drafting": true' in plan["serve_line"]
+    # a replayed production serve line that says otherwise keeps its word
+    line = json.dumps({"method": "eagle3", "model": "org/peagle", "num_speculative_tokens": 3,
+                       "parallel_drafting": False})
+    assert planned("--speculative-config", line)["engine_args"]["speculative_config"]["parallel_drafting"] is False
+    # the control: an EAGLE-3 draft of the same shapes gets no such key
+    eagle = dict(cfg, speculators_model_type="eagle3", architectures=["Eagle3Speculator"])
+    eagle.pop("mask_token_id")
+    eagle["speculators_config"] = dict(cfg["speculators_config"], algorithm="eagle3")
+    folder = peagle_folder(tmp_path / "eagle3", eagle)
+    assert "parallel_drafting" not in planned()["engine_args"]["speculative_config"]
+
+    # score replays sequential drafting: it refuses the P-EAGLE draft instead of printing its figure
+    from tests.score_factories import random_trace
+
+    folder = tmp_path / "peagle"
+    capsys.readouterr()
+    rc = main(["score", str(folder), "--trace", str(random_trace(tmp_path / "trace")), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 1 and doc["refused"]["method"] == "peagle" and doc.get("score") is None
+    assert "parallel" in doc["refused"]["reason"] and "kconvert verify" in doc["refused"]["reason"]
+
+
 def test_a_peagle_draft_is_eagle3_with_parallel_drafting_on_vllm_and_unserved_on_sglang(tmp_path):
     from vllm.transformers_utils.configs.speculators.base import SpeculatorsConfig
 
@@ -120,11 +178,7 @@ def test_a_peagle_draft_is_eagle3_with_parallel_drafting_on_vllm_and_unserved_on
     # vLLM's own code: the speculative config it derives from this checkpoint (the outside oracle for the text)
     derived = SpeculatorsConfig.build_vllm_speculative_config(cfg)
     assert derived["method"] == "eagle3" and derived["parallel_drafting"] is True
-    t = llama_layer("layers.0.", H=H, heads=HEADS, kv=KV, hd=HD, inter=INTER, dtype="BF16")
-    t["fc.weight"] = hole("BF16", H, 3 * H)
-    t["norm.weight"] = norm("BF16", H, 9)
-    t["lm_head.weight"] = hole("BF16", VOCAB, H)
-    folder = write(tmp_path / "peagle", cfg, t)
+    folder = peagle_folder(tmp_path / "peagle", cfg)
     res = inspect(str(folder), engine="vllm", engine_version="0.32")
     k105 = [f for f in res.findings if f.id == "K105"]
     assert [f.severity for f in k105] == ["info"]

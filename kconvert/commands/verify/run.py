@@ -104,6 +104,14 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
         if dry_run:
             out.planned = plan_refused(out)
         return out
+    if engine == "vllm" and res.draft.method == "peagle" and "parallel_drafting" not in st.speculative_extra:
+        # A P-EAGLE draft on a row whose EAGLE-3 classes load it (K105's text): served as method eagle3 with
+        # parallel drafting. vLLM switches that on by itself only when the speculators checkpoint is the served
+        # model (speculators/base.py build_vllm_speculative_config), never for a draft inside speculative_config,
+        # so without this verify would measure sequential drafting, which is not how it serves. A replayed serve
+        # line that sets the key keeps its own value.
+        st = replace(st, speculative_extra={**st.speculative_extra, "parallel_drafting": True})
+        out.settings = st
     if engine != "vllm" and not dry_run:
         raise UsageError("live verify runs vLLM; measure a running SGLang server with --server URL --engine sglang")
     if dry_run:
