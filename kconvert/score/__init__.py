@@ -21,6 +21,7 @@ from kconvert.engines.expectations import engine_rules
 from kconvert.results.score import ScoreResult, ScoreSettings, build_score_report, score_section
 from kconvert.results.thresholds import evaluate
 from kconvert.rules import Options
+from kconvert.rules.architecture import other_method
 from kconvert.score.diagnose import run_diagnosis
 from kconvert.score.reading import engine_reading
 from kconvert.target import from_config, load_target
@@ -73,7 +74,7 @@ def _parallel_drafting_refusal(res: Any) -> dict[str, Any] | None:
     figure would be of a drafting the engine never runs."""
     if res.draft.method != "peagle":
         return None
-    return {"rule": "K105", "method": "peagle",
+    return {"rule": other_method.id, "method": "peagle",
             "reason": "score not run: this is a P-EAGLE draft (speculators_model_type peagle), which drafts its k "
                       "tokens in one parallel pass; score replays EAGLE-3's sequential drafting only, so measure "
                       "it live with `kconvert verify` (it turns parallel_drafting on)"}
