@@ -130,17 +130,17 @@ def plan(entries: list[DraftEntry], rows: list[Any], req: MatrixRequest, *, dige
         tid = e.target["id"]
         for r in rows:
             specs.append(CellSpec(draft=e.draft, engine=r.engine, engine_version=r.version, kind="static",
-                                  target=tid, revision=e.revision))
+                                  target=tid, revision=e.revision, source=e.source))
         if req.trace:
             # the trace records its target: score judges the draft against that one
             specs.append(CellSpec(draft=e.draft, engine=score_row.engine, engine_version=score_row.version,
-                                  kind="score", target=None, revision=e.revision, trace=req.trace,
+                                  kind="score", target=None, revision=e.revision, source=e.source, trace=req.trace,
                                   trace_digest=digest,
                                   settings=settings_tuple(k=req.k, threads=req.score_threads,
                                                           max_sequences=req.max_sequences)))
         if req.live:
             specs.append(CellSpec(draft=e.draft, engine="vllm", engine_version=live_row.version, kind="live",
-                                  target=tid, revision=e.revision,
+                                  target=tid, revision=e.revision, source=e.source,
                                   settings=settings_tuple(k=req.k, prompts=req.prompts, max_prompts=req.max_prompts,
                                                           max_tokens=req.max_tokens,
                                                           engine_args=tuple(sorted(req.engine_args.items())),

@@ -71,7 +71,7 @@ def static_cell(spec: CellSpec) -> dict[str, Any]:
     def body(cell: dict[str, Any]) -> None:
         from kconvert.commands.inspect import inspect
 
-        res = inspect(spec.draft, target=spec.target, engine=spec.engine, engine_version=spec.engine_version)
+        res = inspect(spec.read_ref, target=spec.target, engine=spec.engine, engine_version=spec.engine_version)
         ids, findings = _findings(res.findings)
         state, message = _state(res, has_target=res.target is not None)
         cell.update(state=state, message=message, finding_ids=ids, findings=findings, fix=_fix(res),
@@ -99,7 +99,7 @@ def score_cell(spec: CellSpec) -> dict[str, Any]:
         assert spec.trace is not None, "a score cell needs a trace"
         st = ScoreSettings(num_speculative_tokens=spec.setting("k", 3), threads=spec.setting("threads"),
                            max_sequences=spec.setting("max_sequences"))
-        sr = score(spec.draft, spec.trace, engine=spec.engine, engine_version=spec.engine_version,
+        sr = score(spec.read_ref, spec.trace, engine=spec.engine, engine_version=spec.engine_version,
                    target=spec.target, settings=st)
         cell["kind"] = "score"
         cell["exit_code"] = sr.exit_code
@@ -139,7 +139,7 @@ def live_cell(spec: CellSpec) -> dict[str, Any]:
                             engine_args=dict(spec.setting("engine_args", ())),
                             timeout_s=float(spec.setting("timeout_s", 1200.0)),
                             trust_remote_code=bool(spec.setting("trust_remote_code", False)))
-        vr = verify(spec.draft, spec.target, engine=spec.engine, engine_version=spec.engine_version, settings=st)
+        vr = verify(spec.read_ref, spec.target, engine=spec.engine, engine_version=spec.engine_version, settings=st)
         ids, findings = _findings(vr.inspect.findings)
         cell.update(finding_ids=ids, findings=findings, exit_code=vr.exit_code)
         if vr.refused:

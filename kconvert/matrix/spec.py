@@ -56,6 +56,7 @@ class CellSpec:
     kind: str = "static"
     target: str | None = None
     revision: str | None = None
+    source: str = "local"  # local | hub (kconvert.matrix.gather.DraftEntry.source)
     trace: str | None = None
     trace_digest: str | None = None
     # score: draft tokens per step, torch threads, sequences; live: k, prompts, max tokens, engine args, timeout
@@ -64,6 +65,16 @@ class CellSpec:
     @property
     def row(self) -> str:
         return f"{self.engine}:{self.engine_version}"
+
+    @property
+    def read_ref(self) -> str:
+        """The draft as a cell reads it: a Hub id at the commit gather resolved (`org/name@sha`), so that a branch
+        that moves during the run cannot have a cell judged at a commit other than the one it is cached under (and
+        the cell's fix command names the commit judged); a local folder, or a Hub id given with its own revision,
+        as given."""
+        if self.source == "hub" and self.revision and "@" not in self.draft:
+            return f"{self.draft}@{self.revision}"
+        return self.draft
 
     def setting(self, name: str, default: Any = None) -> Any:
         return dict(self.settings).get(name, default)
