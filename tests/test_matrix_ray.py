@@ -143,9 +143,15 @@ def test_sigint_cancels_what_is_left_delivers_what_finished_and_reraises(ray_ses
         if len(delivered) == 1:
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the run collects
 
+    # Ctrl-C as a user's terminal delivers it, whatever an earlier test in this process did to SIGINT (a CI run
+    # once saw this signal vanish; the failure then says what the handler and the mask were)
+    before = (signal.getsignal(signal.SIGINT), sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         RayExecutor().run(tasks, on_result=on_result, on_error=lambda k, m: None)
+        pytest.fail(f"no KeyboardInterrupt; SIGINT handler and blocked signals before the test: {before}")
     assert time.monotonic() - t0 < 15  # the slow cells (20 s each) were not waited for
     assert delivered and set(delivered) <= {"0", "1"}
     for key, value in delivered.items():
