@@ -267,6 +267,20 @@ def test_card_shows_both_conventions_serve_lines_and_provenance(ckpt):
     assert sha256_file(folder / "model.safetensors") in text
 
 
+def test_card_serves_with_the_speculative_keys_verify_ran_with(tmp_path):
+    """A P-EAGLE draft verified with parallel drafting (or a replayed production line's keys): the card's vLLM line
+    keeps them; the model is the Hub repo, never the folder verify read."""
+    folder = make_checkpoint(tmp_path / "draft")
+    doc = make_report(folder)
+    doc["live"]["speculative_config"] = {"model": str(folder), "method": "eagle3", "num_speculative_tokens": 4,
+                                         "parallel_drafting": True, "draft_tensor_parallel_size": 1}
+    text = push(folder, REPO, report=write_report(tmp_path / "verify.json", doc), dry_run=True).readme
+    line = next(ln for ln in text.splitlines() if ln.lstrip().startswith("vllm serve"))
+    spec = json.loads(line.split("--speculative-config '", 1)[1].split("'", 1)[0])
+    assert spec == {"model": REPO, "method": "eagle3", "num_speculative_tokens": 4, "parallel_drafting": True,
+                    "draft_tensor_parallel_size": 1}
+
+
 def test_markdown_section_is_reusable_without_a_repo(ckpt):
     folder, report = ckpt
     md = render_markdown_section(json.loads(report.read_text()))

@@ -75,6 +75,16 @@ def _trust_remote_code(report: dict[str, Any]) -> bool:
                 or (live.get("engine_args") or {}).get("trust_remote_code"))
 
 
+# speculative_config keys verify ran with beyond the draft, the method and k: a replayed production serve line's,
+# `parallel_drafting` for a P-EAGLE draft, `draft_tensor_parallel_size`. The card's line serves what was verified.
+_RESET_KEYS = ("model", "method", "num_speculative_tokens")
+
+
+def _verified_extra(report: dict[str, Any]) -> dict[str, Any]:
+    spec = (report.get("live") or {}).get("speculative_config") or {}
+    return {k: v for k, v in spec.items() if k not in _RESET_KEYS}
+
+
 def serve_commands(report: dict[str, Any], repo_id: str, *, target: str | None = None,
                    tp: int | None = None) -> dict[str, str]:
     """The vLLM and SGLang command lines that serve `target` with this draft at the verified k.
@@ -86,7 +96,8 @@ def serve_commands(report: dict[str, Any], repo_id: str, *, target: str | None =
     k = num_speculative_tokens(report) or 3
     n = tp or tensor_parallel_size(report)
     trc = " --trust-remote-code" if _trust_remote_code(report) else ""
-    spec = json.dumps({"model": repo_id, "method": "eagle3", "num_speculative_tokens": k})
+    spec = json.dumps({"model": repo_id, "method": "eagle3", "num_speculative_tokens": k,
+                       **_verified_extra(report)})
     return {
         "vllm": f"vllm serve {tgt} --speculative-config '{spec}' --tensor-parallel-size {n}{trc}",
         "sglang": (f"python -m sglang.launch_server --model-path {tgt} --speculative-algorithm EAGLE3 "
