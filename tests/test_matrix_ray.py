@@ -156,12 +156,14 @@ def test_sigint_cancels_what_is_left_delivers_what_finished_and_reraises(ray_ses
     assert delivered and set(delivered) <= {"0", "1"}
     for key, value in delivered.items():
         assert value == matrix_tasks.cell(fast[int(key)])
-    # Nothing of the run holds a CPU any more: a cell asking for both CPUs runs at once (the slow cells, had they
-    # been left running or queued, would hold them for 20 s each).
+    # Nothing of the run holds a CPU any more: a cell asking for both CPUs runs. Had the six slow cells been left
+    # queued it would wait behind them (20 s each, two at a time: 60 s); had the two running ones not been
+    # interrupted they would write their .finished marks (below). How soon Ray's cancel reaches a running worker
+    # varies with the load: 17 s once in a full CI run, 1-3 s alone.
     t1 = time.monotonic()
     results, errors = collect(RayExecutor(), [Task(key="after", fn=matrix_tasks.cell, arg=fast[0],
                                                    resources=Resources(num_cpus=2))])
-    assert time.monotonic() - t1 < 10 and errors == {} and list(results) == ["after"]
+    assert time.monotonic() - t1 < 30 and errors == {} and list(results) == ["after"]
     assert len(list(tmp_path.glob("*.started"))) <= 2  # two CPUs: the others were still queued, never started
     assert list(tmp_path.glob("*.finished")) == []  # and the running ones were interrupted
 
