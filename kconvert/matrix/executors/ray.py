@@ -20,10 +20,8 @@ run and a local run give the same results (docs/design.md, "Ray's task API"). Wh
   error, and a retry after a worker's death runs the whole unit again (cells are pure functions of their spec);
 - on KeyboardInterrupt every undelivered task is cancelled (`ray.cancel(force=False)`): a queued one never
   starts; Ray cannot tell the driver cheaply which have started, so a running one gets a KeyboardInterrupt of
-  its own at its next Python bytecode, as Ray delivers it: best effort (in full CI runs it once took 17 s and
-  once did not reach a cell before that cell ended; a cell inside one long C call finishes that call first),
-  which runs its cleanup, such as stopping a live cell's engine process, where killing the worker would orphan
-  it. Results
+  its own at its next Python bytecode (a cell inside one long C call finishes that call first), which runs its
+  cleanup, such as stopping a live cell's engine process, where killing the worker would orphan it. Results
   that had already finished are still delivered; the cancel is repeated until every cell has stopped or 3 s
   have passed (a cancel that reaches a worker while the task is handed over interrupts nothing), then
   KeyboardInterrupt is re-raised so the caller writes the partial matrix.
