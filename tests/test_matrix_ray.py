@@ -140,6 +140,9 @@ from kconvert.matrix.executors.ray import RayExecutor
 from tests import matrix_tasks
 
 folder = sys.argv[1]
+# A background job of a non-interactive shell starts with SIGINT ignored, and Python then installs no handler: Ctrl-C
+# as a user's terminal delivers it, and Ray's workers (started below) inherit a default disposition.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 ray.init(address="local", num_cpus=2, object_store_memory=128 * 1024 * 1024, include_dashboard=False,
          log_to_driver=False, logging_level="WARNING")
 fast, slow = matrix_tasks.specs()[:2], matrix_tasks.specs()[2:8]

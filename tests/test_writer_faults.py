@@ -37,6 +37,8 @@ CHILD = textwrap.dedent("""
     # the writer: say what arrived blocked (the assertion prints it), and start as a user's process starts.
     print("blocked", sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])), flush=True)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    # a background job of a non-interactive shell inherits SIGINT ignored, and Python then installs no handler
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     seen = [0]
     if mode == "fsize":
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
