@@ -91,6 +91,13 @@ class Inspection(Gated):
         row that loads it with its EAGLE-3 classes). The reason is K105's own text, whether or not a selection
         set the finding aside: an EAGLE-3 engine line, score or conversion of a DFlash or MTP checkpoint would be
         a figure or a checkpoint of something else. `skip_static` skips the static gate, never this."""
+        if command == "score" and self.draft.method == "peagle":
+            # even where vLLM's EAGLE-3 classes load it: a P-EAGLE draft proposes its k tokens in one pass
+            # (parallel drafting), and score replays EAGLE-3's chain of k sequential steps
+            return {"rule": other_method.id, "method": "peagle",
+                    "reason": "score not run: this is a P-EAGLE draft (speculators_model_type peagle), which drafts "
+                              "its k tokens in one parallel pass; score replays EAGLE-3's sequential drafting only, "
+                              "so measure it live with `kconvert verify` (it turns parallel_drafting on)"}
         if eagle3_rules_apply(self.draft, self.engine):
             return None
         k105 = next((f for f in self.findings + [f for f, _ in self.set_aside] if f.id == other_method.id), None)

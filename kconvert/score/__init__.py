@@ -21,7 +21,6 @@ from kconvert.engines.expectations import engine_rules
 from kconvert.results.score import ScoreResult, ScoreSettings, build_score_report, score_section
 from kconvert.results.thresholds import evaluate
 from kconvert.rules import Options
-from kconvert.rules.architecture import other_method
 from kconvert.score.diagnose import run_diagnosis
 from kconvert.score.reading import engine_reading
 from kconvert.target import from_config, load_target
@@ -68,18 +67,6 @@ def _embeddings_equal(d: Any, trace: Any) -> bool:
     return True
 
 
-def _parallel_drafting_refusal(res: Any) -> dict[str, Any] | None:
-    """A P-EAGLE draft, even where vLLM's EAGLE-3 classes load it: it proposes its k tokens in one pass (parallel
-    drafting, mask tokens in the later positions), and score replays EAGLE-3's chain of k sequential steps, so its
-    figure would be of a drafting the engine never runs."""
-    if res.draft.method != "peagle":
-        return None
-    return {"rule": other_method.id, "method": "peagle",
-            "reason": "score not run: this is a P-EAGLE draft (speculators_model_type peagle), which drafts its k "
-                      "tokens in one parallel pass; score replays EAGLE-3's sequential drafting only, so measure "
-                      "it live with `kconvert verify` (it turns parallel_drafting on)"}
-
-
 def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str | None = None,
           settings: ScoreSettings | None = None, thresholds: Any = None, options: Any = None,
           target: str | None = None, progress: Progress | None = None, selection: Any = None,
@@ -117,7 +104,7 @@ def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str |
     out.timings["open_s"] = time.perf_counter() - t0
     # Another method's checkpoint (K105): the EAGLE-3 proposer's arithmetic on it would be a figure of nothing,
     # so no reading is scored (nor diagnosed), --skip-static or not.
-    out.refused = res.refusal("score", skip_static=st.skip_static) or _parallel_drafting_refusal(res)
+    out.refused = res.refusal("score", skip_static=st.skip_static)
     if out.refused:
         return out
     if res.errors and not st.skip_static:
