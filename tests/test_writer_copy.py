@@ -78,6 +78,33 @@ def test_the_copy_paths_write_the_same_bytes(tmp_path):
     assert a == b
 
 
+def test_the_free_space_check_counts_the_holes_the_copy_keeps(tmp_path, monkeypatch):
+    """The same draft, sparse and dense (cp --sparse=never fills its 4 MB hole), against a disk reported with 2 MB
+    less room than the output's size: the sparse one fits, since the copy keeps its hole; the dense one is refused
+    before anything is written (CI once refused a sparse 4.38 GB zoo replica that needed 0.1 MB)."""
+    from types import SimpleNamespace
+
+    from kconvert.errors import InputError
+    sparse = _draft(tmp_path / "sparse")
+    dense = tmp_path / "dense"
+    subprocess.run(["cp", "-r", "--sparse=never", str(sparse), str(dense)], check=True)
+    size = sum(f.stat().st_size for f in dense.iterdir() if f.suffix == ".safetensors")
+    dense_blocks = sum(f.stat().st_blocks * 512 for f in dense.iterdir() if f.suffix == ".safetensors")
+    sparse_blocks = sum(f.stat().st_blocks * 512 for f in sparse.iterdir() if f.suffix == ".safetensors")
+    if dense_blocks < size or sparse_blocks > size - (3 << 20):
+        pytest.skip("this filesystem does not keep holes")
+    real = os.statvfs
+    free = size - (2 << 20)
+    monkeypatch.setattr(os, "statvfs", lambda p: SimpleNamespace(f_bavail=free // 4096, f_frsize=4096)
+                        if str(p).startswith(str(tmp_path)) else real(p))
+    _fix(sparse, tmp_path / "from-sparse")
+    assert (tmp_path / "from-sparse" / "kconvert.json").is_file()
+    with pytest.raises(InputError, match=r"from-dense: needs [0-9.]+ GB, only [0-9.]+ GB free on that disk"):
+        _fix(dense, tmp_path / "from-dense")
+    assert not (tmp_path / "from-dense").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary folder left
+
+
 @pytest.mark.skipif(shutil.which("stat") is None, reason="needs coreutils stat")
 @pytest.mark.parametrize("folder", ["tmp_path", "/dev/shm", "/proc"])
 def test_preallocation_is_used_on_ext4_only(tmp_path, folder):

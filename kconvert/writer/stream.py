@@ -199,6 +199,21 @@ def _segments(fd: int, start: int, end: int) -> list[tuple[int, int, bool]]:
     return out
 
 
+def hole_bytes(path: Path, spans: list[tuple[int, int]]) -> int:
+    """How many bytes of these spans of a file are holes, which a copy leaves as holes (0 where the file cannot
+    be opened or the filesystem cannot tell: then every byte counts as data)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return 0
+    try:
+        return sum(b - a for start, end in spans for a, b, is_data in _segments(fd, start, end) if not is_data)
+    except OSError:
+        return 0
+    finally:
+        os.close(fd)
+
+
 class _Cancelled(Exception):
     """Another shard worker failed or the run was interrupted: this worker stops at its next chunk."""
 

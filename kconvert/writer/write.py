@@ -88,7 +88,7 @@ def write_checkpoint(ckpt: Checkpoint, ops: list[Any], out_dir: os.PathLike[str]
     copies, skipped = _sort_files(ckpt, layout)
     out_size, total = _sizes(ckpt, layout, copies, skipped)
     if check_space:
-        _check_space(out_dir, out_size)
+        _check_space(out_dir, out_size - _holes_kept(ckpt, layout, copies))
     started = time.time()
     n_workers = max(1, min(len(layout.shards), workers or os.cpu_count() or 1, MAX_SHARD_WORKERS))
     with interrupt_guard():
@@ -152,6 +152,20 @@ def _sizes(ckpt: Checkpoint, layout: Layout, copies: list[str], skipped: dict[st
     hash_only = sum(ckpt.files[r].size or 0 for r in shard_inputs if r in ckpt.files) - copied_in
     hash_only += sum(ckpt.files[r].size or 0 for r in skipped if r not in shard_inputs)
     return out_size, out_size + max(0, hash_only)
+
+
+def _holes_kept(ckpt: Checkpoint, layout: Layout, copies: list[str]) -> int:
+    """Bytes of the output that stay holes: the copy keeps the holes of a sparse input (stream.copy_span), so
+    they take no room on the destination's disk and the free-space check does not count them."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for ts in layout.shards.values():
+        for t in ts:
+            if t.copy_of is not None:
+                spans.setdefault(t.copy_of.file, []).append((t.copy_of.start, t.copy_of.end))
+    for rel in copies:
+        spans.setdefault(rel, []).append((0, ckpt.files[rel].size or 0))
+    assert ckpt.root is not None
+    return sum(stream.hole_bytes(ckpt.root / rel, s) for rel, s in spans.items())
 
 
 def _check_space(out_dir: Path, out_size: int) -> None:
