@@ -194,6 +194,25 @@ def test_score_prints_no_figure_for_another_methods_checkpoint(capsys, drafts, t
     assert doc["score"] is None and doc["diagnosis"] is None
 
 
+@pytest.mark.parametrize("name", ["dflash3", "mtp_ds"])
+def test_score_refuses_another_methods_checkpoint_on_an_install_without_torch(capsys, drafts, trace, monkeypatch,
+                                                                               name):
+    # a core install (no torch, as `pip install kconvert`): the refusal needs no torch, so it is what the user
+    # reads (exit 1), not "install torch" (exit 3) followed by the same refusal once it is installed
+    import sys
+
+    for mod in [m for m in sys.modules if m == "torch" or m.startswith("torch.")]:
+        monkeypatch.delitem(sys.modules, mod)
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ModuleNotFoundError
+    rc, doc = run_json(capsys, "score", str(drafts[name]), "--trace", str(trace))
+    assert rc == EXIT_DRAFT_FAILED
+    assert_refused(doc, name, "vllm:0.32", "score")
+    # and an EAGLE-3 draft on the same install still asks for torch (exit 3, the README's missing-package code)
+    rc = main(["score", str(make_draft(drafts[name].parent / f"e-{name}", "torchspec")), "--trace", str(trace),
+               "--skip-static"])
+    assert rc == 3 and "torch" in capsys.readouterr().err
+
+
 def test_the_same_trace_scores_an_eagle3_draft(capsys, tmp_path, trace):
     # the control: the trace and the command work, so the refusal above is the method's, not the trace's
     rc, doc = run_json(capsys, "score", str(make_draft(tmp_path / "e", "torchspec")), "--trace", str(trace),

@@ -82,15 +82,11 @@ def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str |
     no ids); `report_ref`, the report file the caller writes, is named in the fix command (`--decided-by`)."""
     if (readings or search_aux) and not diagnose:
         raise UsageError("--try, --search-aux and --lm-head-from go with --diagnose")
-    require_torch()
-    # deferred: torch (~0.8 s), loaded only after require_torch() said it is there; the trace reader loads numpy
-    from kconvert.score.run import (WeightCache, lm_head_loader, resolve_device, resolve_dtype, score_reading,
-                                    set_threads)
+    # deferred: the trace reader loads numpy; torch comes below, once the static checks let the draft be scored
     from kconvert.score.trace import open_trace
 
     st = settings or ScoreSettings()
     say = progress or (lambda _s: None)
-    set_threads(st.threads)
     t0 = time.perf_counter()
     tr = open_trace(trace, check_data_sha256=st.check_trace_sha256)
     tgt = load_target(target) if target else target_from_trace(tr)
@@ -113,6 +109,14 @@ def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str |
             return out
     if ckpt.root is None:
         raise UsageError(f"{draft}: score needs the draft's weights; download the draft first")
+    # Only now torch: a refusal and a static block above need none, so a core install says them (exit 1) instead
+    # of asking for torch (exit 3) to be told the same afterwards.
+    require_torch()
+    # deferred: torch (~0.8 s), loaded only after require_torch() said it is there
+    from kconvert.score.run import (WeightCache, lm_head_loader, resolve_device, resolve_dtype, score_reading,
+                                    set_threads)
+
+    set_threads(st.threads)
     d = res.draft
     reading = engine_reading(d, rules, tr.meta.num_hidden_layers, tr.meta.vocab_size,
                              embeddings_equal_target=d.has_embeddings and _embeddings_equal(d, tr))
