@@ -281,6 +281,25 @@ def test_card_serves_with_the_speculative_keys_verify_ran_with(tmp_path):
                     "draft_tensor_parallel_size": 1}
 
 
+def test_card_of_a_peagle_draft_gives_no_sglang_line_since_sglang_serves_none(tmp_path):
+    """SGLang 0.5.23 serves no P-EAGLE (K105's text, from srt/speculative/spec_info.py and spec_registry.py): a
+    "for reference" EAGLE3 launch line for a P-EAGLE draft would not run it as it was verified (parallel
+    drafting), so the card says why there is none instead. An EAGLE-3 draft's card keeps its SGLang line."""
+    folder = make_checkpoint(tmp_path / "draft")
+    doc = make_report(folder)
+    doc["draft"]["method"] = "peagle"
+    doc["live"]["speculative_config"] = {"model": str(folder), "method": "eagle3", "num_speculative_tokens": 3,
+                                         "parallel_drafting": True}
+    text = push(folder, REPO, report=write_report(tmp_path / "verify.json", doc), dry_run=True).readme
+    assert "sglang.launch_server" not in text and "--speculative-algorithm" not in text
+    assert "SGLang: no line: sglang 0.5.23 serves no peagle draft (K105;" in text
+    assert "the SGLang line is given for reference" not in text
+    assert sum(ln.lstrip().startswith("vllm serve") for ln in text.splitlines()) == 1
+    doc["draft"]["method"] = "eagle3"
+    text = push(folder, REPO, report=write_report(tmp_path / "verify2.json", doc), dry_run=True).readme
+    assert "python -m sglang.launch_server" in text and "the SGLang line is given for reference" in text
+
+
 def test_markdown_section_is_reusable_without_a_repo(ckpt):
     folder, report = ckpt
     md = render_markdown_section(json.loads(report.read_text()))

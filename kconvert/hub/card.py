@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kconvert._version import __version__
+from kconvert.engines.expectations import KNOWN, NEWEST
 from kconvert.report.markdown import engine_label, num_speculative_tokens, render_markdown_section
 from kconvert.target import profile_hub_id
 
@@ -106,6 +107,18 @@ def serve_commands(report: dict[str, Any], repo_id: str, *, target: str | None =
     }
 
 
+def unserved_on(report: dict[str, Any], engine: str) -> str | None:
+    """Why the card gives no `engine` line, or None: a draft of another method (a P-EAGLE draft is the one that
+    reaches push, verified on vLLM) that the newest `engine` row kconvert has read serves with nothing (K105); a
+    reference line for it would start a server that refuses the draft or runs it as sequential EAGLE-3."""
+    method = (report.get("draft") or {}).get("method") or "eagle3"
+    row = KNOWN[engine][NEWEST[engine]]
+    if method == "eagle3" or row.methods is None or method in row.methods:
+        return None
+    return (f"no line: {row.key} serves no {method} draft (K105; `kconvert rules K105` says which engine "
+            "releases do)")
+
+
 def _op_line(op: dict[str, Any]) -> str:
     kind = op.get("kind", "op")
     if "path" in op and "value" in op:
@@ -176,11 +189,18 @@ def render_section(report: dict[str, Any], repo_id: str, provenance: dict[str, A
         shown = {**report, "target": {**report["target"],
                                       "name": hub_id or "a local folder (its Hub id was not given)"}}
     body = render_markdown_section(shown, heading_level=2)
-    serve = ["### Serve", "",
-             "vLLM" + (" (verified):" if engine == "vllm" else ":"), "", "```bash", cmds["vllm"], "```", "",
-             "SGLang" + (" (verified):" if engine == "sglang" else ":"), "", "```bash", cmds["sglang"], "```", "",
-             f"The numbers above were measured on {engine_label(report)}; the {other} line is given for "
-             f"reference — run `kconvert verify --engine {other.lower()}` before relying on it.", ""]
+    serve = ["### Serve", ""]
+    for name, label in (("vllm", "vLLM"), ("sglang", "SGLang")):
+        why_not = None if engine == name else unserved_on(report, name)
+        if why_not:
+            serve += [f"{label}: {why_not}.", ""]
+        else:
+            serve += [label + (" (verified):" if engine == name else ":"), "", "```bash", cmds[name], "```", ""]
+    if not unserved_on(report, other.lower()):
+        serve += [f"The numbers above were measured on {engine_label(report)}; the {other} line is given for "
+                  f"reference — run `kconvert verify --engine {other.lower()}` before relying on it.", ""]
+    else:
+        serve += [f"The numbers above were measured on {engine_label(report)}.", ""]
     parts = [START, body, "\n".join(serve), render_provenance(provenance), END]
     return "\n".join(p.rstrip("\n") + "\n" for p in parts)
 
@@ -238,4 +258,4 @@ def render_card(report: dict[str, Any], repo_id: str, *, provenance: dict[str, A
 
 
 __all__ = ["END", "START", "card_metadata", "render_card", "render_provenance", "render_section",
-           "serve_commands", "target_hub_id", "tensor_parallel_size"]
+           "serve_commands", "target_hub_id", "tensor_parallel_size", "unserved_on"]
