@@ -6,6 +6,7 @@ Engine runs are shared between assertions through module-scoped fixtures: each s
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -444,12 +445,34 @@ def test_speculative_run_records_what_the_engine_ran_with(spec_run):
     assert LiveResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
 
 
+def _sockets_in_tmp() -> set[str]:
+    """The socket files in the temp folder (vLLM names its ZMQ ipc sockets by uuid4 there by default)."""
+    import stat
+    import tempfile
+
+    out = set()
+    with os.scandir(tempfile.gettempdir()) as it:
+        for e in it:
+            try:
+                if stat.S_ISSOCK(e.stat(follow_symlinks=False).st_mode):
+                    out.add(e.name)
+            except OSError:
+                continue
+    return out
+
+
 @live
 def test_absolute_d2t_draft_crashes_with_the_engines_error_and_leaves_nothing(tiny, smoke_prompts):
     watch = ProcessWatch()
+    before = _sockets_in_tmp()
     with pytest.raises(EngineError) as exc:
         _run(tiny["target"], tiny["draft_d2t_absolute"], smoke_prompts, watch)
     err = exc.value
+    # nothing left on disk either but the log the hint names: no request, no draft copy, no engine socket (those
+    # live in the run's folder, VLLM_RPC_BASE_PATH, not in the temp folder)
+    log = Path(err.hint.removeprefix("full engine log: "))
+    assert sorted(p.name for p in log.parent.iterdir()) == ["engine.log"]
+    assert _sockets_in_tmp() - before == set()
     assert err.exit_code == EXIT_ENGINE
     assert "IndexError" in err.message and "out of bounds" in err.message
     assert any("IndexError" in ln and "out of bounds" in ln for ln in err.last_lines)

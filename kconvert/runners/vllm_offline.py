@@ -63,7 +63,8 @@ def run_vllm(
         request_path, result_path, log_path = workdir / "request.json", workdir / "result.json", workdir / "engine.log"
         _write_request(request_path, req, setup)
         log_text, returncode, timed_out, stage = _spawn_and_wait(
-            python or sys.executable, request_path, result_path, log_path, setup.env, req.timeout_s, say, on_spawn
+            python or sys.executable, request_path, result_path, log_path, {**_rpc_env(workdir), **setup.env},
+            req.timeout_s, say, on_spawn
         )
         if returncode != 0 or timed_out or not result_path.is_file():
             err = classify_failure(log_text, returncode, timed_out=timed_out, timeout_s=req.timeout_s, stage=stage)
@@ -77,10 +78,26 @@ def run_vllm(
         if not keep_dir and not failed:
             shutil.rmtree(workdir, ignore_errors=True)
         elif not keep_dir:
-            # Keep only the log of a failed run (its path is in the error's hint).
-            for name in ("request.json", "result.json"):
-                (workdir / name).unlink(missing_ok=True)
-            shutil.rmtree(workdir / "draft", ignore_errors=True)
+            # Keep only the log of a failed run (its path is in the error's hint): not the request, the result,
+            # the patched draft copy, nor the sockets a killed engine left.
+            for entry in workdir.iterdir():
+                if entry.name == "engine.log":
+                    continue
+                if entry.is_dir():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
+
+
+# vLLM's engine processes talk over ZMQ ipc sockets it creates as files in VLLM_RPC_BASE_PATH (default: the temp
+# folder; vllm/utils/network_utils.py get_open_zmq_ipc_path), which a killed or crashed engine never unlinks: the
+# CI runs left ~220 of them in /tmp per run. In the run's own folder they go with it. A user's setting wins, and
+# so does the temp folder where the folder's path would leave too little of a socket path's 107 bytes (AF_UNIX)
+# for vLLM's 36-character names.
+def _rpc_env(workdir: Path) -> dict[str, str]:
+    if "VLLM_RPC_BASE_PATH" in os.environ or len(os.fsencode(workdir)) > 64:
+        return {}
+    return {"VLLM_RPC_BASE_PATH": str(workdir)}
 
 
 def _write_request(path: Path, req: LiveRequest, setup: EngineSetup) -> None:
