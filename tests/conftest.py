@@ -21,6 +21,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 # kconvert remembers file digests in a user-level cache (kconvert.source.hashcache); the tests use their own,
 # set here so that the engine and CLI child processes inherit it.
 import os  # noqa: E402
+import shutil  # noqa: E402
 import tempfile  # noqa: E402
 
-os.environ["KCONVERT_HASH_CACHE"] = str(Path(tempfile.mkdtemp(prefix="kconvert-test-hashcache-")) / "sha256.sqlite")
+_HASH_CACHE_DIR = Path(tempfile.mkdtemp(prefix="kconvert-test-hashcache-"))
+os.environ["KCONVERT_HASH_CACHE"] = str(_HASH_CACHE_DIR / "sha256.sqlite")
+
+
+def pytest_unconfigure(config):
+    """The session's hash cache goes with it (one folder per pytest process was left in /tmp before)."""
+    shutil.rmtree(_HASH_CACHE_DIR, ignore_errors=True)

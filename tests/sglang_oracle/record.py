@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -72,7 +73,7 @@ STUBS = {
 PRODUCERS_TARGET = "tests/data/producers/provenance.json#target"  # the producers' tiny target, by its recorded config
 
 
-def manifest() -> dict:
+def manifest(work: Path) -> dict:
     sys.path.insert(0, str(ROOT))
     import importlib
 
@@ -101,7 +102,7 @@ def manifest() -> dict:
                 "model_types": types}
 
     out = {"zoo": {}, "examples": {}, "producers": {}}
-    tmp = Path(tempfile.mkdtemp(prefix="sglang-oracle-zoo-"))
+    tmp = work / "zoo"
     for build in sorted((ROOT / "tests" / "zoo").glob("*/build.py")):
         name = build.parent.name
         mod = importlib.import_module(f"tests.zoo.{name}.build")
@@ -556,18 +557,27 @@ def main() -> int:
         doc = run(json.loads(Path(a.manifest).read_text()), venv / "stubs")
         Path(a.manifest + ".out").write_text(json.dumps(doc))
         return 0
+    # the zoo replicas, the manifest and the run's answer: one folder, removed at the end whatever happens
+    work = Path(tempfile.mkdtemp(prefix="sglang-oracle-"))
+    try:
+        return _record(a, venv, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _record(a: argparse.Namespace, venv: Path, work: Path) -> int:
     t0 = time.perf_counter()
-    man = manifest()
+    man = manifest(work)
     t_manifest = time.perf_counter() - t0
     t_install = None if a.skip_install else install(venv)
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(man, f)
+    man_path = work / "manifest.json"
+    man_path.write_text(json.dumps(man))
     t1 = time.perf_counter()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(OMP_NUM_THREADS="1")
-    subprocess.run([str(venv / "bin" / "python"), __file__, "--phase", "run", "--manifest", f.name, "--venv",
-                    str(venv)], check=True, env=env, cwd="/tmp")
-    doc = json.loads(Path(f.name + ".out").read_text())
+    subprocess.run([str(venv / "bin" / "python"), __file__, "--phase", "run", "--manifest", str(man_path),
+                    "--venv", str(venv)], check=True, env=env, cwd="/tmp")
+    doc = json.loads(Path(str(man_path) + ".out").read_text())
     doc["recorded_by"] = "tests/sglang_oracle/record.py"
     doc["timings_s"] = {"manifest": round(t_manifest, 1), "install": None if t_install is None else round(t_install, 1),
                         "run": round(time.perf_counter() - t1, 1)}
