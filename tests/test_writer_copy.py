@@ -99,7 +99,7 @@ def test_the_free_space_check_counts_the_holes_the_copy_keeps(tmp_path, monkeypa
                         if str(p).startswith(str(tmp_path)) else real(p))
     _fix(sparse, tmp_path / "from-sparse")
     assert (tmp_path / "from-sparse" / "kconvert.json").is_file()
-    with pytest.raises(InputError, match=r"from-dense: needs [0-9.]+ GB, only [0-9.]+ GB free on that disk"):
+    with pytest.raises(InputError, match=r"from-dense: needs [0-9.]+ MB, only [0-9.]+ MB free on that disk"):
         _fix(dense, tmp_path / "from-dense")
     assert not (tmp_path / "from-dense").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary folder left

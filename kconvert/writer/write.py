@@ -176,7 +176,12 @@ def _check_space(out_dir: Path, out_size: int) -> None:
     except OSError:
         free = None
     if free is not None and free < out_size:
-        raise InputError(f"{out_dir}: needs {out_size / 1e9:.2f} GB, only {free / 1e9:.2f} GB free on that disk")
+        raise InputError(f"{out_dir}: needs {_size_text(out_size)}, only {_size_text(free)} free on that disk")
+
+
+def _size_text(n: int) -> str:
+    """Bytes in GB, or in MB below 1 GB (where GB to two places would say 0.00)."""
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
 
 
 class _Run:
