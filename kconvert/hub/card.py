@@ -189,14 +189,14 @@ def render_section(report: dict[str, Any], repo_id: str, provenance: dict[str, A
         shown = {**report, "target": {**report["target"],
                                       "name": hub_id or "a local folder (its Hub id was not given)"}}
     body = render_markdown_section(shown, heading_level=2)
+    why_not = {name: None if engine == name else unserved_on(report, name) for name in ("vllm", "sglang")}
     serve = ["### Serve", ""]
     for name, label in (("vllm", "vLLM"), ("sglang", "SGLang")):
-        why_not = None if engine == name else unserved_on(report, name)
-        if why_not:
-            serve += [f"{label}: {why_not}.", ""]
+        if why_not[name]:
+            serve += [f"{label}: {why_not[name]}.", ""]
         else:
             serve += [label + (" (verified):" if engine == name else ":"), "", "```bash", cmds[name], "```", ""]
-    if not unserved_on(report, other.lower()):
+    if not why_not[other.lower()]:
         serve += [f"The numbers above were measured on {engine_label(report)}; the {other} line is given for "
                   f"reference — run `kconvert verify --engine {other.lower()}` before relying on it.", ""]
     else:
