@@ -16,6 +16,9 @@ Outputs (fixed seeds, tiny shapes: hidden 64, 2 heads of 32, target 8 layers, vo
   config's eagle_config (SpecForge's configs/*-eagle3.json form), to see what the converter does with them
 - speculators-from-specforge-kwargs/: that conversion with the ids passed as
   `--algorithm-kwargs '{"eagle_aux_hidden_state_layer_ids": [2, 4, 5]}'` (the converter's own way to take them)
+- speculators-from-specforge-defaults/: that conversion of specforge-sglang given SpecForge's own capture defaults
+  for the 8-layer target, [1, 3, 4] (resolve_eagle_capture_layers; output convention), as a user copies them from
+  the training run: the converter writes them unshifted, so only the conversion's habits tell the two readings apart
 (speculators writes the verifier's path into its config: a temporary folder of the build, so it differs per build.)
 """
 from __future__ import annotations
@@ -64,6 +67,9 @@ def draft_config() -> dict:
 
 
 EXPLICIT_IDS = [2, 4, 5]
+# SpecForge 0.2.0's capture defaults for the 8-layer target, [1, L//2-1, L-4] (resolve_eagle_capture_layers; the
+# build checks its code still returns them)
+SPECFORGE_DEFAULT_IDS = [1, TARGET_LAYERS // 2 - 1, TARGET_LAYERS - 4]
 
 
 def inside(work: Path) -> None:
@@ -120,6 +126,11 @@ def inside(work: Path) -> None:
                                            str(work / "specforge-sglang-ids"), "--algorithm", "eagle3",
                                            "--verifier", str(target), "--output-path",
                                            str(work / "speculators-from-specforge-ids")],
+        "speculators-from-specforge-defaults": [str(bin_dir / "speculators"), "convert",
+                                                str(work / "specforge-sglang"), "--algorithm", "eagle3",
+                                                "--verifier", str(target), "--algorithm-kwargs",
+                                                json.dumps({"eagle_aux_hidden_state_layer_ids": SPECFORGE_DEFAULT_IDS}),
+                                                "--output-path", str(work / "speculators-from-specforge-defaults")],
         "speculators-from-specforge-kwargs": [str(bin_dir / "speculators"), "convert",
                                               str(work / "specforge-sglang-ids"), "--algorithm", "eagle3",
                                               "--verifier", str(target), "--algorithm-kwargs",
@@ -138,6 +149,7 @@ def inside(work: Path) -> None:
     tcfg = LlamaConfig(**{k: v for k, v in target_config().items() if k != "architectures"})
     default_layers = resolve_eagle_capture_layers(type("Cfg", (), {"model": type("M", (), {
         "aux_hidden_state_layer_ids": None})()})(), draft_config(), tcfg)
+    assert list(default_layers) == SPECFORGE_DEFAULT_IDS, default_layers
     import specforge.algorithms.model_providers as mp
     import specforge.data.preprocessing as pre
     import specforge.export.to_hf as to_hf
@@ -173,6 +185,15 @@ def inside(work: Path) -> None:
                 "code": "Eagle3Converter.convert(..., eagle_aux_hidden_state_layer_ids=None) writes the ids it is "
                         "given (--algorithm-kwargs) into the speculator config unchanged; the checkpoint's "
                         "eagle_config is not read for them (speculators/convert/eagle/eagle3_converter.py)"},
+            "speculators_convert_habits": {
+                "architectures": ["Eagle3Speculator"], "specforge_default_ids_passed": SPECFORGE_DEFAULT_IDS,
+                "code": 'Eagle3Converter._save_converted_checkpoint builds '
+                        'speculators.convert.eagle.eagle3_legacy_model.Eagle3Speculator (eagle3_converter.py:12, :195; the '
+                        "class of eagle3_legacy_model.py:235), whose class name transformers' save_pretrained writes as "
+                        "architectures; speculators' own trainer builds speculators.models.eagle3.core.Eagle3DraftModel. The "
+                        'weights dtype is transformer_layer_config.torch_dtype (eagle3_converter.py:223-225), set from the '
+                        "source's torch_dtype only (:184), so a source naming `dtype` (transformers 5) is written float32. "
+                        'The ids are the --algorithm-kwargs value, unchanged (:146).'},
             "specforge_sglang_serving_keys": {"value": list(to_sglang._REQUIRED_SERVING_KEYS),
                                               "code": "_REQUIRED_SERVING_KEYS; embeddings dropped "
                                                       "('embed' not in k) in export_to_sglang"},
@@ -196,7 +217,8 @@ def main() -> int:
         OUT.mkdir(parents=True)
         shutil.copy(work / "provenance.json", OUT / "provenance.json")
         for name in ("specforge-sglang", "specforge-hf", "speculators-from-specforge", "specforge-sglang-ids",
-                     "speculators-from-specforge-ids", "speculators-from-specforge-kwargs"):
+                     "speculators-from-specforge-ids", "speculators-from-specforge-kwargs",
+                     "speculators-from-specforge-defaults"):
             if (work / name).is_dir():
                 # speculators also writes config.py, a copy of its own Eagle3SpeculatorConfig source that auto_map
                 # points at: library code, not draft data, so it is not shipped (auto_map stays in config.json)
