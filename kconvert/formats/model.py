@@ -18,6 +18,10 @@ class FormatGuess:
     producer: str
     confidence: float
     evidence: list[str] = field(default_factory=list)
+    # A converter whose habits the files show (e.g. "speculators convert"): the draft was trained by someone else,
+    # so the format's own id convention says nothing of how its ids were captured (rules.aux_layers).
+    converted_by: str | None = None
+    conversion_evidence: list[str] = field(default_factory=list)
 
 
 def layer_index(name: str) -> int | None:

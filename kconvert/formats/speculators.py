@@ -26,7 +26,39 @@ def detect(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess | None:
         ev.append("architectures contains Eagle3Speculator")
     if not ev:
         return None
-    return FormatGuess(NAME, 0.99 if len(ev) >= 2 else 0.8, ev)
+    habits = conversion_habits(ckpt)
+    return FormatGuess(NAME, 0.99 if len(ev) >= 2 else 0.8, ev + habits,
+                       converted_by=CONVERTER if habits else None, conversion_evidence=habits)
+
+
+CONVERTER = "speculators convert"
+
+
+def conversion_habits(ckpt: Checkpoint) -> list[str]:
+    """What `speculators convert` leaves in a draft it converted from another producer's checkpoint (read in
+    speculators 0.9.0 `speculators/convert/eagle/eagle3_converter.py`):
+
+    - it saves the legacy model class `Eagle3Speculator` (imported at line 12 from
+      `convert/eagle/eagle3_legacy_model.py`, built at line 195), whose name transformers' `save_pretrained` writes
+      as `architectures`; speculators' own trainer saves `Eagle3DraftModel` (`models/eagle3/core.py`). Early
+      speculators releases trained `Eagle3Speculator` too, so this alone says "converted, or an early release";
+    - it casts the weights to `transformer_layer_config.torch_dtype` (lines 223-225), set from the source's
+      `torch_dtype` only (line 184): a source that names `dtype` (transformers 5 exports, SpecForge 0.2.0's) comes
+      out float32 with no dtype in `transformer_layer_config` (tests/data/producers/speculators-from-specforge)."""
+    cfg = ckpt.config
+    if cfg.get("architectures") != list(ARCHITECTURES):
+        return []
+    ev = ["architectures ['Eagle3Speculator']: the legacy class speculators' converter saves (0.9.0 "
+          "convert/eagle/eagle3_converter.py:12, :195; its trainer saves Eagle3DraftModel)"]
+    inner = cfg.get("transformer_layer_config")
+    declared = cfg.get("dtype") or cfg.get("torch_dtype")
+    floats = {t.dtype for n, t in ckpt.tensors.items() if n.rsplit(".", 1)[-1] not in ("d2t", "t2d")}
+    if declared == "float32" and floats == {"F32"} and isinstance(inner, dict) \
+            and not (inner.get("torch_dtype") or inner.get("dtype")):
+        ev.append("float32 weights and no dtype in transformer_layer_config: the converter casts to the source's "
+                  "torch_dtype only (eagle3_converter.py:184, :223-225), so a source naming `dtype` (a "
+                  "transformers-5 export such as SpecForge 0.2.0's bf16 one) comes out float32")
+    return ev
 
 
 def flatten(config: dict[str, Any]) -> dict[str, Any]:

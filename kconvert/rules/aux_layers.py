@@ -9,7 +9,10 @@ Which residual streams a draft was trained on is rarely written down; the ids ar
 - ids at the top-level key only vLLM reads: strong (whoever wrote them wrote them for vLLM);
 - an id equal to the target's layer count: strong for the input reading (the output of layer L does not exist);
 - the first id (SGLang PR #25454: 1 = output of layer 1, 2 = input of layer 2): weak;
-- a producer guessed from the architecture name alone: not counted.
+- a producer guessed from the architecture name alone: not counted;
+- a converted draft (`speculators convert`'s habits, `kconvert.formats.speculators.conversion_habits`) whose ids
+  equal the output-convention producers' capture defaults for the target: strong for the output reading, against
+  the format's own (the converter copies ids through unshifted), so such a draft is never settled silently.
 
 The convention is settled when strong evidence points one way and nothing points the other. Disagreement, or
 weak evidence alone, is reported as such with the measurement that settles it (`kconvert verify --diagnose`),
@@ -44,6 +47,36 @@ PRODUCER_DEFAULT_LAYERS = {
     "specforge": ("SpecForge 0.2.0 specforge/algorithms/model_providers.py resolve_eagle_capture_layers",
                   lambda L: [1, L // 2 - 1, L - 4]),
 }
+# The ids the output-convention producers capture by default for an L-layer target (the outputs of layers
+# [1, L//2-1, L-4], i.e. the inputs of vLLM's defaults): SpecForge 0.2.0 (resolve_eagle_capture_layers), ModelOpt
+# 0.47.0 (modelopt/torch/speculative/plugins/hf_eagle.py:63, `sorted({1, L//2-1, L-4})`, written unchanged into
+# eagle_config by modelopt/torch/export/plugins/hf_spec_export.py EagleExporter._export_config) and TorchSpec
+# (torchspec/utils/misc.py:88, lightseekorg/TorchSpec 6f21829). A converter that copies ids through unshifted
+# (speculators 0.9.0 convert: eagle3_converter.py:146) turns them into ids of a format whose own convention is
+# vLLM's: equal ids on a converted draft are evidence that they were captured in the output convention.
+OUTPUT_CAPTURE_DEFAULTS = (
+    ("SpecForge 0.2.0 resolve_eagle_capture_layers", lambda L: [1, L // 2 - 1, L - 4]),
+    ("ModelOpt 0.47.0 speculative/plugins/hf_eagle.py:63", lambda L: sorted({1, max(0, L // 2 - 1), max(0, L - 4)})),
+    ("TorchSpec torchspec/utils/misc.py:88", lambda L: [1, L // 2 - 1, L - 4]),
+)
+
+
+def converted_output_defaults(ctx: Context) -> str | None:
+    """Why the ids of a converted draft may be another producer's output-convention capture defaults, or None."""
+    d = ctx.draft
+    ids = d.aux.ids
+    if not d.format.converted_by or not ids or ctx.target is None:
+        return None
+    L = ctx.target.num_hidden_layers
+    sources = [src for src, layers in OUTPUT_CAPTURE_DEFAULTS if layers(L) == list(ids)]
+    if not sources:
+        return None
+    return (f"the ids equal the output-convention capture defaults [1, L//2-1, L-4] of a {L}-layer target "
+            f"({'; '.join(sources)}) and the draft shows {d.format.converted_by}'s habits "
+            f"({'; '.join(d.format.conversion_evidence)}), which writes the ids it is given unshifted "
+            "(speculators 0.9.0 eagle3_converter.py:146): they may be the source producer's output-of-layer ids")
+
+
 PRODUCER_DEFAULT_CONFIDENCE = 0.75  # SpecForge's signature without the ids key: architecture, midlayer.*, d2t, t2d
 
 
@@ -95,6 +128,11 @@ def settle_convention(ctx: Context) -> Settled:
         guessed = (f"; not counted: {d.format.producer}'s convention ({d.aux.convention}), the producer being "
                    "guessed from the architecture alone")
     guessed += undetermined
+    converted = converted_output_defaults(ctx)
+    if converted is not None:
+        # The format's convention is the converter's, not the capture's: weighed against the producer's own
+        # (a disagreement, so the finding names both readings and what measures them), never settled by it.
+        votes.setdefault("output", []).append(converted)
     if "eagle_aux_hidden_state_layer_ids" in d.aux.locations:
         votes.setdefault("input", []).append("the ids sit at the top-level key that only vLLM reads")
     if ids:
