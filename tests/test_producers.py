@@ -9,6 +9,7 @@ kconvert's `inspect` must read each file the way its producer wrote it. About 2 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -150,7 +151,75 @@ def test_speculators_remote_code_reference_is_flagged_and_never_imported(capsys)
 
 
 @pytest.mark.parametrize("name", ["specforge-sglang", "specforge-hf", "speculators-from-specforge",
-                                  "speculators-from-specforge-kwargs"])
+                                  "speculators-from-specforge-kwargs", "speculators-from-specforge-defaults"])
 def test_kconvert_sees_every_tensor_the_producer_wrote(name, capsys):
     rep = report(name, capsys)
     assert rep["draft"]["num_tensors"] == len(dtypes(name))
+
+
+def target_folder(tmp_path: Path) -> Path:
+    """The tiny target the fixtures were built against (provenance.json records its config)."""
+    t = tmp_path / "target"
+    t.mkdir()
+    (t / "config.json").write_text(json.dumps(PROV["target"]))
+    return t
+
+
+def inspect_with_target(draft: Path, tmp_path: Path, capsys) -> dict:
+    capsys.readouterr()
+    main(["inspect", str(draft), "--target", str(target_folder(tmp_path)), "--json"])
+    return json.loads(capsys.readouterr().out)
+
+
+def test_speculators_convert_marks_its_output_and_kconvert_reads_the_marks(capsys):
+    # eagle3_converter.py (speculators 0.9.0) saves its legacy Eagle3Speculator class (:12, :195), and casts to the
+    # source's `torch_dtype` only (:184, :223-225); SpecForge's transformers-5 export names `dtype`, so bf16 -> f32
+    src = config("specforge-sglang")
+    assert src["dtype"] == "bfloat16" and "torch_dtype" not in src
+    for name in ("speculators-from-specforge", "speculators-from-specforge-defaults"):
+        out = config(name)
+        assert out["architectures"] == FACTS["speculators_convert_habits"]["architectures"] == ["Eagle3Speculator"]
+        assert out["dtype"] == "float32" and set(dtypes(name).values()) == {"F32", "I64", "BOOL"}
+        assert not {"dtype", "torch_dtype"} & set(out["transformer_layer_config"])
+        fmt = report(name, capsys)["format"]
+        assert fmt["producer"] == "speculators" and fmt["converted_by"] == "speculators convert"
+    # a SpecForge export is not a conversion
+    assert report("specforge-sglang", capsys)["format"]["converted_by"] is None
+
+
+def test_a_converted_draft_with_specforges_default_ids_is_not_settled_silently(tmp_path, capsys):
+    # The converter writes the ids it is given unchanged (eagle3_converter.py:146): given SpecForge's own capture
+    # defaults for the 8-layer target (resolve_eagle_capture_layers: [1, L//2-1, L-4] = [1, 3, 4], outputs of
+    # those layers), its output holds [1, 3, 4] in a format vLLM reads as inputs of [1, 3, 4]: one layer early.
+    default = FACTS["specforge_default_capture_layers"]["value"]
+    assert FACTS["speculators_convert_habits"]["specforge_default_ids_passed"] == default == [1, 3, 4]
+    assert config("speculators-from-specforge-defaults")["eagle_aux_hidden_state_layer_ids"] == default
+    rep = inspect_with_target(DATA / "speculators-from-specforge-defaults", tmp_path, capsys)
+    k404 = [f for f in rep["findings"] if f["id"] == "K404"]
+    assert k404 and k404[0]["severity"] == "warning", rep["findings"]
+    msg = k404[0]["message"]
+    # both readings, with the streams each means: input = [1, 3, 4], output = [2, 4, 5]
+    assert "read as input" in msg and "read as output" in msg and "[2, 4, 5]" in msg
+    assert "verify --diagnose" in msg and "speculators convert" in msg
+    assert k404[0]["needs_decision"]
+
+
+def test_a_converted_draft_with_other_ids_keeps_the_formats_convention(tmp_path, capsys):
+    # [2, 4, 5] are no producer's output-convention default for 8 layers ([1, 3, 4]): the format's reading stands
+    rep = inspect_with_target(DATA / "speculators-from-specforge-kwargs", tmp_path, capsys)
+    assert rep["format"]["converted_by"] == "speculators convert"
+    assert rep["draft"]["aux_convention"] == "input" and not [f for f in rep["findings"] if f["id"] == "K404"]
+
+
+def test_a_speculators_trained_draft_with_those_ids_is_not_taken_for_a_conversion(tmp_path, capsys):
+    # speculators' own trainer saves Eagle3DraftModel (speculators 0.9.0 models/eagle3/core.py; transformers'
+    # save_pretrained writes the class name) and trains in vLLM's numbering: the same files under that class
+    # carry no conversion habit, so the format's input reading settles [1, 3, 4]
+    draft = tmp_path / "draft"
+    shutil.copytree(DATA / "speculators-from-specforge-defaults", draft)
+    cfg = config("speculators-from-specforge-defaults")
+    cfg["architectures"] = ["Eagle3DraftModel"]
+    (draft / "config.json").write_text(json.dumps(cfg))
+    rep = inspect_with_target(draft, tmp_path, capsys)
+    assert rep["format"]["converted_by"] is None
+    assert not [f for f in rep["findings"] if f["id"] == "K404"], rep["findings"]
