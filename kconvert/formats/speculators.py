@@ -39,9 +39,11 @@ def conversion_habits(ckpt: Checkpoint) -> list[str]:
     speculators 0.9.0 `speculators/convert/eagle/eagle3_converter.py`):
 
     - it saves the legacy model class `Eagle3Speculator` (imported at line 12 from
-      `convert/eagle/eagle3_legacy_model.py`, built at line 195), whose name transformers' `save_pretrained` writes
-      as `architectures`; speculators' own trainer saves `Eagle3DraftModel` (`models/eagle3/core.py`). Early
-      speculators releases trained `Eagle3Speculator` too, so this alone says "converted, or an early release";
+      `speculators/convert/eagle/eagle3_legacy_model.py`, built at line 195), whose name transformers'
+      `save_pretrained` writes as `architectures`; speculators 0.9.0's own trainer saves `Eagle3DraftModel`
+      (`speculators/models/eagle3/core.py`). Drafts published in the speculators format before that carry
+      `Eagle3Speculator` as well (the zoo's speculators_llama31_8b_eagle3), so the class alone says "converted, or
+      written by an older speculators", which is why it only ever unsettles ids, never settles them;
     - it casts the weights to `transformer_layer_config.torch_dtype` (lines 223-225), set from the source's
       `torch_dtype` only (line 184): a source that names `dtype` (transformers 5 exports, SpecForge 0.2.0's) comes
       out float32 with no dtype in `transformer_layer_config` (tests/data/producers/speculators-from-specforge)."""
@@ -49,7 +51,7 @@ def conversion_habits(ckpt: Checkpoint) -> list[str]:
     if cfg.get("architectures") != list(ARCHITECTURES):
         return []
     ev = ["architectures ['Eagle3Speculator']: the legacy class speculators' converter saves (0.9.0 "
-          "convert/eagle/eagle3_converter.py:12, :195; its trainer saves Eagle3DraftModel)"]
+          "speculators/convert/eagle/eagle3_converter.py:12, :195; its trainer saves Eagle3DraftModel)"]
     inner = cfg.get("transformer_layer_config")
     declared = cfg.get("dtype") or cfg.get("torch_dtype")
     floats = {t.dtype for n, t in ckpt.tensors.items() if n.rsplit(".", 1)[-1] not in ("d2t", "t2d")}

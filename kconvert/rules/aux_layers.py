@@ -56,7 +56,8 @@ PRODUCER_DEFAULT_LAYERS = {
 # vLLM's: equal ids on a converted draft are evidence that they were captured in the output convention.
 OUTPUT_CAPTURE_DEFAULTS = (
     ("SpecForge 0.2.0 resolve_eagle_capture_layers", lambda L: [1, L // 2 - 1, L - 4]),
-    ("ModelOpt 0.47.0 speculative/plugins/hf_eagle.py:63", lambda L: sorted({1, max(0, L // 2 - 1), max(0, L - 4)})),
+    ("ModelOpt 0.47.0 modelopt/torch/speculative/plugins/hf_eagle.py:63",
+     lambda L: sorted({1, max(0, L // 2 - 1), max(0, L - 4)})),
     ("TorchSpec torchspec/utils/misc.py:88", lambda L: [1, L // 2 - 1, L - 4]),
 )
 
