@@ -223,3 +223,19 @@ def test_a_speculators_trained_draft_with_those_ids_is_not_taken_for_a_conversio
     rep = inspect_with_target(draft, tmp_path, capsys)
     assert rep["format"]["converted_by"] is None
     assert not [f for f in rep["findings"] if f["id"] == "K404"], rep["findings"]
+
+
+def test_fix_leaves_a_converted_drafts_ambiguous_ids_as_is_until_the_convention_is_decided(tmp_path, capsys):
+    target = target_folder(tmp_path)
+    src = DATA / "speculators-from-specforge-defaults"
+    capsys.readouterr()
+    main(["fix", str(src), "-o", str(tmp_path / "out"), "--target", str(target), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert "K404" in [f["id"] for f in doc["fix"]["left_as_is"]] and doc["fix"]["ops"] == []
+    assert not (tmp_path / "out").exists()  # nothing to write: the ids stay as the converter wrote them
+    # decided as SpecForge captured them (outputs of layers 1, 3, 4 = inputs of layers 2, 4, 5 in vLLM's numbering)
+    main(["fix", str(src), "-o", str(tmp_path / "out2"), "--target", str(target), "--aux-convention", "output",
+          "--json"])
+    capsys.readouterr()
+    out = json.loads((tmp_path / "out2" / "config.json").read_text())
+    assert out["eagle_aux_hidden_state_layer_ids"] == [i + 1 for i in FACTS["specforge_default_capture_layers"]["value"]]
