@@ -238,4 +238,5 @@ def test_fix_leaves_a_converted_drafts_ambiguous_ids_as_is_until_the_convention_
           "--json"])
     capsys.readouterr()
     out = json.loads((tmp_path / "out2" / "config.json").read_text())
-    assert out["eagle_aux_hidden_state_layer_ids"] == [i + 1 for i in FACTS["specforge_default_capture_layers"]["value"]]
+    captured = FACTS["specforge_default_capture_layers"]["value"]
+    assert out["eagle_aux_hidden_state_layer_ids"] == [i + 1 for i in captured]

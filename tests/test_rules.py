@@ -1096,3 +1096,36 @@ def clean_results(tmp_path_factory) -> dict[str, InspectResult]:
 def test_clean_drafts_have_no_finding_at_all(clean_results):
     for key, res in clean_results.items():
         assert res.findings == [], (key, [(f.id, f.message) for f in res.findings])
+
+
+def _with_ids(ids_, archs=None):
+    def mutate(c):
+        c["eagle_aux_hidden_state_layer_ids"] = ids_
+        if archs is not None:
+            c["architectures"] = archs
+    return mutate
+
+
+def test_a_converted_speculators_draft_with_modelopts_default_ids_is_not_settled_by_its_format(tmp_path):
+    # llama-3.1-8b has 32 layers. ModelOpt 0.47.0 (modelopt/torch/speculative/plugins/hf_eagle.py:63) captures the
+    # outputs of sorted({1, 32//2 - 1, 32 - 4}) = [1, 15, 28] by default; speculators 0.9.0 convert writes the ids
+    # it is given unshifted (eagle3_converter.py:146) under its legacy Eagle3Speculator class (:195). Read as vLLM's
+    # input ids they are the streams [1, 15, 28]; as the capture's outputs, [2, 16, 29].
+    res = run(tmp_path, "speculators", target="llama-3.1-8b", config=_with_ids([1, 15, 28]))
+    assert res.draft.format.converted_by == "speculators convert"
+    # a bf16 draft (the factory's torch_dtype): the class is the only habit, the float32 one is absent
+    habits = res.draft.format.conversion_evidence
+    assert len(habits) == 1 and "Eagle3Speculator" in habits[0]
+    f = the(res, "K404", "warning")
+    assert "read as output" in f.message and "[2, 16, 29]" in f.message and "ModelOpt" in f.message
+    assert f.needs_decision
+
+
+def test_a_converted_draft_with_the_input_defaults_and_a_trained_one_with_modelopts_stay_settled(tmp_path):
+    # speculators' own default [2, n//2, n-3] = [2, 16, 29] is no output-convention capture default: settled input
+    res = run(tmp_path / "a", "speculators", target="llama-3.1-8b", config=_with_ids([2, 16, 29]))
+    assert res.draft.format.converted_by and "K404" not in ids(res)
+    # the trainer's class (speculators 0.9.0 speculators/models/eagle3/core.py Eagle3DraftModel) is no conversion
+    res = run(tmp_path / "b", "speculators", target="llama-3.1-8b",
+              config=_with_ids([1, 15, 28], ["Eagle3DraftModel"]))
+    assert res.draft.format.converted_by is None and "K404" not in ids(res)
