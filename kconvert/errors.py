@@ -5,6 +5,8 @@ cannot run) is one of these; the CLI turns them into one line and a stable exit 
 """
 from __future__ import annotations
 
+from kconvert._version import install_hint
+
 EXIT_OK = 0
 EXIT_FINDINGS = 1  # error-level findings, or a failed gate
 EXIT_USAGE = 2  # bad usage or unreadable input
@@ -91,7 +93,7 @@ class MissingPackageError(KConvertError):
 
     def __init__(self, step: str, needs: str, extra: str):
         super().__init__(f"{step} needs {needs}, which is not installed here",
-                         hint=f"pip install 'kconvert[{extra}]'")
+                         hint=install_hint(extra))
         self.extra = extra
 
 

@@ -39,7 +39,7 @@ if [ "$tier" = "test" ]; then
   # which scripts/test.sh installs as root)
   pip install "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6.100" "psutil>=5.9" "pyyaml>=6" "import-linter>=2.16,<3" \
     "playwright>=1.49"
-  # The ray extra (pyproject: kconvert[ray]) for tests/test_matrix_ray.py, which fails without it under CI=true.
+  # The ray extra (pyproject: the `ray` extra of kconvert-eagle3) for tests/test_matrix_ray.py, which fails without it under CI=true.
   # ~8 s and ~240 MB here; the core tier (.venv-core) never installs it.
   pip install "ray>=2.60"
 fi

@@ -134,7 +134,7 @@ def test_missing_torch_exits_3_with_the_install_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "kconvert", "score", str(draft), "--trace", str(trace),
                         "--skip-static"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert r.returncode == 3, r.stdout + r.stderr
-    assert "pip install 'kconvert[score]'" in r.stderr and "not installed" in r.stderr
+    assert "pip install 'kconvert-eagle3[score]'" in r.stderr and "not installed" in r.stderr
 
 
 def test_missing_vllm_exits_3_with_the_install_line(monkeypatch):
@@ -145,4 +145,4 @@ def test_missing_vllm_exits_3_with_the_install_line(monkeypatch):
     monkeypatch.setattr(vllm_offline, "installed_version", lambda name: None)
     with pytest.raises(MissingPackageError) as err:
         vllm_offline.run_vllm(LiveRequest(target="t", draft="d", prompts=["hi"]))
-    assert err.value.exit_code == EXIT_ENGINE == 3 and err.value.hint == "pip install 'kconvert[live]'"
+    assert err.value.exit_code == EXIT_ENGINE == 3 and err.value.hint == "pip install 'kconvert-eagle3[live]'"

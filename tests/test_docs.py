@@ -75,6 +75,7 @@ NOT_REPOSITORY_FILES = {
     "RECORD.md": "each zoo folder's record, named generically",
     "verify.md": "the Markdown report `kconvert verify --markdown verify.md` writes",
     "matrix.md": "the Markdown table `kconvert matrix --markdown matrix.md` writes",
+    "out/matrix.html": "the page `kconvert matrix --html out/matrix.html` writes (README.md, docs/walkthrough.md)",
 }
 
 _SEG = r"[\w.*-]+"

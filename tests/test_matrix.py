@@ -373,7 +373,7 @@ def test_on_keyboard_interrupt_the_executor_re_raises_after_what_was_delivered()
 def test_executor_ray_without_ray_installed_exits_3_naming_the_extra(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError, as on a core install
     rc, out, err = cli(capsys, MLA, "--executor", "ray", "--cache", "off")
-    assert rc == 3 and "pip install 'kconvert[ray]'" in err
+    assert rc == 3 and "pip install 'kconvert-eagle3[ray]'" in err
 
 
 def test_best_prints_the_draft_the_trace_follows_and_never_ranks_a_static_fail(tmp_path, capsys, monkeypatch):

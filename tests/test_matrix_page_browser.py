@@ -43,7 +43,7 @@ def browser():
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _missing("playwright is not installed (it is in the `test` extra: pip install 'kconvert[test]')")
+        _missing("playwright is not installed (it is in the `test` extra: pip install 'kconvert-eagle3[test]')")
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=CHROMIUM)
         yield b

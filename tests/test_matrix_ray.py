@@ -399,7 +399,7 @@ def test_without_ray_the_executor_says_how_to_install_it():
             "except MissingPackageError as e:\n    print(e.exit_code, e, '|', e.hint)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
-    assert out.strip() == "3 --executor ray needs Ray, which is not installed here | pip install 'kconvert[ray]'"
+    assert out.strip() == "3 --executor ray needs Ray, which is not installed here | pip install 'kconvert-eagle3[ray]'"
 
 
 def test_importing_the_executor_does_not_import_ray():

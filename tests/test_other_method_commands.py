@@ -197,7 +197,7 @@ def test_score_prints_no_figure_for_another_methods_checkpoint(capsys, drafts, t
 @pytest.mark.parametrize("name", ["dflash3", "mtp_ds"])
 def test_score_refuses_another_methods_checkpoint_on_an_install_without_torch(capsys, drafts, trace, monkeypatch,
                                                                                name):
-    # a core install (no torch, as `pip install kconvert`): the refusal needs no torch, so it is what the user
+    # a core install (no torch, as `pip install kconvert-eagle3`): the refusal needs no torch, so it is what the user
     # reads (exit 1), not "install torch" (exit 3) followed by the same refusal once it is installed
     import sys
 

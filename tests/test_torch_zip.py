@@ -228,7 +228,7 @@ def test_from_pickle_without_torch_is_exit_3_with_the_install_line(tmp_path, mon
     with pytest.raises(MissingPackageError) as e:
         fix(str(src), tmp_path / "out", from_pickle=True)
     assert "torch" in e.value.message and not (tmp_path / "out").exists()
-    assert e.value.exit_code == 3 and e.value.hint == "pip install 'kconvert[pickle]'"
+    assert e.value.exit_code == 3 and e.value.hint == "pip install 'kconvert-eagle3[pickle]'"
 
 
 # --- fuzzing the walker -------------------------------------------------------------------------------------------

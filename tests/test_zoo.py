@@ -170,9 +170,9 @@ def test_the_readme_table_of_published_drafts_is_what_kconvert_matrix_says_over_
 
     want, have = readme_table.rows_of(readme_table.render(built)), readme_table.rows_of(readme_table.current())
     regen = "run `python -m tests.zoo.readme_table --write`"
-    assert set(have) == set(want), f"README.md's published-drafts table lists other drafts than the zoo: {regen}"
+    assert set(have) == set(want), f"docs/manual.md's published-drafts table lists other drafts than the zoo: {regen}"
     for case in want:
-        assert have[case] == want[case], f"README.md's row of {case} is not what kconvert matrix says: {regen}\n" \
+        assert have[case] == want[case], f"docs/manual.md's row of {case} is not what kconvert matrix says: {regen}\n" \
                                          f"README:  {have[case]}\nmatrix:  {want[case]}"
     assert readme_table.current() == readme_table.render(built), regen
 

@@ -184,7 +184,8 @@ def matrix_command(
                        ] = 1200.0,
     trust_remote_code: Annotated[bool, typer.Option("--trust-remote-code", help="Live: the target ships code the "
                                                                                  "engine needs.")] = False,
-    executor: Annotated[str, typer.Option("--executor", help="local (a process pool) or ray (kconvert[ray]).")
+    executor: Annotated[str, typer.Option("--executor", help="local (a process pool) or ray "
+                                          "(pip install 'kconvert-eagle3[ray]').")
                         ] = "local",
     workers: Annotated[int, typer.Option("--workers", min=1, help="Cells computed at once (1: in this process).")
                        ] = 1,

@@ -73,7 +73,7 @@ def trace_command(
     engine: Annotated[str, typer.Option(
         "--engine", help="Who runs the target: hf (HF transformers, CPU or one GPU) or vllm (inside vLLM, as "
                          "verify runs it, through its extract_hidden_states method: the engine's own tokens and "
-                         "states; needs kconvert[live]).")] = "hf",
+                         "states; needs the live extra: pip install 'kconvert-eagle3[live]').")] = "hf",
     tp: Annotated[int, typer.Option("--tp", "--tensor-parallel-size", help="With --engine vllm: tensor parallel "
                                                                            "size (8 for Kimi-K2.5).")] = 1,
     engine_arg: Annotated[Optional[list[str]], typer.Option(
@@ -163,7 +163,12 @@ def trace_command(
         check_repo_id(push)  # before the recording, not after it
     from kconvert.score import require_torch
 
-    require_torch()
+    # each path asks for what it needs, named with its own command and extra: the vLLM recorder checks for vLLM
+    # (score/engine_record.py check_recording_vllm: the live extra, which brings torch), the others torch
+    if from_dump:
+        require_torch("kconvert trace --from-dump", "trace")
+    elif engine != "vllm":
+        require_torch("kconvert trace", "trace")
     quiet = as_json or not err_console.is_terminal
     with err_console.status("trace", spinner="dots") if not quiet else NoStatus() as status:
         def progress(stage: str) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kconvert._version import __version__
+from kconvert._version import __version__, install_hint
 
 TAGS = ("kconvert-trace", "eagle3", "speculative-decoding")
 
@@ -82,7 +82,7 @@ plus the target's embedding rows (safetensors and one JSON file, never a pickle)
 ## Use
 
 ```bash
-pip install kconvert
+{install_hint()}
 kconvert score DRAFT --trace {ref}
 ```
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kconvert._version import PYPI_URL
+
 ENGINE_LABEL = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
@@ -160,7 +162,7 @@ def render_markdown_section(report: dict[str, Any], *, heading_level: int = 2) -
     verdict = report.get("verdict", "?")
     created = report.get("created")
     tool = (report.get("tool") or {}).get("version")
-    lines.append(f"Verified live by [kconvert](https://pypi.org/project/kconvert/) {tool or ''}".rstrip()
+    lines.append(f"Verified live by [kconvert]({PYPI_URL}) {tool or ''}".rstrip()
                  + f": verdict **{verdict}**" + (f" ({created})" if created else "") + ".")
     lines.append("")
     facts = [f"- Engine: {engine_label(report)}"]

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from kconvert._version import __version__
+from kconvert._version import PYPI_URL, __version__
 from kconvert.report.concise import message_lines
 from kconvert.report.gitlab import fingerprint
 from kconvert.report.locations import CONFIG, hub_url, path_in_repository
@@ -21,7 +21,7 @@ from kconvert.rules import REGISTRY
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}
-INFORMATION_URI = "https://pypi.org/project/kconvert/"
+INFORMATION_URI = PYPI_URL
 SRCROOT = "%SRCROOT%"
 
 

@@ -28,11 +28,12 @@ from kconvert.target import from_config, load_target
 Progress = Callable[[str], None]
 
 
-def require_torch() -> None:
+def require_torch(step: str = "kconvert score", extra: str = "score") -> None:
+    """MissingPackageError (exit 3) naming the command that needs torch and the extra that installs it."""
     try:
         import torch  # noqa: F401
     except ModuleNotFoundError:
-        raise MissingPackageError("kconvert score", "torch", "score") from None
+        raise MissingPackageError(step, "torch", extra) from None
 
 
 def target_from_trace(trace: Any):

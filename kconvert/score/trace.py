@@ -124,12 +124,12 @@ def check_version(doc: Any) -> tuple[int, int]:
     if got[0] > ours[0]:
         rec = doc.get("recorder") if isinstance(doc.get("recorder"), dict) else {}
         who = rec.get("version") if isinstance(rec.get("version"), str) else None
-        from kconvert._version import __version__
+        from kconvert._version import DISTRIBUTION, __version__
 
         raise InputError(f"{META_NAME}: trace format {got[0]}.{got[1]} is newer than this kconvert ({__version__}) "
                          f"reads (format {ours[0]}.x, up to {VERSION})"
                          + (f"; it was written by kconvert {who}, which reads it" if who else ""),
-                         hint=f"upgrade: pip install -U 'kconvert>={who}'" if who else "upgrade kconvert")
+                         hint=f"upgrade: pip install -U '{DISTRIBUTION}>={who}'" if who else f"upgrade: pip install -U {DISTRIBUTION}")
     return got
 
 

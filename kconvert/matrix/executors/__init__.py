@@ -1,4 +1,5 @@
-"""Where matrix cells run: a local process pool by default, Ray tasks on a cluster (`kconvert[ray]`).
+"""Where matrix cells run: a local process pool by default, Ray tasks on a cluster
+(`pip install 'kconvert-eagle3[ray]'`).
 
 The contract every executor keeps (the matrix's assembly code depends on nothing else):
 - a task is a module-level function and one picklable argument, so any process or node can run it;

@@ -1,4 +1,5 @@
-"""Matrix cells as Ray tasks: on an existing cluster, or on a local Ray instance (the `kconvert[ray]` extra).
+"""Matrix cells as Ray tasks: on an existing cluster, or on a local Ray instance (the `ray` extra:
+`pip install 'kconvert-eagle3[ray]'`).
 
 A cell is the same module-level function over the same picklable argument that the local pool runs, so a Ray
 run and a local run give the same results (docs/design.md, "Ray's task API"). What Ray adds is where it runs:
