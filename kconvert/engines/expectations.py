@@ -254,8 +254,14 @@ VLLM_0_32_METHODS = {
            "an MTP model (deepseek_v3 -> DeepSeekMTPModel, MTPModelTypes); none for kimi_k2 / kimi_k25",
 }
 
+# Model Runner V2 reads the top-level key, DFlash/DSpark ids, then eagle_config.layer_ids, else the target's defaults
+# (v1/worker/gpu/spec_decode/eagle/eagle3_utils.py get_eagle3_aux_layers_from_config, identical in 0.32.0 and 0.33.0):
+# ids only at eagle_config.eagle_aux_hidden_state_layer_ids (SpecForge/SGLang style) are not read there.
+_V2_READS = (("eagle_aux_hidden_state_layer_ids",), ("eagle_config", "layer_ids"))
+
 VLLM_0_32 = EngineRules(
-    version="0.32", aliases=("0.32.0", "0.32/v2", "0.32.0/v2"), **_VLLM_COMMON, runner="v2",
+    version="0.32", aliases=("0.32.0", "0.32/v2", "0.32.0/v2"), **{**_VLLM_COMMON, "aux_read_paths": _V2_READS},
+    runner="v2",
     methods=VLLM_0_32_METHODS,
     # config/speculative.py: MTPModelTypes (a draft already of an *_mtp type) and hf_config_override's rewrites of
     # deepseek_v3 / deepseek_v32 / glm_moe_dsa / deepseek_v4 / deepseek_v41 / kimi_k3 (into *_mtp)
@@ -298,7 +304,8 @@ VLLM_0_32_V1 = EngineRules(
 )
 
 VLLM_0_33 = EngineRules(
-    version="0.33", aliases=("0.33.0", "0.33/v2", "0.33.0/v2"), **_VLLM_COMMON, runner="v2",
+    version="0.33", aliases=("0.33.0", "0.33/v2", "0.33.0/v2"), **{**_VLLM_COMMON, "aux_read_paths": _V2_READS},
+    runner="v2",
     no_aux_heads="yes",
     source="vllm 0.33.0 wheel (PyPI), compared with 0.32.0: EAGLE-3 loaders and aux capture unchanged; "
            "gpu/spec_decode/eagle/eagle3_utils.py requires_aux_hidden_states is new",
