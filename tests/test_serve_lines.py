@@ -97,3 +97,17 @@ def test_verify_engine_sglang_without_server_prints_both_lines_and_exits_2(tmp_p
     assert r.returncode == 2
     err = json.loads(r.stdout)["error"]
     assert "sglang.launch_server" in err["hint"] and "verify --server" in err["hint"]
+
+
+def test_a_model_runner_v1_row_prefixes_the_vllm_line_with_the_variable_vllm_reads():
+    # config/vllm.py use_v2_model_runner (0.32.0, 0.33.0): VLLM_USE_V2_MODEL_RUNNER, when set, picks the runner;
+    # a GPU runs V2 otherwise, so a V1 row's line must set it
+    import shlex as _shlex
+
+    from kconvert.engines.expectations import engine_rules
+    from kconvert.engines.serve_lines import serve_lines as _lines
+
+    v1 = _lines("org/draft", "org/target", k=3, tp=1, env=dict(engine_rules("vllm", "0.33/v1").serve_env))["vllm"]
+    v2 = _lines("org/draft", "org/target", k=3, tp=1, env=dict(engine_rules("vllm", "0.33").serve_env))["vllm"]
+    assert _shlex.split(v1)[0] == "VLLM_USE_V2_MODEL_RUNNER=0" and _shlex.split(v1)[1:] == _shlex.split(v2)
+    assert _shlex.split(v2)[:2] == ["vllm", "serve"]

@@ -132,6 +132,17 @@ class EngineRules:
     # What an MTP checkpoint must declare for this release to build its MTP model: ("model_type", values) or
     # ("architectures", values), read from the checkpoint's config or its text_config.
     mtp_requires: tuple[str, tuple[str, ...]] | None = None
+    # vLLM's model runner this row describes: "v2" (Model Runner V2, what GPUs run by default) or "v1" (the CPU
+    # build, VLLM_USE_V2_MODEL_RUNNER=0, or a draft V2 refuses); None for SGLang rows. config/vllm.py
+    # use_v2_model_runner (0.32.0 and 0.33.0).
+    runner: str | None = None
+    # Environment a serve line needs for this row's runner on a GPU (V1: VLLM_USE_V2_MODEL_RUNNER=0).
+    serve_env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def runner_label(self) -> str | None:
+        """'Model Runner V1' / 'Model Runner V2' (None for SGLang rows)."""
+        return f"Model Runner {self.runner.upper()}" if self.runner else None
 
     @property
     def aux_convention(self) -> str:
@@ -243,8 +254,14 @@ VLLM_0_32_METHODS = {
            "an MTP model (deepseek_v3 -> DeepSeekMTPModel, MTPModelTypes); none for kimi_k2 / kimi_k25",
 }
 
+# Model Runner V2 reads the top-level key, DFlash/DSpark ids, then eagle_config.layer_ids, else the target's defaults
+# (v1/worker/gpu/spec_decode/eagle/eagle3_utils.py get_eagle3_aux_layers_from_config, identical in 0.32.0 and 0.33.0):
+# ids only at eagle_config.eagle_aux_hidden_state_layer_ids (SpecForge/SGLang style) are not read there.
+_V2_READS = (("eagle_aux_hidden_state_layer_ids",), ("eagle_config", "layer_ids"))
+
 VLLM_0_32 = EngineRules(
-    version="0.32", aliases=("0.32.0",), **_VLLM_COMMON,
+    version="0.32", aliases=("0.32.0", "0.32/v2", "0.32.0/v2"), **{**_VLLM_COMMON, "aux_read_paths": _V2_READS},
+    runner="v2",
     methods=VLLM_0_32_METHODS,
     # config/speculative.py: MTPModelTypes (a draft already of an *_mtp type) and hf_config_override's rewrites of
     # deepseek_v3 / deepseek_v32 / glm_moe_dsa / deepseek_v4 / deepseek_v41 / kimi_k3 (into *_mtp)
@@ -259,12 +276,47 @@ VLLM_0_32 = EngineRules(
            "(vLLM issue #40551)",),
 )
 
+# Model Runner V1's rows. Which runner: config/vllm.py use_v2_model_runner (0.32.0 and 0.33.0): the
+# VLLM_USE_V2_MODEL_RUNNER variable if set, else V1 where Triton has no backend (the CPU build), else V1 for
+# features V2 lacks (_get_v2_model_runner_unsupported_features: parallel drafting for EAGLE, i.e. P-EAGLE), else V2.
+# V1 reads the aux ids at the top-level key, then eagle_config.eagle_aux_hidden_state_layer_ids
+# (v1/worker/gpu_model_runner.py GPUModelRunner._get_eagle3_aux_layers_from_config, identical in 0.33.0) and
+# honours eagle_config.use_aux_hidden_state (v1/spec_decode/llm_base_proposer.py
+# _get_eagle3_use_aux_hidden_state_from_config). It refuses DSpark (config/vllm.py
+# _get_v1_model_runner_unsupported_features: "dspark speculative decoding", raised by _validate_v1_model_runner).
+_V1_ONLY = dict(
+    runner="v1",
+    aux_read_paths=(("eagle_aux_hidden_state_layer_ids",), ("eagle_config", "eagle_aux_hidden_state_layer_ids")),
+    no_aux_heads="yes",
+    serve_env=(("VLLM_USE_V2_MODEL_RUNNER", "0"),),
+)
+VLLM_0_32_V1 = EngineRules(
+    version="0.32/v1", aliases=("0.32.0/v1",), **{**_VLLM_COMMON, **_V1_ONLY},
+    methods={k: v for k, v in VLLM_0_32_METHODS.items() if k != "dspark"},
+    mtp_requires=VLLM_0_32.mtp_requires,
+    source=VLLM_0_32.source + "; Model Runner V1: gpu_model_runner.py _get_eagle3_aux_layers_from_config, "
+           "llm_base_proposer.py _get_eagle3_use_aux_hidden_state_from_config, config/vllm.py "
+           "use_v2_model_runner / _get_v1_model_runner_unsupported_features",
+    notes=("Model Runner V1: what the CPU build runs (no Triton backend), what VLLM_USE_V2_MODEL_RUNNER=0 asks for "
+           "on a GPU, and what a P-EAGLE (parallel drafting) draft falls back to (config/vllm.py "
+           "use_v2_model_runner)",
+           "V1 refuses DSpark (config/vllm.py _get_v1_model_runner_unsupported_features)"),
+)
+
 VLLM_0_33 = EngineRules(
-    version="0.33", aliases=("0.33.0",), **_VLLM_COMMON,
+    version="0.33", aliases=("0.33.0", "0.33/v2", "0.33.0/v2"), **{**_VLLM_COMMON, "aux_read_paths": _V2_READS},
+    runner="v2",
     no_aux_heads="yes",
     source="vllm 0.33.0 wheel (PyPI), compared with 0.32.0: EAGLE-3 loaders and aux capture unchanged; "
            "gpu/spec_decode/eagle/eagle3_utils.py requires_aux_hidden_states is new",
     notes=("Model Runner V2 honours eagle_config.use_aux_hidden_state (eagle3_utils.requires_aux_hidden_states)",),
+)
+
+VLLM_0_33_V1 = EngineRules(
+    version="0.33/v1", aliases=("0.33.0/v1",), **{**_VLLM_COMMON, **_V1_ONLY},
+    source=VLLM_0_33.source + "; Model Runner V1: gpu_model_runner.py _get_eagle3_aux_layers_from_config "
+           "(identical to 0.32.0), config/vllm.py use_v2_model_runner",
+    notes=VLLM_0_32_V1.notes,
 )
 
 _SGLANG_COMMON: dict[str, Any] = dict(
@@ -367,6 +419,32 @@ KNOWN: dict[str, dict[str, EngineRules]] = {
                "0.5.23": SGLANG_0_5_23},
 }
 NEWEST = {"vllm": "0.33", "sglang": "0.5.23"}
+# The Model Runner V1 rows, reachable by name ("0.33/v1") and as the default where the installed vLLM is the CPU
+# build. Not yet in KNOWN / ALL_ROWS (so not yet in `matrix --engines all` nor the zoo's per-row records): adding
+# them there needs every tests/zoo/*/expect.json and RECORD.md to say what the public record knows per runner.
+RUNNER_ROWS: dict[str, dict[str, EngineRules]] = {"vllm": {"0.32/v1": VLLM_0_32_V1, "0.33/v1": VLLM_0_33_V1}}
+
+
+def other_runner(row: EngineRules) -> EngineRules | None:
+    """The same vLLM release's row for the other model runner (None for SGLang rows)."""
+    if row.runner is None:
+        return None
+    base = row.version.split("/")[0]
+    return KNOWN[row.engine].get(base) if row.runner == "v1" else RUNNER_ROWS[row.engine].get(f"{base}/v1")
+
+
+def default_runner(environ: Any = None) -> str:
+    """The model runner vLLM picks here (config/vllm.py use_v2_model_runner): VLLM_USE_V2_MODEL_RUNNER when set,
+    else V1 on the CPU build (no Triton backend), else V2."""
+    import os
+
+    from kconvert.engines.installed import detect_platform
+
+    env = os.environ if environ is None else environ
+    flag = env.get("VLLM_USE_V2_MODEL_RUNNER")
+    if flag is not None and flag.strip() != "":
+        return "v2" if flag.strip().lower() in ("1", "true") else "v1"
+    return "v1" if detect_platform(env) == "cpu" else "v2"
 # Kept for callers that named the SGLang row after PR #25454 "current" before #32334 was read.
 SGLANG_CURRENT = SGLANG_POST_25454
 
@@ -376,11 +454,11 @@ ALL_ROWS: tuple[EngineRules, ...] = tuple(r for rows in KNOWN.values() for r in 
 def engine_info(rules: EngineRules) -> dict[str, Any]:
     """The engine block of a report: the row the rules came from, and the engine installed here."""
     return {"name": rules.engine, "rules_version": rules.version, "installed_version": installed_version(rules.engine),
-            "aux_convention": rules.aux_convention}
+            "aux_convention": rules.aux_convention, "runner": rules.runner}
 
 
 def _row_for(engine: str, version: str) -> EngineRules | None:
-    rows = KNOWN[engine]
+    rows = {**KNOWN[engine], **RUNNER_ROWS.get(engine, {})}
     if version in rows:
         return rows[version]
     for r in rows.values():
@@ -388,21 +466,24 @@ def _row_for(engine: str, version: str) -> EngineRules | None:
             return r
     if engine == "vllm":
         # A patch release (0.32.1) loads drafts as its minor release does; nothing else is assumed.
-        parts = version.split(".")
-        if len(parts) == 3 and all(p.isdigit() for p in parts):
-            return rows.get(".".join(parts[:2]))
+        release, slash, runner = version.partition("/")
+        parts = release.split(".")
+        if len(parts) == 3 and all(p.isdigit() for p in parts) and (not slash or runner in ("v1", "v2")):
+            minor = ".".join(parts[:2])
+            return rows.get(minor + "/v1" if runner == "v1" else minor)
     return None
 
 
 def known_versions(engine: str) -> list[str]:
-    return list(KNOWN[engine])
+    return list(KNOWN[engine]) + list(RUNNER_ROWS.get(engine, {}))
 
 
 def engine_rules(engine: str = "vllm", version: str | None = None) -> EngineRules:
     """The row for an engine version.
 
     An explicit version kconvert has no row for is refused (UsageError, exit 2) with the known versions listed,
-    including a plausible newer release such as vLLM 0.34: a row is facts read from that release's loader, and
+    including a plausible newer release such as vLLM 0.34 (a vLLM version may end in /v1 or /v2, the model runner;
+    a bare version is Model Runner V2, what GPUs run): a row is facts read from that release's loader, and
     mapping an unread release onto the nearest row would state those facts without having read them; the user
     can name the nearest row explicitly. Without --engine-version the installed engine's row is used when there
     is one, else the newest row, and the report records both (engine.installed_version vs rules_version).
@@ -412,7 +493,11 @@ def engine_rules(engine: str = "vllm", version: str | None = None) -> EngineRule
     if version is None:
         inst = installed_version(engine)
         row = _row_for(engine, inst) if inst else None
-        return row or KNOWN[engine][NEWEST[engine]]
+        row = row or KNOWN[engine][NEWEST[engine]]
+        # the installed release's row for the runner vLLM picks here: V1 on the CPU build, V2 on GPUs
+        if row.runner is not None and row.runner != default_runner():
+            row = other_runner(row) or row
+        return row
     row = _row_for(engine, version.strip())
     if row is None:
         names = known_versions(engine) + [a for r in KNOWN[engine].values() for a in r.aliases]

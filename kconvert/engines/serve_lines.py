@@ -140,18 +140,21 @@ def serve_lines(
     draft_tp: int | None = None,
     engine_aux_note: bool = True,
     extra: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """``{"vllm": ..., "sglang": ...}`` command lines, plus ``vllm_aux_ids`` / ``sglang_aux_ids`` notes when
     ``engine_aux_note`` is true.
 
     ``draft_ref``/``target_ref`` are hub ids (``org/name``) or local paths, passed as given. ``draft_tp``
     sets vLLM's ``draft_tensor_parallel_size`` (omitted: vLLM uses the target's); SGLang has no separate
-    draft TP. Raises ``ValueError`` for k or tp below 1.
+    draft TP. ``env`` (an engine row's ``serve_env``: ``VLLM_USE_V2_MODEL_RUNNER=0`` for a Model Runner V1 row,
+    config/vllm.py use_v2_model_runner) prefixes the vLLM line. Raises ``ValueError`` for k or tp below 1.
     """
     if int(k) < 1 or int(tp) < 1 or (draft_tp is not None and int(draft_tp) < 1):
         raise ValueError("k, tp and draft_tp must be at least 1")
     out = {
-        "vllm": shlex.join(vllm_serve_argv(draft_ref, target_ref, k=k, tp=tp, draft_tp=draft_tp, extra=extra)),
+        "vllm": "".join(f"{shlex.quote(k_)}={shlex.quote(v)} " for k_, v in (env or {}).items())
+                + shlex.join(vllm_serve_argv(draft_ref, target_ref, k=k, tp=tp, draft_tp=draft_tp, extra=extra)),
         "sglang": shlex.join(sglang_launch_argv(draft_ref, target_ref, k=k, tp=tp)),
     }
     if engine_aux_note:

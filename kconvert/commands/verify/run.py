@@ -150,7 +150,7 @@ def plan_live(out: VerifyResult, draft_dir: str, tgt: TargetModel) -> dict[str, 
                                         draft_config=read_model_config(draft_dir) if Path(draft_dir).is_dir() else None)
     lines = serve_lines(out.inspect.checkpoint.ref, out.engine_target, k=out.settings.num_speculative_tokens,
                         tp=out.settings.tp, draft_tp=out.settings.draft_tp, engine_aux_note=False,
-                        extra=out.settings.speculative_extra)
+                        extra=out.settings.speculative_extra, env=dict(out.inspect.engine.serve_env))
     planned: dict[str, Any] = {
         "engine": engine, "platform": platform, "target": out.engine_target, "prompt_set": out.prompt_set,
         "num_prompts": len(out.prompts), "num_speculative_tokens": out.settings.num_speculative_tokens,
