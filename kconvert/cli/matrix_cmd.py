@@ -7,7 +7,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from kconvert.cli._app import app
-from kconvert.cli._common import json_opt
+from kconvert.cli._common import (ConfigOpt, ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, SelectOpt, json_opt,
+                                  project_settings)
 from kconvert.cli._help import help_examples
 from kconvert.cli._output import begin, console, emit_json, err_console, write
 from kconvert.errors import MissingPackageError, UsageError
@@ -120,8 +121,10 @@ def render_table(doc: dict[str, Any]) -> None:
         t.add_row(*row)
     console.print(t)
     s = doc["summary"]
+    aside = sorted({i for c in doc["cells"] for i in c.get("set_aside") or []})
     console.print(f"{s['pass']} pass, {s['warn']} warn, {s['fail']} fail, {s['error']} error, {s['skipped']} "
-                  f"skipped; {doc['timings'].get('from_cache', 0)} from the cache; * = installed engine")
+                  f"skipped; {doc['timings'].get('from_cache', 0)} from the cache; * = installed engine"
+                  + (f"; set aside by the rule selection: {', '.join(aside)}" if aside else ""))
     for d in doc["drafts"]:
         if d["target"]["state"] != "given":
             what = d["target"]["id"] or "unknown"
@@ -201,6 +204,12 @@ def matrix_command(
     html: Annotated[Optional[str], typer.Option("--html", help="Also write one self-contained HTML page.")] = None,
     csv: Annotated[Optional[str], typer.Option("--csv", help="Also write one CSV row per cell.")] = None,
     report: Annotated[Optional[str], typer.Option("--report", help="Also write the JSON document here.")] = None,
+    select: SelectOpt = None,
+    ignore: IgnoreOpt = None,
+    extend_ignore: ExtendIgnoreOpt = None,
+    fail_on: FailOnOpt = None,
+    config: ConfigOpt = None,
+    isolated: IsolatedOpt = False,
     as_json: json_opt("matrix") = False,
 ) -> None:
     """Every draft x every engine row: inspect's verdict per cell, a score per draft against a trace, live cells.
@@ -228,9 +237,14 @@ def matrix_command(
         if not sep or not key:
             raise UsageError(f"--engine-arg {item!r}: K=V")
         args[key] = value
+    # the project configuration and the gate flags, resolved as inspect resolves them: the same draft and row
+    # give the same verdict and exit code in both
+    ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,
+                          target=target, fail_on=fail_on)
     ex = make_executor(executor, workers, ray_address, ray_runtime_env)
     req = MatrixRequest(drafts=list(drafts or []), from_file=from_file, hub_search=hub_search,
-                        hub_author=hub_author, hub_limit=hub_limit, target=target, engines=engines, trace=trace, live=live, k=k,
+                        hub_author=hub_author, hub_limit=hub_limit, target=ps.target,
+                        selection=None if ps.selection.is_default else ps.selection, fail_on=ps.fail_on, engines=engines, trace=trace, live=live, k=k,
                         score_threads=score_threads, max_sequences=max_sequences, prompts=prompts,
                         max_prompts=max_prompts, max_tokens=max_tokens, engine_args=args, timeout_s=timeout,
                         trust_remote_code=trust_remote_code, refresh=refresh)

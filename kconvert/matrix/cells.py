@@ -57,8 +57,8 @@ def _fix(result: Any) -> dict[str, Any] | None:
 
 
 def _state(result: Any, *, has_target: bool) -> tuple[str, str | None]:
-    errors = any(f.severity == "error" for f in result.findings)
-    if errors:
+    # the gate inspect applies (errors; warnings too under fail-on warning): the same draft and row exit the same
+    if result.failing:
         return "fail", None if has_target else NO_TARGET
     if not has_target:
         return "skipped", NO_TARGET
@@ -71,10 +71,12 @@ def static_cell(spec: CellSpec) -> dict[str, Any]:
     def body(cell: dict[str, Any]) -> None:
         from kconvert.commands.inspect import inspect
 
-        res = inspect(spec.read_ref, target=spec.target, engine=spec.engine, engine_version=spec.engine_version)
+        res = inspect(spec.read_ref, target=spec.target, engine=spec.engine, engine_version=spec.engine_version,
+                      selection=spec.selection, fail_on=spec.fail_on)
         ids, findings = _findings(res.findings)
         state, message = _state(res, has_target=res.target is not None)
         cell.update(state=state, message=message, finding_ids=ids, findings=findings, fix=_fix(res),
+                    set_aside=sorted({f.id for f, _ in res.set_aside}),
                     exit_code=res.exit_code, producer=getattr(res.draft.format, "producer", None),
                     method=getattr(res.draft, "method", None))
 

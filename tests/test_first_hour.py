@@ -1,0 +1,111 @@
+"""Issue #31 ("A stranger's first hour"): commands keep each other's word, what is printed is what happens, 80
+columns for real, messages that say what is wrong, where, and what to do. Each test drives the command line as a
+user does (a subprocess at COLUMNS=80, no tty); the expected text is derived here from the inputs the test writes,
+never from the code under test."""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "examples" / "tiny"
+TARGET = TINY / "target"
+SPECFORGE = TINY / "drafts" / "llama-specforge"  # K404 (error, fixable) and two K902 warnings on tiny/target
+FULLVOCAB = TINY / "drafts" / "llama-fullvocab"  # two K902 warnings, no error
+
+
+def cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    e = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80", **(env or {})}
+    e.pop("KCONVERT_OUTPUT_FORMAT", None)
+    return subprocess.run([sys.executable, "-m", "kconvert", *args], capture_output=True, text=True, env=e,
+                          cwd=cwd or ROOT, timeout=300)
+
+
+def next_commands(out: str) -> list[list[str]]:
+    return [shlex.split(line[len("next: "):].split("  # ", 1)[0]) for line in out.splitlines()
+            if line.startswith("next: ")]
+
+
+# --- 3. commands keep each other's word -----------------------------------------------------------------------
+
+def test_fix_summary_names_the_finding_the_ignore_set_aside():
+    r = cli("fix", str(SPECFORGE), "--target", str(TARGET), "--ignore", "K404", "--dry-run",
+            "--output-format", "concise")
+    assert r.returncode == 0, r.stderr
+    summary = [ln for ln in r.stdout.splitlines() if "verdict" in ln]
+    assert summary and "K404" in summary[-1] and "set aside" in summary[-1], r.stdout
+
+
+def test_fix_full_view_names_the_finding_the_ignore_set_aside():
+    r = cli("fix", str(SPECFORGE), "--target", str(TARGET), "--ignore", "K404", "--dry-run",
+            "--output-format", "full", env={"COLUMNS": "200"})
+    assert r.returncode == 0, r.stderr
+    assert any("set aside" in ln and "K404" in ln for ln in r.stdout.splitlines()), r.stdout
+
+
+def test_next_lines_carry_the_ignore_and_fail_on_that_produced_them():
+    r = cli("inspect", str(SPECFORGE), "--target", str(TARGET), "--ignore", "K902", "--output-format", "concise")
+    cmds = next_commands(r.stdout)
+    fix = [c for c in cmds if c[:2] == ["kconvert", "fix"]]
+    assert fix, r.stdout
+    i = fix[0].index("--ignore")
+    assert fix[0][i + 1] == "K902"
+
+
+def test_verify_line_after_a_noop_fix_keeps_the_ignore():
+    # mla-torchspec passes on tiny/target; --select K4 narrows the gate: the verify line printed must keep it
+    r = cli("inspect", str(TINY / "drafts" / "mla-torchspec"), "--target", str(TARGET), "--select", "K4",
+            "--output-format", "concise")
+    cmds = next_commands(r.stdout)
+    verify = [c for c in cmds if c[:2] == ["kconvert", "verify"]]
+    assert verify, r.stdout
+    assert verify[0][verify[0].index("--select") + 1] == "K4"
+
+
+def test_matrix_reads_the_project_configuration_and_exits_as_inspect(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.kconvert]\nfail-on = "warning"\n', encoding="utf-8")
+    i = cli("inspect", str(FULLVOCAB), "--target", str(TARGET), "--engine-version", "0.32", cwd=tmp_path)
+    m = cli("matrix", str(FULLVOCAB), "--target", str(TARGET), "--engines", "vllm:0.32", "--cache", "off",
+            cwd=tmp_path)
+    assert i.returncode == 1, i.stdout + i.stderr  # two K902 warnings fail under fail-on = "warning"
+    assert m.returncode == i.returncode, m.stdout + m.stderr
+
+
+def test_matrix_takes_the_gate_flags_of_inspect():
+    args = [str(SPECFORGE), "--target", str(TARGET), "--ignore", "K404"]
+    i = cli("inspect", *args, "--engine-version", "0.32", "--isolated")
+    m = cli("matrix", *args, "--engines", "vllm:0.32", "--cache", "off", "--isolated", "--json")
+    assert i.returncode == 0, i.stdout + i.stderr
+    assert m.returncode == 0, m.stdout + m.stderr
+    doc = json.loads(m.stdout)
+    (cell,) = doc["cells"]
+    assert "K404" not in cell["finding_ids"] and cell["set_aside"] == ["K404"]
+    for flag in ("--select", "--extend-ignore", "--fail-on", "--config"):
+        assert flag in cli("matrix", "--help").stdout
+
+
+def test_matrix_target_comes_from_the_configuration(tmp_path):
+    (tmp_path / "kconvert.toml").write_text(f'target = "{TARGET}"\n', encoding="utf-8")
+    m = cli("matrix", str(SPECFORGE), "--engines", "vllm:0.32", "--cache", "off", "--json", cwd=tmp_path)
+    doc = json.loads(m.stdout)
+    assert doc["cells"][0]["target"] == str(TARGET), doc["cells"][0]
+
+
+@pytest.mark.parametrize("shell,first", [("zsh", "#compdef kconvert"), ("fish", "complete --command kconvert")])
+def test_show_completion_honours_the_shell_given(shell, first):
+    r = cli("--show-completion", shell)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.lstrip().startswith(first), r.stdout[:200]
+
+
+def test_show_completion_refuses_an_unknown_shell():
+    r = cli("--show-completion", "nosuch")
+    assert r.returncode == 2
+    assert "nosuch" in r.stderr and "zsh" in r.stderr and not r.stdout.strip()
