@@ -109,3 +109,53 @@ def test_show_completion_refuses_an_unknown_shell():
     r = cli("--show-completion", "nosuch")
     assert r.returncode == 2
     assert "nosuch" in r.stderr and "zsh" in r.stderr and not r.stdout.strip()
+
+
+# --- 4. what is printed is what happens -----------------------------------------------------------------------
+
+def run_in_process(argv: list[str], capsys) -> tuple[int, str]:
+    from kconvert.cli import main
+
+    rc = main(argv)
+    return rc, capsys.readouterr().out
+
+
+def test_dry_run_without_vllm_says_so_and_the_exit_of_the_live_run(monkeypatch, capsys):
+    # A core install: no vLLM distribution. The live run raises MissingPackageError, whose exit code is 3
+    # (kconvert/errors.py EXIT_ENGINE; README "3 this machine cannot run the step").
+    import kconvert.commands.verify.run as run
+
+    monkeypatch.setattr(run, "installed_version", lambda engine: None)
+    rc, out = run_in_process(["verify", str(TINY / "drafts" / "mla-torchspec"), "--target", str(TARGET),
+                              "--dry-run", "--output-format", "concise"], capsys)
+    assert "would start" not in out, out
+    note = [ln for ln in out.splitlines() if ln.startswith("note:")]
+    assert note and "vLLM is not installed" in note[0] and "exit 3" in note[0], out
+
+
+def test_dry_run_serve_line_carries_every_engine_arg(capsys):
+    rc, out = run_in_process(["verify", str(TINY / "drafts" / "mla-torchspec"), "--target", str(TARGET),
+                              "--dry-run", "--engine-arg", "dtype=float32", "--json"], capsys)
+    plan = json.loads(out)["dry_run"]
+    argv = shlex.split(plan["serve_line"])
+    assert argv[argv.index("--dtype") + 1] == "float32", plan["serve_line"]
+    # every other argument verify passes has its `vllm serve` flag too (vLLM's EngineArgs: key with dashes)
+    for key, value in plan["engine_args"].items():
+        if key in ("model", "tensor_parallel_size", "speculative_config", "disable_log_stats") or value is False:
+            continue
+        assert "--" + key.replace("_", "-") in argv, (key, plan["serve_line"])
+
+
+def test_dry_run_markdown_never_reads_as_live(tmp_path, capsys):
+    md = tmp_path / "v.md"
+    run_in_process(["verify", str(TINY / "drafts" / "mla-torchspec"), "--target", str(TARGET), "--dry-run",
+                    "--markdown", str(md), "--output-format", "concise"], capsys)
+    text = md.read_text(encoding="utf-8")
+    assert "Verified live" not in text and "dry run" in text.lower(), text
+
+
+def test_dry_run_concise_summary_says_nothing_was_measured(capsys):
+    rc, out = run_in_process(["verify", str(TINY / "drafts" / "mla-torchspec"), "--target", str(TARGET),
+                              "--dry-run", "--output-format", "concise"], capsys)
+    summary = [ln for ln in out.splitlines() if "verdict:" in ln]
+    assert summary and "dry run" in summary[-1] and "nothing measured" in summary[-1], out

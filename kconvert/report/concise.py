@@ -200,8 +200,9 @@ def summary_line(doc: dict[str, Any]) -> str:
     counts = f"{_n(s.get('errors', 0), 'error')}, {_n(s.get('warnings', 0), 'warning')}, {s.get('info', 0)} info"
     if doc.get("command") == "fix":  # the findings are the input's; the verdict is the fix's
         return f"{display_path(doc, None)}: input has {counts}{fixable}{set_aside_note(doc)}; fix verdict: {str(doc.get('verdict')).upper()}"
+    dry = " (dry run: static checks only, no engine started, nothing measured)" if doc.get("dry_run") else ""
     return (f"{display_path(doc, None)}: {counts}{fixable}{set_aside_note(doc)}; verdict: "
-            f"{str(doc.get('verdict')).upper()}{fail_on}")
+            f"{str(doc.get('verdict')).upper()}{fail_on}{dry}")
 
 
 def next_lines(doc: dict[str, Any]) -> list[str]:
