@@ -159,3 +159,72 @@ def test_dry_run_concise_summary_says_nothing_was_measured(capsys):
                               "--dry-run", "--output-format", "concise"], capsys)
     summary = [ln for ln in out.splitlines() if "verdict:" in ln]
     assert summary and "dry run" in summary[-1] and "nothing measured" in summary[-1], out
+
+
+# --- 7. messages say what is wrong, in which file, and what to do ---------------------------------------------
+
+def draft_copy(tmp_path: Path, edit) -> Path:
+    d = tmp_path / "draft"
+    shutil.copytree(TINY / "drafts" / "mla-torchspec", d)
+    cfg = json.loads((d / "config.json").read_text(encoding="utf-8"))
+    edit(cfg)
+    (d / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    return d
+
+
+def concise_finding(out: str, rid: str) -> str:
+    lines = [ln for ln in out.splitlines() if f": {rid} " in ln]
+    assert lines, out
+    return lines[0]
+
+
+def test_architectures_as_a_string_is_named_as_such(tmp_path):
+    want = json.loads((TINY / "drafts" / "mla-torchspec" / "config.json").read_text())["architectures"][0]
+    d = draft_copy(tmp_path, lambda c: c.update(architectures=want))
+    line = concise_finding(cli("inspect", str(d), "--output-format", "concise").stdout, "K101")
+    assert "[]" not in line and "config.json" in line and "not a list" in line and f'["{want}"]' in line, line
+
+
+def test_hidden_size_as_a_string_is_not_called_missing(tmp_path):
+    d = draft_copy(tmp_path, lambda c: c.update(hidden_size=str(c["hidden_size"])))
+    line = concise_finding(cli("inspect", str(d), "--output-format", "concise").stdout, "K303")
+    assert "has no hidden_size" not in line and '"128"' in line and "not an integer" in line, line
+
+
+def test_empty_draft_argument_says_it_is_empty():
+    r = cli("inspect", "")
+    assert r.returncode == 2
+    assert "error: :" not in r.stderr and "empty" in r.stderr and "Hub id" in r.stderr, r.stderr
+
+
+def test_acceptance_of_a_device_says_it_is_not_a_file():
+    r = cli("acceptance", "/dev/null")
+    assert r.returncode == 2
+    assert "not found" not in r.stderr and "not a regular file" in r.stderr and "/dev/null" in r.stderr, r.stderr
+
+
+def test_empty_target_is_refused():
+    r = cli("inspect", str(TINY / "drafts" / "mla-torchspec"), "--target", "", "--output-format", "concise")
+    assert r.returncode == 2 and "--target ''" in r.stderr, r.stdout + r.stderr
+
+
+def test_bad_config_json_names_its_folder(tmp_path):
+    d = tmp_path / "cut-short"
+    shutil.copytree(TINY / "drafts" / "mla-torchspec", d)
+    (d / "config.json").write_text('{"a": ', encoding="utf-8")
+    r = cli("inspect", str(d))
+    assert r.returncode == 2
+    assert f"{d}/config.json" in r.stderr and "hint:" in r.stderr, r.stderr
+
+
+def test_bad_fail_on_in_kconvert_toml_names_the_file_not_a_flag(tmp_path):
+    (tmp_path / "kconvert.toml").write_text('fail-on = "warnings"\n', encoding="utf-8")
+    r = cli("inspect", str(TINY / "drafts" / "mla-torchspec"), cwd=tmp_path)
+    assert r.returncode == 2
+    assert "--fail-on" not in r.stderr and str(tmp_path / "kconvert.toml") in r.stderr and "'warning'" in r.stderr
+
+
+def test_one_cell_is_not_one_cells():
+    r = cli("matrix", str(TINY / "drafts" / "mla-torchspec"), "--target", str(TARGET), "--engines", "vllm:0.32",
+            "--cache", "off", env={"COLUMNS": "120"})
+    assert "1 cells" not in r.stdout and "1 cell" in r.stdout, r.stdout

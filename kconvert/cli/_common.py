@@ -99,6 +99,11 @@ def project_settings(config: str | None, isolated: bool, *, select: str | None, 
     from kconvert.results.inspection import check_fail_on
     from kconvert.rules.selection import from_flags
 
+    if target is not None and not target.strip():
+        from kconvert.errors import UsageError
+
+        raise UsageError("--target '': empty; give a profile (kimi-k2.5, ...), a target folder or a Hub id, or leave "
+                         "--target out for the target-less checks")
     cfg = load_config(config, isolated=isolated)
     return ProjectSettings(
         selection=from_flags(select, ignore, extend_ignore, config=cfg.selection()),

@@ -93,7 +93,8 @@ def render_table(doc: dict[str, Any]) -> None:
     # are unique (the document and --json keep the path as given).
     names = [d["draft"].rstrip("/").rsplit("/", 1)[-1] for d in doc["drafts"]]
     short = dict(zip([d["draft"] for d in doc["drafts"]], names)) if len(set(names)) == len(names) else {}
-    t = Table(title=f"kconvert matrix: {doc['summary']['cells']} cells", box=box.SIMPLE_HEAD, pad_edge=False)
+    n = doc["summary"]["cells"]
+    t = Table(title=f"kconvert matrix: {n} cell{'' if n == 1 else 's'}", box=box.SIMPLE_HEAD, pad_edge=False)
     t.add_column("draft", overflow="fold", min_width=12)
     for e in doc["engines"]:
         t.add_column(f"{e['engine']}\n{e['engine_version']}" + (" *" if e["installed"] else ""), overflow="fold")
@@ -259,7 +260,7 @@ def matrix_command(
 
                 def on_cell(c: dict[str, Any]) -> None:
                     n[0] += 1
-                    status.update(f"matrix: {n[0]} cells ({c['draft']} on {c['engine']} {c['engine_version']})")
+                    status.update(f"matrix: {n[0]} cell{'' if n[0] == 1 else 's'} ({c['draft']} on {c['engine']} {c['engine_version']})")
 
                 doc = run_matrix(req, executor=ex, cache=store, on_cell=on_cell)
     finally:
