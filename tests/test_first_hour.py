@@ -228,3 +228,56 @@ def test_one_cell_is_not_one_cells():
     r = cli("matrix", str(TINY / "drafts" / "mla-torchspec"), "--target", str(TARGET), "--engines", "vllm:0.32",
             "--cache", "off", env={"COLUMNS": "120"})
     assert "1 cells" not in r.stdout and "1 cell" in r.stdout, r.stdout
+
+
+# --- 5. 80 columns, for real ----------------------------------------------------------------------------------
+
+def option_names() -> set[str]:
+    """Every long option name of every command, from click's own command objects (not the help text)."""
+    import typer
+
+    from kconvert.cli import _register, app
+
+    _register()
+    group = typer.main.get_command(app)
+    return {o for cmd in group.commands.values() for p in cmd.params for o in getattr(p, "opts", [])
+            if o.startswith("--")}
+
+
+@pytest.mark.parametrize("command", ["inspect", "verify", "fix", "matrix"])
+def test_help_prose_never_splits_an_option_name(command):
+    out = cli(command, "-h").stdout
+    lines = out.splitlines()
+    names = option_names()
+    for a, b in zip(lines, lines[1:]):
+        tail = a.rstrip().rsplit(" ", 1)[-1]
+        head = b.strip().split(" ", 1)[0]
+        if tail.startswith("--") and tail.endswith("-"):
+            joined = (tail + head).rstrip(".,;:)")
+            assert joined not in names, f"{joined} split over two lines:\n{a}\n{b}"
+
+
+def test_engine_version_help_lists_every_engine_row():
+    from kconvert.engines.expectations import KNOWN
+
+    text = " ".join(cli("inspect", "-h").stdout.split())
+    start = text.index("--engine-version")
+    block = text[start:start + 600]
+    for engine, rows in KNOWN.items():
+        for version in rows:
+            assert version in block, (engine, version, block)
+
+
+def test_top_help_never_cuts_a_command_summary():
+    out = cli("-h").stdout
+    commands = out.split("Commands:", 1)[1]  # the Usage line's "[ARGS]..." is click's, not a cut
+    assert "..." not in commands and "…" not in commands, out
+
+
+def test_rules_help_promises_only_the_columns_it_prints():
+    header = cli("rules").stdout.splitlines()[0].split()
+    help_text = " ".join(cli("rules", "-h").stdout.split())
+    promised = help_text.split("List every rule (", 1)[1].split(")", 1)[0]
+    assert "summary" not in promised
+    for col in ("id", "name", "category", "severity", "fix"):
+        assert col in header and col in promised, (header, promised)

@@ -56,6 +56,12 @@ def _click_command():
     global _COMMAND
     if _COMMAND is None:
         _COMMAND = typer.main.get_command(app)
+        for cmd in getattr(_COMMAND, "commands", {}).values():
+            # `kconvert -h` lists each command by its first sentence, whole (click cuts it at ~45 characters
+            # with "..."); click wraps the list at the terminal's width
+            if not cmd.short_help and cmd.help:
+                first = " ".join(cmd.help.split("\n\n", 1)[0].split())
+                cmd.short_help = first.split(". ", 1)[0].rstrip(".") + "."
     return _COMMAND
 
 
