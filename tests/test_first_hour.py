@@ -182,7 +182,8 @@ def test_architectures_as_a_string_is_named_as_such(tmp_path):
     want = json.loads((TINY / "drafts" / "mla-torchspec" / "config.json").read_text())["architectures"][0]
     d = draft_copy(tmp_path, lambda c: c.update(architectures=want))
     line = concise_finding(cli("inspect", str(d), "--output-format", "concise").stdout, "K101")
-    assert "[]" not in line and "config.json" in line and "not a list" in line and f'["{want}"]' in line, line
+    assert "[]" not in line and line.split(": ", 1)[0].endswith("config.json:1") and "not a list" in line \
+        and f'["{want}"]' in line, line
 
 
 def test_hidden_size_as_a_string_is_not_called_missing(tmp_path):
@@ -281,3 +282,18 @@ def test_rules_help_promises_only_the_columns_it_prints():
     assert "summary" not in promised
     for col in ("id", "name", "category", "severity", "fix"):
         assert col in header and col in promised, (header, promised)
+
+
+def test_concise_finding_lines_are_ruff_short():
+    # llama-specforge on tiny/target: K404's message and evidence ran past 227 characters on one line
+    r = cli("inspect", str(SPECFORGE), "--target", str(TARGET), "--output-format", "concise", cwd=TINY)
+    doc = json.loads(cli("inspect", str(SPECFORGE), "--target", str(TARGET), "--json").stdout)
+    import re
+
+    lines = [ln for ln in r.stdout.splitlines() if re.match(r"^\S+: K\d{3} ", ln)]
+    assert len(lines) == len(doc["findings"]) >= 2, r.stdout
+    for line, f in zip(lines, doc["findings"]):
+        loc = line.split(": ", 1)[0]
+        rest = line[len(loc) + 2:]
+        assert rest.startswith(f"{f['id']} {f['severity']} "), line
+        assert len(rest) <= len(f"{f['id']} {f['severity']} [{f['category']}] ") + 120 + len(" [fixable]") + 40, line

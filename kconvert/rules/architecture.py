@@ -58,8 +58,7 @@ def architecture_unmapped(ctx: Context) -> Iterator[Finding]:
     if fam is None and raw is not None and not (isinstance(raw, list) and all(isinstance(a, str) for a in raw)):
         # HF's PretrainedConfig.architectures is a list of class names; a bare string is no architecture at all
         yield architecture_unmapped.finding(
-            f"config.json: architectures is {json.dumps(raw)}, not a list of class names; write "
-            f"\"architectures\": [\"{want}\"] (what {ctx.engine.key} maps)",
+            f"architectures is {json.dumps(raw)}, not a list; write [\"{want}\"]",
             evidence=[Evidence("architectures", raw, [want])],
             ops=[SetConfig(("architectures",), [want], "engine maps this architecture")])
     elif fam is None:

@@ -303,7 +303,7 @@ def hidden_size(ctx: Context) -> Iterator[Finding]:
         if node is not None and d.tensors:
             # present but not an integer (a string "128", a float): the engine reads it as a number
             yield hidden_size.finding(
-                f"config.json: {'.'.join(path)} is {json.dumps(node)}, not an integer"
+                f"{'.'.join(path)} is {json.dumps(node)}, not an integer"
                 + (f"; write {d.fc_out} (the fc layer's rows)" if d.fc_out else "; write the width as a number"),
                 evidence=[Evidence(".".join(path), json.dumps(node), d.fc_out)],
                 ops=[SetConfig(path, d.fc_out, "fc rows")] if d.fc_out else [])
