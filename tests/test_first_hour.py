@@ -297,3 +297,40 @@ def test_concise_finding_lines_are_ruff_short():
         rest = line[len(loc) + 2:]
         assert rest.startswith(f"{f['id']} {f['severity']} "), line
         assert len(rest) <= len(f"{f['id']} {f['severity']} [{f['category']}] ") + 120 + len(" [fixable]") + 40, line
+
+
+def test_matrix_at_80_columns_loses_no_id_and_prints_one_runnable_fix_per_row(tmp_path):
+    import fnmatch
+    import re
+
+    for run in ("a", "b"):
+        (tmp_path / "runs" / run).mkdir(parents=True)
+        shutil.copytree(SPECFORGE, tmp_path / "runs" / run / "epoch_1")
+    r = cli("matrix", "runs/*/epoch_*", "--target", str(TARGET), "--cache", "off", cwd=tmp_path)
+    doc = json.loads(cli("matrix", "runs/*/epoch_*", "--target", str(TARGET), "--cache", "off", "--json",
+                         cwd=tmp_path).stdout)
+    out = r.stdout
+    assert "(cached)" not in out
+    # every finding id of every cell is printed whole, on the line of its engine row
+    for c in doc["cells"]:
+        ids = sorted({f["id"] for f in c["findings"] if f["severity"] != "info"})
+        label = f"{c['engine']} {c['engine_version']}"
+        rows = [ln for ln in out.splitlines() if ln.strip().startswith(label + " ") or ln.strip() == label]
+        assert rows, (label, out)
+        for i in ids:
+            assert any(re.search(rf"\b{i}\b", ln) for ln in rows), (i, label, out)
+    fixes = [ln for ln in out.splitlines() if ln.startswith("next: kconvert fix ")]
+    failing = [c for c in doc["cells"] if c["state"] == "fail" and (c.get("fix") or {}).get("command")]
+    assert len(fixes) == len(failing) == 4, out  # two drafts x the two vLLM rows K404 fails on
+    outputs = []
+    for ln in fixes:
+        argv = shlex.split(ln[len("next: "):])
+        assert "--engine-version" in argv
+        outputs.append(argv[argv.index("-o") + 1])
+        # a whole command on one line: its last word is the last argument, not a wrapped fragment
+    assert len(set(outputs)) == len(outputs), outputs
+    assert not any(fnmatch.fnmatch(o, "runs/*/epoch_*") for o in outputs), outputs
+    # the next lines run as printed (a dry run: nothing written)
+    argv = shlex.split(fixes[1][len("next: "):])
+    dry = cli(*argv[1:], "--dry-run", cwd=tmp_path)
+    assert dry.returncode in (0, 1) and "error:" not in dry.stderr, dry.stderr

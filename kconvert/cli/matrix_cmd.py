@@ -79,8 +79,8 @@ def _cell_text(c: dict[str, Any]) -> str:
     # info findings (a note that target checks were skipped, that headers came from the Hub) are in the JSON only
     ids = sorted({f["id"] for f in c["findings"] if f["severity"] != "info"}) if "findings" in c \
         else c.get("finding_ids", [])
-    text = f"[{colour}]{c['state']}[/]" + (f" {', '.join(ids)}" if ids else "")
-    return text + (" [dim](cached)[/]" if c.get("cached") else "")
+    # whether a cell came from the cache is said once, in the summary line ("N from the cache")
+    return f"[{colour}]{c['state']}[/]" + (f" {', '.join(ids)}" if ids else "")
 
 
 def render_table(doc: dict[str, Any]) -> None:
@@ -93,6 +93,44 @@ def render_table(doc: dict[str, Any]) -> None:
     # are unique (the document and --json keep the path as given).
     names = [d["draft"].rstrip("/").rsplit("/", 1)[-1] for d in doc["drafts"]]
     short = dict(zip([d["draft"] for d in doc["drafts"]], names)) if len(set(names)) == len(names) else {}
+    if 14 + 16 * len(doc["engines"]) > console.width:
+        render_stacked(doc, short)
+    else:
+        render_grid(doc, short)
+    render_footer(doc)
+
+
+def render_stacked(doc: dict[str, Any], short: dict[str, str]) -> None:
+    """Too many engine rows for the terminal (six at 80 columns): one block per draft, one line per engine row,
+    so no finding id is cut and no name breaks mid-word."""
+    from rich.markup import escape
+
+    n = doc["summary"]["cells"]
+    console.print(f"[bold]kconvert matrix: {n} cell{'' if n == 1 else 's'}[/]")
+    width = max(len(f"{e['engine']} {e['engine_version']}") for e in doc["engines"]) + 2
+    for d in doc["drafts"]:
+        console.print(f"[bold]{escape(short.get(d['draft'], d['draft']))}[/]", soft_wrap=True, highlight=False)
+        mine = {(c["engine"], c["engine_version"], c.get("kind", "static")): c for c in doc["cells"]
+                if c["draft"] == d["draft"]}
+        for e in doc["engines"]:
+            c = mine.get((e["engine"], e["engine_version"], "static"))
+            label = f"{e['engine']} {e['engine_version']}" + (" *" if e["installed"] else "")
+            console.print(f"  {label:<{width}} " + (_cell_text(c) if c else ""), soft_wrap=True, highlight=False)
+        live = next((c for k, c in mine.items() if k[2] == "live"), None)
+        if live is not None:
+            console.print("  live AL " + (f"{live['live']['acceptance_length']:.4f}" if live.get("live")
+                                          else _cell_text(live)), soft_wrap=True, highlight=False)
+        if d.get("score"):
+            console.print(f"  score AL {d['score']['acceptance_length']:.4f}, rank {d.get('rank') or '-'}",
+                          highlight=False)
+
+
+def render_grid(doc: dict[str, Any], short: dict[str, str]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from rich import box
+
     n = doc["summary"]["cells"]
     t = Table(title=f"kconvert matrix: {n} cell{'' if n == 1 else 's'}", box=box.SIMPLE_HEAD, pad_edge=False)
     t.add_column("draft", overflow="fold", min_width=12)
@@ -121,6 +159,11 @@ def render_table(doc: dict[str, Any]) -> None:
             row.append(str(d["rank"]) if d.get("rank") else "-")
         t.add_row(*row)
     console.print(t)
+
+
+def render_footer(doc: dict[str, Any]) -> None:
+    from rich.markup import escape
+
     s = doc["summary"]
     aside = sorted({i for c in doc["cells"] for i in c.get("set_aside") or []})
     console.print(f"{s['pass']} pass, {s['warn']} warn, {s['fail']} fail, {s['error']} error, {s['skipped']} "
@@ -138,9 +181,11 @@ def render_table(doc: dict[str, Any]) -> None:
         plot = renderer("plot")
         if plot is not None:
             console.print(plot(doc), markup=False, highlight=False)
-    fixes = [d for d in doc["drafts"] if d.get("fix_command")]
-    for d in fixes:
-        console.print(f"next: {d['fix_command']}", markup=False, highlight=False)
+    # one fix per engine row asked for (each its own output folder), printed unwrapped so a copy stays one command
+    for c in doc["cells"]:
+        command = (c.get("fix") or {}).get("command")
+        if command and c.get("kind", "static") == "static" and c["state"] in ("fail", "warn"):
+            console.print(f"next: {command}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("matrix", epilog=help_examples(EXAMPLES))

@@ -41,6 +41,29 @@ def _findings(findings: list[Any]) -> tuple[list[str], list[dict[str, Any]]]:
     return ids, out
 
 
+FIXED_DIR = "kconvert-fixed"  # matrix fix lines write here: never beside the drafts, where a glob would read them
+
+
+def matrix_fix_output(draft: str, engine: str, version: str) -> str:
+    """One output folder per draft and engine row (`kconvert-fixed/runs_a_epoch_1-vllm-0.32`): two suggestions never
+    write the same folder, and the draft globs (`runs/*/epoch_*`) never pick a fixed copy up on the next run."""
+    name = "_".join(p for p in draft.split("@", 1)[0].replace("\\", "/").split("/") if p not in ("", ".", ".."))
+    return f"{FIXED_DIR}/{name or 'draft'}-{engine}-{version}"
+
+
+def _with_output(command: str, output: str, version: str) -> str:
+    """The cell's fix line writing to `output`, naming its engine row (the default row is the installed engine's,
+    which differs between machines)."""
+    import shlex
+
+    argv = shlex.split(command)
+    if "-o" in argv:
+        argv[argv.index("-o") + 1] = output
+    if "--engine-version" not in argv:
+        argv += ["--engine-version", version]
+    return shlex.join(argv)
+
+
 def _fix(result: Any) -> dict[str, Any] | None:
     """What `kconvert fix` can do for this cell, from the same plan inspect's next steps print."""
     from kconvert.results.next_steps import next_steps
@@ -52,6 +75,10 @@ def _fix(result: Any) -> dict[str, Any] | None:
         return None
     steps = next_steps(result, command="inspect")["next_steps"]
     command = next((s["command"] for s in steps if s["command"].startswith("kconvert fix ")), None)
+    if command is not None:
+        eng = result.engine
+        command = _with_output(command, matrix_fix_output(result.checkpoint.ref, eng.engine, str(eng.version)),
+                               str(eng.version))
     return {"available": command is not None, "certain": not undecided,
             "decisions": [f"{f.id}: {f.needs_decision}" for f in undecided], "command": command}
 
