@@ -300,7 +300,7 @@ def hidden_size(ctx: Context) -> Iterator[Finding]:
         node: Any = d.checkpoint.config
         for part in path:
             node = node.get(part) if isinstance(node, dict) else None
-        if node is not None and d.tensors:
+        if node is not None and (isinstance(node, bool) or not isinstance(node, int)) and d.tensors:
             # present but not an integer (a string "128", a float): the engine reads it as a number
             yield hidden_size.finding(
                 f"{'.'.join(path)} is {json.dumps(node)}, not an integer"
