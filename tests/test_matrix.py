@@ -66,8 +66,21 @@ def test_every_cell_is_inspects_verdict_on_its_engine_row_and_the_json_is_the_sc
         if c["fix"] is not None:
             assert c["fix"]["certain"] == (not c["fix"]["decisions"])
             if c["fix"]["command"]:
-                # the very line inspect prints as its next step
-                assert c["fix"]["command"] in [s["command"] for s in res.to_dict()["next_steps"]]
+                # the line inspect prints as its next step, except that it names its engine row and writes its
+                # own folder under kconvert-fixed/ (issue #31: one fix per row, outside the draft globs)
+                import shlex
+
+                got = shlex.split(c["fix"]["command"])
+                out = got[got.index("-o") + 1]
+                assert out.startswith("kconvert-fixed/") and out.endswith(f"-{c['engine']}-{c['engine_version']}")
+                printed = [shlex.split(s["command"]) for s in res.to_dict()["next_steps"]
+                           if s["command"].startswith("kconvert fix ")]
+                assert printed, res.to_dict()["next_steps"]
+                want = printed[0]
+                want[want.index("-o") + 1] = out
+                if "--engine-version" not in want:
+                    want += ["--engine-version", c["engine_version"]]
+                assert got == want
         else:
             assert not fixable
         assert set(c["finding_ids"]) <= set(doc["rules"]) | {"K000"}

@@ -26,12 +26,42 @@ def _register() -> None:
 _COMMAND = None
 
 
+def _completion(args: list[str]) -> int | None:
+    """`kconvert --show-completion [SHELL]` / `--install-completion [SHELL]` for the shell named (typer's own
+    options take no value when they detect the shell, so `--show-completion zsh` printed the bash script); no
+    shell named: the detected one, as typer does. None when the command line asks for neither."""
+    if not args or args[0].split("=", 1)[0] not in ("--show-completion", "--install-completion"):
+        return None
+    flag, _, given = args[0].partition("=")
+    shell = given or (args[1] if len(args) > 1 else "")
+    from typer._completion_shared import Shells, _get_shell_name, get_completion_script, install
+
+    names = [s.value for s in Shells]
+    if not shell:
+        shell = _get_shell_name() or ""
+    if shell not in names:
+        _output.error_line(f"{flag} {shell!r}: not a shell kconvert completes; choose one of {', '.join(names)}")
+        return EXIT_USAGE
+    if flag == "--show-completion":
+        typer.echo(get_completion_script(prog_name="kconvert", complete_var="_KCONVERT_COMPLETE", shell=shell))
+    else:
+        sh, path = install(shell=shell, prog_name="kconvert", complete_var="_KCONVERT_COMPLETE")
+        typer.echo(f"{sh} completion installed in {path}; it takes effect in a new terminal")
+    return 0
+
+
 def _click_command():
     """The click command typer builds from `app`, built once per process: typer rebuilds it on every `app(...)`
     call (~40 ms of signature introspection), which a program calling `main` many times (tests) pays each time."""
     global _COMMAND
     if _COMMAND is None:
         _COMMAND = typer.main.get_command(app)
+        for cmd in getattr(_COMMAND, "commands", {}).values():
+            # `kconvert -h` lists each command by its first sentence, whole (click cuts it at ~45 characters
+            # with "..."); click wraps the list at the terminal's width
+            if not cmd.short_help and cmd.help:
+                first = " ".join(cmd.help.split("\n\n", 1)[0].split())
+                cmd.short_help = first.split(". ", 1)[0].rstrip(".") + "."
     return _COMMAND
 
 
@@ -41,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     _register()
     args = sys.argv[1:] if argv is None else list(argv)
     _output.reset()
+    done = _completion(args)
+    if done is not None:
+        return done
     try:
         rc = _click_command().main(args=args, standalone_mode=False, prog_name="kconvert")
     except KConvertError as e:

@@ -6,6 +6,28 @@ import typer
 
 from kconvert._version import __version__
 
+def _wrap_at_spaces() -> None:
+    """click wraps help prose with textwrap, which breaks at hyphens: `--output-` / `format` at 80 columns. An
+    option name cut in two cannot be searched for or copied; wrap at spaces only (a word longer than the line
+    still breaks)."""
+    from typer._click import _textwrap
+
+    base = _textwrap.TextWrapper
+    if getattr(base, "_kconvert", False):
+        return
+
+    class Wrapper(base):  # type: ignore[misc, valid-type]
+        _kconvert = True
+
+        def __init__(self, *a, **k):
+            k.setdefault("break_on_hyphens", False)
+            super().__init__(*a, **k)
+
+    _textwrap.TextWrapper = Wrapper  # click.formatting.wrap_text imports it at each call
+
+
+_wrap_at_spaces()
+
 app = typer.Typer(
     name="kconvert",
     help="Find, fix, prove live and publish EAGLE-3 draft checkpoints for vLLM and SGLang.\n\n"

@@ -21,11 +21,19 @@ TargetOpt = Annotated[Optional[str], typer.Option(
 EngineOpt = Annotated[Optional[str], typer.Option(
     "--engine", "-e", help="Engine the draft is meant for: vllm or sglang. Default: the configuration's, else "
                            "vllm.")]
-EngineVersionOpt = Annotated[Optional[str], typer.Option(
-    "--engine-version",
-    help="Engine version whose loading rules apply (vLLM: 0.32 or 0.33, a patch release maps to its minor; "
-         "SGLang: pre-25454, post-25454 or post-32334). Any other version is refused. "
-         "Default: the installed engine's row, else the newest known.")]
+def engine_version_help() -> str:
+    """--engine-version's help, its rows listed from kconvert.engines.expectations.KNOWN (never typed here: a new
+    row is in the help the moment it exists)."""
+    from kconvert.engines.expectations import KNOWN, NEWEST
+
+    label = {"vllm": "vLLM", "sglang": "SGLang"}
+    rows = "; ".join(f"{label.get(e, e)}: " + ", ".join(v + (" (newest)" if v == NEWEST.get(e) else "")
+                                                          for v in KNOWN[e]) for e in KNOWN)
+    return (f"Engine version whose loading rules apply ({rows}; a vLLM patch release maps to its minor). Any "
+            "other version is refused. Default: the installed engine's row, else the newest.")
+
+
+EngineVersionOpt = Annotated[Optional[str], typer.Option("--engine-version", help=engine_version_help())]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document (schemas/report.schema.json) instead "
                                                       "of the terminal report; the same as --output-format json. A "
                                                       "failure prints a JSON error object (schemas/error.schema.json).")]
@@ -99,6 +107,11 @@ def project_settings(config: str | None, isolated: bool, *, select: str | None, 
     from kconvert.results.inspection import check_fail_on
     from kconvert.rules.selection import from_flags
 
+    if target is not None and not target.strip():
+        from kconvert.errors import UsageError
+
+        raise UsageError("--target '': empty; give a profile (kimi-k2.5, ...), a target folder or a Hub id, or leave "
+                         "--target out for the target-less checks")
     cfg = load_config(config, isolated=isolated)
     return ProjectSettings(
         selection=from_flags(select, ignore, extend_ignore, config=cfg.selection()),

@@ -88,6 +88,12 @@ def _validate(path: Path, t: dict[str, Any]) -> dict[str, Any]:
     for k in ("fail-on", "engine", "engine-version", "target"):
         if k in t and not isinstance(t[k], str):
             raise UsageError(f"{where}: {k} must be a string")
+    fail_on = t.get("fail-on")
+    if fail_on is not None and fail_on not in ("error", "warning"):  # kconvert.results.inspection.FAIL_ON
+        raise UsageError(f"{where}: fail-on = {fail_on!r}{did_you_mean(fail_on, ('error', 'warning'))}; write "
+                         "fail-on = \"error\" or fail-on = \"warning\"")
+    if t.get("target") is not None and not t["target"].strip():
+        raise UsageError(f"{where}: target = \"\" is empty; name a profile, a folder or a Hub id, or remove the key")
     return t
 
 

@@ -28,8 +28,12 @@ def _read(path: str, what: str) -> str:
     if path == "-":
         return sys.stdin.read()
     p = Path(path)
+    if not p.exists():
+        raise InputError(f"{path}: no such file (the {what}); save a scrape first: "
+                         "curl -s http://HOST:8000/metrics > metrics.txt, or pass '-' to read stdin")
     if not p.is_file():
-        raise InputError(f"{what} not found: {path}")
+        raise InputError(f"{path}: not a regular file (a folder or device), so not a {what}; save a scrape to a "
+                         "file first: curl -s http://HOST:8000/metrics > metrics.txt, or pass '-' to read stdin")
     try:
         return p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

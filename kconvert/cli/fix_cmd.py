@@ -180,6 +180,9 @@ def render_fix(result, doc: dict) -> None:
         console.print(f"[yellow]left as is:[/] {entry['id']} {escape(entry['message'].split(': ')[0])}; decide with {escape(entry['decide_with'])}"
                       + (f"; measured: {escape(rec['flag'])} ({escape(rec['figure'])}, {escape(rec['source'])})"
                          if rec else ""))
+    for a in (doc.get("rule_selection") or {}).get("set_aside") or []:
+        console.print(f"[yellow]set aside by the rule selection:[/] {a['id']} {a['severity']} "
+                      f"{escape(a['message'])} ({escape(a['reason'])}): not fixed, not gated")
     if result.dry_run:
         console.print("[dim]dry run: nothing written[/]")
     elif result.written:

@@ -7,7 +7,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from kconvert.cli._app import app
-from kconvert.cli._common import json_opt
+from kconvert.cli._common import (ConfigOpt, ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, SelectOpt, json_opt,
+                                  project_settings)
 from kconvert.cli._help import help_examples
 from kconvert.cli._output import begin, console, emit_json, err_console, write
 from kconvert.errors import MissingPackageError, UsageError
@@ -78,8 +79,8 @@ def _cell_text(c: dict[str, Any]) -> str:
     # info findings (a note that target checks were skipped, that headers came from the Hub) are in the JSON only
     ids = sorted({f["id"] for f in c["findings"] if f["severity"] != "info"}) if "findings" in c \
         else c.get("finding_ids", [])
-    text = f"[{colour}]{c['state']}[/]" + (f" {', '.join(ids)}" if ids else "")
-    return text + (" [dim](cached)[/]" if c.get("cached") else "")
+    # whether a cell came from the cache is said once, in the summary line ("N from the cache")
+    return f"[{colour}]{c['state']}[/]" + (f" {', '.join(ids)}" if ids else "")
 
 
 def render_table(doc: dict[str, Any]) -> None:
@@ -92,7 +93,46 @@ def render_table(doc: dict[str, Any]) -> None:
     # are unique (the document and --json keep the path as given).
     names = [d["draft"].rstrip("/").rsplit("/", 1)[-1] for d in doc["drafts"]]
     short = dict(zip([d["draft"] for d in doc["drafts"]], names)) if len(set(names)) == len(names) else {}
-    t = Table(title=f"kconvert matrix: {doc['summary']['cells']} cells", box=box.SIMPLE_HEAD, pad_edge=False)
+    if 14 + 16 * len(doc["engines"]) > console.width:
+        render_stacked(doc, short)
+    else:
+        render_grid(doc, short)
+    render_footer(doc)
+
+
+def render_stacked(doc: dict[str, Any], short: dict[str, str]) -> None:
+    """Too many engine rows for the terminal (six at 80 columns): one block per draft, one line per engine row,
+    so no finding id is cut and no name breaks mid-word."""
+    from rich.markup import escape
+
+    n = doc["summary"]["cells"]
+    console.print(f"[bold]kconvert matrix: {n} cell{'' if n == 1 else 's'}[/]")
+    width = max(len(f"{e['engine']} {e['engine_version']}") for e in doc["engines"]) + 2
+    for d in doc["drafts"]:
+        console.print(f"[bold]{escape(short.get(d['draft'], d['draft']))}[/]", soft_wrap=True, highlight=False)
+        mine = {(c["engine"], c["engine_version"], c.get("kind", "static")): c for c in doc["cells"]
+                if c["draft"] == d["draft"]}
+        for e in doc["engines"]:
+            c = mine.get((e["engine"], e["engine_version"], "static"))
+            label = f"{e['engine']} {e['engine_version']}" + (" *" if e["installed"] else "")
+            console.print(f"  {label:<{width}} " + (_cell_text(c) if c else ""), soft_wrap=True, highlight=False)
+        live = next((c for k, c in mine.items() if k[2] == "live"), None)
+        if live is not None:
+            console.print("  live AL " + (f"{live['live']['acceptance_length']:.4f}" if live.get("live")
+                                          else _cell_text(live)), soft_wrap=True, highlight=False)
+        if d.get("score"):
+            console.print(f"  score AL {d['score']['acceptance_length']:.4f}, rank {d.get('rank') or '-'}",
+                          highlight=False)
+
+
+def render_grid(doc: dict[str, Any], short: dict[str, str]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from rich import box
+
+    n = doc["summary"]["cells"]
+    t = Table(title=f"kconvert matrix: {n} cell{'' if n == 1 else 's'}", box=box.SIMPLE_HEAD, pad_edge=False)
     t.add_column("draft", overflow="fold", min_width=12)
     for e in doc["engines"]:
         t.add_column(f"{e['engine']}\n{e['engine_version']}" + (" *" if e["installed"] else ""), overflow="fold")
@@ -119,9 +159,16 @@ def render_table(doc: dict[str, Any]) -> None:
             row.append(str(d["rank"]) if d.get("rank") else "-")
         t.add_row(*row)
     console.print(t)
+
+
+def render_footer(doc: dict[str, Any]) -> None:
+    from rich.markup import escape
+
     s = doc["summary"]
+    aside = sorted({i for c in doc["cells"] for i in c.get("set_aside") or []})
     console.print(f"{s['pass']} pass, {s['warn']} warn, {s['fail']} fail, {s['error']} error, {s['skipped']} "
-                  f"skipped; {doc['timings'].get('from_cache', 0)} from the cache; * = installed engine")
+                  f"skipped; {doc['timings'].get('from_cache', 0)} from the cache; * = installed engine"
+                  + (f"; set aside by the rule selection: {', '.join(aside)}" if aside else ""))
     for d in doc["drafts"]:
         if d["target"]["state"] != "given":
             what = d["target"]["id"] or "unknown"
@@ -134,9 +181,11 @@ def render_table(doc: dict[str, Any]) -> None:
         plot = renderer("plot")
         if plot is not None:
             console.print(plot(doc), markup=False, highlight=False)
-    fixes = [d for d in doc["drafts"] if d.get("fix_command")]
-    for d in fixes:
-        console.print(f"next: {d['fix_command']}", markup=False, highlight=False)
+    # one fix per engine row asked for (each its own output folder), printed unwrapped so a copy stays one command
+    for c in doc["cells"]:
+        command = (c.get("fix") or {}).get("command")
+        if command and c.get("kind", "static") == "static" and c["state"] in ("fail", "warn"):
+            console.print(f"next: {command}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("matrix", epilog=help_examples(EXAMPLES))
@@ -202,6 +251,12 @@ def matrix_command(
     html: Annotated[Optional[str], typer.Option("--html", help="Also write one self-contained HTML page.")] = None,
     csv: Annotated[Optional[str], typer.Option("--csv", help="Also write one CSV row per cell.")] = None,
     report: Annotated[Optional[str], typer.Option("--report", help="Also write the JSON document here.")] = None,
+    select: SelectOpt = None,
+    ignore: IgnoreOpt = None,
+    extend_ignore: ExtendIgnoreOpt = None,
+    fail_on: FailOnOpt = None,
+    config: ConfigOpt = None,
+    isolated: IsolatedOpt = False,
     as_json: json_opt("matrix") = False,
 ) -> None:
     """Every draft x every engine row: inspect's verdict per cell, a score per draft against a trace, live cells.
@@ -229,9 +284,14 @@ def matrix_command(
         if not sep or not key:
             raise UsageError(f"--engine-arg {item!r}: K=V")
         args[key] = value
+    # the project configuration and the gate flags, resolved as inspect resolves them: the same draft and row
+    # give the same verdict and exit code in both
+    ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,
+                          target=target, fail_on=fail_on)
     ex = make_executor(executor, workers, ray_address, ray_runtime_env)
     req = MatrixRequest(drafts=list(drafts or []), from_file=from_file, hub_search=hub_search,
-                        hub_author=hub_author, hub_limit=hub_limit, target=target, engines=engines, trace=trace, live=live, k=k,
+                        hub_author=hub_author, hub_limit=hub_limit, target=ps.target,
+                        selection=None if ps.selection.is_default else ps.selection, fail_on=ps.fail_on, engines=engines, trace=trace, live=live, k=k,
                         score_threads=score_threads, max_sequences=max_sequences, prompts=prompts,
                         max_prompts=max_prompts, max_tokens=max_tokens, engine_args=args, timeout_s=timeout,
                         trust_remote_code=trust_remote_code, refresh=refresh)
@@ -246,7 +306,7 @@ def matrix_command(
 
                 def on_cell(c: dict[str, Any]) -> None:
                     n[0] += 1
-                    status.update(f"matrix: {n[0]} cells ({c['draft']} on {c['engine']} {c['engine_version']})")
+                    status.update(f"matrix: {n[0]} cell{'' if n[0] == 1 else 's'} ({c['draft']} on {c['engine']} {c['engine_version']})")
 
                 doc = run_matrix(req, executor=ex, cache=store, on_cell=on_cell)
     finally:

@@ -16,8 +16,9 @@ def rules_command(
     rule_id: Annotated[Optional[str], typer.Argument(help="A rule id such as K404 to explain one rule.")] = None,
     as_json: json_opt("rules") = False,
 ) -> None:
-    """List every rule (id, category, severity, fix availability, summary), or explain one: what it checks, what
-    the engine does with the defect (with the source of that fact), whether fix can repair it (always, sometimes,
+    """List every rule (id, name, category, severity, fix availability), or explain one.
+
+    One rule's explanation says what it checks, what the engine does with the defect (with the source of that fact), whether fix can repair it (always, sometimes,
     needs-decision: once a flag settles what the files cannot, never) and whether that is safe."""
     # deferred: importing the rules registers every rule (the checkpoint readers, the engine rows): not for --help
     from kconvert.rules import REGISTRY

@@ -25,13 +25,39 @@ SGLANG_AUX_NOTE = (
 )
 
 
+# Engine arguments the serve line already spells (the target, TP, the speculative config) or that have no `vllm serve`
+# flag of the same meaning (`disable_log_stats` is an LLM() argument; serve logs stats unless --disable-log-stats).
+SERVE_LINE_OWN = frozenset({"model", "tensor_parallel_size", "speculative_config", "disable_log_stats"})
+
+
+def engine_arg_flags(engine_args: Mapping[str, Any] | None) -> list[str]:
+    """vLLM engine arguments as `vllm serve` flags (vLLM's EngineArgs.add_cli_args: `--dtype float32`,
+    `--enforce-eager`, JSON for dict values), in key order; False booleans are vLLM's defaults and left out."""
+    out: list[str] = []
+    for key, value in sorted((engine_args or {}).items()):
+        if key in SERVE_LINE_OWN or value is None:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            if value:
+                out.append(flag)
+        elif isinstance(value, (dict, list)):
+            out += [flag, json.dumps(value, sort_keys=True)]
+        else:
+            out += [flag, str(value)]
+    return out
+
+
 def vllm_serve_argv(draft_ref: str, target_ref: str, *, k: int, tp: int, draft_tp: int | None = None,
-                    extra: Mapping[str, Any] | None = None) -> list[str]:
+                    extra: Mapping[str, Any] | None = None, engine_args: Mapping[str, Any] | None = None,
+                    env: Mapping[str, str] | None = None) -> list[str]:
     spec: dict[str, object] = {"model": draft_ref, "method": "eagle3", "num_speculative_tokens": int(k)}
     if draft_tp is not None:
         spec["draft_tensor_parallel_size"] = int(draft_tp)
     spec.update(extra or {})
-    return ["vllm", "serve", target_ref, "--tensor-parallel-size", str(int(tp)), "--speculative-config", json.dumps(spec)]
+    prefix = [f"{k}={v}" for k, v in sorted((env or {}).items())]
+    return prefix + ["vllm", "serve", target_ref, "--tensor-parallel-size", str(int(tp)), "--speculative-config",
+                     json.dumps(spec)] + engine_arg_flags(engine_args)
 
 
 # Keys of vLLM's `--speculative-config` that kconvert maps to its own settings; every other key is passed to the
@@ -140,6 +166,7 @@ def serve_lines(
     draft_tp: int | None = None,
     engine_aux_note: bool = True,
     extra: Mapping[str, Any] | None = None,
+    engine_args: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """``{"vllm": ..., "sglang": ...}`` command lines, plus ``vllm_aux_ids`` / ``sglang_aux_ids`` notes when
@@ -147,14 +174,15 @@ def serve_lines(
 
     ``draft_ref``/``target_ref`` are hub ids (``org/name``) or local paths, passed as given. ``draft_tp``
     sets vLLM's ``draft_tensor_parallel_size`` (omitted: vLLM uses the target's); SGLang has no separate
-    draft TP. ``env`` (an engine row's ``serve_env``: ``VLLM_USE_V2_MODEL_RUNNER=0`` for a Model Runner V1 row,
-    config/vllm.py use_v2_model_runner) prefixes the vLLM line. Raises ``ValueError`` for k or tp below 1.
+    draft TP. ``engine_args`` / ``env``: what verify passes to the engine besides those (``--engine-arg``, the
+    platform's settings, and an engine row's ``serve_env``: ``VLLM_USE_V2_MODEL_RUNNER=0`` for a Model Runner V1
+    row, config/vllm.py use_v2_model_runner), so the line serves what verify ran. Raises ``ValueError`` for k or tp below 1.
     """
     if int(k) < 1 or int(tp) < 1 or (draft_tp is not None and int(draft_tp) < 1):
         raise ValueError("k, tp and draft_tp must be at least 1")
     out = {
-        "vllm": "".join(f"{shlex.quote(k_)}={shlex.quote(v)} " for k_, v in (env or {}).items())
-                + shlex.join(vllm_serve_argv(draft_ref, target_ref, k=k, tp=tp, draft_tp=draft_tp, extra=extra)),
+        "vllm": shlex.join(vllm_serve_argv(draft_ref, target_ref, k=k, tp=tp, draft_tp=draft_tp, extra=extra,
+                                           engine_args=engine_args, env=env)),
         "sglang": shlex.join(sglang_launch_argv(draft_ref, target_ref, k=k, tp=tp)),
     }
     if engine_aux_note:

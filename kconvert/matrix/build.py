@@ -45,6 +45,9 @@ class MatrixRequest:
     timeout_s: float = 1200.0
     trust_remote_code: bool = False
     refresh: bool = False
+    # the gate of every static cell, as inspect's (kconvert.rules.selection.Selection or None; "error"/"warning")
+    selection: Any = None
+    fail_on: str = "error"
 
 
 def engine_rows(value: str | None) -> list[Any]:
@@ -130,7 +133,8 @@ def plan(entries: list[DraftEntry], rows: list[Any], req: MatrixRequest, *, dige
         tid = e.target["id"]
         for r in rows:
             specs.append(CellSpec(draft=e.draft, engine=r.engine, engine_version=r.version, kind="static",
-                                  target=tid, revision=e.revision, source=e.source))
+                                  target=tid, revision=e.revision, source=e.source, selection=req.selection,
+                                  fail_on=req.fail_on))
         if req.trace:
             # the trace records its target: score judges the draft against that one
             specs.append(CellSpec(draft=e.draft, engine=score_row.engine, engine_version=score_row.version,

@@ -41,6 +41,29 @@ def _findings(findings: list[Any]) -> tuple[list[str], list[dict[str, Any]]]:
     return ids, out
 
 
+FIXED_DIR = "kconvert-fixed"  # matrix fix lines write here: never beside the drafts, where a glob would read them
+
+
+def matrix_fix_output(draft: str, engine: str, version: str) -> str:
+    """One output folder per draft and engine row (`kconvert-fixed/runs_a_epoch_1-vllm-0.32`): two suggestions never
+    write the same folder, and the draft globs (`runs/*/epoch_*`) never pick a fixed copy up on the next run."""
+    name = "_".join(p for p in draft.split("@", 1)[0].replace("\\", "/").split("/") if p not in ("", ".", ".."))
+    return f"{FIXED_DIR}/{name or 'draft'}-{engine}-{version}"
+
+
+def _with_output(command: str, output: str, version: str) -> str:
+    """The cell's fix line writing to `output`, naming its engine row (the default row is the installed engine's,
+    which differs between machines)."""
+    import shlex
+
+    argv = shlex.split(command)
+    if "-o" in argv:
+        argv[argv.index("-o") + 1] = output
+    if "--engine-version" not in argv:
+        argv += ["--engine-version", version]
+    return shlex.join(argv)
+
+
 def _fix(result: Any) -> dict[str, Any] | None:
     """What `kconvert fix` can do for this cell, from the same plan inspect's next steps print."""
     from kconvert.results.next_steps import next_steps
@@ -52,13 +75,17 @@ def _fix(result: Any) -> dict[str, Any] | None:
         return None
     steps = next_steps(result, command="inspect")["next_steps"]
     command = next((s["command"] for s in steps if s["command"].startswith("kconvert fix ")), None)
+    if command is not None:
+        eng = result.engine
+        command = _with_output(command, matrix_fix_output(result.checkpoint.ref, eng.engine, str(eng.version)),
+                               str(eng.version))
     return {"available": command is not None, "certain": not undecided,
             "decisions": [f"{f.id}: {f.needs_decision}" for f in undecided], "command": command}
 
 
 def _state(result: Any, *, has_target: bool) -> tuple[str, str | None]:
-    errors = any(f.severity == "error" for f in result.findings)
-    if errors:
+    # the gate inspect applies (errors; warnings too under fail-on warning): the same draft and row exit the same
+    if result.failing:
         return "fail", None if has_target else NO_TARGET
     if not has_target:
         return "skipped", NO_TARGET
@@ -71,10 +98,12 @@ def static_cell(spec: CellSpec) -> dict[str, Any]:
     def body(cell: dict[str, Any]) -> None:
         from kconvert.commands.inspect import inspect
 
-        res = inspect(spec.read_ref, target=spec.target, engine=spec.engine, engine_version=spec.engine_version)
+        res = inspect(spec.read_ref, target=spec.target, engine=spec.engine, engine_version=spec.engine_version,
+                      selection=spec.selection, fail_on=spec.fail_on)
         ids, findings = _findings(res.findings)
         state, message = _state(res, has_target=res.target is not None)
         cell.update(state=state, message=message, finding_ids=ids, findings=findings, fix=_fix(res),
+                    set_aside=sorted({f.id for f, _ in res.set_aside}),
                     exit_code=res.exit_code, producer=getattr(res.draft.format, "producer", None),
                     method=getattr(res.draft, "method", None))
 

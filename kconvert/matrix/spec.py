@@ -61,6 +61,10 @@ class CellSpec:
     trace_digest: str | None = None
     # score: draft tokens per step, torch threads, sequences; live: k, prompts, max tokens, engine args, timeout
     settings: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
+    # the gate, as `kconvert inspect` resolves it (--select/--ignore/--fail-on over the project configuration):
+    # a kconvert.rules.selection.Selection (frozen, picklable) or None for every rule, and the least severity that fails
+    selection: Any = None
+    fail_on: str = "error"
 
     @property
     def row(self) -> str:

@@ -1,8 +1,9 @@
 """The concise format: one line per finding, for CI logs and grep (ruff's `--output-format concise`).
 
-    path[:line]: K404 error [aux-layers] message (where: observed → expected) [fixable]
+    path[:line]: K404 error [aux-layers] message [fixable]
 
-Evidence is printed whole: a line may be long, but it never holds a fragment. The lines after the findings carry
+The message is cut at MESSAGE_WIDTH characters (at a word, with "…"), as ruff's concise line is read at a glance;
+the whole message and its evidence are in the full view and the JSON report. The lines after the findings carry
 the live figures and gate checks of a verify report, the plan of a fix report, a summary with the verdict, and
 the next command to run. Pure: a report dict (schemas/report.schema.json) in, text out.
 """
@@ -60,7 +61,33 @@ def finding_path(doc: dict[str, Any], f: dict[str, Any]) -> str:
     return f"{path}:{loc['line']}" if loc.get("line") else path
 
 
+MESSAGE_WIDTH = 120  # ruff's concise line is read at a glance; the whole message and evidence are in full and json
+
+
+def short_message(message: str, width: int = MESSAGE_WIDTH) -> str:
+    """The message on one line, at most `width` characters: cut at a word with "…" when longer."""
+    m = one_line(message)
+    if len(m) <= width:
+        return m
+    cut = m[: width - 1]
+    if " " in cut[width // 2:]:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,;:(") + "…"
+
+
 def finding_line(doc: dict[str, Any], f: dict[str, Any]) -> str:
+    """`path[:line]: ID severity [category] message [fixable]`, the message at most MESSAGE_WIDTH characters (ruff's concise
+    line); `finding_line_full` adds the category and every evidence (JUnit's failure text)."""
+    category = f" [{f['category']}]" if f.get("category") else ""
+    parts = [f"{finding_path(doc, f)}: {f['id']} {f.get('severity', 'error')}{category} "
+             f"{short_message(f.get('message', ''))}"]
+    tag = fix_tag(f)
+    if tag:
+        parts.append(tag)
+    return " ".join(parts)
+
+
+def finding_line_full(doc: dict[str, Any], f: dict[str, Any]) -> str:
     ev = "; ".join(evidence_text(e) for e in f.get("evidence") or [])
     category = f" [{f['category']}]" if f.get("category") else ""
     parts = [f"{finding_path(doc, f)}: {f['id']} {f.get('severity', 'error')}{category} {one_line(f.get('message', ''))}"]
@@ -199,9 +226,10 @@ def summary_line(doc: dict[str, Any]) -> str:
     fixable = f" ({', '.join(parts)})" if parts else ""
     counts = f"{_n(s.get('errors', 0), 'error')}, {_n(s.get('warnings', 0), 'warning')}, {s.get('info', 0)} info"
     if doc.get("command") == "fix":  # the findings are the input's; the verdict is the fix's
-        return f"{display_path(doc, None)}: input has {counts}{fixable}; fix verdict: {str(doc.get('verdict')).upper()}"
+        return f"{display_path(doc, None)}: input has {counts}{fixable}{set_aside_note(doc)}; fix verdict: {str(doc.get('verdict')).upper()}"
+    dry = " (dry run: static checks only, no engine started, nothing measured)" if doc.get("dry_run") else ""
     return (f"{display_path(doc, None)}: {counts}{fixable}{set_aside_note(doc)}; verdict: "
-            f"{str(doc.get('verdict')).upper()}{fail_on}")
+            f"{str(doc.get('verdict')).upper()}{fail_on}{dry}")
 
 
 def next_lines(doc: dict[str, Any]) -> list[str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from kconvert.report.concise import finding_line
+from kconvert.report.concise import finding_line_full as finding_line
 from kconvert.rules import REGISTRY
 
 

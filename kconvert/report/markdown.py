@@ -162,8 +162,13 @@ def render_markdown_section(report: dict[str, Any], *, heading_level: int = 2) -
     verdict = report.get("verdict", "?")
     created = report.get("created")
     tool = (report.get("tool") or {}).get("version")
-    lines.append(f"Verified live by [kconvert]({PYPI_URL}) {tool or ''}".rstrip()
-                 + f": verdict **{verdict}**" + (f" ({created})" if created else "") + ".")
+    if report.get("dry_run") is not None:
+        # a dry run starts no engine: nothing below was measured, and it must never read as a live verification
+        lines.append(f"Dry run of kconvert {tool or ''}".rstrip() + " verify: **no engine was started and nothing "
+                     f"was measured**; static checks: **{verdict}**" + (f" ({created})" if created else "") + ".")
+    else:
+        lines.append(f"Verified live by [kconvert]({PYPI_URL}) {tool or ''}".rstrip()
+                     + f": verdict **{verdict}**" + (f" ({created})" if created else "") + ".")
     lines.append("")
     facts = [f"- Engine: {engine_label(report)}"]
     if target.get("name"):

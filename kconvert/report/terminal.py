@@ -215,7 +215,8 @@ def _render_serve_lines(console: Console, doc: dict[str, Any], live: dict[str, A
                             tp=live["tp"], draft_tp=live.get("draft_tp"),
                             extra={k: v for k, v in (live.get("speculative_config") or {}).items()
                                    if k not in ("model", "method", "num_speculative_tokens",
-                                                "draft_tensor_parallel_size")})
+                                                "draft_tensor_parallel_size")},
+                            engine_args=live.get("engine_args"), env=live.get("env"))
     except Exception:  # serve lines are a convenience; never fail a verify on them
         return
     console.print("[bold]Serve it:[/]")

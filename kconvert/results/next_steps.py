@@ -42,6 +42,24 @@ def _engine_flags(result: Inspection) -> list[str]:
     return flags
 
 
+def gate_flags(result: Inspection) -> list[str]:
+    """The rule selection and gate a result was judged under, as the flags that reproduce it: the next command
+    then sets aside what this one set aside (and fails on what this one failed on). What a project configuration
+    holds is left to it (the next command reads the same file); what the command line gave is repeated."""
+    sel = result.selection
+    flags: list[str] = []
+    if sel.select is not None:
+        flags += ["--select", ",".join(sel.select)]
+    cl = [i.selector for i in sel.ignore if i.source == "command line"]
+    if cl:
+        # all from the command line: --ignore replaced the configuration's (or there was none); else it extended it
+        every = len(cl) == len(sel.ignore)
+        flags += ["--ignore" if every else "--extend-ignore", ",".join(cl)]
+    if result.fail_on != "error":
+        flags += ["--fail-on", result.fail_on]
+    return flags
+
+
 def fix_command(result: Inspection, extra: list[str] | None = None) -> str:
     ck = result.checkpoint
     source = ck.ref
@@ -52,7 +70,7 @@ def fix_command(result: Inspection, extra: list[str] | None = None) -> str:
     for f in extra or []:
         if f not in flags:
             flags.append(f)
-    return shlex.join(argv + _engine_flags(result) + _split(flags))
+    return shlex.join(argv + _engine_flags(result) + _split(flags) + gate_flags(result))
 
 
 def _split(flags: list[str]) -> list[str]:
@@ -85,7 +103,7 @@ def verify_command(draft: str, result: Inspection, *, decisions: bool = True, di
     argv += _engine_flags(result) + _target_flags(result)
     if diagnose:
         argv.append("--diagnose")
-    return shlex.join(argv + (result.decisions.flags() if decisions else []))
+    return shlex.join(argv + (result.decisions.flags() if decisions else []) + gate_flags(result))
 
 
 TRACE_PLACEHOLDER = "<trace>"  # a folder `kconvert trace` recorded once where the target runs

@@ -149,4 +149,6 @@ def serve_line(vr: VerifyResult) -> str:
     the target as the engine loaded it, the TP, k, draft TP and every replayed speculative_config key."""
     return serve_lines(vr.inspect.checkpoint.ref, vr.engine_target, k=vr.settings.num_speculative_tokens,
                        tp=vr.settings.tp, draft_tp=vr.settings.draft_tp, engine_aux_note=False,
-                       extra=vr.settings.speculative_extra, env=dict(vr.inspect.engine.serve_env))["vllm"]
+                       extra=vr.settings.speculative_extra,
+                       engine_args=vr.live.engine_args if vr.live else None,
+                       env={**dict(vr.inspect.engine.serve_env), **(vr.live.env if vr.live else {})})["vllm"]

@@ -1,6 +1,7 @@
 """Architecture, model_type and layer-count rules."""
 from __future__ import annotations
 
+import json
 from typing import Iterator
 
 from kconvert.engines.expectations import VLLM_SPECULATORS_LAYERS
@@ -53,7 +54,14 @@ def architecture_unmapped(ctx: Context) -> Iterator[Finding]:
             f"q_norm/k_norm silently); serve this draft with vLLM",
             evidence=[Evidence("architectures", d.architectures, "an architecture this engine maps")], fixable=False)
         return
-    if fam is None:
+    raw = d.checkpoint.config.get("architectures") if isinstance(d.checkpoint.config, dict) else None
+    if fam is None and raw is not None and not (isinstance(raw, list) and all(isinstance(a, str) for a in raw)):
+        # HF's PretrainedConfig.architectures is a list of class names; a bare string is no architecture at all
+        yield architecture_unmapped.finding(
+            f"architectures is {json.dumps(raw)}, not a list; write [\"{want}\"]",
+            evidence=[Evidence("architectures", raw, [want])],
+            ops=[SetConfig(("architectures",), [want], "engine maps this architecture")])
+    elif fam is None:
         yield architecture_unmapped.finding(
             f"{ctx.engine.engine} does not map architectures {d.architectures} to an EAGLE-3 draft",
             evidence=[Evidence("architectures", d.architectures, [want])],

@@ -1,7 +1,8 @@
 """Tensor names, required and unexpected tensors, shapes, embeddings and lm_head."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+import json
+from typing import TYPE_CHECKING, Any, Iterator
 
 if TYPE_CHECKING:
     import numpy as np
@@ -295,7 +296,18 @@ def hidden_size(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     H = d.hidden_size
     if not H:
-        if d.tensors:
+        path = ctx.key_path("hidden_size")
+        node: Any = d.checkpoint.config
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is not None and (isinstance(node, bool) or not isinstance(node, int)) and d.tensors:
+            # present but not an integer (a string "128", a float): the engine reads it as a number
+            yield hidden_size.finding(
+                f"{'.'.join(path)} is {json.dumps(node)}, not an integer"
+                + (f"; write {d.fc_out} (the fc layer's rows)" if d.fc_out else "; write the width as a number"),
+                evidence=[Evidence(".".join(path), json.dumps(node), d.fc_out)],
+                ops=[SetConfig(path, d.fc_out, "fc rows")] if d.fc_out else [])
+        elif d.tensors:
             yield hidden_size.finding("config has no hidden_size", evidence=[Evidence("hidden_size", None, d.fc_out)],
                                       ops=[SetConfig(ctx.key_path("hidden_size"), d.fc_out, "fc rows")] if d.fc_out else [])
         return

@@ -19,6 +19,11 @@ def open_checkpoint(ref: str | os.PathLike[str], *, prefetch: Prefetch | None = 
     # fsdecode, not fspath: a bytes path (a non-UTF-8 folder name) becomes a str with surrogate escapes
     # instead of a TypeError from str methods below.
     s = os.fsdecode(ref)
+    if not s.strip():
+        from kconvert.errors import UsageError
+
+        raise UsageError("the draft argument is empty: give a draft folder (./my-draft) or a Hub id "
+                         "(org/name[@revision])")
     p = Path(s)
     if p.exists() or s.startswith((".", "/", "~")) or os.sep in s.rstrip("/") and s.count("/") != 1:
         return load_folder(p.expanduser(), ref=s)

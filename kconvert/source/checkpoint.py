@@ -257,10 +257,17 @@ def load_folder(root: Path, *, ref: str, kind: str = "local", allowed_root: Path
     ckpt.files = list_files(root, allowed_root)
     if CONFIG_NAME not in ckpt.files:
         raise InputError(f"{ref}: no {CONFIG_NAME} (is this a model folder?)")
-    raw = read_small_file(root / CONFIG_NAME, CONFIG_NAME)
-    cfg = parse_json_bytes(raw, CONFIG_NAME)
+    # the message names the folder too: `kconvert matrix 'runs/*'` reads many config.json files
+    where = f"{ref.rstrip('/')}/{CONFIG_NAME}" if ref.strip("/") else CONFIG_NAME
+    raw = read_small_file(root / CONFIG_NAME, where)
+    try:
+        cfg = parse_json_bytes(raw, where)
+    except InputError as e:
+        raise InputError(e.message, hint="fix the file (a JSON object of the model's settings), or download the "
+                                         "draft again if it was cut short") from None
     if not isinstance(cfg, dict):
-        raise InputError("config.json: not a JSON object")
+        raise InputError(f"{where}: not a JSON object", hint="config.json holds one JSON object {...} of the "
+                                                             "model's settings")
     ckpt.config = cfg
     ckpt.config_text = raw.decode("utf-8", errors="replace")
     ckpt.pickle_files = sorted(f for f in ckpt.files if is_pickle(f))

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kconvert.engines.expectations import engine_rules
-from kconvert.engines.installed import detect_platform
+from kconvert.engines.installed import detect_platform, installed_version
 from kconvert.engines.live_run import LiveRequest
 from kconvert.engines.serve_lines import serve_lines
-from kconvert.errors import UsageError
+from kconvert.errors import EXIT_ENGINE, UsageError
 from kconvert.prompts import load_prompts
 from kconvert.commands.inspect import analyse, open_draft
 from kconvert.commands.verify.diagnosis import diagnose as run_diagnosis
@@ -150,7 +150,8 @@ def plan_live(out: VerifyResult, draft_dir: str, tgt: TargetModel) -> dict[str, 
                                         draft_config=read_model_config(draft_dir) if Path(draft_dir).is_dir() else None)
     lines = serve_lines(out.inspect.checkpoint.ref, out.engine_target, k=out.settings.num_speculative_tokens,
                         tp=out.settings.tp, draft_tp=out.settings.draft_tp, engine_aux_note=False,
-                        extra=out.settings.speculative_extra, env=dict(out.inspect.engine.serve_env))
+                        extra=out.settings.speculative_extra, engine_args=args,
+                        env={**dict(out.inspect.engine.serve_env), **env})
     planned: dict[str, Any] = {
         "engine": engine, "platform": platform, "target": out.engine_target, "prompt_set": out.prompt_set,
         "num_prompts": len(out.prompts), "num_speculative_tokens": out.settings.num_speculative_tokens,
@@ -158,7 +159,14 @@ def plan_live(out: VerifyResult, draft_dir: str, tgt: TargetModel) -> dict[str, 
         "sglang_launch_line": lines["sglang"],
         "would_start": not (out.inspect.failing and not out.settings.skip_static) and engine == "vllm",
     }
-    if engine != "vllm":
+    vllm_version = installed_version("vllm") if engine == "vllm" else None
+    planned["engine_installed"] = vllm_version is not None if engine == "vllm" else None
+    if engine == "vllm" and vllm_version is None:
+        # the live run stops at MissingPackageError (kconvert.runners.vllm_offline.run_offline): exit 3
+        planned["would_start"] = False
+        planned["note"] = (f"vLLM is not installed here: the live run would exit {EXIT_ENGINE} before starting "
+                           "an engine (install it: pip install 'kconvert[live]'); this dry run only planned it")
+    elif engine != "vllm":
         planned["note"] = ("live verify starts vLLM only; for SGLang, launch the server with the line above and "
                            "measure it with `kconvert verify --server URL --engine sglang`")
     elif not planned["would_start"]:
