@@ -1,0 +1,189 @@
+"""Mutation score of the modules whose mistakes change a verdict, a file or a figure (issue #30).
+
+A run of mutmut 3 (https://github.com/boxed/mutmut, 3.8.1), outside the test command: it copies a snapshot of
+HEAD's tracked files (plus the working tree's changes) into a scratch folder, mutates the chosen modules there
+(in `<scratch>/mutants/`), and runs only the engine-free tests against each mutant (mutmut picks, per mutant, the
+tests whose coverage reaches the mutated function). It prints the score per module and every surviving mutant
+with its diff, and removes the scratch folder unless `--keep`.
+
+    # mutmut is a bench tool, not a dependency: the `bench` extra, or beside the venv without touching it
+    python -m pip install --target .bench-lib mutmut==3.8.1      # .bench-lib is gitignored
+    nice -n 19 python bench/mutation.py                           # the whole scope (hours: see bench/NOTES.md)
+    nice -n 19 python bench/mutation.py kconvert/writer/atomic.py --tests tests/test_writer.py
+
+Engine-free tests: `-m "not live"`, and never the files that start engines, Ray clusters or a browser
+(`*_live.py`, `test_matrix_ray*.py`, `test_matrix_page_browser.py`, `test_live_engine.py`).
+
+Mutants are what the tests import: mutmut puts `<scratch>/mutants` first on sys.path and removes the scratch root;
+PYTHONPATH is set to `<scratch>/mutants` so the CLI's child processes import the mutants too. `--check` verifies
+that before a run: a known break in the first module (mutmut's own mutant, picked by name) must be killed.
+
+Survivors judged equivalent (no input can tell them apart) are listed in bench/mutation-equivalent.txt as
+`<mutant name>  <reason>`; the score counts them apart ("equivalent"), never as killed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The scope of issue #30: the modules whose mistakes change a verdict, a file or a figure.
+SCOPE = [
+    "kconvert/rules/*", "kconvert/writer/*", "kconvert/plan/*",
+    "kconvert/score/run.py", "kconvert/score/draft.py",
+    "kconvert/hub/binding.py", "kconvert/hub/upload.py",
+    "kconvert/matrix/cache.py", "kconvert/matrix/spec.py",
+    "kconvert/engines/acceptance.py", "kconvert/engines/metrics.py",
+    "kconvert/source/safetensors_header.py",
+]
+# Test files that start an engine, a Ray cluster or a browser: never run against a mutant.
+ENGINE_TESTS = ("_live.py", "test_matrix_ray", "test_matrix_page_browser.py", "test_live_engine.py")
+
+
+def engine_free_tests() -> list[str]:
+    return sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_*.py")
+                  if not any(k in p.name for k in ENGINE_TESTS))
+
+
+def equivalent() -> dict[str, str]:
+    out = {}
+    f = ROOT / "bench" / "mutation-equivalent.txt"
+    if f.exists():
+        for line in f.read_text().splitlines():
+            if line.strip() and not line.startswith("#"):
+                name, _, why = line.partition(" ")
+                out[name.strip()] = why.strip()
+    return out
+
+
+def snapshot(dest: Path) -> None:
+    """HEAD's tracked files plus the working tree's edits (git ls-files), never .venv, mutants or caches."""
+    files = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           check=True, capture_output=True).stdout.split(b"\0")
+    for f in files:
+        if not f:
+            continue
+        src = ROOT / f.decode()
+        if src.is_file():
+            (dest / f.decode()).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / f.decode())
+
+
+def write_config(scratch: Path, modules: list[str], tests: list[str], max_children: int) -> None:
+    """mutmut 3 reads [tool.mutmut] from pyproject.toml; the snapshot's copy gets it, the repository's does not."""
+    pp = scratch / "pyproject.toml"
+    text = pp.read_text()
+
+    def arr(xs: list[str]) -> str:
+        return "[" + ", ".join(json.dumps(x) for x in xs) + "]"
+
+    text += ("\n[tool.mutmut]\n"
+             f"source_paths = [\"kconvert\"]\n"
+             f"only_mutate = {arr(modules)}\n"
+             f"pytest_add_cli_args = {arr(['-m', 'not live', '-p', 'no:cacheprovider', '-W', 'ignore::UserWarning', '-x', '-q', '--timeout', '600', '-o', 'addopts='])}\n"
+             f"pytest_add_cli_args_test_selection = {arr(tests)}\n"
+             "mutate_only_covered_lines = false\n"
+             "use_git_change_detection = false\n")
+    pp.write_text(text)
+
+
+def results(scratch: Path) -> dict[str, list[tuple[str, int | None]]]:
+    """Per source file, (mutant name, exit code) from mutmut's meta files (`mutants/<file>.meta`)."""
+    out: dict[str, list[tuple[str, int | None]]] = {}
+    for meta in sorted((scratch / "mutants").rglob("*.py.meta")):
+        rel = str(meta.relative_to(scratch / "mutants"))[:-len(".meta")]
+        data = json.loads(meta.read_text())
+        out[rel] = list(data.get("exit_code_by_key", {}).items())
+    return out
+
+
+def verdict(code: int | None) -> str:
+    """mutmut's own reading of a mutant's exit code (mutmut/stats.py status_by_exit_code): timeouts and
+    segfaults count as killed, as mutmut's score does."""
+    from mutmut.stats import status_by_exit_code
+    st = status_by_exit_code[code]
+    return "killed" if st in ("killed", "timeout", "segfault", "caught by type check") else st
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("modules", nargs="*", help="files or globs under kconvert/ (default: the whole scope)")
+    ap.add_argument("--tests", nargs="*", help="test files (default: every engine-free tests/test_*.py)")
+    ap.add_argument("--max-children", type=int, default=1)
+    ap.add_argument("--keep", metavar="DIR", help="keep the scratch folder at DIR (reuse it on the next run)")
+    ap.add_argument("--json", metavar="FILE", help="also write the per-module figures and survivors to FILE")
+    a = ap.parse_args(argv)
+    modules = a.modules or SCOPE
+    tests = a.tests or engine_free_tests()
+    lib = ROOT / ".bench-lib"
+    if lib.is_dir():
+        sys.path.insert(0, str(lib))
+    env = dict(os.environ)
+    scratch = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="kconvert-mutation-"))
+    t0 = time.monotonic()
+    try:
+        if not (scratch / "pyproject.toml").exists():
+            snapshot(scratch)
+            write_config(scratch, modules, tests, a.max_children)
+        # the trampolines in the mutants import mutmut: child processes (tests set PYTHONPATH=<tests>/.. =
+        # mutants/) find it beside the mutants
+        (scratch / "mutants").mkdir(exist_ok=True)
+        for name in ("mutmut", "mutmut-3.8.1.dist-info"):
+            link = scratch / "mutants" / name
+            if lib.is_dir() and not link.exists():
+                link.symlink_to(lib / name)
+        # the mutants first, for this process's tests and for every `kconvert` child process they start
+        env["PYTHONPATH"] = os.pathsep.join([str(scratch / "mutants"), str(lib)] if lib.is_dir() else
+                                            [str(scratch / "mutants")])
+        env["MUTMUT_BENCH"] = "1"
+        cmd = [sys.executable, "-c", "import sys; from mutmut.__main__ import cli; sys.argv[0]='mutmut'; cli()",
+               "run", "--max-children", str(a.max_children)]
+        rc = subprocess.run(cmd, cwd=scratch, env=env).returncode
+        took = time.monotonic() - t0
+        res = results(scratch)
+        eq = equivalent()
+        print(f"\nmutmut exit {rc}; {took:.0f} s wall, max-children {a.max_children}")
+        print(f"{'module':48} {'mutants':>7} {'killed':>6} {'surv':>5} {'equiv':>5} {'notest':>6} {'score':>6}")
+        report = {"seconds": round(took), "modules": {}, "survivors": []}
+        tk = tm = 0
+        for mod, items in res.items():
+            if not items:
+                continue
+            v = [(n, verdict(c)) for n, c in items]
+            k = sum(1 for _, x in v if x == "killed")
+            s = [n for n, x in v if x in ("survived", "no tests") and n not in eq]
+            e = sum(1 for n, x in v if x in ("survived", "no tests") and n in eq)
+            nt = sum(1 for n, x in v if x == "no tests" and n not in eq)
+            judged = len(v) - e - sum(1 for _, x in v if x == "not checked")
+            score = 100.0 * k / judged if judged else 0.0
+            tk += k
+            tm += judged
+            print(f"{mod:48} {len(v):7} {k:6} {len(s) - nt:5} {e:5} {nt:6} {score:5.1f}%")
+            report["modules"][mod] = {"mutants": len(v), "killed": k, "survived": len(s), "equivalent": e,
+                                      "score": round(score, 1)}
+            report["survivors"] += s
+        if tm:
+            print(f"{'all':48} {'':7} {tk:6} {'':5} {'':5} {'':6} {100.0 * tk / tm:5.1f}%")
+        print("\nsurviving mutants (not in bench/mutation-equivalent.txt):")
+        for n in report["survivors"]:
+            print(" ", n)
+            d = subprocess.run(cmd[:3] + ["show", n], cwd=scratch, env=env, capture_output=True, text=True).stdout
+            print("    " + "\n    ".join(d.strip().splitlines()[-12:]))
+        if a.json:
+            Path(a.json).write_text(json.dumps(report, indent=1) + "\n")
+        return 0 if rc == 0 else rc
+    finally:
+        if not a.keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
