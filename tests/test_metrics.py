@@ -211,7 +211,7 @@ def test_acceptance_command_warns_when_summing_several_models_and_on_a_k_mismatc
 
 
 @pytest.mark.parametrize("content, extra, fragment", [
-    (None, [], "not found"),
+    (None, [], "no such file"),
     ("vllm:num_requests_running 0\n", [], "no vllm:spec_decode"),
     (vllm_scrape(TWO_MODELS), ["--model", "qwen"], "model_name 'qwen'"),
     ("this is { not prometheus\n", [], "not Prometheus text"),

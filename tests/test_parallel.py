@@ -120,9 +120,15 @@ def test_the_report_serve_line_replays_what_ran(tmp_path):
     st = VerifySettings().replay(parse_speculative_config(
         '{"method": "eagle3", "num_speculative_tokens": 4, "draft_tensor_parallel_size": 8, '
         '"disable_padded_drafter_batch": true}', tensor_parallel_size=8))
-    vr = VerifyResult(inspect=inspect(str(d), target="kimi-k2.5"), settings=st, engine_target="moonshotai/Kimi-K2.5")
+    # the GPU row (Model Runner V2, what a TP=8 deployment runs): its line needs no runner variable
+    vr = VerifyResult(inspect=inspect(str(d), target="kimi-k2.5", engine_version="0.33"), settings=st,
+                      engine_target="moonshotai/Kimi-K2.5")
     argv = shlex.split(serve_line(vr))
     assert argv[:5] == ["vllm", "serve", "moonshotai/Kimi-K2.5", "--tensor-parallel-size", "8"]
+    # the CPU build's row (Model Runner V1) prefixes the variable vLLM reads (config/vllm.py use_v2_model_runner)
+    vr1 = VerifyResult(inspect=inspect(str(d), target="kimi-k2.5", engine_version="0.33/v1"), settings=st,
+                       engine_target="moonshotai/Kimi-K2.5")
+    assert shlex.split(serve_line(vr1))[:3] == ["VLLM_USE_V2_MODEL_RUNNER=0", "vllm", "serve"]
     assert json.loads(argv[argv.index("--speculative-config") + 1]) == {
         "model": str(d), "method": "eagle3", "num_speculative_tokens": 4, "draft_tensor_parallel_size": 8,
         "disable_padded_drafter_batch": True}

@@ -8,10 +8,12 @@ the target and engine), never at raw files. Tensor names are canonical: the vLLM
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kconvert.source.checkpoint import Checkpoint
-from kconvert.source.safetensors_header import TensorInfo
+if TYPE_CHECKING:  # annotations only: `kconvert --help` builds --engine-version's help from the engine rows, which
+    # name KeyLayout from here, and must not pay for the checkpoint readers (tests/test_startup_imports.py)
+    from kconvert.source.checkpoint import Checkpoint
+    from kconvert.source.safetensors_header import TensorInfo
 
 @dataclass
 class FormatGuess:
