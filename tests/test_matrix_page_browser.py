@@ -254,3 +254,69 @@ def test_the_fix_command_copies(opened):
     p.page.wait_for_function("() => document.querySelector('#draft-0 button.copy').textContent !== 'Copy'")
     assert button.inner_text() == "Copied"
     assert p.page.evaluate("navigator.clipboard.readText()") == aq["fix_command"]
+
+
+# ------------------------------------------------------------------------------------------ wide and narrow (#31)
+
+EXTRA_ROWS = [("vllm", "0.33"), ("vllm", "0.33/v1"), ("vllm", "0.32/v1"), ("sglang", "0.5.23"),
+              ("sglang", "pre-25454")]
+
+
+def _wide_doc() -> dict:
+    """fleet_doc with eight engine columns (five more rows, a pass cell on each for every draft): wider than a
+    1400 px window, as `matrix --engines all` is."""
+    doc = fleet_doc()
+    for eng, ver in EXTRA_ROWS:
+        doc["engines"].append({"row": f"{eng}:{ver}", "engine": eng, "engine_version": ver, "installed": False})
+        for d in doc["drafts"]:
+            doc["cells"].append({"draft": d["draft"], "revision": d["revision"], "target": d["target"]["id"],
+                                 "engine": eng, "engine_version": ver, "kind": "static", "state": "pass",
+                                 "finding_ids": [], "findings": [], "fix": None, "message": None, "exit_code": 0,
+                                 "cached": False, "seconds": 0.01})
+    doc["summary"]["cells"] = len(doc["cells"])
+    doc["summary"]["pass"] = sum(c["state"] == "pass" for c in doc["cells"])
+    return doc
+
+
+def _rect(p, selector: str) -> dict:
+    return p.page.eval_on_selector(selector, "el => { const r = el.getBoundingClientRect();"
+                                             " return {left: r.left, right: r.right, top: r.top, bottom: r.bottom}; }")
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_every_engine_column_is_reachable_with_the_draft_column_and_header_kept(opened, width):
+    doc = _wide_doc()
+    p = opened(doc)
+    p.page.set_viewport_size({"width": width, "height": 900})
+    heads = p.page.eval_on_selector_all("#grid thead th[data-col]", "hs => hs.length")
+    assert heads == len(doc["engines"]) + 1  # + the live column of the installed row
+    last = f"#grid thead th[data-col='{heads - 1}']"
+    # the grid is wider than the window: the last column starts off-screen ...
+    assert _rect(p, last)["right"] > width
+    # ... and scrolling the grid's own box brings it fully into the window
+    p.page.eval_on_selector(".wrap", "w => { w.scrollLeft = w.scrollWidth; }")
+    r = _rect(p, last)
+    assert r["left"] >= 0 and r["right"] <= width, r
+    # the draft names stay in view beside it (sticky first column), not scrolled away with the grid
+    wrap = _rect(p, ".wrap")
+    name = _rect(p, "#grid tbody tr[data-i='0'] th[scope=row]")
+    assert abs(name["left"] - wrap["left"]) < 2 and name["right"] < r["left"] + 1, (name, wrap)
+    # scrolling down within the grid keeps the column heads at its top (sticky header)
+    p.page.eval_on_selector(".wrap", "w => { w.style.maxHeight = '200px'; w.scrollTop = w.scrollHeight; }")
+    head = _rect(p, "#grid thead th[data-sort='name']")
+    assert abs(head["top"] - _rect(p, ".wrap")["top"]) < 2
+
+
+def test_a_column_of_one_repeated_value_is_said_once_above_the_table(opened):
+    doc = run_doc()  # one training run: one target and one producer on every row
+    targets = {d["target"]["id"] for d in doc["drafts"]}
+    producers = {d["producer"] for d in doc["drafts"]}
+    assert len(targets) == 1 and len(producers) == 1 and len(doc["drafts"]) > 1
+    p = opened(doc)
+    labels = p.page.eval_on_selector_all("#grid thead th button", "bs => bs.map(b => b.textContent)")
+    assert "Target" not in labels and "Producer" not in labels and "Step" in labels
+    said = p.page.locator("#matrix p.constant").inner_text()
+    assert targets.pop() in said and producers.pop() in said
+    # a fleet with several targets keeps its Target column
+    q = opened(fleet_doc(), name="fleet.html")
+    assert "Target" in q.page.eval_on_selector_all("#grid thead th button", "bs => bs.map(b => b.textContent)")

@@ -54,12 +54,15 @@ pre{background:#f4f4f4;padding:.4em .6em;white-space:pre-wrap;word-break:break-a
 #filters{display:flex;flex-wrap:wrap;gap:.6em 1em;align-items:end;margin:.6em 0}
 #filters label{display:flex;flex-direction:column;font-size:.85em;color:#333}
 #filters select,#filters input{font:inherit;font-size:.95em;padding:.15em;max-width:16em}
-.wrap{overflow-x:auto}
+.wrap{overflow:auto;max-height:85vh;max-width:100%}
+.grid tbody th[scope=row]{position:sticky;left:0;z-index:1;background:#fff}
+.grid thead th:first-child{left:0;z-index:3}
+.constant{margin:.3em 0}
 table.grid{border-collapse:collapse;min-width:40%}
 .grid th,.grid td{border:1px solid #ddd;padding:.25em .4em;vertical-align:top;text-align:left;
 overflow-wrap:anywhere}
 .nw{white-space:nowrap}
-.grid thead th{background:#f4f4f4;position:sticky;top:0;white-space:nowrap}
+.grid thead th{background:#f4f4f4;position:sticky;top:0;z-index:2;white-space:nowrap}
 .grid tbody th{min-width:14em}.grid td.tgt{min-width:11em}
 .grid thead th button{font:inherit;font-weight:bold;background:none;border:0;padding:0;cursor:pointer;
 text-align:left}
@@ -243,12 +246,33 @@ class _Page:
         inner = f"<details><summary>{summary}</summary>{body}</details>" if body else summary
         return f'<div class="s-{s}" data-cell-state="{s}">{inner}</div>'
 
+    def constant_columns(self) -> dict[str, str]:
+        """The descriptive columns whose value is the same on every row (of two or more): shown once above the
+        table instead of repeated on every row (a matrix of one target's checkpoints has one Target value)."""
+        rows = self.g.rows
+        if len(rows) < 2:
+            return {}
+        values = {
+            "target": [r.target_id for r in rows],
+            "producer": [r.draft.get("producer") for r in rows],
+            "step": [r.draft.get("step") if _is_int(r.draft.get("step")) else None for r in rows],
+        }
+        return {k: ("" if v[0] is None else str(v[0])) for k, v in values.items()
+                if len({repr(x) for x in v}) == 1 and (v[0] is not None or k == "step")}
+
+    def constant_html(self) -> str:
+        const = self.constant_columns()
+        label = {"target": "Target", "producer": "Producer", "step": "Step"}
+        items = [f"{label[k]}: <code>{e(v)}</code>" for k, v in const.items() if v]
+        return (f'<p class="constant meta">The same for every draft: {" · ".join(items)}</p>' if items else "")
+
     def grid_html(self) -> str:
         g = self.g
-        heads = ['<th scope="col" data-sort="name"><button type="button">Draft</button></th>',
-                 '<th scope="col" data-sort="target"><button type="button">Target</button></th>',
-                 '<th scope="col" data-sort="producer"><button type="button">Producer</button></th>',
-                 '<th scope="col" data-sort="step" data-type="num"><button type="button">Step</button></th>']
+        const = self.constant_columns()
+        heads = ['<th scope="col" data-sort="name"><button type="button">Draft</button></th>']
+        heads += [f'<th scope="col" data-sort="{k}"{t}><button type="button">{lab}</button></th>'
+                  for k, lab, t in (("target", "Target", ""), ("producer", "Producer", ""),
+                                    ("step", "Step", ' data-type="num"')) if k not in const]
         if g.has_score:
             heads.append('<th scope="col" data-sort="score" data-type="num"><button type="button">Score</button></th>')
         if g.has_rank:
@@ -286,8 +310,10 @@ class _Page:
             err = ' <span class="muted">(draft error)</span>' if r.draft.get("error") else ""
             tgt = (f"{e(r.target_id)} <span class=\"muted\">({e(r.target_state)})</span>" if r.target_id
                    else '<span class="st s-none"><span class="sym" aria-hidden="true">?</span> unknown</span>')
-            row = [f'<th scope="row"><a href="#draft-{n}">{e(r.name)}</a>{badge}{err}</th>', f'<td class="tgt">{tgt}</td>',
-                   f'<td>{e(r.draft.get("producer") or "—")}</td>', f"<td>{'' if step is None else step}</td>"]
+            row = [f'<th scope="row"><a href="#draft-{n}">{e(r.name)}</a>{badge}{err}</th>']
+            row += [td for k, td in (("target", f'<td class="tgt">{tgt}</td>'),
+                                     ("producer", f'<td>{e(r.draft.get("producer") or "—")}</td>'),
+                                     ("step", f"<td>{'' if step is None else step}</td>")) if k not in const]
             if g.has_score:
                 row.append(f"<td>{e(score_text(r.draft) or '—')}</td>")
             if g.has_rank:
@@ -418,7 +444,8 @@ class _Page:
                 f'<section id="legend"><h2>Legend</h2><ul class="badges">{legend}</ul><p class="meta">Each cell is '
                 "a draft on an engine row: the rules (static) or verify on the installed engine (live). Click a "
                 "cell to open its findings; click a column head to sort.</p></section>"
-                f'<section id="matrix"><h2>Matrix</h2>{self.filters_html()}{self.grid_html()}</section>'
+                f'<section id="matrix"><h2>Matrix</h2>{self.filters_html()}{self.constant_html()}{self.grid_html()}'
+                "</section>"
                 f'{self.plot_html()}<section id="drafts"><h2>Drafts</h2>'
                 f'{drafts or "<p>No drafts.</p>"}</section>{self.rules_html()}<footer>{t_line}</footer>')
         return (f'<!DOCTYPE html>\n<html lang="en"><head>{head}</head><body>{body}'
