@@ -1,0 +1,206 @@
+"""Record what vLLM's own code answers for the aux layer ids of every draft kconvert ships: tests/data/vllm_oracle.json.
+
+    .venv/bin/python tests/vllm_oracle/record.py [--out PATH] [--check]
+
+1. ``manifest`` (the project's Python, which has kconvert): the same drafts the SGLang oracle records
+   (tests/sglang_oracle/record.py ``manifest``: every EAGLE-3 zoo replica built by its tests/zoo/*/build.py in a
+   temporary folder, tests/data/producers/*, examples/tiny/drafts/* and examples/tiny/broken/*), each with its
+   target's layer count.
+2. ``run``, once per vLLM release, each in a child interpreter: vLLM 0.32.0 as installed in this venv (the CPU
+   build), and vLLM 0.33.0's Python files (the PyPI wheel's ``vllm/*`` minus ``*.so``; fetched into
+   ``.vllm-oracle/`` with pip if missing) put first on the child's PYTHONPATH. For each draft the child builds the
+   hf_config as vLLM does (``vllm.transformers_utils.config.get_config``, then config/speculative.py's wrap into
+   ``EAGLEConfig`` unless it is already an EAGLEConfig or a SpeculatorsConfig), then calls vLLM's real functions:
+   Model Runner V1 ``GPUModelRunner._get_eagle3_aux_layers_from_config`` (unbound, with a ``self`` holding only
+   ``speculative_config.draft_model_config.hf_config``, all it reads), Model Runner V2
+   ``eagle3_utils.get_eagle3_aux_layers_from_config`` and (0.33) ``requires_aux_hidden_states``, and, for the
+   target, ``SupportsEagle3.get_eagle3_default_aux_hidden_state_layers`` on an object holding ``num_layers``
+   layers (no target family kconvert ships overrides it: only transformers/base.py and mllama4.py do).
+   No engine is started, no weight is read.
+
+``--check`` re-records and exits 1 if the answers differ from the committed JSON (timings are not compared).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "tests" / "data" / "vllm_oracle.json"
+CACHE = ROOT / ".vllm-oracle"
+V033 = "0.33.0"
+
+CHILD = r'''
+import inspect, json, os, sys, traceback
+from types import SimpleNamespace
+import torch, transformers, vllm
+from vllm.transformers_utils.config import get_config
+from vllm.transformers_utils.configs.eagle import EAGLEConfig
+from vllm.transformers_utils.configs.speculators import SpeculatorsConfig
+from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+from vllm.v1.worker.gpu.spec_decode.eagle import eagle3_utils
+from vllm.model_executor.models.interfaces import SupportsEagle3
+
+base = os.path.dirname(vllm.__file__)
+def where(fn):
+    fn = inspect.unwrap(fn)
+    return os.path.relpath(inspect.getsourcefile(fn), os.path.dirname(base)) + ":" + str(inspect.getsourcelines(fn)[1])
+
+def err(e):
+    return {"raises": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+
+def ids(v):
+    return list(v) if isinstance(v, (list, tuple)) else v
+
+v1 = GPUModelRunner._get_eagle3_aux_layers_from_config
+v2 = eagle3_utils.get_eagle3_aux_layers_from_config
+req = getattr(eagle3_utils, "requires_aux_hidden_states", None)
+default = SupportsEagle3.get_eagle3_default_aux_hidden_state_layers
+funcs = {"v1": where(v1), "v2": where(v2), "default": where(default), "get_config": where(get_config),
+         "EAGLEConfig": where(EAGLEConfig.__init__)}
+if req is not None:
+    funcs["requires_aux_hidden_states"] = where(req)
+drafts = json.load(sys.stdin)
+out = {}
+for key, d in drafts.items():
+    rec = {}
+    try:
+        hf = get_config(d["path"], trust_remote_code=False)
+        # config/speculative.py (method eagle3): wrapped unless already an EAGLEConfig / SpeculatorsConfig
+        if not isinstance(hf, (EAGLEConfig, SpeculatorsConfig)):
+            hf = EAGLEConfig(hf, method="eagle3", model_type="eagle")
+        rec["hf_config_class"] = type(hf).__name__
+    except Exception as e:
+        rec["hf_config"] = err(e)
+        out[key] = rec
+        continue
+    spec = SimpleNamespace(draft_model_config=SimpleNamespace(hf_config=hf), method="eagle3")
+    for name, call in (("v1", lambda: v1(SimpleNamespace(speculative_config=spec))), ("v2", lambda: v2(spec))):
+        try:
+            rec[name] = ids(call())
+        except Exception as e:
+            rec[name] = err(e)
+    if req is not None:
+        try:
+            rec["v2_requires_aux_hidden_states"] = req(spec)
+        except Exception as e:
+            rec["v2_requires_aux_hidden_states"] = err(e)
+    n = d["num_layers"]
+    try:
+        rec["default"] = ids(default(SimpleNamespace(model=SimpleNamespace(layers=[None] * n))))
+    except Exception as e:
+        rec["default"] = err(e)
+    out[key] = rec
+print(json.dumps({"versions": {"vllm": vllm.__version__, "torch": torch.__version__,
+                               "transformers": transformers.__version__, "python": sys.version.split()[0]},
+                  "functions": funcs, "drafts": out}))
+'''
+
+
+def vllm_033() -> Path:
+    """vLLM 0.33.0's Python files (no compiled module: nothing recorded here runs a kernel)."""
+    cached = Path("/work/cache/vllm-0.33.0")
+    if (cached / "vllm" / "__init__.py").exists():
+        return cached
+    dest = CACHE / f"vllm-{V033}"
+    if not (dest / "vllm" / "__init__.py").exists():
+        CACHE.mkdir(exist_ok=True)
+        wheels = list(CACHE.glob(f"vllm-{V033}-*.whl"))
+        if not wheels:
+            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", f"vllm=={V033}", "-d", str(CACHE)],
+                           check=True)
+            wheels = list(CACHE.glob(f"vllm-{V033}-*.whl"))
+        with zipfile.ZipFile(wheels[0]) as z:
+            for n in z.namelist():
+                if n.startswith("vllm/") and not n.endswith(".so"):
+                    z.extract(n, dest)
+    return dest
+
+
+def run(drafts: dict, extra_path: Path | None) -> dict:
+    env = dict(os.environ)
+    parts = ([str(extra_path)] if extra_path else []) + [str(ROOT)]
+    env["PYTHONPATH"] = os.pathsep.join(parts)
+    env.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    p = subprocess.run([sys.executable, "-c", CHILD], input=json.dumps(drafts), capture_output=True, text=True,
+                       env=env, cwd=str(ROOT), timeout=600)
+    if p.returncode:
+        sys.stderr.write(p.stderr)
+        raise SystemExit(f"vLLM child ({extra_path or 'installed'}) failed: rc {p.returncode}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def record() -> dict:
+    sys.path.insert(0, str(ROOT))
+    import importlib.util
+
+    # the SGLang oracle's draft set, built the same way (its phase 1 needs no SGLang)
+    spec = importlib.util.spec_from_file_location("sglang_oracle_record", ROOT / "tests" / "sglang_oracle" / "record.py")
+    sg = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sg)
+    manifest = sg.manifest
+
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="kconvert-vllm-oracle-") as work:
+        m = manifest(Path(work))
+        drafts, configs = {}, {}
+        for group in ("zoo", "producers", "examples"):
+            for name, e in m[group].items():
+                drafts[f"{group}/{name}"] = {"path": e["path"], "num_layers": e["target"]["num_layers"]}
+                configs[f"{group}/{name}"] = {"config": e["config"], "num_layers": e["target"]["num_layers"],
+                                              "target": e["target"]["ref"]}
+        t_manifest = time.perf_counter() - t0
+        results, timings = {}, {"manifest_s": round(t_manifest, 1)}
+        for label, extra in (("0.32", None), ("0.33", vllm_033())):
+            t = time.perf_counter()
+            results[label] = run(drafts, extra)
+            timings[f"vllm_{label}_s"] = round(time.perf_counter() - t, 1)
+    out = {"about": "vLLM's own aux-layer functions over every draft kconvert ships; tests/vllm_oracle/README.md",
+           "releases": {}, "drafts": {}}
+    for label, r in results.items():
+        out["releases"][label] = {"versions": r["versions"], "functions": r["functions"]}
+    for key, c in configs.items():
+        out["drafts"][key] = {**c, "answers": {label: results[label]["drafts"][key] for label in results}}
+    out["timings"] = timings
+    return out
+
+
+def answers(rec: dict) -> dict:
+    return {k: v for k, v in rec.items() if k != "timings"}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--check", action="store_true", help="exit 1 if the recording differs from --out")
+    a = ap.parse_args()
+    t0 = time.perf_counter()
+    new = record()
+    took = time.perf_counter() - t0
+    if a.check:
+        old = json.loads(a.out.read_text())
+        # drafts' temporary paths are not in the JSON; the zoo build folders differ per run
+        if answers(old) != answers(new):
+            for k in sorted(set(old["drafts"]) | set(new["drafts"])):
+                if old["drafts"].get(k) != new["drafts"].get(k):
+                    print(f"differs: {k}\n  recorded {old['drafts'].get(k)}\n  now      {new['drafts'].get(k)}")
+            if old["releases"] != new["releases"]:
+                print("differs: releases", old["releases"], new["releases"])
+            print(f"{a.out} is stale: re-run tests/vllm_oracle/record.py")
+            return 1
+        print(f"vllm oracle: {len(new['drafts'])} drafts x 2 releases agree with {a.out} ({took:.0f} s)")
+        return 0
+    a.out.write_text(json.dumps(new, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {a.out}: {len(new['drafts'])} drafts ({took:.0f} s; {new['timings']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
