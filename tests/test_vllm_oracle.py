@@ -103,3 +103,27 @@ def test_the_two_runners_differ_only_where_the_recording_says():
             same_kconvert = (_predicted(v1, d["config"], d["num_layers"])
                              == _predicted(row, d["config"], d["num_layers"]))
             assert same_vllm == same_kconvert, (row.key, key)
+
+
+@pytest.mark.parametrize("version", sorted(ROWS))
+def test_each_rows_no_aux_heads_claim_is_what_its_runner_does_with_use_aux_hidden_state(version):
+    """no_aux_heads "yes": the runner honours eagle_config.use_aux_hidden_state false (V1:
+    llm_base_proposer.py _get_eagle3_use_aux_hidden_state_from_config; V2 0.33: eagle3_utils.requires_aux_hidden_states).
+    "v1-runner-only" (V2 0.32): there is no such function in that release; its model_runner.py sets
+    use_aux_hidden_state_outputs true for every eagle3 draft."""
+    row = ROWS[version]
+    rel = _release(row)
+    key = "v1_use_aux_hidden_state" if row.runner == "v1" else "v2_requires_aux_hidden_states"
+    if row.no_aux_heads == "yes":
+        assert key in REC["releases"][rel]["functions"] or key.removeprefix("v2_") in REC["releases"][rel]["functions"]
+        seen = set()
+        for name, d in REC["drafts"].items():
+            ec = d["config"].get("eagle_config") or {}
+            want = ec.get("use_aux_hidden_state") is not False
+            assert d["answers"][rel][key] is want, (row.key, name)
+            seen.add(want)
+        assert seen == {True, False}  # the recording holds heads of both kinds
+    else:
+        assert row.no_aux_heads == "v1-runner-only" and row.runner == "v2"
+        assert "requires_aux_hidden_states" not in REC["releases"][rel]["functions"]
+        assert all(d["answers"][rel].get(key) is None for d in REC["drafts"].values())

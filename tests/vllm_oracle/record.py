@@ -12,8 +12,11 @@
    hf_config as vLLM does (``vllm.transformers_utils.config.get_config``, then config/speculative.py's wrap into
    ``EAGLEConfig`` unless it is already an EAGLEConfig or a SpeculatorsConfig), then calls vLLM's real functions:
    Model Runner V1 ``GPUModelRunner._get_eagle3_aux_layers_from_config`` (unbound, with a ``self`` holding only
-   ``speculative_config.draft_model_config.hf_config``, all it reads), Model Runner V2
-   ``eagle3_utils.get_eagle3_aux_layers_from_config`` and (0.33) ``requires_aux_hidden_states``, and, for the
+   ``speculative_config.draft_model_config.hf_config``, all it reads) and
+   ``SpecDecodeBaseProposer._get_eagle3_use_aux_hidden_state_from_config`` (``self``: method and
+   draft_model_config), Model Runner V2 ``eagle3_utils.get_eagle3_aux_layers_from_config`` and (0.33 only: 0.32's
+   v1/worker/gpu/model_runner.py sets use_aux_hidden_state_outputs true for method eagle3 inline, no function)
+   ``requires_aux_hidden_states``, and, for the
    target, ``SupportsEagle3.get_eagle3_default_aux_hidden_state_layers`` on an object holding ``num_layers``
    layers (no target family kconvert ships overrides it: only transformers/base.py and mllama4.py do).
    No engine is started, no weight is read.
@@ -47,6 +50,7 @@ from vllm.transformers_utils.configs.speculators import SpeculatorsConfig
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.gpu.spec_decode.eagle import eagle3_utils
 from vllm.model_executor.models.interfaces import SupportsEagle3
+from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
 
 base = os.path.dirname(vllm.__file__)
 def where(fn):
@@ -63,7 +67,9 @@ v1 = GPUModelRunner._get_eagle3_aux_layers_from_config
 v2 = eagle3_utils.get_eagle3_aux_layers_from_config
 req = getattr(eagle3_utils, "requires_aux_hidden_states", None)
 default = SupportsEagle3.get_eagle3_default_aux_hidden_state_layers
+v1_use_aux = SpecDecodeBaseProposer._get_eagle3_use_aux_hidden_state_from_config
 funcs = {"v1": where(v1), "v2": where(v2), "default": where(default), "get_config": where(get_config),
+         "v1_use_aux_hidden_state": where(v1_use_aux),
          "EAGLEConfig": where(EAGLEConfig.__init__)}
 if req is not None:
     funcs["requires_aux_hidden_states"] = where(req)
@@ -87,6 +93,10 @@ for key, d in drafts.items():
             rec[name] = ids(call())
         except Exception as e:
             rec[name] = err(e)
+    try:
+        rec["v1_use_aux_hidden_state"] = v1_use_aux(SimpleNamespace(method="eagle3", draft_model_config=spec.draft_model_config))
+    except Exception as e:
+        rec["v1_use_aux_hidden_state"] = err(e)
     if req is not None:
         try:
             rec["v2_requires_aux_hidden_states"] = req(spec)
