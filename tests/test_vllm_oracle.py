@@ -127,3 +127,18 @@ def test_each_rows_no_aux_heads_claim_is_what_its_runner_does_with_use_aux_hidde
         assert row.no_aux_heads == "v1-runner-only" and row.runner == "v2"
         assert "requires_aux_hidden_states" not in REC["releases"][rel]["functions"]
         assert all(d["answers"][rel].get(key) is None for d in REC["drafts"].values())
+
+
+def test_model_runner_v2_refuses_a_draft_exactly_where_kconvert_sees_a_p_eagle_draft():
+    """config/vllm.py _get_v2_model_runner_unsupported_features sends a parallel-drafting EAGLE draft (P-EAGLE) to
+    Model Runner V1 (the V1 rows' notes); kconvert's detect_method (kconvert/formats/methods.py) names that method.
+    Every shipped draft is EAGLE-3, so V2 refuses none of them, in either release."""
+    from kconvert.formats.methods import detect_method
+
+    for key, d in REC["drafts"].items():
+        for rel, a in d["answers"].items():
+            feats = a["v2_unsupported_features"]
+            assert isinstance(feats, list), (key, rel, feats)
+            peagle = detect_method(d["config"], []).method == "peagle"
+            assert ("parallel drafting for EAGLE speculative decoding" in feats) == peagle, (key, rel)
+            assert a["speculative_config"]["method"] == "eagle3" and not feats, (key, rel, a)

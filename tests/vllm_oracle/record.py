@@ -51,6 +51,8 @@ from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.gpu.spec_decode.eagle import eagle3_utils
 from vllm.model_executor.models.interfaces import SupportsEagle3
 from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+from vllm.config.vllm import VllmConfig
+from transformers import PreTrainedConfig
 
 base = os.path.dirname(vllm.__file__)
 def where(fn):
@@ -70,6 +72,8 @@ default = SupportsEagle3.get_eagle3_default_aux_hidden_state_layers
 v1_use_aux = SpecDecodeBaseProposer._get_eagle3_use_aux_hidden_state_from_config
 funcs = {"v1": where(v1), "v2": where(v2), "default": where(default), "get_config": where(get_config),
          "v1_use_aux_hidden_state": where(v1_use_aux),
+         "speculators_speculative_config": where(SpeculatorsConfig.extract_vllm_speculative_config),
+         "v2_unsupported_features": where(VllmConfig._get_v2_model_runner_unsupported_features),
          "EAGLEConfig": where(EAGLEConfig.__init__)}
 if req is not None:
     funcs["requires_aux_hidden_states"] = where(req)
@@ -94,7 +98,8 @@ for key, d in drafts.items():
         except Exception as e:
             rec[name] = err(e)
     try:
-        rec["v1_use_aux_hidden_state"] = v1_use_aux(SimpleNamespace(method="eagle3", draft_model_config=spec.draft_model_config))
+        rec["v1_use_aux_hidden_state"] = v1_use_aux(SimpleNamespace(method="eagle3",
+                                                                    draft_model_config=spec.draft_model_config))
     except Exception as e:
         rec["v1_use_aux_hidden_state"] = err(e)
     if req is not None:
@@ -102,6 +107,23 @@ for key, d in drafts.items():
             rec["v2_requires_aux_hidden_states"] = req(spec)
         except Exception as e:
             rec["v2_requires_aux_hidden_states"] = err(e)
+    # Which runner: the speculative config vLLM derives (engine/arg_utils.py -> transformers_utils/config.py
+    # maybe_override_with_speculators for a speculators-format draft; else what kconvert's serve line passes,
+    # method eagle3 and the SpeculativeConfig defaults parallel_drafting / use_heterogeneous_vocab False), then
+    # config/vllm.py _get_v2_model_runner_unsupported_features on one process (no PP, no ubatching).
+    try:
+        cd, _ = PreTrainedConfig.get_config_dict(d["path"])
+        sc = (SpeculatorsConfig.extract_vllm_speculative_config(cd) if cd.get("speculators_config") is not None
+              else {"method": "eagle3"})
+        rec["speculative_config"] = {k: sc[k] for k in ("method", "parallel_drafting") if k in sc}
+        me = SimpleNamespace(
+            speculative_config=SimpleNamespace(method=sc["method"], parallel_drafting=sc.get("parallel_drafting", False),
+                                               use_heterogeneous_vocab=False),
+            parallel_config=SimpleNamespace(distributed_executor_backend=None, pipeline_parallel_size=1,
+                                            use_ubatching=False, prefill_context_parallel_size=1))
+        rec["v2_unsupported_features"] = VllmConfig._get_v2_model_runner_unsupported_features(me)
+    except Exception as e:
+        rec["v2_unsupported_features"] = err(e)
     n = d["num_layers"]
     try:
         rec["default"] = ids(default(SimpleNamespace(model=SimpleNamespace(layers=[None] * n))))
@@ -152,7 +174,8 @@ def record() -> dict:
     import importlib.util
 
     # the SGLang oracle's draft set, built the same way (its phase 1 needs no SGLang)
-    spec = importlib.util.spec_from_file_location("sglang_oracle_record", ROOT / "tests" / "sglang_oracle" / "record.py")
+    spec = importlib.util.spec_from_file_location("sglang_oracle_record",
+                                                  ROOT / "tests" / "sglang_oracle" / "record.py")
     sg = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sg)
     manifest = sg.manifest
