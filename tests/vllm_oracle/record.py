@@ -1,0 +1,238 @@
+"""Record what vLLM's own code answers for the aux layer ids of every draft kconvert ships: tests/data/vllm_oracle.json.
+
+    .venv/bin/python tests/vllm_oracle/record.py [--out PATH] [--check]
+
+1. ``manifest`` (the project's Python, which has kconvert): the same drafts the SGLang oracle records
+   (tests/sglang_oracle/record.py ``manifest``: every EAGLE-3 zoo replica built by its tests/zoo/*/build.py in a
+   temporary folder, tests/data/producers/*, examples/tiny/drafts/* and examples/tiny/broken/*), each with its
+   target's layer count.
+2. ``run``, once per vLLM release, each in a child interpreter: vLLM 0.32.0 as installed in this venv (the CPU
+   build), and vLLM 0.33.0's Python files (the PyPI wheel's ``vllm/*`` minus ``*.so``; fetched into
+   ``.vllm-oracle/`` with pip if missing) put first on the child's PYTHONPATH. For each draft the child builds the
+   hf_config as vLLM does (``vllm.transformers_utils.config.get_config``, then config/speculative.py's wrap into
+   ``EAGLEConfig`` unless it is already an EAGLEConfig or a SpeculatorsConfig), then calls vLLM's real functions:
+   Model Runner V1 ``GPUModelRunner._get_eagle3_aux_layers_from_config`` (unbound, with a ``self`` holding only
+   ``speculative_config.draft_model_config.hf_config``, all it reads) and
+   ``SpecDecodeBaseProposer._get_eagle3_use_aux_hidden_state_from_config`` (``self``: method and
+   draft_model_config), Model Runner V2 ``eagle3_utils.get_eagle3_aux_layers_from_config`` and (0.33 only: 0.32's
+   v1/worker/gpu/model_runner.py sets use_aux_hidden_state_outputs true for method eagle3 inline, no function)
+   ``requires_aux_hidden_states``, and, for the
+   target, ``SupportsEagle3.get_eagle3_default_aux_hidden_state_layers`` on an object holding ``num_layers``
+   layers (no target family kconvert ships overrides it: only transformers/base.py and mllama4.py do).
+   No engine is started, no weight is read.
+
+``--check`` re-records and exits 1 if the answers differ from the committed JSON (timings are not compared).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "tests" / "data" / "vllm_oracle.json"
+CACHE = ROOT / ".vllm-oracle"
+V033 = "0.33.0"
+
+CHILD = r'''
+import inspect, json, os, sys, traceback
+from types import SimpleNamespace
+import torch, transformers, vllm
+from vllm.transformers_utils.config import get_config
+from vllm.transformers_utils.configs.eagle import EAGLEConfig
+from vllm.transformers_utils.configs.speculators import SpeculatorsConfig
+from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+from vllm.v1.worker.gpu.spec_decode.eagle import eagle3_utils
+from vllm.model_executor.models.interfaces import SupportsEagle3
+from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+from vllm.config.vllm import VllmConfig
+from transformers import PreTrainedConfig
+
+base = os.path.dirname(vllm.__file__)
+def where(fn):
+    fn = inspect.unwrap(fn)
+    return os.path.relpath(inspect.getsourcefile(fn), os.path.dirname(base)) + ":" + str(inspect.getsourcelines(fn)[1])
+
+def err(e):
+    return {"raises": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+
+def ids(v):
+    return list(v) if isinstance(v, (list, tuple)) else v
+
+v1 = GPUModelRunner._get_eagle3_aux_layers_from_config
+v2 = eagle3_utils.get_eagle3_aux_layers_from_config
+req = getattr(eagle3_utils, "requires_aux_hidden_states", None)
+default = SupportsEagle3.get_eagle3_default_aux_hidden_state_layers
+v1_use_aux = SpecDecodeBaseProposer._get_eagle3_use_aux_hidden_state_from_config
+funcs = {"v1": where(v1), "v2": where(v2), "default": where(default), "get_config": where(get_config),
+         "v1_use_aux_hidden_state": where(v1_use_aux),
+         "speculators_speculative_config": where(SpeculatorsConfig.extract_vllm_speculative_config),
+         "v2_unsupported_features": where(VllmConfig._get_v2_model_runner_unsupported_features),
+         "EAGLEConfig": where(EAGLEConfig.__init__)}
+if req is not None:
+    funcs["requires_aux_hidden_states"] = where(req)
+drafts = json.load(sys.stdin)
+out = {}
+for key, d in drafts.items():
+    rec = {}
+    try:
+        hf = get_config(d["path"], trust_remote_code=False)
+        # config/speculative.py (method eagle3): wrapped unless already an EAGLEConfig / SpeculatorsConfig
+        if not isinstance(hf, (EAGLEConfig, SpeculatorsConfig)):
+            hf = EAGLEConfig(hf, method="eagle3", model_type="eagle")
+        rec["hf_config_class"] = type(hf).__name__
+    except Exception as e:
+        rec["hf_config"] = err(e)
+        out[key] = rec
+        continue
+    spec = SimpleNamespace(draft_model_config=SimpleNamespace(hf_config=hf), method="eagle3")
+    for name, call in (("v1", lambda: v1(SimpleNamespace(speculative_config=spec))), ("v2", lambda: v2(spec))):
+        try:
+            rec[name] = ids(call())
+        except Exception as e:
+            rec[name] = err(e)
+    try:
+        rec["v1_use_aux_hidden_state"] = v1_use_aux(SimpleNamespace(method="eagle3",
+                                                                    draft_model_config=spec.draft_model_config))
+    except Exception as e:
+        rec["v1_use_aux_hidden_state"] = err(e)
+    if req is not None:
+        try:
+            rec["v2_requires_aux_hidden_states"] = req(spec)
+        except Exception as e:
+            rec["v2_requires_aux_hidden_states"] = err(e)
+    # Which runner: the speculative config vLLM derives (engine/arg_utils.py -> transformers_utils/config.py
+    # maybe_override_with_speculators for a speculators-format draft; else what kconvert's serve line passes,
+    # method eagle3 and the SpeculativeConfig defaults parallel_drafting / use_heterogeneous_vocab False), then
+    # config/vllm.py _get_v2_model_runner_unsupported_features on one process (no PP, no ubatching).
+    try:
+        cd, _ = PreTrainedConfig.get_config_dict(d["path"])
+        sc = (SpeculatorsConfig.extract_vllm_speculative_config(cd) if cd.get("speculators_config") is not None
+              else {"method": "eagle3"})
+        rec["speculative_config"] = {k: sc[k] for k in ("method", "parallel_drafting") if k in sc}
+        me = SimpleNamespace(
+            speculative_config=SimpleNamespace(method=sc["method"], parallel_drafting=sc.get("parallel_drafting", False),
+                                               use_heterogeneous_vocab=False),
+            parallel_config=SimpleNamespace(distributed_executor_backend=None, pipeline_parallel_size=1,
+                                            use_ubatching=False, prefill_context_parallel_size=1))
+        rec["v2_unsupported_features"] = VllmConfig._get_v2_model_runner_unsupported_features(me)
+    except Exception as e:
+        rec["v2_unsupported_features"] = err(e)
+    n = d["num_layers"]
+    try:
+        rec["default"] = ids(default(SimpleNamespace(model=SimpleNamespace(layers=[None] * n))))
+    except Exception as e:
+        rec["default"] = err(e)
+    out[key] = rec
+print(json.dumps({"versions": {"vllm": vllm.__version__, "torch": torch.__version__,
+                               "transformers": transformers.__version__, "python": sys.version.split()[0]},
+                  "functions": funcs, "drafts": out}))
+'''
+
+
+def vllm_033() -> Path:
+    """vLLM 0.33.0's Python files (no compiled module: nothing recorded here runs a kernel)."""
+    dest = CACHE / f"vllm-{V033}"
+    if not (dest / "vllm" / "__init__.py").exists():
+        CACHE.mkdir(exist_ok=True)
+        wheels = list(CACHE.glob(f"vllm-{V033}-*.whl"))
+        if not wheels:
+            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps",
+                            f"vllm=={V033}", "-d", str(CACHE)], check=True)
+            wheels = list(CACHE.glob(f"vllm-{V033}-*.whl"))
+        with zipfile.ZipFile(wheels[0]) as z:
+            for n in z.namelist():
+                if n.startswith("vllm/") and not n.endswith(".so"):
+                    z.extract(n, dest)
+        for w in wheels:  # 336 MB; the extracted Python files (179 MB) are all that is read
+            w.unlink()
+    return dest
+
+
+def run(drafts: dict, extra_path: Path | None) -> dict:
+    env = dict(os.environ)
+    parts = ([str(extra_path)] if extra_path else []) + [str(ROOT)]
+    env["PYTHONPATH"] = os.pathsep.join(parts)
+    env.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    p = subprocess.run([sys.executable, "-c", CHILD], input=json.dumps(drafts), capture_output=True, text=True,
+                       env=env, cwd=str(ROOT), timeout=600)
+    if p.returncode:
+        sys.stderr.write(p.stderr)
+        raise SystemExit(f"vLLM child ({extra_path or 'installed'}) failed: rc {p.returncode}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def record() -> dict:
+    sys.path.insert(0, str(ROOT))
+    import importlib.util
+
+    # the SGLang oracle's draft set, built the same way (its phase 1 needs no SGLang)
+    spec = importlib.util.spec_from_file_location("sglang_oracle_record",
+                                                  ROOT / "tests" / "sglang_oracle" / "record.py")
+    sg = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sg)
+    manifest = sg.manifest
+
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="kconvert-vllm-oracle-") as work:
+        m = manifest(Path(work))
+        drafts, configs = {}, {}
+        for group in ("zoo", "producers", "examples"):
+            for name, e in m[group].items():
+                drafts[f"{group}/{name}"] = {"path": e["path"], "num_layers": e["target"]["num_layers"]}
+                configs[f"{group}/{name}"] = {"config": e["config"], "num_layers": e["target"]["num_layers"],
+                                              "target": e["target"]["ref"]}
+        t_manifest = time.perf_counter() - t0
+        results, timings = {}, {"manifest_s": round(t_manifest, 1)}
+        for label, extra in (("0.32", None), ("0.33", vllm_033())):
+            t = time.perf_counter()
+            results[label] = run(drafts, extra)
+            timings[f"vllm_{label}_s"] = round(time.perf_counter() - t, 1)
+    out = {"about": "vLLM's own aux-layer functions over every draft kconvert ships; tests/vllm_oracle/README.md",
+           "releases": {}, "drafts": {}}
+    for label, r in results.items():
+        out["releases"][label] = {"versions": r["versions"], "functions": r["functions"]}
+    for key, c in configs.items():
+        out["drafts"][key] = {**c, "answers": {label: results[label]["drafts"][key] for label in results}}
+    out["timings"] = timings
+    return out
+
+
+def answers(rec: dict) -> dict:
+    return {k: v for k, v in rec.items() if k != "timings"}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--check", action="store_true", help="exit 1 if the recording differs from --out")
+    a = ap.parse_args()
+    t0 = time.perf_counter()
+    new = record()
+    took = time.perf_counter() - t0
+    if a.check:
+        old = json.loads(a.out.read_text())
+        # drafts' temporary paths are not in the JSON; the zoo build folders differ per run
+        if answers(old) != answers(new):
+            for k in sorted(set(old["drafts"]) | set(new["drafts"])):
+                if old["drafts"].get(k) != new["drafts"].get(k):
+                    print(f"differs: {k}\n  recorded {old['drafts'].get(k)}\n  now      {new['drafts'].get(k)}")
+            if old["releases"] != new["releases"]:
+                print("differs: releases", old["releases"], new["releases"])
+            print(f"{a.out} is stale: re-run tests/vllm_oracle/record.py")
+            return 1
+        print(f"vllm oracle: {len(new['drafts'])} drafts x 2 releases agree with {a.out} ({took:.0f} s)")
+        return 0
+    a.out.write_text(json.dumps(new, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {a.out}: {len(new['drafts'])} drafts ({took:.0f} s; {new['timings']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
