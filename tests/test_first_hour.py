@@ -154,6 +154,17 @@ def test_dry_run_markdown_never_reads_as_live(tmp_path, capsys):
     assert "Verified live" not in text and "dry run" in text.lower(), text
 
 
+def test_dry_run_junit_says_no_engine_was_started(capsys):
+    import xml.etree.ElementTree as ET
+
+    rc, out = run_in_process(["verify", str(TINY / "drafts" / "mla-torchspec"), "--target", str(TARGET),
+                              "--dry-run", "--output-format", "junit"], capsys)
+    root = ET.fromstring(out)
+    run = root.find(".//testcase[@name='engine run']")
+    assert run is not None and run.find("failure") is None
+    assert "dry run" in run.find("skipped").get("message"), out
+
+
 def test_dry_run_concise_summary_says_nothing_was_measured(capsys):
     rc, out = run_in_process(["verify", str(TINY / "drafts" / "mla-torchspec"), "--target", str(TARGET),
                               "--dry-run", "--output-format", "concise"], capsys)

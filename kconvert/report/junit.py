@@ -43,7 +43,10 @@ def render_junit(doc: dict[str, Any]) -> str:
     live = doc.get("live")
     gn += 1
     tc = ET.SubElement(gate, "testcase", classname="live", name="engine run")
-    if live is None:
+    if live is None and doc.get("dry_run") is not None:
+        # a dry run planned the engine run and started nothing: a CI dashboard must not read it as a live pass
+        ET.SubElement(tc, "skipped", message="dry run: no engine was started and nothing was measured")
+    elif live is None:
         ET.SubElement(tc, "skipped", message="no live run (static checks failed or not requested)")
     else:
         acc = live.get("acceptance") or {}
