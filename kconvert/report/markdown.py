@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from kconvert._version import PYPI_URL
+from kconvert.report.figures import runner_line
 
 ENGINE_LABEL = {"vllm": "vLLM", "sglang": "SGLang"}
 
@@ -171,6 +172,8 @@ def render_markdown_section(report: dict[str, Any], *, heading_level: int = 2) -
                      + f": verdict **{verdict}**" + (f" ({created})" if created else "") + ".")
     lines.append("")
     facts = [f"- Engine: {engine_label(report)}"]
+    if runner_line(report):
+        facts.append(f"- {runner_line(report)[0].upper()}{runner_line(report)[1:]}")
     if target.get("name"):
         facts.append(f"- Target: `{target['name']}`")
     ps = prompt_set(report)

@@ -18,7 +18,7 @@ from rich.text import Text
 
 from kconvert.engines.serve_lines import serve_lines
 from kconvert.report.concise import dry_run_lines, evidence_text, finding_path, one_line
-from kconvert.report.figures import number, percent, series
+from kconvert.report.figures import number, percent, runner_line, series
 
 SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -191,6 +191,8 @@ def render_verify(console: Console, doc: dict[str, Any]) -> None:
                       "measure the defect with --skip-static)[/]")
         render_next(console, doc)
         return
+    if runner_line(doc):
+        console.print(runner_line(doc), highlight=False, markup=False, soft_wrap=True)
     live = doc["live"]
     extra: list[tuple[str, Any]] = [("engine start / generate (s)", f"{number(live['timings']['engine_start_s'])} / "
                                                                     f"{number(live['timings']['generate_s'])}")]

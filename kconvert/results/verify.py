@@ -72,6 +72,8 @@ class VerifyResult(Gated):
     planned: dict[str, Any] | None = None
     # Another method's checkpoint (K105, `Inspection.refusal`): nothing planned or started; the verdict is fail
     refused: dict[str, Any] | None = None
+    # vLLM's model runner: the row's, the one run here and why, and the findings only one runner's row gives
+    runner: dict[str, Any] | None = None
 
     @property
     def dry_run(self) -> bool:
@@ -102,7 +104,7 @@ def build_verify_report(vr: VerifyResult) -> dict[str, Any]:
     doc = build_report(vr.inspect, command="verify", hashes=not vr.dry_run, live=live_section(vr), thresholds=th,
                        verdict="pass" if vr.passed else "fail", exit_code=vr.exit_code,
                        extra={"static_blocked": vr.static_blocked, "diagnosis": vr.diagnosis, "refused": vr.refused,
-                              **({"dry_run": vr.planned} if vr.dry_run else {})})
+                              "runner": vr.runner, **({"dry_run": vr.planned} if vr.dry_run else {})})
     doc["engine"]["version"] = vr.live.engine_version if vr.live else None
     return doc
 

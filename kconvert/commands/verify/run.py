@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kconvert._version import install_hint
-from kconvert.engines.expectations import engine_rules
+from kconvert.engines.expectations import engine_rules, other_runner
 from kconvert.engines.installed import detect_platform, installed_version
 from kconvert.engines.live_run import LiveRequest
 from kconvert.engines.serve_lines import serve_lines
@@ -29,6 +29,7 @@ from kconvert.runners.vllm_args import build_engine_args
 from kconvert.runners.vllm_offline import run_vllm
 from kconvert.target import TargetModel, load_profile, load_target, profile_hub_id, profile_names
 from kconvert.commands.verify.lossless import compare_outputs
+from kconvert.commands.verify.runner import runner_block
 
 Progress = Callable[[str], None]
 
@@ -97,6 +98,9 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     refuse_parallel_split(res, st)
     out = VerifyResult(inspect=res, settings=st, engine_target=engine_target, thresholds=thresholds)
     out.prompt_set, prompts = load_prompts(st.prompts)
+    other = other_runner(res.engine) if engine == "vllm" else None
+    other_res = (analyse(ckpt, tgt, other, decided, fail_on=fail_on, selection=selection)
+                 if other is not None else None)
     out.prompts = prompts[: st.max_prompts] if st.max_prompts else prompts
     # Another method's checkpoint (K105): an EAGLE-3 engine line for it would run something else, so none is
     # planned or started, --skip-static or not.
@@ -113,6 +117,9 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
         # line that sets the key keeps its own value.
         st = replace(st, speculative_extra={**st.speculative_extra, "parallel_drafting": True})
         out.settings = st
+    if engine == "vllm":
+        out.runner = runner_block(res.engine, res, other_res,
+                                  parallel_drafting=bool(st.speculative_extra.get("parallel_drafting")))
     if engine != "vllm" and not dry_run:
         raise UsageError("live verify runs vLLM; measure a running SGLang server with --server URL --engine sglang")
     if dry_run:
