@@ -441,10 +441,16 @@ def default_runner(environ: Any = None) -> str:
     from kconvert.engines.installed import detect_platform
 
     env = os.environ if environ is None else environ
-    flag = env.get("VLLM_USE_V2_MODEL_RUNNER")
-    if flag is not None and flag.strip() != "":
-        return "v2" if flag.strip().lower() in ("1", "true") else "v1"
-    return "v1" if detect_platform(env) == "cpu" else "v2"
+    return runner_asked(env) or ("v1" if detect_platform(env) == "cpu" else "v2")
+
+
+def runner_asked(environ: Any) -> str | None:
+    """The runner VLLM_USE_V2_MODEL_RUNNER asks for ("v2" for 1/true, "v1" for any other value), None when unset
+    or blank (config/vllm.py use_v2_model_runner reads the variable first)."""
+    flag = (environ.get("VLLM_USE_V2_MODEL_RUNNER") or "").strip()
+    if not flag:
+        return None
+    return "v2" if flag.lower() in ("1", "true") else "v1"
 # Kept for callers that named the SGLang row after PR #25454 "current" before #32334 was read.
 SGLANG_CURRENT = SGLANG_POST_25454
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
-from kconvert.engines.expectations import EngineRules, other_runner
+from kconvert.engines.expectations import EngineRules, other_runner, runner_asked
 from kconvert.engines.installed import detect_platform
 
 
@@ -20,10 +20,9 @@ def measured_runner(row: EngineRules, *, parallel_drafting: bool = False,
     env = os.environ if environ is None else environ
     if detect_platform(env) == "cpu":
         return "v1", "vLLM's CPU build runs Model Runner V1 (no Triton backend)"
-    flag = (env.get("VLLM_USE_V2_MODEL_RUNNER") or "").strip()
-    if flag:
-        runner = "v2" if flag.lower() in ("1", "true") else "v1"
-        return runner, f"VLLM_USE_V2_MODEL_RUNNER={flag}"
+    asked = runner_asked(env)
+    if asked:
+        return asked, f"VLLM_USE_V2_MODEL_RUNNER={env['VLLM_USE_V2_MODEL_RUNNER'].strip()}"
     if parallel_drafting:
         return "v1", "parallel drafting (P-EAGLE) is a feature Model Runner V2 lacks"
     return (row.runner or "v2"), f"the {row.engine} {row.version} row's runner"
@@ -53,4 +52,3 @@ def runner_block(row: EngineRules, res: Any, other_res: Any | None, *, parallel_
         block["differs"].append({"id": key[0], "severity": key[1], "only_under": other.runner,
                                  "message": theirs[key]})
     return block
-
