@@ -128,3 +128,90 @@ def prompts_file(path: Path, n: int, *, seed: int = 0, vocab: int = 64) -> Path:
              for _ in range(n)]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+# ------------------------------------------------------------------ a proposer whose steps a hand can derive ---
+
+def constant_proposer(folder: Path, *, token: int | None = None, aux_ids=(2, 5, 7), producer: str = "torchspec"
+                      ) -> tuple[Path, int]:
+    """A factory draft (tests/factories.py make_draft) that drafts one target token z at every step, whatever
+    its inputs: its lm_head is all zeros, so every logit is exactly 0 and the greedy pick is draft id 0 (vLLM's
+    proposer takes `argmax`; torch documents that ties give the first maximal index), which d2t maps to the
+    target id 0 + d2t[0]. With `token`, d2t[0] and t2d are rewritten so that id 0 maps to `token` instead.
+
+    Returns (folder, z), z read back from the written file with `safetensors` (not through kconvert)."""
+    from safetensors import safe_open
+
+    from tests.factories import make_draft
+
+    def tensors(t: dict) -> None:
+        dt, shape, _ = t["lm_head.weight"]
+        t["lm_head.weight"] = (dt, shape, np.zeros(shape, np.float32))
+        if token is not None:
+            d2t = t["d2t"][2].copy()
+            t2d = t["t2d"][2].copy()
+            old = int(d2t[0])
+            assert not t2d[token] and token < 1 + int(d2t[1]), "the token must keep d2t's ids sorted and distinct"
+            t2d[old], t2d[token] = False, True
+            d2t[0] = token
+            t["d2t"] = (t["d2t"][0], t["d2t"][1], d2t)
+            t["t2d"] = (t["t2d"][0], t["t2d"][1], t2d)
+
+    def config(c: dict) -> None:
+        if "eagle_aux_hidden_state_layer_ids" in c:
+            c["eagle_aux_hidden_state_layer_ids"] = list(aux_ids)
+        if isinstance(c.get("eagle_config"), dict):
+            c["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = list(aux_ids)
+
+    folder = make_draft(folder, producer, config=config, tensors=tensors)
+    with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
+        d2t = f.get_tensor("d2t")
+    return folder, int(d2t[0]) + 0
+
+
+def pattern_trace(path: Path, checked: list[list[int]], *, avoid: set[int], prompt_len=4, output_len=12,
+                  lookahead=4, seed=0) -> Path:
+    """A greedy trace whose tokens from x[P + 1] on are given, one list per sequence (`checked`, each
+    output_len + lookahead - 1 long): those are the tokens a replayed verify step compares drafts with (the
+    draft at cursor c, the position whose next token x[c + 1] was just emitted, proposes x[c + 2], ...). The
+    prompt and the first output token x[P] are random tokens outside `avoid`; the hidden states are random."""
+    g = torch.Generator().manual_seed(seed)
+    m = meta(lookahead=lookahead)
+    embed = torch.randn(V, H, generator=g)
+    pool = [t for t in range(20, V) if t not in avoid]
+    seqs = []
+    for u in checked:
+        assert len(u) == output_len + lookahead - 1, len(u)
+        head = [pool[int(i)] for i in torch.randint(0, len(pool), (prompt_len + 1,), generator=g)]
+        x = head + list(u)
+        n = len(x)
+        nxt = [pool[int(i)] for i in torch.randint(0, len(pool), (prompt_len - 1,), generator=g)]
+        nxt += x[prompt_len:] + [pool[0]]  # the target's greedy label at t >= P - 1 is the token it emitted next
+        seqs.append({"ids": x, "next": nxt, "prompt_len": prompt_len, "output_len": output_len,
+                     "hidden": {k: torch.randn(n, H, generator=g) for k in m.layers}})
+    return write_trace(path, seqs, m, embed)
+
+
+def hand_pattern(z: int, w: int) -> tuple[list[list[int]], list[list[int]]]:
+    """Three sequences' checked tokens (pattern_trace, output_len 12, lookahead 4: 15 tokens each) for a draft
+    that proposes z at every step with k = 3, and the verify steps vLLM takes on them, derived by hand here.
+
+    vLLM's greedy verify (v1/sample/rejection_sampler.py): drafted token j is accepted while it and every
+    drafted token before it equal the target's own token; the step then emits one more token (the target's
+    correction, or the bonus token after k accepted), so the next step compares from a + 1 tokens on. With u
+    the checked tokens and s where a step starts in u (0 first), a step accepts the run of z's at u[s..s+2],
+    then s += a + 1, and the request stops once it has emitted its 12 tokens (a step starts while s < 11).
+
+      seq 0  u = z z z w z w w z z w z z z z w
+             s=0: z z z -> 3 (u3 emitted); s=4: z w -> 1; s=6: w -> 0; s=7: z z w -> 2; s=10: z z z -> 3;
+             s=14: stop                                                          steps [3, 1, 0, 2, 3]
+      seq 1  u = w * 15: every step at s = 0..10 rejects the first token          steps [0] * 11
+      seq 2  u = z * 15: s=0 -> 3, s=4 -> 3, s=8 -> 3, s=12: stop                 steps [3, 3, 3]
+
+    In all: 19 drafts, 57 draft tokens, 18 accepted, per position (steps with a > i) [7, 6, 5];
+    AL = 1 + 18/19, per position [7/19, 6/19, 5/19], rate 18/57."""
+    seq0 = [z, z, z, w, z, w, w, z, z, w, z, z, z, z, w]
+    return [seq0, [w] * 15, [z] * 15], [[3, 1, 0, 2, 3], [0] * 11, [3, 3, 3]]
+
+
+HAND_COUNTERS = {"drafts": 19, "draft_tokens": 57, "accepted": 18, "accepted_per_pos": [7, 6, 5]}  # hand_pattern

@@ -392,15 +392,16 @@ def test_executor_ray_without_ray_installed_exits_3_naming_the_extra(capsys, mon
 def test_best_prints_the_draft_the_trace_follows_and_never_ranks_a_static_fail(tmp_path, capsys, monkeypatch):
     pytest.importorskip("torch")
     from tests.factories import make_draft
-    from tests.score_factories import consistent_trace
-    from tests.test_score import _ids, _reading
+    from tests.score_factories import HAND_COUNTERS, constant_proposer, hand_pattern, pattern_trace
 
     runs = tmp_path / "runs"
-    good = make_draft(runs / "step-200", "torchspec", config=lambda c: _ids(c, [2, 5, 7]))
-    _, reading = _reading(good)
-    trace = consistent_trace(tmp_path / "trace", good, reading, n_seqs=4, output_len=16, work=tmp_path)
-    # the same weights fed other layers: the trace follows the good draft's first token, not this one's
-    make_draft(runs / "step-100", "torchspec", config=lambda c: _ids(c, [3, 5, 7]))
+    # step-200 proposes z everywhere, step-100 a token the trace never holds; the trace is hand_pattern's, whose
+    # verify steps tests/score_factories.py derives by hand: 19 drafts, 18 accepted for z, none for the other
+    _, z = constant_proposer(runs / "step-200")
+    _, never = constant_proposer(runs / "step-100", token=0)
+    assert never != z
+    checked, _ = hand_pattern(z, z + 1)
+    trace = pattern_trace(tmp_path / "trace", checked, avoid={z, z + 1, never})
     # ids in the output convention on a TorchSpec draft whose first id is 1: K404, an error on vLLM
     make_draft(runs / "step-300", "torchspec", config=lambda c: (
         c.pop("eagle_aux_hidden_state_layer_ids"), c["eagle_config"].update(eagle_aux_hidden_state_layer_ids=[1, 4, 6])))
@@ -411,7 +412,11 @@ def test_best_prints_the_draft_the_trace_follows_and_never_ranks_a_static_fail(t
     assert [d["draft"] for d in doc["drafts"]] == ["runs/step-100", "runs/step-200", "runs/step-300"]
     d = {x["draft"]: x for x in doc["drafts"]}
     assert doc["ranking"]["order"] == ["runs/step-200", "runs/step-100"] and doc["ranking"]["best"] == "runs/step-200"
-    assert d["runs/step-200"]["score"]["acceptance_length"] >= 2.0  # every first drafted token accepted
+    assert d["runs/step-200"]["score"]["acceptance_length"] == pytest.approx(
+        1 + HAND_COUNTERS["accepted"] / HAND_COUNTERS["drafts"])
+    assert d["runs/step-200"]["score"]["per_position"] == pytest.approx(
+        [n / HAND_COUNTERS["drafts"] for n in HAND_COUNTERS["accepted_per_pos"]])
+    assert d["runs/step-100"]["score"]["acceptance_length"] == 1.0  # 19 drafts, none accepted
     assert d["runs/step-300"]["rank"] is None and d["runs/step-300"]["score"] is None
     assert "K404" in d["runs/step-300"]["error"]
     rc, out, err = cli(capsys, *args, "--best")  # the scores come from the cache now

@@ -1,6 +1,9 @@
 """`kconvert matrix --live`: verify cells on the installed vLLM, one small run (the shipped MLA draft, float32, a
-few prompts). The figures are verify's, from the engine's counters (tests/test_live_engine.py holds verify to
-them); here the matrix must carry them into a live cell, and the cell's own figures must be consistent."""
+few prompts). The cell's figures must equal the ones vLLM itself recorded in that same run: its spec-decode
+counters (`vllm:spec_decode_num_drafts`, `_num_accepted_tokens`, `_num_accepted_tokens_per_pos`, vLLM 0.32
+v1/spec_decode/metrics.py) as `LLM.get_metrics()` returned them in the engine's process (the run's
+`raw_metrics`), summed here without kconvert's counting code, with vLLM's definitions AL = 1 + accepted /
+drafts and per position i = accepted at i / drafts."""
 from __future__ import annotations
 
 import json
@@ -18,9 +21,28 @@ pytestmark = pytest.mark.live
 TINY = Path(__file__).resolve().parent.parent / "examples" / "tiny"
 
 
+def _engine_counters(raw: list[dict]) -> dict:
+    """The spec-decode counters straight from the engine's get_metrics() dump (one series per engine)."""
+    out = {"drafts": 0, "accepted": 0, "accepted_per_pos": None}
+    names = {"vllm:spec_decode_num_drafts": "drafts", "vllm:spec_decode_num_accepted_tokens": "accepted"}
+    for m in raw:
+        if m["name"] in names:
+            out[names[m["name"]]] += m["value"]
+        elif m["name"] == "vllm:spec_decode_num_accepted_tokens_per_pos":
+            vals = m["values"]
+            out["accepted_per_pos"] = vals if out["accepted_per_pos"] is None else [
+                a + b for a, b in zip(out["accepted_per_pos"], vals)]
+    return out
+
+
 def test_live_cell_measures_the_draft_on_the_installed_vllm(capsys, monkeypatch, tmp_path):
+    import kconvert.commands.verify.run as verify_run
+
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    runs = []  # every engine run the cell made, as the engine's process returned it (passed through unchanged)
+    real = verify_run.run_vllm
+    monkeypatch.setattr(verify_run, "run_vllm", lambda req, **kw: runs.append((req, real(req, **kw))) or runs[-1][1])
     rc = main(["matrix", str(TINY / "drafts" / "mla-torchspec"), "--target", str(TINY / "target"),
                "--engines", "vllm:0.32", "--live", "--engine-arg", "dtype=float32", "--max-prompts", "8",
                "--max-tokens", "32", "--cache", str(tmp_path / "cells.sqlite"), "--json"])
@@ -30,7 +52,11 @@ def test_live_cell_measures_the_draft_on_the_installed_vllm(capsys, monkeypatch,
     assert rc == doc["exit_code"] == 0, doc
     assert len(live) == 1 and live[0]["state"] == "pass" and live[0]["engine_version"] == "0.32"
     acc = live[0]["live"]
-    # AL = 1 + accepted / drafts and per_position[i] = accepted at i / drafts: AL = 1 + sum(per_position)
-    assert acc["acceptance_length"] == pytest.approx(1 + sum(acc["per_position"]), abs=1e-9)
-    assert 1.0 < acc["acceptance_length"] <= 1 + acc["num_speculative_tokens"]
+    speculative = [result for req, result in runs if req.draft is not None]
+    assert len(speculative) == 1
+    engine = _engine_counters(speculative[0].raw_metrics)
+    assert engine["drafts"] > 0 and len(engine["accepted_per_pos"]) == acc["num_speculative_tokens"] == 3
+    assert acc["acceptance_length"] == pytest.approx(1 + engine["accepted"] / engine["drafts"], abs=1e-9)
+    assert acc["per_position"] == pytest.approx([n / engine["drafts"] for n in engine["accepted_per_pos"]],
+                                                abs=1e-9)
     assert doc["engines"][0]["installed"] is True

@@ -76,10 +76,20 @@ def drafts(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def trace(tmp_path_factory) -> Path:
-    from tests.score_factories import random_trace
+def control(tmp_path_factory) -> tuple[Path, Path]:
+    """An EAGLE-3 draft that proposes one token z everywhere and a trace on which its verify steps are derived
+    by hand (tests/score_factories.py hand_pattern): the control that the trace scores."""
+    from tests.score_factories import constant_proposer, hand_pattern, pattern_trace
 
-    return random_trace(tmp_path_factory.mktemp("trace") / "t")
+    root = tmp_path_factory.mktemp("trace")
+    draft, z = constant_proposer(root / "eagle3")
+    checked, _ = hand_pattern(z, z + 1)
+    return draft, pattern_trace(root / "t", checked, avoid={z, z + 1})
+
+
+@pytest.fixture(scope="module")
+def trace(control) -> Path:
+    return control[1]
 
 
 @pytest.fixture(autouse=True)
@@ -213,11 +223,15 @@ def test_score_refuses_another_methods_checkpoint_on_an_install_without_torch(ca
     assert rc == 3 and "torch" in capsys.readouterr().err
 
 
-def test_the_same_trace_scores_an_eagle3_draft(capsys, tmp_path, trace):
-    # the control: the trace and the command work, so the refusal above is the method's, not the trace's
-    rc, doc = run_json(capsys, "score", str(make_draft(tmp_path / "e", "torchspec")), "--trace", str(trace),
-                       "--skip-static")
-    assert doc["refused"] is None and doc["score"]["acceptance"]["mean_acceptance_length"] >= 1.0
+def test_the_same_trace_scores_an_eagle3_draft(capsys, control, trace):
+    # the control: the trace and the command work, so the refusal above is the method's, not the trace's; the
+    # figures are hand_pattern's hand-derived verify steps (19 drafts, 18 accepted), not kconvert's count
+    from tests.score_factories import HAND_COUNTERS
+
+    draft, _ = control
+    rc, doc = run_json(capsys, "score", str(draft), "--trace", str(trace), "--skip-static")
+    assert doc["refused"] is None and doc["score"]["counters"] == HAND_COUNTERS
+    assert doc["score"]["acceptance"]["mean_acceptance_length"] == pytest.approx(1 + 18 / 19)
 
 
 # ---------------------------------------------------------------------------------------------------------- fix

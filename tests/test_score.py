@@ -428,18 +428,27 @@ def _ids(c: dict, ids: list[int]) -> None:
 
 
 def test_score_reports_verify_fields_and_validates_against_the_report_schema(tmp_path):
-    good, trace = _good_and_trace(tmp_path)
-    sr = score(str(good), str(trace), settings=ScoreSettings(threads=1))
-    acc = sr.acceptance
+    # the expected figures are derived by hand in tests/score_factories.py hand_pattern (vLLM's greedy verify
+    # rule walked over a draft that proposes one token z everywhere), never by kconvert's counting code
+    from tests.score_factories import HAND_COUNTERS, constant_proposer, hand_pattern, pattern_trace
+
+    draft, z = constant_proposer(tmp_path / "z")
+    w = z + 1 if z + 1 < V else z - 1
+    checked, steps = hand_pattern(z, w)
+    trace = pattern_trace(tmp_path / "trace", checked, avoid={z, w})
+    sr = score(str(draft), str(trace), settings=ScoreSettings(threads=1))
+    assert [s.steps for s in sr.result.sequences] == steps
     c = sr.result.counters()
-    # every first drafted token is the trace's greedy token, by construction
-    assert c["accepted_per_pos"][0] == c["drafts"] and acc["mean_acceptance_length"] >= 2.0
-    assert acc["mean_acceptance_length"] == pytest.approx(1 + c["accepted"] / c["drafts"])
-    assert acc["per_position"] == [n / c["drafts"] for n in c["accepted_per_pos"]]
+    assert c == HAND_COUNTERS
+    acc = sr.acceptance
+    assert acc["mean_acceptance_length"] == pytest.approx(1 + 18 / 19)
+    assert acc["acceptance_rate"] == pytest.approx(18 / 57)
+    assert acc["per_position"] == pytest.approx([7 / 19, 6 / 19, 5 / 19])
     assert sr.exit_code == 0
     doc = build_score_report(sr)
     validate(doc, "report")
-    assert doc["command"] == "score" and doc["live"] is None and doc["score"]["counters"] == c
+    assert doc["command"] == "score" and doc["live"] is None and doc["score"]["counters"] == HAND_COUNTERS
+    assert doc["score"]["acceptance"]["mean_acceptance_length"] == pytest.approx(1 + 18 / 19)
     assert doc["score"]["trace"]["sha256"] == sr.trace.meta_sha256
 
 
