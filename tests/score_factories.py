@@ -196,7 +196,8 @@ def hand_pattern(z: int, w: int) -> tuple[list[list[int]], list[list[int]]]:
     """Three sequences' checked tokens (pattern_trace, output_len 12, lookahead 4: 15 tokens each) for a draft
     that proposes z at every step with k = 3, and the verify steps vLLM takes on them, derived by hand here.
 
-    vLLM's greedy verify (v1/sample/rejection_sampler.py): drafted token j is accepted while it and every
+    vLLM's greedy verify (vLLM 0.32 v1/sample/rejection_sampler.py rejection_greedy_sample_kernel): drafted
+    token j is accepted while it and every
     drafted token before it equal the target's own token; the step then emits one more token (the target's
     correction, or the bonus token after k accepted), so the next step compares from a + 1 tokens on. With u
     the checked tokens and s where a step starts in u (0 first), a step accepts the run of z's at u[s..s+2],

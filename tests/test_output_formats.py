@@ -297,8 +297,19 @@ def _full(doc: dict, width: int) -> str:
 
 @pytest.mark.parametrize("width", [80, 120])
 def test_full_view_golden(drafts, capsys, width):
-    """The full view of the errors draft, byte for byte (trailing blanks aside). KCONVERT_UPDATE_GOLDEN=1
-    rewrites the golden files after a deliberate change of the view."""
+    """The full view of the errors draft, byte for byte (trailing blanks aside), against
+    tests/data/golden/inspect_full_{80,120}.txt.
+
+    What the golden files guard is the layout, not the values: the header box, how lines wrap at 80 and 120
+    columns, the order of the sections (Draft and target, Draft only, Findings, Next) and of the findings, and
+    that no finding id, message or evidence is dropped. They were rendered by kconvert itself, so they are no
+    source for a value: the values they show are checked against the draft's and the target's files and the
+    report's JSON in test_full_view_values_come_from_the_files below, and the layout facts they encode in
+    test_full_view_keeps_every_fact_whole and test_full_view_sections_come_in_order.
+
+    Re-render after a deliberate change of the view (then read the diff):
+        KCONVERT_UPDATE_GOLDEN=1 PYTHONPATH=. python -m pytest -q tests/test_output_formats.py -k full_view_golden
+    """
     doc = report(capsys, "errors", "target")
     text = _full(doc, width)
     golden = GOLDEN / f"inspect_full_{width}.txt"
@@ -322,6 +333,149 @@ def test_full_view_keeps_every_fact_whole(drafts, capsys, width):
     for f in doc["findings"]:
         assert f["message"] in flat
         assert all(evidence_text(e) in flat for e in f["evidence"])
+
+
+SECTIONS = ("Draft and target", "Draft only", "Findings", "Next")
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_full_view_sections_come_in_order(drafts, capsys, width):
+    """The layout the golden files hold, stated: the header box first, then the sections in order, each
+    finding under Findings in the report's order, and the next step's command whole."""
+    doc = report(capsys, "errors", "target")
+    lines = _full(doc, width).splitlines()
+    assert lines[0].startswith("╭─ kconvert inspect") and lines[0].endswith("╮")
+    box_end = next(i for i, ln in enumerate(lines) if ln.startswith("╰"))
+    heads = [next(i for i, ln in enumerate(lines) if ln == h or ln.startswith(h + " ")) for h in SECTIONS]
+    assert box_end < heads[0] and heads == sorted(heads)
+    found = [i for i, ln in enumerate(lines) for f in doc["findings"]
+             if ln.startswith(f"{f['id']} {f['severity']} [{f['category']}]")]
+    assert len(found) == len(doc["findings"]) and found == sorted(found)
+    assert heads[2] < found[0] and found[-1] < heads[3]
+    assert [ln.strip() for ln in lines[heads[3]:]].count(doc["next_steps"][0]["command"]) == 1
+
+
+def _table(lines: list[str], heading: str) -> dict[str, list[str]]:
+    """The rows of one table of the full view: label -> cells, a label wrapped onto the next line joined."""
+    at = lines.index(heading)
+    start = next(i for i in range(at, len(lines)) if lines[i].strip().startswith("─")) + 1  # below the rule
+    rows: dict[str, list[str]] = {}
+    last = None
+    for ln in lines[start:]:
+        if not ln.strip():
+            break
+        cells = re.split(r"\s{2,}", ln.strip())
+        if len(cells) == 1 and last is not None:  # the label's second line
+            rows[f"{last} {cells[0]}"] = rows.pop(last)
+            last = f"{last} {cells[0]}"
+            continue
+        rows[cells[0]] = cells[1:]
+        last = cells[0]
+    return rows
+
+
+def _safetensors_header(path: Path) -> dict:
+    """The tensors' names, dtypes and shapes as the safetensors format lays them out (8-byte length, JSON)."""
+    raw = path.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    return {k: v for k, v in json.loads(raw[8:8 + n]).items() if k != "__metadata__"}
+
+
+def _line_of(text: str, dotted: str) -> int:
+    """1-based line of a (dotted) key in a JSON file's text, found by reading the text."""
+    lines = text.splitlines()
+    at = 0
+    for key in dotted.split("."):
+        at = next(i for i in range(at, len(lines)) if lines[i].lstrip().startswith(f'"{key}":'))
+    return at + 1
+
+
+def test_full_view_values_come_from_the_files(drafts, capsys):
+    """The values the full view (and so the golden files) shows, each against a source outside the renderer:
+    the draft's config.json and safetensors header, the target's config.json (its text model: 8 layers), the
+    installed vLLM's model registry, and for what only kconvert decides (producer, engine row, verdict) the
+    report's JSON."""
+    doc = report(capsys, "errors", "target")
+    lines = _full(doc, 120).splitlines()
+    dcfg_text = Path("errors/config.json").read_text()
+    dcfg = json.loads(dcfg_text)
+    text_model = json.loads(Path("target/config.json").read_text())["text_config"]
+    tensors = _safetensors_header(Path("errors/model.safetensors"))
+    assert tensors and text_model["num_hidden_layers"] == 8
+
+    # the header box: producer and engine row from the report (they are kconvert's own judgement), the counts
+    # counted here from its findings
+    box = "\n".join(lines[:next(i for i, ln in enumerate(lines) if ln.startswith("╰")) + 1])
+    fmt, eng = doc["format"], doc["engine"]
+    assert f"producer: {fmt['producer']} ({round(fmt['confidence'] * 100)}%)" in box
+    assert f"engine: {eng['name']} {eng['rules_version']}" in box
+    sev = [f["severity"] for f in doc["findings"]]
+    assert (f"{sev.count('error')} errors, {sev.count('warning')} warning, {sev.count('info')} info · "
+            f"{sum(bool(f['fixable']) and not f['needs_decision'] for f in doc['findings'])} fixable") in box
+    assert f"verdict: {doc['verdict'].upper()}" in box
+
+    mla_tensor = any(".self_attn.kv_a_proj_with_mqa." in n for n in tensors)  # DeepSeek's MLA projection
+    prefixes = {n.split(".")[0] for n in tensors if n.count(".") > 2}  # the decoder layer's tensors
+    both = _table(lines, "Draft and target")
+    assert both == {
+        "architectures": [dcfg["architectures"][0], json.loads(Path("target/config.json").read_text())[
+            "architectures"][0]],
+        "model_type": [dcfg["model_type"], text_model["model_type"]],  # a multimodal target: its text model's
+        "layer family": ["mla" if mla_tensor else "llama", "mla" if "kv_lora_rank" in text_model else "llama"],
+        "layers": [str(dcfg["num_hidden_layers"]), str(text_model["num_hidden_layers"])],
+        "hidden size": [str(dcfg["hidden_size"]), str(text_model["hidden_size"])],
+        "vocab": [str(dcfg["vocab_size"]), str(text_model["vocab_size"])],
+        "max positions": [str(dcfg["max_position_embeddings"]), str(text_model["max_position_embeddings"])],
+        "dtype": [dcfg["torch_dtype"], text_model["torch_dtype"]],
+        # the target folder holds no weights: its prefix is what kconvert infers, read from the report
+        "key layout / prefix": [prefixes.pop(), doc["target"]["weight_prefix"]],
+    }
+    assert not prefixes
+
+    ids = dcfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
+    float_dtypes = sorted({v["dtype"] for n, v in tensors.items() if n not in ("d2t", "t2d")})
+    draft_only = _table(lines, "Draft only")
+    assert draft_only == {
+        "target hidden (declared)": ["—" if "target_hidden_size" not in dcfg else str(dcfg["target_hidden_size"])],
+        "fc shape": [str(tensors["fc.weight"]["shape"])],
+        "aux layer ids": [str(ids)],
+        "aux ids read from": ["eagle_config.eagle_aux_hidden_state_layer_ids"],
+        # SGLang's first-id rule (sglang PR #25454): a first id of 1 is the output-of-layer convention
+        "aux ids convention": ["output" if ids[0] == 1 else "input"],
+        "draft vocab / lm_head rows": [f"{dcfg['draft_vocab_size']} / {tensors['lm_head.weight']['shape'][0]}"],
+        "d2t / t2d / embeddings": [" / ".join(str(n in tensors) for n in ("d2t", "t2d", "embed_tokens.weight"))],
+        "tensor dtypes": [", ".join(f"{d}: {sum(v['dtype'] == d for n, v in tensors.items() if n not in ('d2t', 't2d'))}"
+                                    for d in float_dtypes)],
+    }
+    assert "eagle_aux_hidden_state_layer_ids" not in dcfg  # so the ids can only have been read from eagle_config
+
+    flat = re.sub(r"\s+", " ", "\n".join(lines))
+    by_id = {f["id"]: f for f in doc["findings"]}
+    # where each finding points: the key's line in the draft's config.json, found by reading its text
+    def at(fid: str) -> str:
+        first = next(i for i, ln in enumerate(lines) if ln.startswith(fid + " "))
+        return next(ln.strip() for ln in lines[first:] if ln.startswith("  at "))
+
+    assert at("K101") == f"at errors/config.json:{_line_of(dcfg_text, 'architectures')}"
+    assert at("K404") == f"at errors/config.json:{_line_of(dcfg_text, 'eagle_config.eagle_aux_hidden_state_layer_ids')}"
+    assert at("K902") == "at errors/config.json"  # the key is missing: no line to point at
+    # K404's expected ids: the output of layer i is the input of layer i + 1 (same PR), which are also vLLM's
+    # defaults (2, L//2, L-3) for the target's 8 layers (llama_eagle3 / deepseek_v2 get_eagle3_aux_hidden_state_layers)
+    L = text_model["num_hidden_layers"]
+    assert [i + 1 for i in ids] == [2, L // 2, L - 3] == by_id["K404"]["evidence"][0]["expected"]
+    assert f"eagle_config.eagle_aux_hidden_state_layer_ids: {ids} → {[i + 1 for i in ids]}" in flat
+    # K902's expected rope scaling is the target's own
+    assert by_id["K902"]["evidence"][0]["expected"] == text_model["rope_scaling"] and "rope_scaling" not in dcfg
+    assert "rope_scaling: — → " + json.dumps(text_model["rope_scaling"]) in flat
+    # K101's expected architecture is the one vLLM's registry maps to its DeepSeek EAGLE-3 class
+    import importlib.util
+
+    spec = importlib.util.find_spec("vllm")
+    want = by_id["K101"]["evidence"][0]["expected"]
+    assert f"architectures: {json.dumps(dcfg['architectures'])} → {json.dumps(want)}" in flat
+    if spec is not None and spec.origin:
+        registry = (Path(spec.origin).parent / "model_executor" / "models" / "registry.py").read_text()
+        assert re.search(rf'"{want[0]}": \("deepseek_eagle3",', registry)
 
 
 # ------------------------------------------------------------------------------------------------ locations
