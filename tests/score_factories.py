@@ -57,14 +57,37 @@ def random_trace(path: Path, *, seqs=((5, 10),), seed=0, layers=None, dtype="flo
     return write_trace(path, out, m, embed)
 
 
+def greedy_verify_steps(x: list[int], prompt_len: int, output_len: int, k: int, propose) -> list[int]:
+    """The verify steps vLLM takes on a greedy trace, walked here from its rule (vLLM 0.32
+    v1/sample/rejection_sampler.py rejection_greedy_sample_kernel), not by kconvert: at cursor c (the position
+    whose next token x[c + 1] was just emitted) drafted token j is accepted while it and the ones before it equal
+    the target's tokens x[c + 2 + j]; the step emits one more token, so the next cursor is c + a + 1; the request
+    drafts while it has emitted fewer than its output_len tokens. `propose(c)` gives the k drafted tokens."""
+    steps, c = [], prompt_len - 1
+    while c - prompt_len + 2 < output_len:
+        d = propose(c)
+        a = 0
+        while a < k and c + 2 + a < len(x) and d[a] == x[c + 2 + a]:
+            a += 1
+        steps.append(a)
+        c += a + 1
+    return steps
+
+
 def consistent_trace(path: Path, draft: Path, reading: Any, *, n_seqs=12, prompt_len=6, output_len=24,
-                     lookahead=4, seed=0, work: Path | None = None, scale=1.0) -> Path:
+                     lookahead=4, seed=0, work: Path | None = None, scale=1.0,
+                     steps_out: dict | None = None, k: int = 3) -> Path:
     """A trace whose tokens after the prompt follow the draft's own first drafted token under `reading`:
     x[t + 2] = draft(step 0 at position t). The "target's greedy token" is therefore that prediction.
 
     The prediction comes from tests/eagle3_reference.py (the EAGLE-3 Llama definition written out, weights read
     with safetensors), never from kconvert's score runner, which the traces are used to test. Llama drafts
-    only; from `reading` it takes the aux ids and norm_before_residual (the other fields must be vLLM's defaults)."""
+    only; from `reading` it takes the aux ids and norm_before_residual (the other fields must be vLLM's defaults).
+
+    With `steps_out` ({aux ids: []}), the verify steps of each sequence at k drafted tokens, for the draft fed
+    those aux ids (None: the reading's), are appended to its list: the reference's own k proposals walked by
+    greedy_verify_steps, the figures a score of the draft so read must equal (lookahead >= k: a last step's
+    drafts all lie inside the trace)."""
     import json
 
     from tests.eagle3_reference import ReferenceDraft
@@ -91,6 +114,11 @@ def consistent_trace(path: Path, draft: Path, reading: Any, *, n_seqs=12, prompt
                 x[t + 2] = d1
             nxt[t + 1] = d1
         nxt[prompt_len - 1] = x[prompt_len]
+        for ids, out in (steps_out or {}).items():
+            assert lookahead >= k
+            fed = aux if ids is None else torch.cat([hidden[i] for i in ids], dim=-1)
+            out.append(greedy_verify_steps(
+                x.tolist(), prompt_len, output_len, k, lambda c: ref.propose(x[1:c + 2], fed[: c + 1], c, k)))
         seqs.append({"ids": x.tolist(), "next": nxt.tolist(), "prompt_len": prompt_len, "output_len": output_len,
                      "hidden": hidden})
     return write_trace(path, seqs, m0, embed)

@@ -460,7 +460,7 @@ def test_full_view_values_come_from_the_files(drafts, capsys):
     assert at("K404") == f"at errors/config.json:{_line_of(dcfg_text, 'eagle_config.eagle_aux_hidden_state_layer_ids')}"
     assert at("K902") == "at errors/config.json"  # the key is missing: no line to point at
     # K404's expected ids: the output of layer i is the input of layer i + 1 (same PR), which are also vLLM's
-    # defaults (2, L//2, L-3) for the target's 8 layers (llama_eagle3 / deepseek_v2 get_eagle3_aux_hidden_state_layers)
+    # defaults (2, L//2, L-3) for the target's 8 layers (vLLM 0.32 deepseek_v2.py get_eagle3_aux_hidden_state_layers)
     L = text_model["num_hidden_layers"]
     assert [i + 1 for i in ids] == [2, L // 2, L - 3] == by_id["K404"]["evidence"][0]["expected"]
     assert f"eagle_config.eagle_aux_hidden_state_layer_ids: {ids} → {[i + 1 for i in ids]}" in flat

@@ -411,13 +411,21 @@ def test_rope_tables_match_transformers():
 
 # --------------------------------------------------------------------- scoring and diagnosis end to end ---
 
-def _good_and_trace(tmp_path, family="llama", producer="torchspec", true_ids=(2, 5, 7), **kw):
-    # llama: the family tests/eagle3_reference.py writes out (the trace must not come from the runner under test)
+def _good_and_trace(tmp_path, family="llama", producer="torchspec", true_ids=(2, 5, 7), steps_out=None, **kw):
+    # llama: the family tests/eagle3_reference.py writes out (the trace must not come from the runner under test).
+    # steps_out ({aux ids or None: []}): the verify steps tests/score_factories.py derives from the reference's
+    # own proposals (greedy_verify_steps), per sequence, for the draft fed those ids
     good = make_draft(tmp_path / "good", producer, family=family, config=lambda c: _ids(c, list(true_ids)), **kw)
     d, reading = _reading(good)
     assert reading.aux_ids == true_ids
-    trace = consistent_trace(tmp_path / "trace", good, reading, work=tmp_path)
+    trace = consistent_trace(tmp_path / "trace", good, reading, work=tmp_path, steps_out=steps_out)
     return good, trace
+
+
+def _al(steps: list[list[int]]) -> float:
+    """vLLM's mean acceptance length of a list of verify steps: 1 + accepted / drafts (the bonus token)."""
+    flat = [a for seq in steps for a in seq]
+    return 1 + sum(flat) / len(flat)
 
 
 def _ids(c: dict, ids: list[int]) -> None:
@@ -470,7 +478,8 @@ def _diagnose(draft, trace, **kw):
 
 
 def test_diagnose_names_the_aux_ids_in_the_other_convention(tmp_path):
-    good, trace = _good_and_trace(tmp_path)
+    steps = {None: [], (1, 4, 6): []}
+    good, trace = _good_and_trace(tmp_path, steps_out=steps)
     broken = make_draft(tmp_path / "b", "torchspec", config=lambda c: (
         c.pop("eagle_aux_hidden_state_layer_ids"), c["eagle_config"].update(eagle_aux_hidden_state_layer_ids=[1, 4, 6])))
     sr = _diagnose(broken, trace)
@@ -478,7 +487,11 @@ def test_diagnose_names_the_aux_ids_in_the_other_convention(tmp_path):
     assert diag["best"] == "aux ids [2, 5, 7]", diag
     assert "--aux-ids 2,5,7" in diag["fix_command"]
     al = {c["candidate"]: c["mean_acceptance_length"] for c in diag["candidates"]}
-    assert al["aux ids [2, 5, 7]"] > diag["baseline"]["mean_acceptance_length"] + 0.5
+    # the figures the reference draft's own proposals give (tests/score_factories.py greedy_verify_steps): the
+    # draft as loaded feeds [1, 4, 6], the candidate the trace's [2, 5, 7]
+    assert diag["baseline"]["mean_acceptance_length"] == pytest.approx(_al(steps[(1, 4, 6)]))
+    assert al["aux ids [2, 5, 7]"] == pytest.approx(_al(steps[None]))
+    assert _al(steps[None]) > _al(steps[(1, 4, 6)]) + 0.5  # the trace tells the readings apart
 
 
 def test_diagnose_names_d2t_as_absolute_ids_where_the_draft_as_loaded_cannot_run(tmp_path):
@@ -544,15 +557,18 @@ def test_diagnose_searches_the_recorded_layers_when_no_aux_ids_are_declared(tmp_
 def test_prefixed_tensor_names_do_not_run_as_loaded_and_diagnose_names_the_rename(tmp_path):
     from tests.factories import rename_all
 
-    good, trace = _good_and_trace(tmp_path, family="llama", producer="speculators")
+    steps = {None: []}
+    good, trace = _good_and_trace(tmp_path, family="llama", producer="speculators", steps_out=steps)
     broken = make_draft(tmp_path / "b", "speculators", config=lambda c: _ids(c, [2, 5, 7]),
                         tensors=lambda t: rename_all(t, lambda n: n if n == "lm_head.weight" else "model." + n))
     sr = _diagnose(broken, trace)
     assert "raises on names it does not know" in sr.result.error
     assert sr.diagnosis["best"] == "tensor names without the prefix"
-    good_al = score(str(good), str(trace), settings=ScoreSettings(threads=1)).acceptance["mean_acceptance_length"]
     best = next(c for c in sr.diagnosis["candidates"] if c["candidate"] == sr.diagnosis["best"])
-    assert best["mean_acceptance_length"] == pytest.approx(good_al)
+    # the reference draft's own figure on this trace (greedy_verify_steps), which the good draft scores too
+    assert best["mean_acceptance_length"] == pytest.approx(_al(steps[None]))
+    good_al = score(str(good), str(trace), settings=ScoreSettings(threads=1)).acceptance["mean_acceptance_length"]
+    assert good_al == pytest.approx(_al(steps[None]))
 
 
 def test_diagnose_keeps_the_draft_as_loaded_when_no_reading_is_resolvably_better(tmp_path):
@@ -708,13 +724,17 @@ def _main(capsys, *args) -> tuple[int, str, str]:
 
 
 def test_cli_score_json_exit_codes_and_fix_decided_by(tmp_path, capsys):
-    good, trace = _good_and_trace(tmp_path)
+    steps = {None: []}
+    good, trace = _good_and_trace(tmp_path, steps_out=steps)
     rc, out, err = _main(capsys, "score", str(good), "--trace", str(trace), "--json", "--threads", "1",
                          "--min-acceptance-length", "1.5")
     assert rc == 0, err
     doc = json.loads(out)
     validate(doc, "report")
     assert doc["verdict"] == "pass" and doc["thresholds"]["checks"][0]["passed"]
+    # the figure the reference draft's own proposals give on this trace (greedy_verify_steps), above the 1.5 asked
+    assert doc["score"]["acceptance"]["mean_acceptance_length"] == pytest.approx(_al(steps[None]))
+    assert _al(steps[None]) > 1.5
     broken = make_draft(tmp_path / "b", "torchspec", config=lambda c: (
         c.pop("eagle_aux_hidden_state_layer_ids"), c["eagle_config"].update(eagle_aux_hidden_state_layer_ids=[1, 4, 6])))
     rc, out, _ = _main(capsys, "score", str(broken), "--trace", str(trace), "--threads", "1", "--output-format", "full")
@@ -747,8 +767,8 @@ def test_cli_score_json_exit_codes_and_fix_decided_by(tmp_path, capsys):
     rc, _, err = _main(capsys, "fix", str(good), "-o", str(tmp_path / "f3"), "--decided-by", str(rep))
     assert rc == 2 and "other files" in err
     rescored = score(str(fixed), str(trace), settings=ScoreSettings(threads=1))
-    assert rescored.acceptance["mean_acceptance_length"] == pytest.approx(
-        score(str(good), str(trace), settings=ScoreSettings(threads=1)).acceptance["mean_acceptance_length"])
+    # the fixed draft scores what the reference draft's own proposals give with the trace's ids [2, 5, 7]
+    assert rescored.acceptance["mean_acceptance_length"] == pytest.approx(_al(steps[None]))
 
 
 def test_cli_trace_records_and_summarises(tmp_path, hf_target, capsys):
