@@ -473,20 +473,22 @@ def aux_ids_location(ctx: Context) -> Iterator[Finding]:
     # Where the row's runner reads the ids (EngineRules.aux_read_paths): ids at none of them are not read, and the
     # runner feeds the target's defaults (V2: eagle3_utils.get_eagle3_aux_layers_from_config).
     unread = not any(".".join(p) in d.aux.locations for p in ctx.engine.aux_read_paths)
-    label = ctx.engine.runner_label or ctx.engine.key
+    # The two model runners read different keys, so the message names the row with its runner (runner_name).
+    name = ctx.engine.runner_name
     if ctx.engine.engine == "vllm" and ctx.target is not None:
         dflt = ctx.engine.default_physical_ids(ctx.target.num_hidden_layers)
+        gpus = " (what GPUs run by default)" if ctx.engine.runner == "v2" else ""
         if unread and dflt != phys:
             severity = "error"
-            why = (f": {label} ({ctx.engine.key}; GPUs run V2 by default) does not read "
+            why = (f": {name}{gpus} does not read "
                    f"{', '.join(d.aux.locations)} and feeds the defaults {dflt} instead of {phys}")
         elif unread:
-            why = f" ({label} does not read them and falls back to the defaults {dflt}, which are these streams)"
+            why = f" ({name} does not read them and falls back to the defaults {dflt}, which are these streams)"
         elif ctx.engine.runner == "v1" and "eagle_aux_hidden_state_layer_ids" in missing and dflt != phys:
-            why = (f" ({label} reads them; Model Runner V2, what GPUs run, does not read eagle_config's ids and "
+            why = (f" ({name} reads them; Model Runner V2, what GPUs run, does not read eagle_config's ids and "
                    f"would feed the defaults {dflt}: an error on the V2 row)")
     yield aux_ids_location.finding(
-        f"aux ids are only at {', '.join(d.aux.locations)}; {ctx.engine.key} also reads {', '.join(missing)}{why}",
+        f"aux ids are only at {', '.join(d.aux.locations)}; {name} also reads {', '.join(missing)}{why}",
         severity=severity, evidence=[Evidence(m, None, d.aux.ids) for m in missing],
         ops=write_ops(ctx, phys, "mirror ids at every key the engine reads"))
 
@@ -515,8 +517,8 @@ def aux_states_disabled(ctx: Context) -> Iterator[Finding]:
             ops=[SetConfig(("eagle_config", "use_aux_hidden_state"), True, "the draft is an EAGLE-3 draft")])
     elif _no_aux_head(ctx) and ctx.engine.no_aux_heads != "yes":
         yield aux_states_disabled.finding(
-            f"a head without aux states (use_aux_hidden_state false): on {ctx.engine.runner_label or 'the engine'} "
-            f"({ctx.engine.key}, what GPUs run) aux states are collected anyway and acceptance drops (vLLM issue "
+            f"a head without aux states (use_aux_hidden_state false): on {ctx.engine.runner_name} (what GPUs "
+            f"run) aux states are collected anyway and acceptance drops (vLLM issue "
             "#40551; 0.32 gpu/model_runner.py sets use_aux_hidden_state_outputs for every eagle3 draft); Model "
             "Runner V1 honours the flag", severity="warning",
             evidence=[Evidence("eagle_config.use_aux_hidden_state", False, None)], fixable=False)
