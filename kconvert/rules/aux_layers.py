@@ -480,7 +480,7 @@ def aux_ids_location(ctx: Context) -> Iterator[Finding]:
         gpus = " (what GPUs run by default)" if ctx.engine.runner == "v2" else ""
         if unread and dflt != phys:
             severity = "error"
-            why = (f": {name}{gpus} does not read "
+            why = (f": {ctx.engine.runner_label or name}{gpus} does not read "
                    f"{', '.join(d.aux.locations)} and feeds the defaults {dflt} instead of {phys}")
         elif unread:
             why = f" ({name} does not read them and falls back to the defaults {dflt}, which are these streams)"
