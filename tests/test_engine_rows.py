@@ -321,3 +321,28 @@ def test_k405_and_k406_name_the_runner_of_their_row(tmp_path):
             assert "Model Runner V2 (what GPUs run by default) does not read" in k405[0].message
     res = run(tmp_path, version="0.32", name="noaux", config=_no_aux, tensors=_drop_fc)
     assert "vllm 0.32 (Model Runner V2)" in found(res, "K406")[0].message
+
+
+def test_a_verify_the_static_checks_stop_still_names_the_runner_in_every_view(tmp_path, monkeypatch):
+    """gpt-oss-120b-Eagle3-v3 under the 0.33 row (Model Runner V2): K405 is an error, so verify starts no engine;
+    the terminal view, like the concise one, still says which runner the run would have used and that K405 is an
+    error only under V2 (the finding that stopped it). No engine is started: the static checks return first."""
+    import io
+
+    from rich.console import Console
+
+    from kconvert.commands.verify import verify
+    from kconvert.report.concise import render_concise
+    from kconvert.report.terminal import render_verify
+    from tests.zoo.nvidia_gpt_oss_120b_eagle3_v3.build import build
+
+    monkeypatch.setenv("VLLM_TARGET_DEVICE", "cpu")
+    monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
+    vr = verify(str(build(tmp_path / "draft")), "gpt-oss-120b", engine_version="0.33")
+    assert vr.static_blocked and vr.live is None
+    doc = vr.to_dict()
+    buf = io.StringIO()
+    render_verify(Console(file=buf, width=200, color_system=None), doc)
+    for text in (buf.getvalue(), render_concise(doc)):
+        line = next(x for x in text.splitlines() if x.startswith("model runner:"))
+        assert "would run V1" in line and "K405 error only under V2" in line, line

@@ -189,6 +189,10 @@ def render_verify(console: Console, doc: dict[str, Any]) -> None:
         what = "errors" if doc.get("fail_on", "error") == "error" else "errors or warnings (--fail-on warning)"
         console.print(f"[red]static checks found {what}: no engine was started (fix them with `kconvert fix`, or "
                       "measure the defect with --skip-static)[/]")
+        # the runner the run would have used, and what the other runner's row changes (it can be the very
+        # finding that blocked the run: K405 is an error under Model Runner V2 only)
+        if runner_line(doc):
+            console.print(runner_line(doc), highlight=False, markup=False, soft_wrap=True)
         render_next(console, doc)
         return
     if runner_line(doc):
