@@ -434,8 +434,9 @@ def aux_ids_convention(ctx: Context) -> Iterator[Finding]:
 @rule("K405", "aux-ids-location", "aux-layers", "warning",
       fix_availability=FixAvailability.NEEDS_DECISION,
       summary="Aux ids are not written (or not consistently) at every config key the engine version reads.",
-      why="vLLM 0.32/0.33's V1 model runner reads the top-level key, then eagle_config; fc is sized from "
-          "eagle_config (else 3). Model Runner V2, the default wherever Triton runs (GPUs; config/vllm.py "
+      why="vLLM 0.32/0.33's V1 model runner (rows 0.32/v1, 0.33/v1) reads the top-level key, then eagle_config "
+          "(gpu_model_runner.py _get_eagle3_aux_layers_from_config); fc is sized from eagle_config (else 3). Model "
+          "Runner V2 (rows 0.32, 0.33), the default wherever Triton runs (GPUs; config/vllm.py "
           "use_v2_model_runner), reads only the top-level key or eagle_config.layer_ids "
           "(gpu/spec_decode/eagle/eagle3_utils.py) and otherwise feeds the defaults (2, L//2, L-3): ids only in "
           "eagle_config that differ from those are ignored there, which collapses acceptance as in vLLM PR "
@@ -506,7 +507,7 @@ def aux_ids_location(ctx: Context) -> Iterator[Finding]:
           "(eagle3_utils.requires_aux_hidden_states). vLLM sizes fc from num_aux_hidden_states when it is set.",
       fix="fix sets use_aux_hidden_state to true when the draft has an fc, and num_aux_hidden_states to the count "
           "fc implies (safe: the fc weight is the evidence). The runner issue is not a file defect: run vLLM 0.32 "
-          "with VLLM_USE_V2_MODEL_RUNNER=0, or 0.33.")
+          "with VLLM_USE_V2_MODEL_RUNNER=0 (the 0.32/v1 row), or 0.33.")
 def aux_states_disabled(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     ec = d.config.get("eagle_config") if isinstance(d.config.get("eagle_config"), dict) else {}
