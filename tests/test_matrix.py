@@ -72,7 +72,7 @@ def test_every_cell_is_inspects_verdict_on_its_engine_row_and_the_json_is_the_sc
 
                 got = shlex.split(c["fix"]["command"])
                 out = got[got.index("-o") + 1]
-                assert out.startswith("kconvert-fixed/") and out.endswith(f"-{c['engine']}-{c['engine_version']}")
+                assert out.startswith("kconvert-fixed/") and out.endswith(f"-{c['engine']}-{c['engine_version'].replace('/', '-')}")
                 printed = [shlex.split(s["command"]) for s in res.to_dict()["next_steps"]
                            if s["command"].startswith("kconvert fix ")]
                 assert printed, res.to_dict()["next_steps"]
