@@ -346,3 +346,20 @@ def test_a_verify_the_static_checks_stop_still_names_the_runner_in_every_view(tm
     for text in (buf.getvalue(), render_concise(doc)):
         line = next(x for x in text.splitlines() if x.startswith("model runner:"))
         assert "would run V1" in line and "K405 error only under V2" in line, line
+
+
+def test_inspects_header_names_the_model_runner_of_a_bare_vllm_row(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from kconvert.report.terminal import render_report
+
+    folder = make_draft(tmp_path / "d", "torchspec")
+    target = str(make_target(tmp_path / "t"))
+    for version, want in (("0.33", "engine: vllm 0.33 (Model Runner V2)"), ("0.33/v1", "engine: vllm 0.33/v1")):
+        buf = io.StringIO()
+        render_report(Console(file=buf, width=200, color_system=None),
+                      inspect(str(folder), target=target, engine_version=version).to_dict())
+        line = next(x for x in buf.getvalue().splitlines() if "engine: vllm" in x)
+        assert want in line and (version == "0.33") == ("Model Runner" in line), line

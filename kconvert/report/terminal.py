@@ -113,7 +113,9 @@ def header(doc: dict[str, Any]) -> Panel:
     lines = [
         Text(str(doc["subject"]["source"]), style="bold"),
         Text.assemble("producer: ", (f"{fmt.get('producer')} ({fmt.get('confidence', 0):.0%})", "bold"),
-                      f" · engine: {eng.get('name')} {eng.get('rules_version', '')}".rstrip()),
+                      f" · engine: {eng.get('name')} {eng.get('rules_version', '')}".rstrip()
+                      # a bare vLLM version does not say which model runner it is (a V1 row ends in /v1)
+                      + (" (Model Runner V2)" if eng.get("runner") == "v2" else "")),
         Text("evidence: " + "; ".join(fmt.get("evidence", [])), style="dim"),
         Text.assemble((_plural(s["errors"], "error"), SEV_STYLE["error"] if s["errors"] else ""), ", ",
                       (_plural(s["warnings"], "warning"), "yellow" if s["warnings"] else ""), ", ",
