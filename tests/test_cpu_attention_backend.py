@@ -83,6 +83,25 @@ def test_no_choice_without_mla_or_with_mla_disabled():
     assert args["attention_backend"] == "CPU_MLA" and "speculative_config" not in args
 
 
+def test_a_users_mla_disable_0_wins_and_float32_mla_still_gets_cpu_mla():
+    """kconvert asks for VLLM_MLA_DISABLE=1 beside a Llama-layer draft only where the caller set nothing: the
+    engine's environment is os.environ with kconvert's env on top (processes.child_env), and env_var leaves a set
+    variable alone, so the caller's VLLM_MLA_DISABLE=0 (or the request's) is what vLLM reads (vllm/envs.py:
+    bool(int(value))). MLA then runs, and float32 on an AMX CPU needs CPU_MLA for the MLA target as before."""
+    for where in ("environ", "env"):
+        kw = {where: {"VLLM_MLA_DISABLE": "0"}}
+        args, env, auto = _build(draft=LLAMA_DRAFT, engine_args=FP32, **kw)
+        assert env.get("VLLM_MLA_DISABLE") != "1", where  # kconvert's 1 was not set
+        assert not any(a.startswith("VLLM_MLA_DISABLE=") for a in auto), where
+        assert args["attention_backend"] == "CPU_MLA", where
+        # the Llama-layer draft is no MLA model: no backend for it
+        assert "attention_backend" not in args["speculative_config"], where
+    # the request's 1 over the caller's 0: disabled, no MLA backend
+    args, _, _ = _build(draft=LLAMA_DRAFT, engine_args=FP32, env={"VLLM_MLA_DISABLE": "1"},
+                        environ={"VLLM_MLA_DISABLE": "0"})
+    assert "attention_backend" not in args
+
+
 # ------------------------------------------------------------------------------------------ vLLM's own selection
 
 

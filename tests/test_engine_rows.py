@@ -288,3 +288,78 @@ def test_verify_names_the_runner_it_measures_and_what_v2_would_do(tmp_path, monk
                            environ={"VLLM_TARGET_DEVICE": "cuda"})[0] == "v1"
     assert measured_runner(engine_rules("vllm", "0.33/v1"),
                            environ={"VLLM_TARGET_DEVICE": "cuda", "VLLM_USE_V2_MODEL_RUNNER": "1"})[0] == "v2"
+
+
+def test_the_v1_rows_are_first_class_rows_listed_wherever_rows_are():
+    # issue 29 item 3: the V1 rows are rows of their own (KNOWN, ALL_ROWS: matrix --engines all, the zoo), listed
+    # by --engine-version's help and accepted by matrix --engines
+    from kconvert.cli._common import engine_version_help
+    from kconvert.matrix.build import engine_rows
+
+    keys = [r.key for r in ALL_ROWS]
+    assert {"vllm 0.32/v1", "vllm 0.33/v1"} <= set(keys)
+    # each V1 row beside its V2 row: 0.32, 0.32/v1, 0.33, 0.33/v1
+    assert keys[:4] == ["vllm 0.32", "vllm 0.32/v1", "vllm 0.33", "vllm 0.33/v1"]
+    help_text = " ".join(engine_version_help().split())
+    assert "0.32/v1" in help_text and "0.33/v1" in help_text
+    assert [r.key for r in engine_rows("vllm")] == keys[:4]
+    assert [r.key for r in engine_rows("vllm:0.33/v1")] == ["vllm 0.33/v1"]
+
+
+def test_k405_and_k406_name_the_runner_of_their_row(tmp_path):
+    """Where V1 and V2 differ the message names the runner: a bare row ('vllm 0.33') does not say it is Model
+    Runner V2, so K405/K406 say 'vllm 0.33 (Model Runner V2)'; a V1 row is named 'vllm 0.33/v1'."""
+    from tests.zoo.nvidia_gpt_oss_120b_eagle3_v3.build import build
+
+    draft = str(build(tmp_path / "v3"))  # ids only at eagle_config.eagle_aux_hidden_state_layer_ids
+    for version, name, severity in (("0.33", "vllm 0.33 (Model Runner V2)", "error"),
+                                    ("0.33/v1", "vllm 0.33/v1", "warning")):
+        k405 = found(inspect(draft, target="gpt-oss-120b", engine_version=version), "K405")
+        assert [f.severity for f in k405] == [severity], version
+        assert name in k405[0].message, (version, k405[0].message)
+        if version == "0.33":
+            assert "Model Runner V2 (what GPUs run by default) does not read" in k405[0].message
+    res = run(tmp_path, version="0.32", name="noaux", config=_no_aux, tensors=_drop_fc)
+    assert "vllm 0.32 (Model Runner V2)" in found(res, "K406")[0].message
+
+
+def test_a_verify_the_static_checks_stop_still_names_the_runner_in_every_view(tmp_path, monkeypatch):
+    """gpt-oss-120b-Eagle3-v3 under the 0.33 row (Model Runner V2): K405 is an error, so verify starts no engine;
+    the terminal view, like the concise one, still says which runner the run would have used and that K405 is an
+    error only under V2 (the finding that stopped it). No engine is started: the static checks return first."""
+    import io
+
+    from rich.console import Console
+
+    from kconvert.commands.verify import verify
+    from kconvert.report.concise import render_concise
+    from kconvert.report.terminal import render_verify
+    from tests.zoo.nvidia_gpt_oss_120b_eagle3_v3.build import build
+
+    monkeypatch.setenv("VLLM_TARGET_DEVICE", "cpu")
+    monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
+    vr = verify(str(build(tmp_path / "draft")), "gpt-oss-120b", engine_version="0.33")
+    assert vr.static_blocked and vr.live is None
+    doc = vr.to_dict()
+    buf = io.StringIO()
+    render_verify(Console(file=buf, width=200, color_system=None), doc)
+    for text in (buf.getvalue(), render_concise(doc)):
+        line = next(x for x in text.splitlines() if x.startswith("model runner:"))
+        assert "would run V1" in line and "K405 error only under V2" in line, line
+
+
+def test_inspects_header_names_the_model_runner_of_a_bare_vllm_row(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from kconvert.report.terminal import render_report
+
+    folder = make_draft(tmp_path / "d", "torchspec")
+    target = str(make_target(tmp_path / "t"))
+    for version, want in (("0.33", "engine: vllm 0.33 (Model Runner V2)"), ("0.33/v1", "engine: vllm 0.33/v1")):
+        buf = io.StringIO()
+        render_report(Console(file=buf, width=200, color_system=None),
+                      inspect(str(folder), target=target, engine_version=version).to_dict())
+        line = next(x for x in buf.getvalue().splitlines() if "engine: vllm" in x)
+        assert want in line and (version == "0.33") == ("Model Runner" in line), line

@@ -332,7 +332,8 @@ def test_matrix_at_80_columns_loses_no_id_and_prints_one_runnable_fix_per_row(tm
             assert any(re.search(rf"\b{i}\b", ln) for ln in rows), (i, label, out)
     fixes = [ln for ln in out.splitlines() if ln.startswith("next: kconvert fix ")]
     failing = [c for c in doc["cells"] if c["state"] == "fail" and (c.get("fix") or {}).get("command")]
-    assert len(fixes) == len(failing) == 4, out  # two drafts x the two vLLM rows K404 fails on
+    # two drafts x the four vLLM rows K404 fails on (both runners of 0.32 and 0.33)
+    assert len(fixes) == len(failing) == 8, out
     outputs = []
     for ln in fixes:
         argv = shlex.split(ln[len("next: "):])
@@ -340,6 +341,14 @@ def test_matrix_at_80_columns_loses_no_id_and_prints_one_runnable_fix_per_row(tm
         outputs.append(argv[argv.index("-o") + 1])
         # a whole command on one line: its last word is the last argument, not a wrapped fragment
     assert len(set(outputs)) == len(outputs), outputs
+    # one folder under kconvert-fixed each, a runner row's /v1 included (not a nested v1 folder)
+    assert all(o.count("/") == 1 for o in outputs), outputs
+    # the installed engine's mark is on the row of the runner it runs (the CPU build: Model Runner V1)
+    from kconvert.engines.expectations import default_runner
+    from kconvert.engines.installed import installed_version
+    if installed_version("vllm"):
+        marked = [ln.split()[1] for ln in out.splitlines() if ln.strip().startswith("vllm ") and " * " in ln]
+        assert marked and all(m.endswith("/v1") == (default_runner() == "v1") for m in marked), out
     assert not any(fnmatch.fnmatch(o, "runs/*/epoch_*") for o in outputs), outputs
     # the next lines run as printed (a dry run: nothing written)
     argv = shlex.split(fixes[1][len("next: "):])

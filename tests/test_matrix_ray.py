@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from kconvert.engines.expectations import ALL_ROWS  # matrix --engines all: one cell per draft and row
 from kconvert.matrix.executors import Resources, Task
 from kconvert.matrix.executors.local import LocalExecutor
 from tests import matrix_tasks
@@ -285,7 +286,7 @@ def test_kconvert_matrix_json_is_the_same_on_ray_and_locally_apart_from_timings(
     on_ray = kconvert_matrix("--executor", "ray", "--ray-address", "auto",
                              env={"RAY_ADDRESS": ray_session.get_runtime_context().gcs_address})
     assert local["timings"]["executor"] == "local" and on_ray["timings"]["executor"] == "ray"
-    assert len(local["cells"]) == len(MATRIX) * 6 and {c["state"] for c in local["cells"]} >= {"pass", "fail"}
+    assert len(local["cells"]) == len(MATRIX) * len(ALL_ROWS) and {c["state"] for c in local["cells"]} >= {"pass", "fail"}
     assert without_timings(on_ray) == without_timings(local)
 
 
@@ -364,9 +365,9 @@ def test_ctrl_c_on_a_local_ray_matrix_writes_the_partial_matrix_and_leaves_nothi
     assert p.returncode == 130, err[-2000:]
     doc = json.loads(out)
     states = [c["state"] for c in doc["cells"]]
-    assert doc["interrupted"] is True and len(states) == 300 * 6
+    assert doc["interrupted"] is True and len(states) == 300 * len(ALL_ROWS)
     finished = [c for c in doc["cells"] if c["state"] != "error"]
-    assert 0 < len(finished) < 300 * 6
+    assert 0 < len(finished) < 300 * len(ALL_ROWS)
     assert {c["message"] for c in doc["cells"] if c["state"] == "error"} == {"interrupted before this cell finished"}
     time.sleep(2)
     alive = [pid for pid in family if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]

@@ -281,6 +281,35 @@ def test_card_serves_with_the_speculative_keys_verify_ran_with(tmp_path):
                     "draft_tensor_parallel_size": 1}
 
 
+def test_card_serves_the_verified_rows_model_runner_and_names_it(tmp_path):
+    """vLLM on GPUs runs Model Runner V2 unless VLLM_USE_V2_MODEL_RUNNER says otherwise (config/vllm.py
+    use_v2_model_runner), and the two runners read a draft's aux ids from different keys: a draft verified under a
+    Model Runner V1 row (0.32/v1) is served by a line that asks for V1, and the card names the runner of its line
+    and the one the numbers were measured on."""
+    folder = make_checkpoint(tmp_path / "draft")
+    doc = make_report(folder)
+    doc["engine"]["rules_version"] = "0.32/v1"
+    doc["runner"] = {"row": "v1", "measured": "v1", "why": "vLLM's CPU build runs Model Runner V1 (no Triton backend)",
+                     "other_row": "vllm 0.32", "differs": []}
+    text = push(folder, REPO, report=write_report(tmp_path / "v1.json", doc), dry_run=True).readme
+    line = next(ln for ln in text.splitlines() if "vllm serve" in ln)
+    assert line.startswith("VLLM_USE_V2_MODEL_RUNNER=0 vllm serve moonshotai/Kimi-K2.5 "), line
+    assert "The vLLM line runs Model Runner V1 (`VLLM_USE_V2_MODEL_RUNNER=0`), the runner of the verified row " \
+           "vllm 0.32/v1" in text
+    # the V2 row GPUs run: no variable; the card says the live numbers came from V1 and what V2's checks add
+    doc["engine"]["rules_version"] = "0.33"
+    doc["runner"] = {"row": "v2", "measured": "v1", "why": "vLLM's CPU build runs Model Runner V1 (no Triton backend)",
+                     "other_row": "vllm 0.33/v1",
+                     "differs": [{"id": "K405", "severity": "error", "only_under": "v2", "message": "m"}]}
+    text = push(folder, REPO, report=write_report(tmp_path / "v2.json", doc), dry_run=True).readme
+    line = next(ln for ln in text.splitlines() if "vllm serve" in ln)
+    assert line.startswith("vllm serve "), line
+    assert "VLLM_USE_V2_MODEL_RUNNER" not in text
+    note = next(ln for ln in text.splitlines() if ln.startswith("The vLLM line runs"))
+    assert "Model Runner V2, what vLLM on GPUs runs (the verified row vllm 0.33)" in note
+    assert "measured on Model Runner V1 (vLLM's CPU build" in note and "K405 error only under V2" in note
+
+
 def test_card_of_a_peagle_draft_gives_no_sglang_line_since_sglang_serves_none(tmp_path):
     """SGLang 0.5.23 serves no P-EAGLE (K105's text, from srt/speculative/spec_info.py and spec_registry.py): a
     "for reference" EAGLE3 launch line for a P-EAGLE draft would not run it as it was verified (parallel

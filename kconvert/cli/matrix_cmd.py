@@ -132,7 +132,9 @@ def render_grid(doc: dict[str, Any], short: dict[str, str]) -> None:
     from rich import box
 
     n = doc["summary"]["cells"]
-    t = Table(title=f"kconvert matrix: {n} cell{'' if n == 1 else 's'}", box=box.SIMPLE_HEAD, pad_edge=False)
+    title = f"kconvert matrix: {n} cell{'' if n == 1 else 's'}"
+    # never narrower than its title: a one-column grid (`--engines vllm:0.32`) would fold "1 cell" over two lines
+    t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, min_width=len(title))
     t.add_column("draft", overflow="fold", min_width=12)
     for e in doc["engines"]:
         t.add_column(f"{e['engine']}\n{e['engine_version']}" + (" *" if e["installed"] else ""), overflow="fold")

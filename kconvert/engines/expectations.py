@@ -145,6 +145,13 @@ class EngineRules:
         return f"Model Runner {self.runner.upper()}" if self.runner else None
 
     @property
+    def runner_name(self) -> str:
+        """The row as messages name it where the two model runners differ: a V2 row's bare version does not say
+        which runner it is, so it gets its label ('vllm 0.33 (Model Runner V2)'); a V1 row's version ends in /v1
+        ('vllm 0.33/v1'), and SGLang rows have no runner (their key)."""
+        return f"{self.key} ({self.runner_label})" if self.runner == "v2" else self.key
+
+    @property
     def aux_convention(self) -> str:
         """The reading of explicit ids on a Llama/DeepSeek target (the report's one-word summary)."""
         return self.aux_rule.get("llama", self.aux_rule["*"])
@@ -413,16 +420,18 @@ SGLANG_0_5_23 = EngineRules(
            "minimax_m2.py:1067, gpt_oss.py:1337",
 )
 
+# Every row, the Model Runner V1 rows (`0.32/v1`, `0.33/v1`) beside the V2 rows GPUs run (`0.32`, `0.33`): each is
+# a row of its own in `--engine-version`, `matrix --engines all` and the zoo's per-row records, because the two
+# runners read a draft's aux ids from different keys (config/vllm.py use_v2_model_runner picks the runner).
 KNOWN: dict[str, dict[str, EngineRules]] = {
-    "vllm": {"0.32": VLLM_0_32, "0.33": VLLM_0_33},
+    "vllm": {"0.32": VLLM_0_32, "0.32/v1": VLLM_0_32_V1, "0.33": VLLM_0_33, "0.33/v1": VLLM_0_33_V1},
     "sglang": {"pre-25454": SGLANG_LEGACY, "post-25454": SGLANG_POST_25454, "post-32334": SGLANG_POST_32334,
                "0.5.23": SGLANG_0_5_23},
 }
 NEWEST = {"vllm": "0.33", "sglang": "0.5.23"}
-# The Model Runner V1 rows, reachable by name ("0.33/v1") and as the default where the installed vLLM is the CPU
-# build. Not yet in KNOWN / ALL_ROWS (so not yet in `matrix --engines all` nor the zoo's per-row records): adding
-# them there needs every tests/zoo/*/expect.json and RECORD.md to say what the public record knows per runner.
-RUNNER_ROWS: dict[str, dict[str, EngineRules]] = {"vllm": {"0.32/v1": VLLM_0_32_V1, "0.33/v1": VLLM_0_33_V1}}
+# The Model Runner V1 rows alone (a view of KNOWN, kept for callers that pair rows by runner).
+RUNNER_ROWS: dict[str, dict[str, EngineRules]] = {
+    e: {v: r for v, r in rows.items() if r.runner == "v1"} for e, rows in KNOWN.items() if e == "vllm"}
 
 
 def other_runner(row: EngineRules) -> EngineRules | None:
@@ -430,7 +439,7 @@ def other_runner(row: EngineRules) -> EngineRules | None:
     if row.runner is None:
         return None
     base = row.version.split("/")[0]
-    return KNOWN[row.engine].get(base) if row.runner == "v1" else RUNNER_ROWS[row.engine].get(f"{base}/v1")
+    return KNOWN[row.engine].get(base if row.runner == "v1" else f"{base}/v1")
 
 
 def default_runner(environ: Any = None) -> str:
@@ -464,7 +473,7 @@ def engine_info(rules: EngineRules) -> dict[str, Any]:
 
 
 def _row_for(engine: str, version: str) -> EngineRules | None:
-    rows = {**KNOWN[engine], **RUNNER_ROWS.get(engine, {})}
+    rows = KNOWN[engine]
     if version in rows:
         return rows[version]
     for r in rows.values():
@@ -481,7 +490,7 @@ def _row_for(engine: str, version: str) -> EngineRules | None:
 
 
 def known_versions(engine: str) -> list[str]:
-    return list(KNOWN[engine]) + list(RUNNER_ROWS.get(engine, {}))
+    return list(KNOWN[engine])
 
 
 def engine_rules(engine: str = "vllm", version: str | None = None) -> EngineRules:

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from kconvert._version import __version__
-from kconvert.engines.expectations import KNOWN, NEWEST
+from kconvert.engines.expectations import KNOWN, NEWEST, EngineRules, engine_rules
+from kconvert.errors import UsageError
 from kconvert.report.markdown import engine_label, num_speculative_tokens, render_markdown_section
 from kconvert.target import profile_hub_id
 
@@ -86,6 +87,40 @@ def _verified_extra(report: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in spec.items() if k not in _RESET_KEYS}
 
 
+def verified_vllm_row(report: dict[str, Any]) -> EngineRules | None:
+    """The vLLM row the report was checked under (`engine.rules_version`: `0.33` is Model Runner V2, `0.33/v1`
+    Model Runner V1), or None for an SGLang report or a row kconvert does not know."""
+    eng = report.get("engine") or {}
+    if eng.get("name") != "vllm" or not eng.get("rules_version"):
+        return None
+    try:
+        return engine_rules("vllm", str(eng["rules_version"]))
+    except UsageError:
+        return None
+
+
+def runner_note(report: dict[str, Any]) -> str | None:
+    """What the card's vLLM line runs: the verified row's model runner, the environment it needs, and the runner
+    the numbers were measured on when that is another (the report's `runner` block)."""
+    row = verified_vllm_row(report)
+    if row is None or row.runner is None:
+        return None
+    env = " ".join(f"`{k}={v}`" for k, v in row.serve_env)
+    if row.runner == "v1":
+        note = (f"The vLLM line runs {row.runner_label} ({env}), the runner of the verified row {row.key}; "
+                "without the variable vLLM on GPUs runs Model Runner V2")
+    else:
+        note = f"The vLLM line runs {row.runner_label}, what vLLM on GPUs runs (the verified row {row.key})"
+    r = report.get("runner") or {}
+    if r.get("measured") and r["measured"] != row.runner:
+        note += f"; the live numbers were measured on Model Runner {r['measured'].upper()} ({r.get('why')})"
+    diffs = r.get("differs") or []
+    if diffs:
+        note += (f"; under {r.get('other_row')} the static checks differ: "
+                 + ", ".join(f"{d['id']} {d['severity']} only under {d['only_under'].upper()}" for d in diffs))
+    return note + "."
+
+
 def serve_commands(report: dict[str, Any], repo_id: str, *, target: str | None = None,
                    tp: int | None = None) -> dict[str, str]:
     """The vLLM and SGLang command lines that serve `target` with this draft at the verified k.
@@ -99,8 +134,12 @@ def serve_commands(report: dict[str, Any], repo_id: str, *, target: str | None =
     trc = " --trust-remote-code" if _trust_remote_code(report) else ""
     spec = json.dumps({"model": repo_id, "method": "eagle3", "num_speculative_tokens": k,
                        **_verified_extra(report)})
+    # the verified row's runner: a Model Runner V1 row's line starts with VLLM_USE_V2_MODEL_RUNNER=0 (EngineRules
+    # serve_env), since vLLM on GPUs runs V2 otherwise (config/vllm.py use_v2_model_runner)
+    row = verified_vllm_row(report)
+    env = "".join(f"{k}={v} " for k, v in (row.serve_env if row is not None else ()))
     return {
-        "vllm": f"vllm serve {tgt} --speculative-config '{spec}' --tensor-parallel-size {n}{trc}",
+        "vllm": f"{env}vllm serve {tgt} --speculative-config '{spec}' --tensor-parallel-size {n}{trc}",
         "sglang": (f"python -m sglang.launch_server --model-path {tgt} --speculative-algorithm EAGLE3 "
                    f"--speculative-draft-model-path {repo_id} --speculative-num-steps {k} "
                    f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {k + 1} --tp {n}{trc}"),
@@ -196,6 +235,8 @@ def render_section(report: dict[str, Any], repo_id: str, provenance: dict[str, A
             serve += [f"{label}: {why_not[name]}.", ""]
         else:
             serve += [label + (" (verified):" if engine == name else ":"), "", "```bash", cmds[name], "```", ""]
+            if name == "vllm" and runner_note(report):
+                serve += [runner_note(report), ""]
     if not why_not[other.lower()]:
         serve += [f"The numbers above were measured on {engine_label(report)}; the {other} line is given for "
                   f"reference — run `kconvert verify --engine {other.lower()}` before relying on it.", ""]

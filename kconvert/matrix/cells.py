@@ -48,7 +48,8 @@ def matrix_fix_output(draft: str, engine: str, version: str) -> str:
     """One output folder per draft and engine row (`kconvert-fixed/runs_a_epoch_1-vllm-0.32`): two suggestions never
     write the same folder, and the draft globs (`runs/*/epoch_*`) never pick a fixed copy up on the next run."""
     name = "_".join(p for p in draft.split("@", 1)[0].replace("\\", "/").split("/") if p not in ("", ".", ".."))
-    return f"{FIXED_DIR}/{name or 'draft'}-{engine}-{version}"
+    # a runner row's version has a slash (0.33/v1): one folder, not a nested one
+    return f"{FIXED_DIR}/{name or 'draft'}-{engine}-{version.replace('/', '-')}"
 
 
 def _with_output(command: str, output: str, version: str) -> str:

@@ -23,7 +23,8 @@ def runner_line(doc: dict[str, Any]) -> str | None:
     r = doc.get("runner")
     if not r:
         return None
-    verb = "would run" if doc.get("dry_run") else "measured"
+    # nothing measured without a live run: a dry run, or a run the static checks stopped before the engine started
+    verb = "measured" if doc.get("live") and not doc.get("dry_run") else "would run"
     line = f"model runner: {verb} {r['measured'].upper()} ({r['why']})"
     if r.get("measured") != r.get("row"):
         line += f"; the rules row is Model Runner {r['row'].upper()}"

@@ -113,7 +113,9 @@ def header(doc: dict[str, Any]) -> Panel:
     lines = [
         Text(str(doc["subject"]["source"]), style="bold"),
         Text.assemble("producer: ", (f"{fmt.get('producer')} ({fmt.get('confidence', 0):.0%})", "bold"),
-                      f" · engine: {eng.get('name')} {eng.get('rules_version', '')}".rstrip()),
+                      f" · engine: {eng.get('name')} {eng.get('rules_version', '')}".rstrip()
+                      # a bare vLLM version does not say which model runner it is (a V1 row ends in /v1)
+                      + (" (Model Runner V2)" if eng.get("runner") == "v2" else "")),
         Text("evidence: " + "; ".join(fmt.get("evidence", [])), style="dim"),
         Text.assemble((_plural(s["errors"], "error"), SEV_STYLE["error"] if s["errors"] else ""), ", ",
                       (_plural(s["warnings"], "warning"), "yellow" if s["warnings"] else ""), ", ",
@@ -189,6 +191,10 @@ def render_verify(console: Console, doc: dict[str, Any]) -> None:
         what = "errors" if doc.get("fail_on", "error") == "error" else "errors or warnings (--fail-on warning)"
         console.print(f"[red]static checks found {what}: no engine was started (fix them with `kconvert fix`, or "
                       "measure the defect with --skip-static)[/]")
+        # the runner the run would have used, and what the other runner's row changes (it can be the very
+        # finding that blocked the run: K405 is an error under Model Runner V2 only)
+        if runner_line(doc):
+            console.print(runner_line(doc), highlight=False, markup=False, soft_wrap=True)
         render_next(console, doc)
         return
     if runner_line(doc):

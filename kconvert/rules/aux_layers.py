@@ -434,8 +434,9 @@ def aux_ids_convention(ctx: Context) -> Iterator[Finding]:
 @rule("K405", "aux-ids-location", "aux-layers", "warning",
       fix_availability=FixAvailability.NEEDS_DECISION,
       summary="Aux ids are not written (or not consistently) at every config key the engine version reads.",
-      why="vLLM 0.32/0.33's V1 model runner reads the top-level key, then eagle_config; fc is sized from "
-          "eagle_config (else 3). Model Runner V2, the default wherever Triton runs (GPUs; config/vllm.py "
+      why="vLLM 0.32/0.33's V1 model runner (rows 0.32/v1, 0.33/v1) reads the top-level key, then eagle_config "
+          "(gpu_model_runner.py _get_eagle3_aux_layers_from_config); fc is sized from eagle_config (else 3). Model "
+          "Runner V2 (rows 0.32, 0.33), the default wherever Triton runs (GPUs; config/vllm.py "
           "use_v2_model_runner), reads only the top-level key or eagle_config.layer_ids "
           "(gpu/spec_decode/eagle/eagle3_utils.py) and otherwise feeds the defaults (2, L//2, L-3): ids only in "
           "eagle_config that differ from those are ignored there, which collapses acceptance as in vLLM PR "
@@ -473,20 +474,22 @@ def aux_ids_location(ctx: Context) -> Iterator[Finding]:
     # Where the row's runner reads the ids (EngineRules.aux_read_paths): ids at none of them are not read, and the
     # runner feeds the target's defaults (V2: eagle3_utils.get_eagle3_aux_layers_from_config).
     unread = not any(".".join(p) in d.aux.locations for p in ctx.engine.aux_read_paths)
-    label = ctx.engine.runner_label or ctx.engine.key
+    # The two model runners read different keys, so the message names the row with its runner (runner_name).
+    name = ctx.engine.runner_name
     if ctx.engine.engine == "vllm" and ctx.target is not None:
         dflt = ctx.engine.default_physical_ids(ctx.target.num_hidden_layers)
+        gpus = " (what GPUs run by default)" if ctx.engine.runner == "v2" else ""
         if unread and dflt != phys:
             severity = "error"
-            why = (f": {label} ({ctx.engine.key}; GPUs run V2 by default) does not read "
+            why = (f": {ctx.engine.runner_label or name}{gpus} does not read "
                    f"{', '.join(d.aux.locations)} and feeds the defaults {dflt} instead of {phys}")
         elif unread:
-            why = f" ({label} does not read them and falls back to the defaults {dflt}, which are these streams)"
+            why = f" ({name} does not read them and falls back to the defaults {dflt}, which are these streams)"
         elif ctx.engine.runner == "v1" and "eagle_aux_hidden_state_layer_ids" in missing and dflt != phys:
-            why = (f" ({label} reads them; Model Runner V2, what GPUs run, does not read eagle_config's ids and "
+            why = (f" ({name} reads them; Model Runner V2, what GPUs run, does not read eagle_config's ids and "
                    f"would feed the defaults {dflt}: an error on the V2 row)")
     yield aux_ids_location.finding(
-        f"aux ids are only at {', '.join(d.aux.locations)}; {ctx.engine.key} also reads {', '.join(missing)}{why}",
+        f"aux ids are only at {', '.join(d.aux.locations)}; {name} also reads {', '.join(missing)}{why}",
         severity=severity, evidence=[Evidence(m, None, d.aux.ids) for m in missing],
         ops=write_ops(ctx, phys, "mirror ids at every key the engine reads"))
 
@@ -504,7 +507,7 @@ def aux_ids_location(ctx: Context) -> Iterator[Finding]:
           "(eagle3_utils.requires_aux_hidden_states). vLLM sizes fc from num_aux_hidden_states when it is set.",
       fix="fix sets use_aux_hidden_state to true when the draft has an fc, and num_aux_hidden_states to the count "
           "fc implies (safe: the fc weight is the evidence). The runner issue is not a file defect: run vLLM 0.32 "
-          "with VLLM_USE_V2_MODEL_RUNNER=0, or 0.33.")
+          "with VLLM_USE_V2_MODEL_RUNNER=0 (the 0.32/v1 row), or 0.33.")
 def aux_states_disabled(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     ec = d.config.get("eagle_config") if isinstance(d.config.get("eagle_config"), dict) else {}
@@ -515,8 +518,8 @@ def aux_states_disabled(ctx: Context) -> Iterator[Finding]:
             ops=[SetConfig(("eagle_config", "use_aux_hidden_state"), True, "the draft is an EAGLE-3 draft")])
     elif _no_aux_head(ctx) and ctx.engine.no_aux_heads != "yes":
         yield aux_states_disabled.finding(
-            f"a head without aux states (use_aux_hidden_state false): on {ctx.engine.runner_label or 'the engine'} "
-            f"({ctx.engine.key}, what GPUs run) aux states are collected anyway and acceptance drops (vLLM issue "
+            f"a head without aux states (use_aux_hidden_state false): on {ctx.engine.runner_name} (what GPUs "
+            f"run) aux states are collected anyway and acceptance drops (vLLM issue "
             "#40551; 0.32 gpu/model_runner.py sets use_aux_hidden_state_outputs for every eagle3 draft); Model "
             "Runner V1 honours the flag", severity="warning",
             evidence=[Evidence("eagle_config.use_aux_hidden_state", False, None)], fixable=False)

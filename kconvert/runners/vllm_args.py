@@ -121,6 +121,16 @@ class _Auto:
             self.args[key] = value
             self.settings.append(f"{key}={value} ({why})")
 
+    def effective_env(self, key: str) -> str | None:
+        """The value the engine process sees: the request's env wins (merged last by build_engine_args), then what
+        kconvert set, then the caller's environment (processes.child_env: os.environ with the returned env on
+        top). kconvert sets a variable only where the caller's is unset or empty (env_var)."""
+        if key in self.req.env:
+            return str(self.req.env[key])
+        if key in self.env:
+            return self.env[key]
+        return self.environ.get(key)
+
     def env_var(self, key: str, value: str, why: str) -> None:
         if key not in self.req.env and not self.environ.get(key):
             self.env[key] = value
@@ -144,13 +154,12 @@ def _cpu_settings(auto: _Auto, target_config: Mapping[str, Any] | None, draft_co
         bind = "|".join(str(cores[i % len(cores)]) for i in range(int(req.tp)))
         auto.env_var("VLLM_CPU_OMP_THREADS_BIND", bind, "one core per CPU worker")
     draft_archs = " ".join((draft_config or {}).get("architectures") or [])
-    mla_disabled = False
     if has_draft and _is_mla(target_config) and "deepseek" not in draft_archs.lower():
         auto.env_var("VLLM_MLA_DISABLE", "1", "Llama-layer draft beside an MLA target on CPU: "
                                               "'No common block size for 16 (CPU_MLA ...; CPU_ATTN ...)'")
-        mla_disabled = True
-    mla_disabled = mla_disabled or (auto.req.env.get("VLLM_MLA_DISABLE") or auto.environ.get("VLLM_MLA_DISABLE")
-                                    or "0").strip().lower() not in ("0", "false", "")
+    # What the engine will see, not what kconvert tried to set: a VLLM_MLA_DISABLE=0 of the caller's (or the
+    # request's) wins over kconvert's 1, and MLA then runs (vllm/envs.py reads VLLM_MLA_DISABLE as bool(int(value))).
+    mla_disabled = (auto.effective_env("VLLM_MLA_DISABLE") or "0").strip().lower() not in ("0", "false", "")
     if not mla_disabled:
         _cpu_mla_backend(auto, target_config, draft_config, has_draft=has_draft)
 

@@ -105,7 +105,7 @@ def observe(case: str, folder: Path, target: str, e: dict) -> dict:
     fp = bool(old.get("from_pickle"))
     new["rows"] = {key: {**observe_inspect(folder, target, rows[key]), "fix": observe_fix(folder, target, rows[key],
                                                                                          from_pickle=fp)}
-                   for key in old["rows"]}
+                   for key in rows}  # every row (a row added to ALL_ROWS gets its pin here)
     if "decided" in old:
         d = old["decided"]
         new["decided"] = {**d, "rows": {key: observe_fix(folder, target, rows[key], decisions=d["options"])
