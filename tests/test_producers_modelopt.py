@@ -74,6 +74,17 @@ def test_the_fixtures_record_modelopt_that_wrote_them():
         assert "eagle_aux_hidden_state_layer_ids" not in cfg
 
 
+def test_kconverts_modelopt_capture_defaults_are_what_modelopts_function_returns():
+    # default_eagle_aux_layer_ids as ModelOpt 0.47.0 returned it at the build, per target depth (a set: it dedupes
+    # and drops to two or one id on shallow targets), against the entry kconvert weighs converted drafts with
+    from kconvert.rules.aux_layers import OUTPUT_CAPTURE_DEFAULTS
+
+    (fn,) = [f for src, f in OUTPUT_CAPTURE_DEFAULTS if src.startswith("ModelOpt 0.47.0")]
+    recorded = FACTS["modelopt_default_aux_layer_ids"]["by_num_layers"]
+    assert recorded["61"] == [1, 29, 57] and recorded["4"] == [0, 1]  # the zoo's Kimi depth; a deduped one
+    assert {n: fn(int(n)) for n in recorded} == recorded
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_modelopt_writes_layers0_names_and_kconvert_reads_them_so(name, tmp_path, capsys):
     names = set(header(name))

@@ -40,6 +40,9 @@ OUT = ROOT / "tests" / "data" / "producers-modelopt"
 SEED = 0
 DRAFT_VOCAB = 128
 EXPLICIT_IDS = [2, 4, 5]
+# target depths whose default ids the build asks ModelOpt's own function for (small ones where the set dedupes; the
+# zoo's 32, 36, 61 and 62-layer targets)
+DEFAULT_IDS_PROBE = (2, 3, 4, 5, 6, 8, 32, 36, 61, 62)
 
 
 def ensure_venv() -> Path:
@@ -152,6 +155,7 @@ def inside(work: Path) -> None:
         "producer_facts": {
             "modelopt_default_aux_layer_ids": {
                 "value": hf_eagle.default_eagle_aux_layer_ids(L), "target_num_hidden_layers": L,
+                "by_num_layers": {str(n): hf_eagle.default_eagle_aux_layer_ids(n) for n in DEFAULT_IDS_PROBE},
                 "code": "sorted({1, max(0, L // 2 - 1), max(0, L - 4)}) when eagle_aux_hidden_state_layer_ids is "
                         "empty (HFEagleModel._set_default_aux_hidden_state_layers); modify() registers "
                         "_collect_aux_hidden_states_forward_hook on base_model.layers[i] for each id i, and the "
