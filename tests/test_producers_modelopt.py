@@ -196,7 +196,8 @@ def test_vllm_v2_feeds_its_defaults_to_a_modelopt_export(tmp_path, capsys):
 
 
 @pytest.mark.xfail(strict=True, reason="K606 takes use_last_layernorm true for a flag the engines ignore; it is the "
-                   "final norm both engines always apply (tests/zoo pins K606 on lightseekorg_kimi_k25_eagle3_mla)")
+                   "final norm vLLM always applies (SGLang not checked here; tests/zoo pins K606 on "
+                   "lightseekorg_kimi_k25_eagle3_mla)")
 def test_modelopts_eagle3_default_last_layernorm_is_the_engines_own_final_norm(tmp_path, capsys):
     # ModelOpt 0.47.0: EAGLE3_DEFAULT_CFG sets use_last_layernorm true (speculative/config.py), which builds
     # EagleModule.norm (plugins/modeling_eagle.py, `if config.use_last_layernorm: self.norm = LlamaRMSNorm`) and
