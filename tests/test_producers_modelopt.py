@@ -199,8 +199,9 @@ def test_vllm_v2_feeds_its_defaults_to_a_modelopt_export(tmp_path, capsys):
                    "final norm vLLM always applies (SGLang not checked here; tests/zoo pins K606 on "
                    "lightseekorg_kimi_k25_eagle3_mla)")
 def test_modelopts_eagle3_default_last_layernorm_is_the_engines_own_final_norm(tmp_path, capsys):
-    # ModelOpt 0.47.0: EAGLE3_DEFAULT_CFG sets use_last_layernorm true (speculative/config.py), which builds
-    # EagleModule.norm (plugins/modeling_eagle.py, `if config.use_last_layernorm: self.norm = LlamaRMSNorm`) and
+    # ModelOpt 0.47.0: EAGLE3_DEFAULT_CFG sets use_last_layernorm true (modelopt/torch/speculative/config.py), which
+    # builds EagleModule.norm (modelopt/torch/speculative/plugins/modeling_eagle.py, `if config.use_last_layernorm:
+    # self.norm = LlamaRMSNorm`) and
     # applies it before lm_head; vLLM 0.32's llama_eagle3.py builds self.norm unconditionally and applies it
     # (`hidden_states, hidden_prenorm = self.norm(hidden_states, residual)`): the same math, and norm.weight is saved
     cfg = config("modelopt-eagle3")
