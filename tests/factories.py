@@ -147,10 +147,14 @@ def draft_config(s: Shape, producer: str, family: str, *, full_vocab: bool = Fal
     if producer == "eagle":
         return {"architectures": ["LlamaForCausalLM"], **base}
     if producer == "modelopt":
-        # ModelOpt hooks the outputs of layers[i] and writes its ids as they are (hf_spec_export.py): [1, L//2-1, L-4]
-        return {"architectures": ["LlamaForCausalLM"], **base,
-                "eagle_config": {"eagle_aux_hidden_state_layer_ids": out_ids, "use_input_layernorm_in_first_layer": True,
-                                 "use_last_layernorm": False, "use_mtp_layernorm": False}}
+        # ModelOpt hooks the outputs of layers[i] and writes its ids as they are (hf_spec_export.py): [1, L//2-1, L-4].
+        # The shape of 0.47.0's export (tests/data/producers-modelopt): llama_eagle_template_config's architectures
+        # and eagle_config keys, `layers.0.*` names (LAYER_PREFIX)
+        return {"architectures": ["LlamaForCausalLMEagle3"], **base,
+                "eagle_config": {"eagle_aux_hidden_state_layer_ids": out_ids, "use_aux_hidden_state": True,
+                                 "use_input_layernorm_in_first_layer": True, "use_last_layernorm": False,
+                                 "use_mtp_layernorm": False, "next_layer_regular": True, "parallel_draft_step": 1,
+                                 "parallel_draft_heads_num_layers": 1}}
     if producer == "speculators":
         layer = {k: v for k, v in base.items() if k not in ("draft_vocab_size",)}
         layer["architectures"] = ["LlamaForCausalLM"]
@@ -169,7 +173,8 @@ def draft_config(s: Shape, producer: str, family: str, *, full_vocab: bool = Fal
     raise ValueError(producer)
 
 
-LAYER_PREFIX = {"specforge": "midlayer.", "torchspec": "midlayer.", "eagle": "midlayer.", "modelopt": "midlayer.",
+# modelopt: `layers.0.*` since 0.43.0 (hf_spec_export.py EagleExporter._extract_state_dict; <= 0.42.0 wrote midlayer.*)
+LAYER_PREFIX = {"specforge": "midlayer.", "torchspec": "midlayer.", "eagle": "midlayer.", "modelopt": "layers.0.",
                 "speculators": "layers.0.", "unknown": "layers.0."}
 
 

@@ -24,8 +24,9 @@ CASES = {
     ("eagle", "llama"): ("eagle", "midlayer", "input", None, False),
     ("speculators", "llama"): ("speculators", "layers.0", "input", "in", True),
     # ModelOpt's export code hooks layers[i] outputs (modelopt hf_spec_export.py / plugins): output-of-layer ids.
-    # (Was None, "cannot tell"; issue #11 shows the code settles it.)
-    ("modelopt", "llama"): ("modelopt", "midlayer", "output", "out", False),
+    # (Was None, "cannot tell"; issue #11 shows the code settles it.) Its 0.43+ exporter writes layers.N.* names
+    # (tests/data/producers-modelopt, written by ModelOpt 0.47.0's export_speculative_decoding).
+    ("modelopt", "llama"): ("modelopt", "layers.0", "output", "out", False),
 }
 SHAPE_NAMES = ("tiny", "kimi")
 
