@@ -186,10 +186,26 @@ def trained_physical_ids(ctx: Context) -> list[int] | None:
     return None
 
 
+def ids_unread(ctx: Context) -> bool:
+    """The draft's ids sit at none of the keys this vLLM row's model runner reads, so it feeds the target's defaults.
+    Model Runner V2 reads only the top-level key and eagle_config.layer_ids
+    (v1/worker/gpu/spec_decode/eagle/eagle3_utils.py get_eagle3_aux_layers_from_config returns None otherwise, and
+    the runner falls back to the model's get_eagle3_default_aux_hidden_state_layers; tests/data/vllm_oracle.json
+    records both answers for every shipped draft)."""
+    locs = ctx.draft.aux.locations
+    return (ctx.engine.engine == "vllm" and ctx.target is not None and ctx.draft.aux.ids is not None
+            and not any(".".join(p) in locs for p in ctx.engine.aux_read_paths))
+
+
 def fed_physical_ids(ctx: Context) -> list[int] | None:
-    """The streams the engine feeds for the ids as written."""
+    """The streams the engine feeds for the ids as written: the runner's defaults where it reads none of the keys
+    that hold them (`ids_unread`)."""
     ids = ctx.draft.aux.ids
-    return ctx.engine.physical_ids(list(ids), ctx.target) if ids is not None else None
+    if ids is None:
+        return None
+    if ids_unread(ctx):
+        return list(ctx.engine.default_physical_ids(ctx.target.num_hidden_layers))
+    return ctx.engine.physical_ids(list(ids), ctx.target)
 
 
 def write_ops(ctx: Context, physical: list[int], reason: str) -> list[SetConfig]:
@@ -408,6 +424,8 @@ def aux_ids_convention(ctx: Context) -> Iterator[Finding]:
     phys = trained_physical_ids(ctx)
     if phys is None or phys == fed:
         return
+    if ids_unread(ctx):
+        return  # the ids are not read at all on this row: K405 says so and mirrors them where it reads
     written = ctx.engine.written_ids(phys, ctx.target)
     if written is None:
         yield aux_ids_convention.finding(
@@ -462,7 +480,7 @@ def aux_ids_location(ctx: Context) -> Iterator[Finding]:
             evidence=[Evidence(k, v, None) for k, v in d.aux.locations.items()], needs_decision=DECIDE_IDS)
         return
     phys = trained_physical_ids(ctx)
-    if phys is None or fed_physical_ids(ctx) != phys:
+    if phys is None or (fed_physical_ids(ctx) != phys and not ids_unread(ctx)):
         return  # K404 rewrites them everywhere (or asks first)
     if d.is_speculators and ctx.engine.engine == "vllm":
         return  # vLLM's speculators adapter places the top-level ids itself
