@@ -1,4 +1,5 @@
-"""Record what vLLM's own code answers for the aux layer ids of every draft kconvert ships: tests/data/vllm_oracle.json.
+"""Record what vLLM's own code answers for every draft kconvert ships (aux ids, served context, the draft class and
+its load_weights): tests/data/vllm_oracle.json.
 
     .venv/bin/python tests/vllm_oracle/record.py [--out PATH] [--check]
 
@@ -20,6 +21,15 @@
    target, ``SupportsEagle3.get_eagle3_default_aux_hidden_state_layers`` on an object holding ``num_layers``
    layers (no target family kconvert ships overrides it: only transformers/base.py and mllama4.py do).
    No engine is started, no weight is read.
+3. In the same child, per draft (``served_and_model``): the target's real ``ModelConfig`` (once per target; the
+   zoo's from kconvert's profiles, ``target_folder``) and the draft's ``SpeculativeConfig``: the draft's
+   max_position_embeddings as read and after ``_maybe_override_draft_max_position_embeddings``, the draft's
+   max_model_len, and the served max_model_len after 0.33's ``VllmConfig._limit_max_model_len_to_draft`` for V1
+   and V2; then ``initialize_model`` on the meta device (fc weight shape, num_aux_hidden_states, parameters) and
+   the class's own ``load_weights`` fed meta tensors of the checkpoint's names and shapes (which parameter each
+   name reached, the names dropped, the parameters never loaded, or the error). Both children run under
+   ``VLLM_TARGET_DEVICE=cpu`` (the 0.33.0 wheel is the CUDA build) with a modelinfos cache per release in
+   ``.vllm-oracle-cache/``.
 
 ``--check`` re-records and exits 1 if the answers differ from the committed JSON (timings are not compared).
 """
