@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -59,7 +60,10 @@ def test_the_recording_is_vllm_0_32_and_0_33_and_names_each_function_by_file_and
     assert {k.split("/", 1)[1] for k in REC["drafts"] if k.startswith("zoo/")} == zoo
     shipped = {f"{g}/{p.name}" for g, d in ON_DISK.items() for p in (ROOT / d).iterdir()
                if (p / "config.json").exists()}
-    assert {k for k in REC["drafts"] if not k.startswith("zoo/")} == shipped
+    assert {k for k in REC["drafts"] if not k.startswith(("zoo/", "probes/"))} == shipped
+    # the config probes: copies of one shipped draft with num_aux_hidden_states / a 4th id set (record.py PROBES)
+    assert {k for k in REC["drafts"] if k.startswith("probes/")} == {"probes/ids-4-fc-3", "probes/num-aux-4",
+                                                                   "probes/num-aux-3-ids-4"}
 
 
 @pytest.mark.parametrize("version", sorted(ROWS))
@@ -80,7 +84,7 @@ def test_engine_reading_of_each_shipped_draft_is_what_vllm_collects(version):
     set_aux_hidden_state_layers)."""
     row = ROWS[version]
     for key, d in REC["drafts"].items():
-        if key.startswith("zoo/"):
+        if key.startswith(("zoo/", "probes/")):
             continue  # built in a temporary folder by the recorder; the config test above covers them
         group, name = key.rsplit("/", 1)
         folder = ROOT / ON_DISK[group] / name
@@ -167,6 +171,10 @@ def drafts(tmp_path_factory):
         group, name = key.split("/", 1)
         if group == "zoo":
             folder = Path(importlib.import_module(f"tests.zoo.{name}.build").build(work / name))
+        elif group == "probes":  # the shipped draft it copies, with the recorded config
+            folder = work / "probes" / name
+            shutil.copytree(ROOT / d["probe_of"], folder)
+            (folder / "config.json").write_text(json.dumps(d["config"]))
         else:
             g, n = key.rsplit("/", 1)
             folder = ROOT / ON_DISK[g] / n
@@ -257,8 +265,8 @@ def _fused(canonical: str) -> str:
 
 @pytest.mark.parametrize("version", sorted(ROWS))
 def test_kept_and_dropped_weights_are_what_vllm_load_weights_does(version, drafts):
-    """Per checkpoint name: load_weights raises exactly where kconvert's K201 (layout) or K203 (names it cannot
-    place) is an error for the row; otherwise each name lands in the vLLM parameter of kconvert's canonical name
+    """Per checkpoint name: load_weights raises exactly where kconvert's K201 (layout), K203 (names it cannot
+    place) or K301 (an fc of another width than the one vLLM builds: "fails at load") is an error for the row; otherwise each name lands in the vLLM parameter of kconvert's canonical name
     (the row's layout / layer_names), the names vLLM skips are the row's ignored_tensors, and a parameter left
     unloaded is the embedding of a draft without one (shared from the target, uses_draft_embeddings) or a norm
     kconvert does not require (NORMS, a later layer's hidden_norm) unless K202 says it is missing."""
@@ -268,10 +276,10 @@ def test_kept_and_dropped_weights_are_what_vllm_load_weights_does(version, draft
         m = _built(d["answers"][_release(row)])
         draft, target = drafts[key]
         errors = {f.id for f in run_rules(Context(draft=draft, target=target, engine=row))
-                  if f.severity == "error" and f.id in ("K201", "K203")}
+                  if f.severity == "error" and f.id in ("K201", "K203", "K301")}
         if "load_weights" in m:
             if not errors:
-                bad[key] = ("vLLM raised, kconvert sees no K201/K203 error", m["load_weights"])
+                bad[key] = ("vLLM raised, kconvert sees no K201/K203/K301 error", m["load_weights"])
             continue
         if errors:
             bad[key] = ("kconvert errors, vLLM loaded it", sorted(errors))

@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -296,6 +297,15 @@ def run(drafts: dict, extra_path: Path | None) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+# name -> config keys set on a copy of examples/tiny/drafts/llama-specforge (eagle_config merged)
+ON_DISK_BASE = "examples/tiny/drafts/llama-specforge"
+PROBES = {
+    "ids-4-fc-3": {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 4, 6]}},
+    "num-aux-4": {"num_aux_hidden_states": 4},
+    "num-aux-3-ids-4": {"num_aux_hidden_states": 3, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 4, 6]}},
+}
+
+
 def target_folder(ref: str, work: Path, sg) -> str:
     """A folder holding the target's config.json, for vLLM's ModelConfig: the shipped tiny target as it is; the
     producers' target from the config tests/data/producers/provenance.json records; a built-in profile
@@ -348,6 +358,19 @@ def record() -> dict:
                                              "tensors": {n: [t["dtype"], t["shape"]] for n, t in e["tensors"].items()}}
                 configs[f"{group}/{name}"] = {"config": e["config"], "num_layers": e["target"]["num_layers"],
                                               "target": e["target"]["ref"]}
+        # config probes (no shipped draft sets num_aux_hidden_states or other than 3 ids): copies of one shipped
+        # draft with its config changed, its tensors unchanged (fc stays 3 x hidden)
+        base_key = "examples/drafts/llama-specforge"
+        base = m["examples"]["drafts/llama-specforge"]
+        for name, change in PROBES.items():
+            folder = Path(work) / "probes" / name
+            shutil.copytree(base["path"], folder)
+            cfg = json.loads(json.dumps(base["config"]))
+            for k, v in change.items():
+                cfg[k] = {**cfg.get(k, {}), **v} if isinstance(v, dict) else v
+            (folder / "config.json").write_text(json.dumps(cfg, indent=1))
+            drafts[f"probes/{name}"] = {**drafts[base_key], "path": str(folder)}
+            configs[f"probes/{name}"] = {**configs[base_key], "config": cfg, "probe_of": ON_DISK_BASE}
         t_manifest = time.perf_counter() - t0
         results, timings = {}, {"manifest_s": round(t_manifest, 1)}
         for label, extra in (("0.32", None), ("0.33", vllm_033())):
