@@ -92,7 +92,7 @@ if req is not None:
     funcs["requires_aux_hidden_states"] = where(req)
 
 # ---- the draft's positions, the served max_model_len, and the draft class built on the meta device
-import copy, tempfile, time
+import atexit, copy, shutil, tempfile, time
 from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig, set_current_vllm_config
 from vllm.distributed import init_distributed_environment, initialize_model_parallel
 from vllm.model_executor.model_loader.utils import initialize_model
@@ -158,8 +158,10 @@ def served_and_model(d, method):
         vc = VllmConfig(model_config=tgt, speculative_config=sc, parallel_config=ParallelConfig())
         with set_current_vllm_config(vc):
             if not _dist["up"]:
+                rendezvous = tempfile.mkdtemp(prefix="kconvert-vllm-oracle-dist-")
+                atexit.register(shutil.rmtree, rendezvous, True)
                 init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo",
-                                             distributed_init_method="file://" + os.path.join(tempfile.mkdtemp(), "d"))
+                                             distributed_init_method="file://" + os.path.join(rendezvous, "d"))
                 initialize_model_parallel(1, 1)
                 _dist["up"] = True
         with set_default_torch_dtype(dc.dtype), torch.device("meta"):
