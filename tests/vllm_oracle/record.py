@@ -114,6 +114,11 @@ DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F
 _dist = {"up": False}
 TIMES = {"target_model_config_s": 0.0, "served_s": 0.0, "model_s": 0.0}
 
+# ModelConfig inspects each architecture's class (model_executor/models/registry.py inspect_model_cls) in a fresh
+# interpreter, "to avoid initializing CUDA", ~8 s each here on a cold modelinfos cache: this child has no CUDA to
+# protect, so the same _ModelInfo.from_model_cls runs in it (the answer is the same object, unpickled there)
+from vllm.model_executor.models import registry as _registry
+_registry._run_in_subprocess = lambda fn: fn()
 _targets = {}
 
 def _target(td):
