@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -59,7 +60,10 @@ def test_the_recording_is_vllm_0_32_and_0_33_and_names_each_function_by_file_and
     assert {k.split("/", 1)[1] for k in REC["drafts"] if k.startswith("zoo/")} == zoo
     shipped = {f"{g}/{p.name}" for g, d in ON_DISK.items() for p in (ROOT / d).iterdir()
                if (p / "config.json").exists()}
-    assert {k for k in REC["drafts"] if not k.startswith("zoo/")} == shipped
+    assert {k for k in REC["drafts"] if not k.startswith(("zoo/", "probes/"))} == shipped
+    # the config probes: copies of one shipped draft with num_aux_hidden_states / a 4th id set (record.py PROBES)
+    assert {k for k in REC["drafts"] if k.startswith("probes/")} == {"probes/ids-4-fc-3", "probes/num-aux-4",
+                                                                   "probes/num-aux-3-ids-4"}
 
 
 @pytest.mark.parametrize("version", sorted(ROWS))
@@ -80,7 +84,7 @@ def test_engine_reading_of_each_shipped_draft_is_what_vllm_collects(version):
     set_aux_hidden_state_layers)."""
     row = ROWS[version]
     for key, d in REC["drafts"].items():
-        if key.startswith("zoo/"):
+        if key.startswith(("zoo/", "probes/")):
             continue  # built in a temporary folder by the recorder; the config test above covers them
         group, name = key.rsplit("/", 1)
         folder = ROOT / ON_DISK[group] / name
@@ -142,3 +146,170 @@ def test_model_runner_v2_refuses_a_draft_exactly_where_kconvert_sees_a_p_eagle_d
             peagle = detect_method(d["config"], []).method == "peagle"
             assert ("parallel drafting for EAGLE speculative decoding" in feats) == peagle, (key, rel)
             assert a["speculative_config"]["method"] == "eagle3" and not feats, (key, rel, a)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# The draft class vLLM builds (fc width, kept weights) and the context it serves: the recording's "served" and
+# "model" answers (record.py served_and_model: vLLM's ModelConfig / SpeculativeConfig, then initialize_model on the
+# meta device and the class's own load_weights fed the checkpoint's names and shapes).
+
+from kconvert.formats.layouts import LATER_LAYER_NORMS, NORMS  # noqa: E402
+from kconvert.rules.base import Context, run_rules  # noqa: E402
+from kconvert.rules.config import effective_positions, vllm_positions  # noqa: E402
+from kconvert.rules.tensors import _engine_aux_count, no_aux_head  # noqa: E402
+from kconvert.target import from_config, load_target  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def drafts(tmp_path_factory):
+    """Every recorded draft as kconvert reads it from its files (the zoo replicas rebuilt by their build.py, ~1 s),
+    with its target."""
+    work = tmp_path_factory.mktemp("vllm-oracle-zoo")
+    prov = json.loads((ROOT / "tests" / "data" / "producers" / "provenance.json").read_text())
+    out = {}
+    for key, d in REC["drafts"].items():
+        group, name = key.split("/", 1)
+        if group == "zoo":
+            folder = Path(importlib.import_module(f"tests.zoo.{name}.build").build(work / name))
+        elif group == "probes":  # the shipped draft it copies, with the recorded config
+            folder = work / "probes" / name
+            shutil.copytree(ROOT / d["probe_of"], folder)
+            (folder / "config.json").write_text(json.dumps(d["config"]))
+        else:
+            g, n = key.rsplit("/", 1)
+            folder = ROOT / ON_DISK[g] / n
+        ref = d["target"]
+        target = (from_config(prov["target"], name="producers-target", origin=ref) if ref.endswith("#target")
+                  else load_target(ref if not (ROOT / ref).exists() else str(ROOT / ref)))
+        out[key] = (read_draft(load_folder(folder, ref=str(folder))), target)
+    return out
+
+
+def _findings(draft, target, row, rule_id):
+    return [f for f in run_rules(Context(draft=draft, target=target, engine=row)) if f.id == rule_id]
+
+
+def _built(answer):
+    m = answer.get("model")
+    assert isinstance(m, dict) and "raises" not in m, f"vLLM could not build the draft class: {m}"
+    return m
+
+
+@pytest.mark.parametrize("version", sorted(ROWS))
+def test_fc_width_and_aux_count_are_what_the_vllm_draft_class_builds(version, drafts):
+    """reads_num_aux_from (rules/tensors.py _engine_aux_count) is the num_aux_hidden_states llama_eagle3.py /
+    deepseek_eagle3.py compute; K301 fires exactly where the checkpoint's fc.weight is not the fc vLLM builds; a
+    head kconvert reads as having no aux states (no_aux_head) is one vLLM builds without fc."""
+    row = ROWS[version]
+    bad = {}
+    for key, d in REC["drafts"].items():
+        m = _built(d["answers"][_release(row)])
+        draft, target = drafts[key]
+        ctx = Context(draft=draft, target=target, engine=row)
+        if m["fc_weight_shape"] is None:
+            if not (no_aux_head(draft) and m["use_aux_hidden_state"] is False):
+                bad[key] = ("vLLM builds no fc", no_aux_head(draft))
+            continue
+        if _engine_aux_count(ctx) != m["num_aux_hidden_states"]:
+            bad[key] = ("num_aux", _engine_aux_count(ctx), m["num_aux_hidden_states"])
+        mismatch = list(draft.shape("fc.weight") or []) != m["fc_weight_shape"]
+        k301 = [f for f in _findings(draft, target, row, "K301") if f.severity == "error"]
+        if bool(k301) != mismatch:
+            bad[key] = ("K301", [f.message for f in k301], draft.shape("fc.weight"), m["fc_weight_shape"])
+    assert not bad, (row.key, bad)
+
+
+@pytest.mark.parametrize("version", sorted(ROWS))
+def test_served_context_and_draft_positions_are_what_vllm_derives(version, drafts):
+    """The target's context kconvert knows is vLLM's ModelConfig.max_model_len; rules/config.py vllm_positions and
+    K901 say what config/speculative.py _maybe_override_draft_max_position_embeddings and (0.33, V2)
+    config/vllm.py _limit_max_model_len_to_draft did: raised (K901 info), or not raised and the served length."""
+    row = ROWS[version]
+    bad = {}
+    seen = set()
+    for key, d in REC["drafts"].items():
+        s = d["answers"][_release(row)]["served"]
+        assert "raises" not in s, (key, s)
+        draft, target = drafts[key]
+        t_len = s["target_max_model_len"]
+        if target.max_position_embeddings != t_len:
+            bad[key] = ("target context", target.max_position_embeddings, t_len)
+            continue
+        if effective_positions(draft.config, draft.max_position_embeddings) != s["draft_max_position_embeddings_read"]:
+            bad[key] = ("draft positions read", draft.max_position_embeddings, s["draft_max_position_embeddings_read"])
+            continue
+        below = s["draft_max_position_embeddings_read"] < t_len
+        raised = below and s["draft_max_position_embeddings"] >= t_len
+        want = (s["draft_max_position_embeddings"], s[f"{row.runner}_max_model_len"], raised)
+        got = vllm_positions(row, draft.config, draft.max_position_embeddings, t_len)
+        if got != want:
+            bad[key] = ("vllm_positions", got, want)
+        k901 = _findings(draft, target, row, "K901")
+        if bool(k901) != below or (k901 and (k901[0].severity == "info") != raised):
+            bad[key] = ("K901", [(f.severity, f.message) for f in k901], want)
+        if below:
+            seen.add((raised, want[1] < t_len))
+    assert not bad, (row.key, bad)
+    assert seen, "the recording holds drafts below their target's context"
+
+
+def _fused(canonical: str) -> str:
+    """vLLM's stacked parameters (llama_eagle3.py hf_to_vllm_mapper orig_to_new_stacked; deepseek_v2.py's
+    fused_qkv_a_proj): the parameter a canonical name loads into."""
+    for a, b in ((".q_proj.", ".qkv_proj."), (".k_proj.", ".qkv_proj."), (".v_proj.", ".qkv_proj."),
+                 (".gate_proj.", ".gate_up_proj."), (".up_proj.", ".gate_up_proj."),
+                 (".q_a_proj.", ".fused_qkv_a_proj."), (".kv_a_proj_with_mqa.", ".fused_qkv_a_proj.")):
+        canonical = canonical.replace(a, b)
+    return {"d2t": "draft_id_to_target_id"}.get(canonical, canonical)
+
+
+@pytest.mark.parametrize("version", sorted(ROWS))
+def test_kept_and_dropped_weights_are_what_vllm_load_weights_does(version, drafts):
+    """Per checkpoint name: load_weights raises exactly where kconvert's K201 (layout), K203 (names it cannot
+    place) or K301 (an fc of another width than the one vLLM builds: "fails at load") is an error for the row; otherwise each name lands in the vLLM parameter of kconvert's canonical name
+    (the row's layout / layer_names), the names vLLM skips are the row's ignored_tensors, and a parameter left
+    unloaded is the embedding of a draft without one (shared from the target, uses_draft_embeddings) or a norm
+    kconvert does not require (NORMS, a later layer's hidden_norm) unless K202 says it is missing."""
+    row = ROWS[version]
+    bad = {}
+    for key, d in REC["drafts"].items():
+        m = _built(d["answers"][_release(row)])
+        draft, target = drafts[key]
+        errors = {f.id for f in run_rules(Context(draft=draft, target=target, engine=row))
+                  if f.severity == "error" and f.id in ("K201", "K203", "K301")}
+        if "load_weights" in m:
+            if not errors:
+                bad[key] = ("vLLM raised, kconvert sees no K201/K203/K301 error", m["load_weights"])
+            continue
+        if errors:
+            bad[key] = ("kconvert errors, vLLM loaded it", sorted(errors))
+            continue
+        canon = {raw: c for c, raw in draft.raw_names.items()}
+        for raw, params in m["loaded"].items():
+            want = _fused(canon.get(raw, "<unmapped>"))
+            if [p.removeprefix("model.") for p in params] != [want]:
+                bad[key] = ("lands", raw, params, want)
+        dropped = sorted(canon.get(n, n) for n in m["dropped"])
+        if dropped != sorted(c for c in row.ignored_tensors if c in draft.raw_names):
+            bad[key] = ("dropped", m["dropped"], row.ignored_tensors)
+        k202 = _findings(draft, target, row, "K202")
+        later_hidden = re.compile(r"^layers\.[1-9]\d*\.hidden_norm\.weight$")
+        for p in m["params_not_loaded"]:
+            c = p.removeprefix("model.")
+            ok = ((c == "embed_tokens.weight" and row.uses_draft_embeddings and c not in draft.tensors)
+                  or c in NORMS or later_hidden.match(c) or k202)
+            if not ok:
+                bad[key] = ("not loaded", p)
+    assert not bad, (row.key, bad)
+
+
+def test_the_recording_built_every_draft_class_and_names_the_functions():
+    for rel in REC["releases"].values():
+        assert {"SpeculativeConfig", "draft_max_position_embeddings", "initialize_model"} <= set(rel["functions"])
+    assert "limit_max_model_len_to_draft" in REC["releases"]["0.33"]["functions"]
+    assert "limit_max_model_len_to_draft" not in REC["releases"]["0.32"]["functions"]
+    for key, d in REC["drafts"].items():
+        for rel, a in d["answers"].items():
+            assert "raises" not in a["served"] and "raises" not in a["model"], (key, rel)
+            assert a["model"]["class"] in ("Eagle3LlamaForCausalLM", "Eagle3DeepseekV2ForCausalLM",
+                                           "Eagle3Qwen3ForCausalLM"), (key, rel)

@@ -138,6 +138,15 @@ class EngineRules:
     runner: str | None = None
     # Environment a serve line needs for this row's runner on a GPU (V1: VLLM_USE_V2_MODEL_RUNNER=0).
     serve_env: tuple[tuple[str, str], ...] = ()
+    # raises_max_positions applies only to drafts whose every rope type is one of these (None: any rope type).
+    # vLLM 0.33 config/speculative.py _maybe_override_draft_max_position_embeddings / _CACHE_ONLY_ROPE_TYPES.
+    raises_max_positions_rope: frozenset[str] | None = None
+    # When the draft's positions are not raised, the served max_model_len is lowered to the draft's (vLLM 0.33
+    # Model Runner V2: config/vllm.py _limit_max_model_len_to_draft).
+    limits_served_to_draft: bool = False
+    # Canonical tensor names the draft class skips on load (vLLM llama_eagle3.py / deepseek_eagle3.py load_weights:
+    # `if "t2d" in name: continue`; recorded in tests/data/vllm_oracle.json). () where no source says.
+    ignored_tensors: tuple[str, ...] = ()
 
     @property
     def runner_label(self) -> str | None:
@@ -242,6 +251,7 @@ _VLLM_COMMON: dict[str, Any] = dict(
     reads_speculators_format=True,
     raises_max_positions=True,
     reads_num_aux_from="num_aux_hidden_states, else len(eagle_config.eagle_aux_hidden_state_layer_ids), else 3",
+    ignored_tensors=("t2d",),
 )
 
 # vLLM 0.32.0 as installed: config/speculative.py (SpeculativeMethod: "dflash", "dspark", "mtp"; MTPModelTypes;
@@ -310,9 +320,16 @@ VLLM_0_32_V1 = EngineRules(
            "V1 refuses DSpark (config/vllm.py _get_v1_model_runner_unsupported_features)"),
 )
 
+# vLLM 0.33.0 config/speculative.py: _maybe_override_draft_max_position_embeddings raises a draft's
+# max_position_embeddings to the target's max_model_len only when every rope type is cache-only
+# (_CACHE_ONLY_ROPE_TYPES); 0.32.0 raised it for every draft. Recorded in tests/data/vllm_oracle.json.
+_VLLM_0_33_ROPE = frozenset({"default", "linear", "llama3", "ntk", "proportional"})
+
 VLLM_0_33 = EngineRules(
     version="0.33", aliases=("0.33.0", "0.33/v2", "0.33.0/v2"), **{**_VLLM_COMMON, "aux_read_paths": _V2_READS},
     runner="v2",
+    raises_max_positions_rope=_VLLM_0_33_ROPE,
+    limits_served_to_draft=True,
     no_aux_heads="yes",
     source="vllm 0.33.0 wheel (PyPI), compared with 0.32.0: EAGLE-3 loaders and aux capture unchanged; "
            "gpu/spec_decode/eagle/eagle3_utils.py requires_aux_hidden_states is new",
@@ -321,6 +338,7 @@ VLLM_0_33 = EngineRules(
 
 VLLM_0_33_V1 = EngineRules(
     version="0.33/v1", aliases=("0.33.0/v1",), **{**_VLLM_COMMON, **_V1_ONLY},
+    raises_max_positions_rope=_VLLM_0_33_ROPE,
     source=VLLM_0_33.source + "; Model Runner V1: gpu_model_runner.py _get_eagle3_aux_layers_from_config "
            "(identical to 0.32.0), config/vllm.py use_v2_model_runner",
     notes=VLLM_0_32_V1.notes,

@@ -1,4 +1,5 @@
-"""Record what vLLM's own code answers for the aux layer ids of every draft kconvert ships: tests/data/vllm_oracle.json.
+"""Record what vLLM's own code answers for every draft kconvert ships (aux ids, served context, the draft class and
+its load_weights): tests/data/vllm_oracle.json.
 
     .venv/bin/python tests/vllm_oracle/record.py [--out PATH] [--check]
 
@@ -20,6 +21,15 @@
    target, ``SupportsEagle3.get_eagle3_default_aux_hidden_state_layers`` on an object holding ``num_layers``
    layers (no target family kconvert ships overrides it: only transformers/base.py and mllama4.py do).
    No engine is started, no weight is read.
+3. In the same child, per draft (``served_and_model``): the target's real ``ModelConfig`` (once per target; the
+   zoo's from kconvert's profiles, ``target_folder``) and the draft's ``SpeculativeConfig``: the draft's
+   max_position_embeddings as read and after ``_maybe_override_draft_max_position_embeddings``, the draft's
+   max_model_len, and the served max_model_len after 0.33's ``VllmConfig._limit_max_model_len_to_draft`` for V1
+   and V2; then ``initialize_model`` on the meta device (fc weight shape, num_aux_hidden_states, parameters) and
+   the class's own ``load_weights`` fed meta tensors of the checkpoint's names and shapes (which parameter each
+   name reached, the names dropped, the parameters never loaded, or the error). Both children run under
+   ``VLLM_TARGET_DEVICE=cpu`` (the 0.33.0 wheel is the CUDA build) with a modelinfos cache per release in
+   ``.vllm-oracle-cache/``.
 
 ``--check`` re-records and exits 1 if the answers differ from the committed JSON (timings are not compared).
 """
@@ -28,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -60,7 +71,9 @@ def where(fn):
     return os.path.relpath(inspect.getsourcefile(fn), os.path.dirname(base)) + ":" + str(inspect.getsourcelines(fn)[1])
 
 def err(e):
-    return {"raises": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+    # the first line, cut before AutoWeightsLoader's listing of a Python set (its order changes per run)
+    msg = (str(e).splitlines()[0] if str(e) else '').split(" The available parameters")[0]
+    return {"raises": f"{type(e).__name__}: {msg}"}
 
 def ids(v):
     return list(v) if isinstance(v, (list, tuple)) else v
@@ -77,6 +90,120 @@ funcs = {"v1": where(v1), "v2": where(v2), "default": where(default), "get_confi
          "EAGLEConfig": where(EAGLEConfig.__init__)}
 if req is not None:
     funcs["requires_aux_hidden_states"] = where(req)
+
+# ---- the draft's positions, the served max_model_len, and the draft class built on the meta device
+import atexit, copy, shutil, tempfile, time
+from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig, set_current_vllm_config
+from vllm.distributed import init_distributed_environment, initialize_model_parallel
+from vllm.model_executor.model_loader.utils import initialize_model
+from vllm.utils.torch_utils import set_default_torch_dtype
+from vllm.model_executor.model_loader.weight_utils import default_weight_loader
+limit = getattr(VllmConfig, "_limit_max_model_len_to_draft", None)
+shares = getattr(SpeculativeConfig, "draft_shares_target_positions", None)
+funcs.update({"ModelConfig": where(ModelConfig.__post_init__), "SpeculativeConfig": where(SpeculativeConfig.__post_init__),
+              "draft_max_position_embeddings": where(SpeculativeConfig._maybe_override_draft_max_position_embeddings),
+              "draft_max_model_len": where(SpeculativeConfig._maybe_override_draft_max_model_len),
+              "initialize_model": where(initialize_model)})
+if limit is not None:
+    funcs["limit_max_model_len_to_draft"] = where(limit)
+if shares is not None:
+    funcs["draft_shares_target_positions"] = where(shares)
+DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64,
+          "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+          "BOOL": torch.bool, "F8_E4M3": torch.float8_e4m3fn}
+_dist = {"up": False}
+TIMES = {"target_model_config_s": 0.0, "served_s": 0.0, "model_s": 0.0}
+
+# ModelConfig inspects each architecture's class (model_executor/models/registry.py inspect_model_cls) in a fresh
+# interpreter, "to avoid initializing CUDA", ~8 s each here on a cold modelinfos cache: this child has no CUDA to
+# protect, so the same _ModelInfo.from_model_cls runs in it (the answer is the same object, unpickled there)
+from vllm.model_executor.models import registry as _registry
+_registry._run_in_subprocess = lambda fn: fn()
+_targets = {}
+
+def _target(td):
+    # no tokenizer, no weights: ModelConfig reads config.json (max_model_len from max_position_embeddings and rope);
+    # built once per target and copied for each draft (VllmConfig may adjust the model config it is given)
+    if td not in _targets:
+        _targets[td] = ModelConfig(model=td, tokenizer=td, dtype="bfloat16", skip_tokenizer_init=True,
+                                   trust_remote_code=False)
+    return copy.deepcopy(_targets[td])
+
+def served_and_model(d, method):
+    rec, t0 = {}, time.perf_counter()
+    try:
+        tgt = _target(d["target_dir"])
+        TIMES["target_model_config_s"] += time.perf_counter() - t0
+        hf0 = get_config(d["path"], trust_remote_code=False)
+        draft_mpe = getattr(getattr(hf0, "text_config", hf0), "max_position_embeddings", None)
+        sc = SpeculativeConfig(model=d["path"], method=method, num_speculative_tokens=3, target_model_config=tgt,
+                               target_parallel_config=ParallelConfig())
+    except Exception as e:
+        rec["served"] = err(e)
+        return rec
+    dc = sc.draft_model_config
+    dhf = dc.hf_config
+    srv = {"target_max_model_len": tgt.max_model_len, "draft_max_position_embeddings_read": draft_mpe,
+           "draft_max_position_embeddings": getattr(dhf, "max_position_embeddings", None),
+           "draft_max_model_len": dc.max_model_len}
+    if shares is not None:
+        srv["draft_shares_target_positions"] = shares(sc)
+    for runner, v2 in (("v1", False), ("v2", True)):
+        me = SimpleNamespace(speculative_config=sc, model_config=SimpleNamespace(max_model_len=tgt.max_model_len),
+                             use_v2_model_runner=v2)
+        if limit is not None:
+            limit(me)  # lowers me.model_config.max_model_len (V2 only) when the draft's is smaller
+        srv[f"{runner}_max_model_len"] = me.model_config.max_model_len
+    rec["served"] = srv
+    TIMES["served_s"] += time.perf_counter() - t0
+    t0 = time.perf_counter()
+    # the draft class vLLM's loader builds (model_loader/utils.py initialize_model, as base_loader.load_model calls
+    # it) on the meta device, then its own load_weights fed meta tensors of the checkpoint's names and shapes
+    try:
+        vc = VllmConfig(model_config=tgt, speculative_config=sc, parallel_config=ParallelConfig())
+        with set_current_vllm_config(vc):
+            if not _dist["up"]:
+                rendezvous = tempfile.mkdtemp(prefix="kconvert-vllm-oracle-dist-")
+                atexit.register(shutil.rmtree, rendezvous, True)
+                init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo",
+                                             distributed_init_method="file://" + os.path.join(rendezvous, "d"))
+                initialize_model_parallel(1, 1)
+                _dist["up"] = True
+        with set_default_torch_dtype(dc.dtype), torch.device("meta"):
+            model = initialize_model(vllm_config=vc, model_config=dc)
+    except Exception as e:
+        rec["model"] = err(e)
+        TIMES["model_s"] += time.perf_counter() - t0
+        return rec
+    inner = getattr(model, "model", model)
+    fc = getattr(inner, "fc", None)
+    m = {"class": type(model).__name__,
+         "fc_weight_shape": list(fc.weight.shape) if fc is not None else None,
+         "num_aux_hidden_states": getattr(inner, "num_aux_hidden_states", None),
+         "use_aux_hidden_state": getattr(inner, "use_aux_hidden_state", None),
+         "num_layers": len(getattr(inner, "layers", [])),
+         "params": sorted(n for n, _ in model.named_parameters())}
+    reached = {}
+    for pname, prm in model.named_parameters():
+        orig = getattr(prm, "weight_loader", default_weight_loader)
+        def wrap(param, loaded, *a, _n=pname, _o=orig, **k):
+            reached.setdefault(id(loaded), set()).add(_n)
+            return _o(param, loaded, *a, **k)
+        prm.weight_loader = wrap
+    ckpt = {name: torch.empty(shape, dtype=DTYPES[dt], device="meta") for name, (dt, shape) in d["tensors"].items()}
+    try:
+        with set_current_vllm_config(vc):
+            model.load_weights(iter(sorted(ckpt.items())))
+        m["loaded"] = {name: sorted(reached[id(t)]) for name, t in sorted(ckpt.items()) if id(t) in reached}
+        m["dropped"] = sorted(name for name, t in ckpt.items() if id(t) not in reached)
+        hit = set().union(*reached.values()) if reached else set()
+        m["params_not_loaded"] = sorted(set(m["params"]) - hit)
+    except Exception as e:
+        m["load_weights"] = err(e)
+    rec["model"] = m
+    TIMES["model_s"] += time.perf_counter() - t0
+    return rec
+
 drafts = json.load(sys.stdin)
 out = {}
 for key, d in drafts.items():
@@ -129,10 +256,11 @@ for key, d in drafts.items():
         rec["default"] = ids(default(SimpleNamespace(model=SimpleNamespace(layers=[None] * n))))
     except Exception as e:
         rec["default"] = err(e)
+    rec.update(served_and_model(d, rec.get("speculative_config", {}).get("method", "eagle3")))
     out[key] = rec
 print(json.dumps({"versions": {"vllm": vllm.__version__, "torch": torch.__version__,
                                "transformers": transformers.__version__, "python": sys.version.split()[0]},
-                  "functions": funcs, "drafts": out}))
+                  "functions": funcs, "drafts": out, "times": {k: round(v, 1) for k, v in TIMES.items()}}))
 '''
 
 
@@ -160,12 +288,59 @@ def run(drafts: dict, extra_path: Path | None) -> dict:
     parts = ([str(extra_path)] if extra_path else []) + [str(ROOT)]
     env["PYTHONPATH"] = os.pathsep.join(parts)
     env.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    # vLLM's CPU platform for both releases: 0.32.0 is the CPU build; the 0.33.0 wheel is the CUDA build, whose
+    # platforms/__init__.py cpu_platform_plugin picks the CPU platform only when asked (without it DeviceConfig
+    # raises "Failed to infer device type" and no VllmConfig builds)
+    env["VLLM_TARGET_DEVICE"] = "cpu"
+    # ModelConfig inspects each architecture's class in a subprocess (~8 s each) unless vLLM's modelinfos cache
+    # (model_executor/models/registry.py, keyed by the model file's hash, not by release) has it: one cache per
+    # release, or the two releases overwrite each other's entries on every run
+    env["VLLM_CACHE_ROOT"] = str(ROOT / ".vllm-oracle-cache" / (extra_path.name if extra_path else "installed"))
     p = subprocess.run([sys.executable, "-c", CHILD], input=json.dumps(drafts), capture_output=True, text=True,
                        env=env, cwd=str(ROOT), timeout=600)
     if p.returncode:
         sys.stderr.write(p.stderr)
         raise SystemExit(f"vLLM child ({extra_path or 'installed'}) failed: rc {p.returncode}")
     return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+# name -> config keys set on a copy of examples/tiny/drafts/llama-specforge (eagle_config merged)
+ON_DISK_BASE = "examples/tiny/drafts/llama-specforge"
+PROBES = {
+    "ids-4-fc-3": {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 4, 6]}},
+    "num-aux-4": {"num_aux_hidden_states": 4},
+    "num-aux-3-ids-4": {"num_aux_hidden_states": 3, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 4, 6]}},
+}
+
+
+def target_folder(ref: str, work: Path, sg) -> str:
+    """A folder holding the target's config.json, for vLLM's ModelConfig: the shipped tiny target as it is; the
+    producers' target from the config tests/data/producers/provenance.json records; a built-in profile
+    (kconvert/target/profiles/*.json, the zoo's targets) written as its text model's config.json with the fields the
+    profile copies from the public config (layers, widths, vocabulary, heads, max_position_embeddings, rope_theta,
+    rope_scaling, the MLA ranks); every other field is the config class's default."""
+    if (ROOT / ref / "config.json").is_file():
+        return str(ROOT / ref)
+    dest = work / "targets" / ref.replace("/", "_").replace("#", "_")
+    if not (dest / "config.json").exists():
+        if ref == sg.PRODUCERS_TARGET:
+            cfg = json.loads((ROOT / "tests" / "data" / "producers" / "provenance.json").read_text())["target"]
+        else:
+            p = json.loads((ROOT / "kconvert" / "target" / "profiles" / f"{ref}.json").read_text())
+            keys = ("num_hidden_layers", "hidden_size", "vocab_size", "num_attention_heads", "num_key_value_heads",
+                    "head_dim", "max_position_embeddings", "rms_norm_eps", "torch_dtype", "rope_theta", "rope_scaling",
+                    "first_k_dense_replace")
+            cfg = {k: p[k] for k in keys if p.get(k) is not None}
+            cfg.update(p.get("mla") or {})
+            if p.get("text_model_type") and p["text_model_type"] != p["model_type"]:
+                # a multimodal wrapper (Kimi-K2.5): its text model, which sets the context vLLM serves
+                cfg.update(architectures=["DeepseekV3ForCausalLM"] if p.get("mla") else p["architectures"],
+                           model_type=p["text_model_type"])
+            else:
+                cfg.update(architectures=p["architectures"], model_type=p["model_type"])
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / "config.json").write_text(json.dumps(cfg))
+    return str(dest)
 
 
 def record() -> dict:
@@ -185,15 +360,31 @@ def record() -> dict:
         drafts, configs = {}, {}
         for group in ("zoo", "producers", "examples"):
             for name, e in m[group].items():
-                drafts[f"{group}/{name}"] = {"path": e["path"], "num_layers": e["target"]["num_layers"]}
+                drafts[f"{group}/{name}"] = {"path": e["path"], "num_layers": e["target"]["num_layers"],
+                                             "target_dir": target_folder(e["target"]["ref"], Path(work), sg),
+                                             "tensors": {n: [t["dtype"], t["shape"]] for n, t in e["tensors"].items()}}
                 configs[f"{group}/{name}"] = {"config": e["config"], "num_layers": e["target"]["num_layers"],
                                               "target": e["target"]["ref"]}
+        # config probes (no shipped draft sets num_aux_hidden_states or other than 3 ids): copies of one shipped
+        # draft with its config changed, its tensors unchanged (fc stays 3 x hidden)
+        base_key = "examples/drafts/llama-specforge"
+        base = m["examples"]["drafts/llama-specforge"]
+        for name, change in PROBES.items():
+            folder = Path(work) / "probes" / name
+            shutil.copytree(base["path"], folder)
+            cfg = json.loads(json.dumps(base["config"]))
+            for k, v in change.items():
+                cfg[k] = {**cfg.get(k, {}), **v} if isinstance(v, dict) else v
+            (folder / "config.json").write_text(json.dumps(cfg, indent=1))
+            drafts[f"probes/{name}"] = {**drafts[base_key], "path": str(folder)}
+            configs[f"probes/{name}"] = {**configs[base_key], "config": cfg, "probe_of": ON_DISK_BASE}
         t_manifest = time.perf_counter() - t0
         results, timings = {}, {"manifest_s": round(t_manifest, 1)}
         for label, extra in (("0.32", None), ("0.33", vllm_033())):
             t = time.perf_counter()
             results[label] = run(drafts, extra)
             timings[f"vllm_{label}_s"] = round(time.perf_counter() - t, 1)
+            timings[f"vllm_{label}_parts"] = results[label].pop("times")
     out = {"about": "vLLM's own aux-layer functions over every draft kconvert ships; tests/vllm_oracle/README.md",
            "releases": {}, "drafts": {}}
     for label, r in results.items():
