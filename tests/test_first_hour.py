@@ -79,9 +79,11 @@ def test_matrix_reads_the_project_configuration_and_exits_as_inspect(tmp_path):
 
 
 def test_matrix_takes_the_gate_flags_of_inspect():
+    # Model Runner V1 reads eagle_config's [1, 4, 6] (one stream early: K404 alone); V2 reads none of its keys
+    # and feeds its defaults (K405), so the row is the V1 one
     args = [str(SPECFORGE), "--target", str(TARGET), "--ignore", "K404"]
-    i = cli("inspect", *args, "--engine-version", "0.32", "--isolated")
-    m = cli("matrix", *args, "--engines", "vllm:0.32", "--cache", "off", "--isolated", "--json")
+    i = cli("inspect", *args, "--engine-version", "0.32/v1", "--isolated")
+    m = cli("matrix", *args, "--engines", "vllm:0.32/v1", "--cache", "off", "--isolated", "--json")
     assert i.returncode == 0, i.stdout + i.stderr
     assert m.returncode == 0, m.stdout + m.stderr
     doc = json.loads(m.stdout)
