@@ -63,8 +63,8 @@ def vllm_positions(engine: Any, cfg: dict[str, Any], draft_positions: int | None
           "target's max_model_len (config/speculative.py _maybe_override_draft_max_position_embeddings); vLLM 0.33 "
           "only when every rope type is cache-only (default, linear, llama3, ntk, proportional: "
           "_CACHE_ONLY_ROPE_TYPES), and otherwise Model Runner V2 lowers the served max_model_len to the draft's "
-          "(config/vllm.py _limit_max_model_len_to_draft), as recorded from vLLM's own code in "
-          "tests/data/vllm_oracle.json.",
+          "(config/vllm.py _limit_max_model_len_to_draft), as vLLM 0.33's own code answered when run on the "
+          "project's drafts.",
       fix="fix sets it to the target's (safe: rope scaling, not this number, shapes the positions).",
       needs_target=True)
 def max_positions(ctx: Context) -> Iterator[Finding]:
