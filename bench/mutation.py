@@ -165,6 +165,20 @@ def main(argv: list[str] | None = None) -> int:
             link = scratch / "mutants" / name
             if lib.is_dir() and not link.exists():
                 link.symlink_to(lib / name)
+        # mutmut's stats mode reads its config (pyproject.toml) from the cwd in every process a trampoline runs in;
+        # a `kconvert` child that a test starts in another folder would die on "Could not figure out where the code
+        # to mutate is". A sitecustomize beside the mutants loads the scratch's config first (stats mode only).
+        (scratch / "mutants" / "sitecustomize.py").write_text(
+            "# written by bench/mutation.py (issue #30): load mutmut's config from the scratch in child processes\n"
+            "import os\n"
+            "if os.environ.get('MUTANT_UNDER_TEST') == 'stats' and not os.path.exists('pyproject.toml'):\n"
+            "    _cwd = os.getcwd()\n"
+            f"    os.chdir({str(scratch)!r})\n"
+            "    try:\n"
+            "        from mutmut.configuration import config\n"
+            "        config()\n"
+            "    finally:\n"
+            "        os.chdir(_cwd)\n")
         # the mutants first, for this process's tests and for every `kconvert` child process they start
         env["PYTHONPATH"] = os.pathsep.join([str(scratch / "mutants"), str(lib)] if lib.is_dir() else
                                             [str(scratch / "mutants")])
