@@ -19,7 +19,13 @@ PYTHONPATH is set to `<scratch>/mutants` so the CLI's child processes import the
 that before a run: a known break in the first module (mutmut's own mutant, picked by name) must be killed.
 
 Survivors judged equivalent (no input can tell them apart) are listed in bench/mutation-equivalent.txt as
-`<mutant name>  <reason>`; the score counts them apart ("equivalent"), never as killed.
+`<module> | <mutant name> | <diff line> | <reason>`; the score counts them apart ("equivalent"), never as killed.
+Other verdicts of mutmut (suspicious, skipped) count as not killed and are listed after the survivors.
+
+Cheaper runs: `--tests` (the module's own test files; mutmut already runs, per mutant, only the tests that reach
+the mutated function, fastest first, stopping at the first failure), `--mutants` with names or globs
+(`'kconvert.source.safetensors_header.x_parse_index__mutmut_*'`: one function), `--survivors-of` a saved `--json`
+after tests were added, and `--keep DIR` to resume a stopped run (mutants with a verdict are not run again).
 """
 from __future__ import annotations
 
@@ -215,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
                                       "score": round(score, 1), "test_seconds": round(sum(ran), 1),
                                       "seconds_per_mutant_run": round(sum(ran) / len(ran), 2) if ran else None}
             report["survivors"] += s
+            report.setdefault("other_verdicts", {}).update(
+                {n: x for n, x in v if x not in ("killed", "survived", "no tests", "not checked")})
         if tm:
             print(f"{'all':48} {'':7} {tk:6} {'':5} {'':5} {'':6} {100.0 * tk / tm:5.1f}%")
         ran = list(dur.values())
@@ -227,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
             diff = [x for x in d.strip().splitlines() if x[:1] in "+-" and x[:3] not in ("+++", "---")]
             report["diffs"][n] = diff
             print("    " + "\n    ".join(d.strip().splitlines()[-12:]))
+        for n, x in report.get("other_verdicts", {}).items():
+            print(f"  {n}: {x} (not counted as killed)")
         if json_out:
             json_out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
             print(f"\nwritten: {json_out}")
