@@ -91,11 +91,14 @@ def test_upload_calls_the_hub_api_with_the_branch_the_token_and_the_bound_files(
     from kconvert.hub.binding import LocalFile
 
     calls = []
+    fail: dict = {}
 
     def spy(name):
         def f(self, *a, **k):
             calls.append((name, self.token, a, k))
-            return type("Info", (), {"commit_url": "u", "oid": "o", "pr_url": None})()
+            if fail.get(name):
+                raise fail[name]
+            return type("Info", (), {"commit_url": "https://hub/c/o", "oid": "o", "pr_url": "https://hub/pr/1"})()
         return f
 
     for name in ("create_repo", "create_branch", "create_commit"):
@@ -104,23 +107,45 @@ def test_upload_calls_the_hub_api_with_the_branch_the_token_and_the_bound_files(
     w.write_bytes(b"weight")
     c.write_bytes(b"extras")
     sha = hashlib.sha256(b"weight").hexdigest()
-    files = [LocalFile("model.safetensors", w, 6, sha, True), LocalFile("kconvert.json", c, 6,
-                                                                          hashlib.sha256(b"extras").hexdigest())]
+    sha_c = hashlib.sha256(b"extras").hexdigest()
+    files = [LocalFile("model.safetensors", w, 6, sha, True), LocalFile("config.json", c, 6, sha_c, True)]
     progress = []
-    up.upload("me/x", files, "cärd", commit_message="m", revision="dev", private=True, token="hf_t",
-              on_upload=lambda d, t: progress.append((d, t)))
+    done = up.upload("me/x", files, "cärd", commit_message="m", revision="dev", private=True, token="hf_t",
+                     on_upload=lambda d, t: progress.append((d, t)))
+    assert (done.url, done.oid, done.pr_url) == ("https://hub/c/o", "o", "https://hub/pr/1")
     assert [(n, t) for n, t, _, _ in calls] == [("create_repo", "hf_t"), ("create_branch", "hf_t"),
                                                 ("create_commit", "hf_t")]
     assert calls[0][2:] == (("me/x",), {"private": True, "exist_ok": True, "repo_type": None})
     assert calls[1][2:] == (("me/x",), {"branch": "dev", "exist_ok": True, "repo_type": None})
     _, _, (repo, ops), k = calls[2]
-    assert repo == "me/x" and [op.path_in_repo for op in ops] == ["model.safetensors", "kconvert.json", "README.md"]
+    assert repo == "me/x" and [op.path_in_repo for op in ops] == ["model.safetensors", "config.json", "README.md"]
     assert k == {"commit_message": "m", "revision": "dev", "create_pr": False, "repo_type": None,
                  "commit_description": "Files bound to a passing `kconvert verify` report by sha256:\n\n"
-                                       f"- model.safetensors: {sha}"}
+                                       f"- model.safetensors: {sha}\n- config.json: {sha_c}"}
     assert progress == [(0, 17), (17, 17)]
     calls.clear()
     up.upload("me/x", files, "c", commit_message="m", revision="main", repo_type="dataset", bound_by="the trace")
     assert [n for n, _, _, _ in calls] == ["create_repo", "create_commit"]
     assert calls[0][3]["repo_type"] == "dataset" and calls[1][3]["repo_type"] == "dataset"
     assert calls[1][3]["commit_description"].startswith("Files bound to the trace by sha256:")
+    calls.clear()
+    up.upload("me/x", files, "c", commit_message="m", revision="dev", repo_type="dataset")
+    assert calls[1][0] == "create_branch" and calls[1][3]["repo_type"] == "dataset"
+
+    # errors: a Hub answer becomes one line naming the repository; a RuntimeError is one only with a Hub cause
+    from kconvert.errors import InputError
+    fail["create_repo"] = _http(401, "401 Client Error: Unauthorized")
+    with pytest.raises(InputError) as ei:
+        up.upload("me/x", files, "c", commit_message="m")
+    assert (ei.value.message, ei.value.hint) == ("push to me/x failed: 401 Client Error: Unauthorized", TOKEN_HINT)
+    fail.clear()
+    try:
+        raise RuntimeError("Error while uploading 'config.json' to the Hub.") from _http(500, "500 Server Error")
+    except RuntimeError as wrapped:
+        fail["create_commit"] = wrapped
+    with pytest.raises(InputError) as ei:
+        up.upload("me/x", files, "c", commit_message="m")
+    assert ei.value.message == "push to me/x failed: Error while uploading 'config.json' to the Hub: 500 Server Error"
+    fail["create_commit"] = RuntimeError("a bug, not the Hub")
+    with pytest.raises(RuntimeError, match="a bug, not the Hub"):
+        up.upload("me/x", files, "c", commit_message="m")
