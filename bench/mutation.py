@@ -19,7 +19,13 @@ PYTHONPATH is set to `<scratch>/mutants` so the CLI's child processes import the
 that before a run: a known break in the first module (mutmut's own mutant, picked by name) must be killed.
 
 Survivors judged equivalent (no input can tell them apart) are listed in bench/mutation-equivalent.txt as
-`<mutant name>  <reason>`; the score counts them apart ("equivalent"), never as killed.
+`<module> | <mutant name> | <diff line> | <reason>`; the score counts them apart ("equivalent"), never as killed.
+Other verdicts of mutmut (suspicious, skipped) count as not killed and are listed after the survivors.
+
+Cheaper runs: `--tests` (the module's own test files; mutmut already runs, per mutant, only the tests that reach
+the mutated function, fastest first, stopping at the first failure), `--mutants` with names or globs
+(`'kconvert.source.safetensors_header.x_parse_index__mutmut_*'`: one function), `--survivors-of` a saved `--json`
+after tests were added, and `--keep DIR` to resume a stopped run (mutants with a verdict are not run again).
 """
 from __future__ import annotations
 
@@ -54,13 +60,21 @@ def engine_free_tests() -> list[str]:
 
 
 def equivalent() -> dict[str, str]:
+    """bench/mutation-equivalent.txt: one entry a line, `<module> | <mutant name> | <diff line> | <why>`; `#` starts a
+    comment. (The older `<mutant name> <why>` form is still read.) Returns mutant name -> why."""
     out = {}
     f = ROOT / "bench" / "mutation-equivalent.txt"
     if f.exists():
         for line in f.read_text().splitlines():
-            if line.strip() and not line.startswith("#"):
-                name, _, why = line.partition(" ")
-                out[name.strip()] = why.strip()
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            if " | " in line:
+                parts = [x.strip() for x in line.split(" | ", 3)]
+                if len(parts) == 4:
+                    out[parts[1]] = parts[3]
+                    continue
+            name, _, why = line.partition(" ")
+            out[name.strip()] = why.strip()
     return out
 
 
@@ -105,6 +119,14 @@ def results(scratch: Path) -> dict[str, list[tuple[str, int | None]]]:
     return out
 
 
+def durations(scratch: Path) -> dict[str, float]:
+    """Seconds each mutant's test run took (mutmut's `durations_by_key`), for the seconds-per-mutant figure."""
+    out: dict[str, float] = {}
+    for meta in (scratch / "mutants").rglob("*.py.meta"):
+        out.update(json.loads(meta.read_text()).get("durations_by_key", {}))
+    return out
+
+
 def verdict(code: int | None) -> str:
     """mutmut's own reading of a mutant's exit code (mutmut/stats.py status_by_exit_code): timeouts and
     segfaults count as killed, as mutmut's score does."""
@@ -120,7 +142,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-children", type=int, default=1)
     ap.add_argument("--keep", metavar="DIR", help="keep the scratch folder at DIR (reuse it on the next run)")
     ap.add_argument("--json", metavar="FILE", help="also write the per-module figures and survivors to FILE")
+    ap.add_argument("--mutants", nargs="*", metavar="NAME",
+                    help="run only these mutants (names as mutmut prints them), e.g. the survivors of a saved --json "
+                         "run after tests were added: the others keep no verdict (counted as 'not checked')")
+    ap.add_argument("--survivors-of", metavar="FILE",
+                    help="like --mutants, with the survivors listed in a saved --json FILE")
     a = ap.parse_args(argv)
+    only = list(a.mutants or [])
+    if a.survivors_of:
+        only += json.loads(Path(a.survivors_of).read_text())["survivors"]
+    json_out = Path(a.json).resolve() if a.json else None
     modules = a.modules or SCOPE
     tests = a.tests or engine_free_tests()
     lib = ROOT / ".bench-lib"
@@ -140,19 +171,36 @@ def main(argv: list[str] | None = None) -> int:
             link = scratch / "mutants" / name
             if lib.is_dir() and not link.exists():
                 link.symlink_to(lib / name)
+        # mutmut's stats mode reads its config (pyproject.toml) from the cwd in every process a trampoline runs in;
+        # a `kconvert` child that a test starts in another folder would die on "Could not figure out where the code
+        # to mutate is". A sitecustomize beside the mutants loads the scratch's config first (stats mode only).
+        (scratch / "mutants" / "sitecustomize.py").write_text(
+            "# written by bench/mutation.py (issue #30): load mutmut's config from the scratch in child processes\n"
+            "import os\n"
+            "if os.environ.get('MUTANT_UNDER_TEST') == 'stats' and not os.path.exists('pyproject.toml'):\n"
+            "    _cwd = os.getcwd()\n"
+            f"    os.chdir({str(scratch)!r})\n"
+            "    try:\n"
+            "        from mutmut.configuration import config\n"
+            "        config()\n"
+            "    finally:\n"
+            "        os.chdir(_cwd)\n")
         # the mutants first, for this process's tests and for every `kconvert` child process they start
         env["PYTHONPATH"] = os.pathsep.join([str(scratch / "mutants"), str(lib)] if lib.is_dir() else
                                             [str(scratch / "mutants")])
         env["MUTMUT_BENCH"] = "1"
         cmd = [sys.executable, "-c", "import sys; from mutmut.__main__ import cli; sys.argv[0]='mutmut'; cli()",
-               "run", "--max-children", str(a.max_children)]
+               "run", "--max-children", str(a.max_children)] + only
         rc = subprocess.run(cmd, cwd=scratch, env=env).returncode
         took = time.monotonic() - t0
         res = results(scratch)
         eq = equivalent()
         print(f"\nmutmut exit {rc}; {took:.0f} s wall, max-children {a.max_children}")
         print(f"{'module':48} {'mutants':>7} {'killed':>6} {'surv':>5} {'equiv':>5} {'notest':>6} {'score':>6}")
-        report = {"seconds": round(took), "modules": {}, "survivors": []}
+        dur = durations(scratch)
+        report = {"command": "python bench/mutation.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+                  "seconds": round(took), "max_children": a.max_children, "modules": {}, "survivors": [],
+                  "diffs": {}}
         tk = tm = 0
         for mod, items in res.items():
             if not items:
@@ -167,18 +215,31 @@ def main(argv: list[str] | None = None) -> int:
             tk += k
             tm += judged
             print(f"{mod:48} {len(v):7} {k:6} {len(s) - nt:5} {e:5} {nt:6} {score:5.1f}%")
-            report["modules"][mod] = {"mutants": len(v), "killed": k, "survived": len(s), "equivalent": e,
-                                      "score": round(score, 1)}
+            ran = [dur[n] for n, _ in items if n in dur]
+            report["modules"][mod] = {"mutants": len(v), "killed": k, "survived": len(s) - nt, "no_tests": nt,
+                                      "equivalent": e, "not_checked": sum(1 for _, x in v if x == "not checked"),
+                                      "score": round(score, 1), "test_seconds": round(sum(ran), 1),
+                                      "seconds_per_mutant_run": round(sum(ran) / len(ran), 2) if ran else None}
             report["survivors"] += s
+            report.setdefault("other_verdicts", {}).update(
+                {n: x for n, x in v if x not in ("killed", "survived", "no tests", "not checked")})
         if tm:
             print(f"{'all':48} {'':7} {tk:6} {'':5} {'':5} {'':6} {100.0 * tk / tm:5.1f}%")
+        ran = list(dur.values())
+        if ran:
+            print(f"{len(ran)} mutants run: {sum(ran):.0f} s of test runs, {sum(ran) / len(ran):.2f} s a mutant")
         print("\nsurviving mutants (not in bench/mutation-equivalent.txt):")
         for n in report["survivors"]:
             print(" ", n)
             d = subprocess.run(cmd[:3] + ["show", n], cwd=scratch, env=env, capture_output=True, text=True).stdout
+            diff = [x for x in d.strip().splitlines() if x[:1] in "+-" and x[:3] not in ("+++", "---")]
+            report["diffs"][n] = diff
             print("    " + "\n    ".join(d.strip().splitlines()[-12:]))
-        if a.json:
-            Path(a.json).write_text(json.dumps(report, indent=1) + "\n")
+        for n, x in report.get("other_verdicts", {}).items():
+            print(f"  {n}: {x} (not counted as killed)")
+        if json_out:
+            json_out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+            print(f"\nwritten: {json_out}")
         return 0 if rc == 0 else rc
     finally:
         if not a.keep:

@@ -87,3 +87,38 @@ def test_delta_from_an_empty_snapshot_is_the_snapshot():
 def test_delta_refuses_counters_that_go_down():
     with pytest.raises(ValueError):
         delta({"drafts": 5, "draft_tokens": 15, "accepted": 3}, {"drafts": 4, "draft_tokens": 15, "accepted": 3})
+
+
+# --- issue #30: survivors of the mutation run of kconvert/engines/acceptance.py, killed by hand-derived values ---
+
+def test_summarize_returns_the_counters_it_was_given_under_their_names():
+    """Expected by hand: 10 drafts of k=3 (30 draft tokens), 12 accepted (6, 4, 2 at positions 0-2): rate 12/30,
+    AL 1 + 12/10 = 2.2 (vLLM's definitions, module docstring)."""
+    s = summarize(10, 30, 12, [6, 4, 2], 3)
+    assert (s["drafts"], s["draft_tokens"], s["accepted"]) == (10, 30, 12)
+    assert s["accepted_per_pos"] == [6, 4, 2]
+    assert s["acceptance_rate"] == pytest.approx(0.4) and s["mean_acceptance_length"] == pytest.approx(2.2)
+
+
+def test_delta_of_two_empty_or_zero_snapshots_is_zero():
+    """Expected: nothing happened between two snapshots that both read 0 (or lack the counter)."""
+    zero = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": []}
+    assert delta(zero, zero) == zero
+    assert delta({}, {}) == zero
+
+
+def test_delta_reports_which_counter_went_down_with_both_values():
+    """Expected: the message names the counter and the two readings, before -> after."""
+    with pytest.raises(ValueError) as ei:
+        delta({"drafts": 5, "draft_tokens": 15, "accepted": 3}, {"drafts": 3, "draft_tokens": 15, "accepted": 3})
+    assert str(ei.value) == "counter drafts went down (5 -> 3)"
+
+
+def test_delta_counts_a_missing_position_of_the_after_side_as_zero():
+    """Expected (docstring: a missing side of the per-position vector counts as zeros): after [3] against before
+    [2, 0] is [1, 0]; after [3] against before [2, 1] is a position that went from 1 to 0, refused."""
+    base = {"drafts": 1, "draft_tokens": 1, "accepted": 1}
+    assert delta({**base, "accepted_per_pos": [2, 0]}, {**base, "accepted_per_pos": [3]})["accepted_per_pos"] == [1, 0]
+    with pytest.raises(ValueError) as ei:
+        delta({**base, "accepted_per_pos": [2, 1]}, {**base, "accepted_per_pos": [3]})
+    assert str(ei.value) == "counter accepted_per_pos went down"

@@ -228,3 +228,94 @@ def test_acceptance_command_bad_input_exits_2_with_one_line(tmp_path, capsys, co
 def test_acceptance_from_scrapes_without_before_counts_since_start():
     doc = acceptance_from_scrapes(vllm_scrape({("m", "0"): (4, 12, 6, [3, 2, 1])}))
     assert doc["acceptance"]["mean_acceptance_length"] == 2.5 and doc["num_speculative_tokens"] == 3
+
+
+# --- issue #30: survivors of the mutation run of kconvert/engines/metrics.py. Scrapes written by prometheus_client
+# (vllm_scrape above) or by hand in the text format; expected values derived in the test -------------------------
+
+D = "vllm:spec_decode_num_drafts"
+P = "vllm:spec_decode_num_accepted_tokens_per_pos"
+
+
+def _refusal(fn, *a, **k) -> str:
+    with pytest.raises(InputError) as ei:
+        fn(*a, **k)
+    return ei.value.message if hasattr(ei.value, "message") else str(ei.value)
+
+
+def test_parse_samples_drops_the_created_timestamps_prometheus_client_writes():
+    """Expected: prometheus_client writes a counter `c` as `c_total` and `c_created` (checked in its text); only
+    the count is a sample, named `c`."""
+    from kconvert.engines.metrics import parse_samples
+    reg = CollectorRegistry()
+    Counter("c", "help", registry=reg).inc(2)
+    text = generate_latest(reg).decode()
+    assert "c_total 2.0" in text and "c_created " in text
+    assert parse_samples(text) == [("c", {}, 2.0)]
+
+
+def test_malformed_text_is_refused_naming_the_default_source_and_each_scrape():
+    """Expected: the one-line refusal starts with what was read: 'metrics text' by default, 'before' / 'after' for
+    the two scrapes of scrape_delta."""
+    from kconvert.engines.metrics import parse_samples
+    good = vllm_scrape(TWO_MODELS)
+    assert _refusal(parse_samples, "x{").startswith("metrics text: not Prometheus text format")
+    assert _refusal(spec_decode_counters, "x{").startswith("metrics text: not Prometheus text format")
+    assert _refusal(scrape_delta, "x{", good).startswith("before: not Prometheus text format")
+    assert _refusal(scrape_delta, good, "x{").startswith("after: not Prometheus text format")
+
+
+def test_a_negative_or_fractional_counter_is_refused_with_its_series():
+    """Expected: a Prometheus counter only goes up from 0 in whole events here; the refusal names the series (name
+    and labels as read) and where it was read."""
+    neg = f'{D}_total{{engine="0"}} -3\n'
+    assert _refusal(spec_decode_counters, neg) == f"metrics text: {D}{{'engine': '0'}} has value -3.0, not a counter"
+    frac = f'{P}_total{{engine="0",position="0"}} 1.5\n'
+    assert (_refusal(spec_decode_counters, frac, source="s")
+            == f"s: {P}{{'engine': '0', 'position': '0'}} has value 1.5, not a counter")
+    assert (_refusal(spec_decode_counters, f'{D}_total{{engine="0"}} 1.5\n', source="s")
+            == f"s: {D}{{'engine': '0'}} has value 1.5, not a counter")
+
+
+def test_a_negative_position_is_refused_by_name():
+    """Expected: vLLM labels positions "0" .. str(k - 1) (SpecDecodingProm); -1 is none of them."""
+    text = f'{P}_total{{engine="0",position="-1"}} 1\n'
+    assert _refusal(spec_decode_counters, text) == f"metrics text: {P} has negative position -1"
+
+
+def test_engines_are_listed_in_numeric_order():
+    """Expected: engine indexes 2 and 10 (data-parallel ranks) list as 2, 10, not as strings ('10' < '2')."""
+    c = spec_decode_counters(vllm_scrape({("m", "10"): (1, 3, 1, [1, 0, 0]), ("m", "2"): (1, 3, 0, [0, 0, 0])}))
+    assert c["engines"] == ["2", "10"]
+
+
+def test_an_unknown_model_on_a_scrape_without_spec_counters_lists_none():
+    """Expected: a server without a speculative_config registers no spec-decode series: no model names to offer."""
+    assert _refusal(spec_decode_counters, "other_total 1\n", model="kimi") == (
+        "metrics text: no spec-decode counters for model_name 'kimi' (model names: none)")
+
+
+def test_requests_finished_is_none_without_a_request_success_series():
+    """Expected: a hand-written scrape with spec counters and no vllm:request_success has nothing to count."""
+    c = spec_decode_counters(f'{D}_total{{engine="0"}} 4\n')
+    assert c["drafts"] == 4 and c["requests_finished"] is None
+
+
+def test_counters_delta_of_finished_requests_and_k_from_either_side():
+    """Expected: finished requests are a difference only when both scrapes have them; k is after's, else before's."""
+    z = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": []}
+    assert counters_delta({**z, "requests_finished": None}, {**z, "requests_finished": 5})["requests_finished"] is None
+    assert counters_delta({**z, "requests_finished": 2}, {**z, "requests_finished": None})["requests_finished"] is None
+    assert counters_delta({**z, "requests_finished": 2}, {**z, "requests_finished": 5})["requests_finished"] == 3
+    k = lambda b, a: counters_delta({**z, "num_speculative_tokens": b}, {**z, "num_speculative_tokens": a})[
+        "num_speculative_tokens"]
+    assert (k(3, None), k(None, 4), k(3, 4), k(None, None)) == (3, 4, 4, None)
+
+
+def test_scrape_delta_applies_the_model_to_both_scrapes():
+    """Expected by hand from TWO_MODELS: llama alone goes from (10, 30, 3, [2, 1, 0]) to (15, 45, 7, [4, 2, 1]):
+    (5, 15, 4, [2, 1, 1]); kimi's counters, which did not move, must not enter either side."""
+    after = dict(TWO_MODELS)
+    after[("llama", "0")] = (15, 45, 7, [4, 2, 1])
+    d = scrape_delta(vllm_scrape(TWO_MODELS), vllm_scrape(after), model="llama")
+    assert (d["drafts"], d["draft_tokens"], d["accepted"], d["accepted_per_pos"]) == (5, 15, 4, [2, 1, 1])
