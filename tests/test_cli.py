@@ -33,8 +33,12 @@ def _plain_environment(monkeypatch):
 @pytest.fixture
 def ws(tmp_path, monkeypatch):
     """A work folder with the tiny Kimi-shaped `target`, a `bad` draft (K404, fixable), a `warn` draft (K902
-    warning only) and a `clean` one, named by relative paths."""
+    warning only) and a `clean` one, named by relative paths. The default row is Model Runner V1's, as a user gets
+    it with VLLM_USE_V2_MODEL_RUNNER=0: `bad` keeps its ids in eagle_config only, which V1 feeds one stream early
+    (K404) and V2 does not read at all (it feeds its defaults, the trained streams: a K405 warning), and the
+    default runner otherwise follows the machine (V1 on the CPU build, V2 where no vLLM is installed)."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "0")
     make_target(tmp_path / "target")
     make_draft(tmp_path / "bad", "specforge")
     make_draft(tmp_path / "warn", "torchspec", config=lambda c: c.pop("rope_scaling", None))
@@ -245,6 +249,7 @@ def test_fix_only_an_id_without_a_finding_says_so(ws, capsys):
 
 def test_fix_only_other_findings_leaves_the_rest_without_contradiction(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "0")  # Model Runner V1's row: K404 (see `ws`)
     make_target(tmp_path / "target")
     make_draft(tmp_path / "two", "specforge", config=lambda c: c.pop("rope_scaling", None))  # K404 + K902
     rc, out, err = run(capsys, "fix", "two", "-o", "out", "--target", "target", "--only", "K902",

@@ -387,7 +387,9 @@ def test_cli_inspect_exit_codes(tmp_path, target, capsys):
     clean = draft(tmp_path, name="clean")
     bad = draft(tmp_path, "specforge", name="bad")
     assert main(["inspect", str(clean), "--target", target]) == 0
-    assert main(["inspect", str(bad), "--target", target]) == 1
+    # the specforge draft's ids sit in eagle_config only: Model Runner V1 feeds them one stream early (K404), V2
+    # reads none and feeds its defaults, the trained streams; the default row follows the machine, so name V1's
+    assert main(["inspect", str(bad), "--target", target, "--engine-version", "0.32/v1"]) == 1
     assert main(["inspect", str(bad), "--target", target, "--engine", "sglang"]) == 0
     assert main(["inspect", str(tmp_path / "nope")]) == 2
     assert main(["inspect", str(clean), "--engine", "tensorrt"]) == 2
@@ -397,7 +399,7 @@ def test_cli_inspect_exit_codes(tmp_path, target, capsys):
 def test_cli_inspect_json_is_a_valid_report(tmp_path, target, capsys):
     bad = draft(tmp_path, "specforge", name="bad")
     capsys.readouterr()
-    assert main(["inspect", str(bad), "--target", target, "--json"]) == 1
+    assert main(["inspect", str(bad), "--target", target, "--engine-version", "0.32/v1", "--json"]) == 1
     doc = json.loads(capsys.readouterr().out)
     validate(doc, "report")
     assert doc["format"]["producer"] == "specforge" and doc["exit_code"] == 1 and doc["verdict"] == "fail"
@@ -438,7 +440,8 @@ def test_cli_fix_exit_codes(tmp_path, target, capsys):
 def test_cli_fix_json_is_a_valid_report(tmp_path, target, capsys):
     bad = draft(tmp_path, "specforge", name="bad")
     capsys.readouterr()
-    assert main(["fix", str(bad), "-o", str(tmp_path / "out"), "--target", target, "--json"]) == 0
+    assert main(["fix", str(bad), "-o", str(tmp_path / "out"), "--target", target, "--engine-version", "0.32/v1",
+                 "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     validate(doc, "report")
     assert doc["command"] == "fix" and doc["fix"]["applied_findings"] == ["K404"]

@@ -198,15 +198,22 @@ def test_clean_unknown_kimi_draft_with_input_convention_ids_has_no_error(tmp_pat
 
 
 def test_specforge_kimi_draft_is_only_k404_on_vllm(drafts):
-    res = inspect(str(drafts[("specforge", "llama", "kimi")]), target="kimi-k2.5")
+    # Model Runner V1 feeds eagle_config's [1, 29, 57] as written (gpu_model_runner.py
+    # _get_eagle3_aux_layers_from_config), one stream early
+    res = inspect(str(drafts[("specforge", "llama", "kimi")]), target="kimi-k2.5", engine_version="0.32/v1")
     assert [f.id for f in res.findings if f.severity == "error"] == ["K404"]
     k404 = next(f for f in res.findings if f.id == "K404")
     assert k404.evidence[0].observed == [1, 29, 57] and k404.evidence[0].expected == [2, 30, 58]
+    # Model Runner V2 reads no eagle_config ids (eagle3_utils.get_eagle3_aux_layers_from_config) and feeds the
+    # defaults (2, L//2, L-3) = [2, 30, 58] on 61 layers: the trained streams, so K405 only asks to mirror them
+    res = inspect(str(drafts[("specforge", "llama", "kimi")]), target="kimi-k2.5", engine_version="0.33")
+    assert [f.id for f in res.findings if f.severity == "error"] == []
+    assert [f.severity for f in res.findings if f.id == "K405"] == ["warning"]
 
 
 @pytest.mark.parametrize("producer", ["specforge", "modelopt"])
 def test_output_convention_kimi_drafts_are_k404_one_layer_early_on_vllm_and_fixable(drafts, producer):
-    res = inspect(str(drafts[(producer, "llama", "kimi")]), target="kimi-k2.5")
+    res = inspect(str(drafts[(producer, "llama", "kimi")]), target="kimi-k2.5", engine_version="0.32/v1")
     k404 = [f for f in res.findings if f.id == "K404"]
     assert len(k404) == 1 and k404[0].severity == "error" and k404[0].ops
     assert k404[0].evidence[0].expected == [2, 30, 58]

@@ -26,7 +26,11 @@ EC_AUX = ("eagle_config", AUX)
 def run(tmp_path: Path, producer: str = "torchspec", *, target: str | None = "tiny", engine: str = "vllm",
         engine_version: str | None = None, decisions: Decisions | None = None, name: str = "draft",
         **draft_kw) -> InspectResult:
-    """Build a draft and inspect it against the tiny target (a folder), the kimi-k2.5 profile, or none."""
+    """Build a draft and inspect it against the tiny target (a folder), the kimi-k2.5 profile, or none. vLLM's
+    row is Model Runner V1's (0.32/v1) unless one is named: the default row follows the machine (V1 where the CPU
+    build is installed, V2 where no vLLM is: the core tier), and a check must not."""
+    if engine == "vllm" and engine_version is None:
+        engine_version = "0.32/v1"
     folder = make_draft(tmp_path / name, producer, **draft_kw)
     if target == "tiny":
         tgt: str | None = str(make_target(tmp_path / "target", "tiny"))
@@ -567,7 +571,7 @@ def test_specforge_ids_on_a_llama_target_are_output_of_layer_on_every_sglang_row
     for version in ("post-25454", "post-32334", "0.5.23"):
         res = inspect(str(folder), target=str(tgt), engine="sglang", engine_version=version)
         assert "K404" not in ids(res), version  # fed = trained = [3, 5, 6]
-    res = inspect(str(folder), target=str(tgt), engine="vllm")
+    res = inspect(str(folder), target=str(tgt), engine="vllm", engine_version="0.32/v1")  # V1 reads eagle_config
     f = the(res, "K404")
     assert f.ops and f.ops[0].value == [3, 5, 6]  # vLLM needs the streams written in its input numbering
 

@@ -204,10 +204,14 @@ def test_the_tiny_examples_aux_id_variant_is_still_settled_and_fixed_to_2_5_7(tm
 
     folder = make_draft(tmp_path / "d", "torchspec", family="mla", config=ids)
     target = str(make_target(tmp_path / "t"))
-    res = inspect(str(folder), target=target)
+    # Model Runner V1 feeds eagle_config's ids as written (K404); V2 reads none of them and feeds its defaults
+    # [2, 4, 5], not the trained [2, 5, 7] (K405): both rows named, since the default row follows the machine
+    res = inspect(str(folder), target=target, engine_version="0.32/v1")
     k404 = [f for f in res.findings if f.id == "K404"]
     assert [f.severity for f in k404] == ["error"] and k404[0].evidence[0].expected == [2, 5, 7]
-    plan = fix(str(folder), None, target=target, dry_run=True)
+    res = inspect(str(folder), target=target, engine_version="0.33")
+    assert [(f.id, f.severity) for f in res.findings if f.id in ("K404", "K405")] == [("K405", "error")]
+    plan = fix(str(folder), None, target=target, engine_version="0.32/v1", dry_run=True)
     values = {tuple(o.path): o.value for o in plan.ops if getattr(o, "path", None)}
     assert values[("eagle_aux_hidden_state_layer_ids",)] == [2, 5, 7]
     assert values[("eagle_config", "eagle_aux_hidden_state_layer_ids")] == [2, 5, 7]
