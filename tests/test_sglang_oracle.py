@@ -52,7 +52,8 @@ def test_the_recording_is_sglang_0_5_23_and_names_the_source_line_of_each_behavi
     assert {k.split("/", 1)[1] for k in DRAFTS if k.startswith("zoo/")} == zoo
     assert {k.split("/", 1)[1] for k in DRAFTS if k.startswith("examples/")} == examples
     # and every draft the producers' own code wrote (tests/data/producers)
-    producers = {p.name for p in (ROOT / "tests" / "data" / "producers").iterdir() if (p / "config.json").exists()}
+    producers = {p.name for d in ("producers", "producers-modelopt") for p in (ROOT / "tests" / "data" / d).iterdir()
+                 if (p / "config.json").exists()}
     assert {k.split("/", 1)[1] for k in DRAFTS if k.startswith("producers/")} == producers
 
 

@@ -23,7 +23,17 @@ ROOT = Path(__file__).resolve().parents[1]
 REC = json.loads((ROOT / "tests" / "data" / "vllm_oracle.json").read_text())
 ROWS = {**KNOWN["vllm"], **RUNNER_ROWS.get("vllm", {})}
 ON_DISK = {"examples/drafts": "examples/tiny/drafts", "examples/broken": "examples/tiny/broken",
-           "producers": "tests/data/producers"}
+           "producers": ("tests/data/producers", "tests/data/producers-modelopt")}
+
+
+def _dirs(d) -> tuple[str, ...]:
+    return d if isinstance(d, tuple) else (d,)
+
+
+def _on_disk(group: str, name: str) -> Path:
+    """The shipped folder of a recorded draft (the producers' group spans two folders: ModelOpt's export apart)."""
+    (folder,) = [ROOT / d / name for d in _dirs(ON_DISK[group]) if (ROOT / d / name / "config.json").exists()]
+    return folder
 
 
 def _release(row) -> str:
@@ -58,7 +68,7 @@ def test_the_recording_is_vllm_0_32_and_0_33_and_names_each_function_by_file_and
     zoo = {p.parent.name for p in (ROOT / "tests" / "zoo").glob("*/build.py")
            if getattr(importlib.import_module(f"tests.zoo.{p.parent.name}.build"), "METHOD", "eagle3") == "eagle3"}
     assert {k.split("/", 1)[1] for k in REC["drafts"] if k.startswith("zoo/")} == zoo
-    shipped = {f"{g}/{p.name}" for g, d in ON_DISK.items() for p in (ROOT / d).iterdir()
+    shipped = {f"{g}/{p.name}" for g, dirs in ON_DISK.items() for d in _dirs(dirs) for p in (ROOT / d).iterdir()
                if (p / "config.json").exists()}
     assert {k for k in REC["drafts"] if not k.startswith(("zoo/", "probes/"))} == shipped
     # the config probes: copies of one shipped draft with num_aux_hidden_states / a 4th id set (record.py PROBES)
@@ -87,7 +97,7 @@ def test_engine_reading_of_each_shipped_draft_is_what_vllm_collects(version):
         if key.startswith(("zoo/", "probes/")):
             continue  # built in a temporary folder by the recorder; the config test above covers them
         group, name = key.rsplit("/", 1)
-        folder = ROOT / ON_DISK[group] / name
+        folder = _on_disk(group, name)
         draft = read_draft(load_folder(folder, ref=str(folder)))
         reading = engine_reading(draft, row, d["num_layers"], target_vocab=draft.vocab_size or 0)
         want = tuple(sorted(set(_fed(d["answers"][_release(row)], row.runner))))
@@ -177,7 +187,7 @@ def drafts(tmp_path_factory):
             (folder / "config.json").write_text(json.dumps(d["config"]))
         else:
             g, n = key.rsplit("/", 1)
-            folder = ROOT / ON_DISK[g] / n
+            folder = _on_disk(g, n)
         ref = d["target"]
         target = (from_config(prov["target"], name="producers-target", origin=ref) if ref.endswith("#target")
                   else load_target(ref if not (ROOT / ref).exists() else str(ROOT / ref)))

@@ -128,7 +128,11 @@ def manifest(work: Path) -> dict:
     prov = json.loads((prod / "provenance.json").read_text())
     prod_target = family(PRODUCERS_TARGET, from_config(prov["target"], name="producers-target",
                                                        origin=PRODUCERS_TARGET))
-    for folder in sorted(p for p in prod.iterdir() if (p / "config.json").exists()):
+    # tests/data/producers-modelopt: NVIDIA ModelOpt's own exporter, beside the same target
+    # (tests/producers/build_modelopt.py); one group, the names do not collide
+    folders = [p for d in (prod, ROOT / "tests" / "data" / "producers-modelopt") for p in d.iterdir()
+               if (p / "config.json").exists()]
+    for folder in sorted(folders, key=lambda p: p.name):
         entry = read_draft(folder)
         entry.update(target=prod_target, sparse_replica=False)
         out["producers"][folder.name] = entry
