@@ -27,6 +27,9 @@ from kconvert.commands.inspect import inspect  # noqa: E402
 from kconvert.rules import Options  # noqa: E402
 from kconvert.commands.verify import build_verify_report  # noqa: E402
 from tests.live_runs import FP32, GOOD, SEED_SPEC, SEED_TP, TARGET, TINY, al, run_verify  # noqa: E402
+from kconvert.report.concise import render_concise  # noqa: E402
+from kconvert.report.terminal import render_verify  # noqa: E402
+from rich.console import Console  # noqa: E402
 
 pytestmark = pytest.mark.live
 
@@ -86,6 +89,12 @@ def test_report_names_the_attention_backend_each_model_ran_on(good):
     name, vr = good
     expected = "CPU_MLA" if name == "mla" else "CPU_ATTN"
     assert vr.live.attention_backends == {"target": [expected], "draft": [expected]}
+    # and the views a person reads say so too (concise, terminal), not only the JSON
+    doc = build_verify_report(vr)
+    assert f"attention backend: target {expected}, draft {expected}" in render_concise(doc)
+    console = Console(record=True, width=200)
+    render_verify(console, doc)
+    assert f"target {expected}, draft {expected}" in console.export_text()
 
 
 def check_counters(vr) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kconvert.report.figures import number, percent, runner_line, series
+from kconvert.report.figures import attention_text, number, percent, runner_line, series
 from kconvert.report.locations import display_path
 
 # Every character str.splitlines() breaks a line at: escaped, so one finding stays one line.
@@ -125,6 +125,10 @@ def live_lines(doc: dict[str, Any]) -> list[str]:
             f"'{live.get('prompt_set')}': mean acceptance length {number(acc.get('mean_acceptance_length'))}, "
             f"acceptance rate {percent(acc.get('acceptance_rate'))}, per position {series(acc.get('per_position'))} "
             f"(drafts {c.get('drafts')}, draft tokens {c.get('draft_tokens')}, accepted {c.get('accepted')})")
+        backends = live.get("attention_backends") or {}
+        if any(backends.values()):
+            # the backend each model ran on (read from the engine's built layers): figures differ between backends
+            out.append("attention backend: " + attention_text(backends))
         ll = live.get("lossless")
         if ll is not None:
             out.append("lossless: greedy outputs identical with and without the draft" if ll.get("identical")

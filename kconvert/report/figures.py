@@ -35,3 +35,9 @@ def runner_line(doc: dict[str, Any]) -> str | None:
     elif r.get("other_row"):
         line += f"; {r['other_row']} gives the same findings"
     return line
+
+
+def attention_text(backends: dict[str, list[str]]) -> str:
+    """The attention backend each model ran on, read from the engine's built layers (report live.attention_backends):
+    'target CPU_MLA, draft CPU_MLA'."""
+    return ", ".join(f"{role} {'/'.join(names)}" for role, names in backends.items() if names)

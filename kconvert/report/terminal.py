@@ -18,7 +18,7 @@ from rich.text import Text
 
 from kconvert.engines.serve_lines import serve_lines
 from kconvert.report.concise import dry_run_lines, evidence_text, finding_path, one_line
-from kconvert.report.figures import number, percent, runner_line, series
+from kconvert.report.figures import attention_text, number, percent, runner_line, series
 
 SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -205,6 +205,8 @@ def render_verify(console: Console, doc: dict[str, Any]) -> None:
     if live.get("lossless") is not None:
         ll = live["lossless"]
         extra.append(("lossless", "identical" if ll["identical"] else f"DIFFERS at {ll['first_difference']}"))
+    if live.get("attention_backends"):
+        extra.append(("attention backend", attention_text(live["attention_backends"])))
     console.print(acceptance_table(f"Live acceptance ({live['engine']} {live['engine_version']}, "
                                    f"k={live['num_speculative_tokens']}, {live['num_prompts']} prompts of "
                                    f"'{live['prompt_set']}')", live["counters"], live["acceptance"], extra))
