@@ -51,6 +51,9 @@ SCOPE = [
     "kconvert/source/safetensors_header.py",
 ]
 # Test files that start an engine, a Ray cluster or a browser: never run against a mutant.
+# Data folders the tests read relative to the repository root (examples/tiny, docs/manual.md, schemas/), copied
+# beside the mutants (mutmut's `also_copy`).
+ALSO_COPY = ["examples", "docs", "schemas"]
 ENGINE_TESTS = ("_live.py", "test_matrix_ray", "test_matrix_page_browser.py", "test_live_engine.py")
 
 
@@ -104,6 +107,9 @@ def write_config(scratch: Path, modules: list[str], tests: list[str], max_childr
              f"only_mutate = {arr(modules)}\n"
              f"pytest_add_cli_args = {arr(['-m', 'not live', '-p', 'no:cacheprovider', '-W', 'ignore::UserWarning', '-x', '-q', '--timeout', '600', '-o', 'addopts='])}\n"
              f"pytest_add_cli_args_test_selection = {arr(tests)}\n"
+             # mutmut copies only the sources and tests/ into mutants/; tests that read the example drafts
+             # (tests/test_matrix.py: examples/tiny) need them beside the mutants too
+             f"also_copy = {arr(ALSO_COPY)}\n"
              "mutate_only_covered_lines = false\n"
              "use_git_change_detection = false\n")
     pp.write_text(text)
