@@ -480,7 +480,9 @@ def aux_ids_location(ctx: Context) -> Iterator[Finding]:
             evidence=[Evidence(k, v, None) for k, v in d.aux.locations.items()], needs_decision=DECIDE_IDS)
         return
     phys = trained_physical_ids(ctx)
-    if phys is None or (fed_physical_ids(ctx) != phys and not ids_unread(ctx)):
+    # ids at none of the keys the row's runner reads are not read: it feeds the target's defaults (ids_unread)
+    unread = ids_unread(ctx)
+    if phys is None or (fed_physical_ids(ctx) != phys and not unread):
         return  # K404 rewrites them everywhere (or asks first)
     if d.is_speculators and ctx.engine.engine == "vllm":
         return  # vLLM's speculators adapter places the top-level ids itself
@@ -489,9 +491,6 @@ def aux_ids_location(ctx: Context) -> Iterator[Finding]:
         return
     severity = None
     why = ""
-    # Where the row's runner reads the ids (EngineRules.aux_read_paths): ids at none of them are not read, and the
-    # runner feeds the target's defaults (V2: eagle3_utils.get_eagle3_aux_layers_from_config).
-    unread = not any(".".join(p) in d.aux.locations for p in ctx.engine.aux_read_paths)
     # The two model runners read different keys, so the message names the row with its runner (runner_name).
     name = ctx.engine.runner_name
     if ctx.engine.engine == "vllm" and ctx.target is not None:
