@@ -66,3 +66,19 @@ def qwen3_layer_draft(folder: Path) -> Path:
             t["norm.weight"].dtype)
     save_file(t, str(folder / "model.safetensors"), metadata={"format": "pt"})
     return folder
+
+
+def engine_counters(raw: list[dict]) -> dict:
+    """The spec-decode counters straight from the engine's raw get_metrics() dump (one series per engine), summed
+    here without kconvert's own code: the outside value live tests compare kconvert's figures with."""
+    out = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": None}
+    names = {"vllm:spec_decode_num_drafts": "drafts", "vllm:spec_decode_num_draft_tokens": "draft_tokens",
+             "vllm:spec_decode_num_accepted_tokens": "accepted"}
+    for m in raw:
+        if m["name"] in names:
+            out[names[m["name"]]] += m["value"]
+        elif m["name"] == "vllm:spec_decode_num_accepted_tokens_per_pos":
+            vals = m["values"]
+            out["accepted_per_pos"] = vals if out["accepted_per_pos"] is None else [
+                a + b for a, b in zip(out["accepted_per_pos"], vals)]
+    return out

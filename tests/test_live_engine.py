@@ -24,6 +24,7 @@ from kconvert.prompts import load_prompts
 
 sys.path.insert(0, str(Path(__file__).parent))
 import live_factories  # noqa: E402
+from tests.live_runs import engine_counters  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 MLA_TARGET = {"architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25",
@@ -385,21 +386,6 @@ def spec_run(tiny, smoke_prompts):
     return _run(tiny["target"], tiny["draft"], smoke_prompts)
 
 
-def _independent_counters(raw: list[dict]) -> dict:
-    """Straight from the raw get_metrics() dump, without kconvert's summing code."""
-    out = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": None}
-    names = {"vllm:spec_decode_num_drafts": "drafts", "vllm:spec_decode_num_draft_tokens": "draft_tokens",
-             "vllm:spec_decode_num_accepted_tokens": "accepted"}
-    for m in raw:
-        if m["name"] in names:
-            out[names[m["name"]]] += m["value"]
-        elif m["name"] == "vllm:spec_decode_num_accepted_tokens_per_pos":
-            vals = m["values"]
-            out["accepted_per_pos"] = vals if out["accepted_per_pos"] is None else [
-                a + b for a, b in zip(out["accepted_per_pos"], vals)]
-    return out
-
-
 @live
 def test_speculative_run_reports_the_engines_own_counters(spec_run):
     result, stages = spec_run
@@ -407,11 +393,11 @@ def test_speculative_run_reports_the_engines_own_counters(spec_run):
     assert c.drafts > 0 and c.draft_tokens > 0 and c.accepted > 0
     assert len(c.accepted_per_pos) == 3 and sum(c.accepted_per_pos) == c.accepted
     assert c.draft_tokens == 3 * c.drafts
-    assert _independent_counters(result.raw_metrics) == {
+    assert engine_counters(result.raw_metrics) == {
         "drafts": c.drafts, "draft_tokens": c.draft_tokens, "accepted": c.accepted,
         "accepted_per_pos": c.accepted_per_pos}
     acc = result.acceptance()
-    indep = _independent_counters(result.raw_metrics)
+    indep = engine_counters(result.raw_metrics)
     # vLLM's definitions on the engine's own counters: AL = 1 + accepted / drafts (bonus token), rate =
     # accepted / draft tokens, per position = accepted_i / drafts
     assert acc["mean_acceptance_length"] == pytest.approx(1 + indep["accepted"] / indep["drafts"])

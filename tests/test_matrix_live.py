@@ -15,24 +15,11 @@ pytest.importorskip("vllm")
 
 from kconvert.cli import main  # noqa: E402
 from kconvert.schemas import validate  # noqa: E402
+from tests.live_runs import engine_counters  # noqa: E402
 
 pytestmark = pytest.mark.live
 
 TINY = Path(__file__).resolve().parent.parent / "examples" / "tiny"
-
-
-def _engine_counters(raw: list[dict]) -> dict:
-    """The spec-decode counters straight from the engine's get_metrics() dump (one series per engine)."""
-    out = {"drafts": 0, "accepted": 0, "accepted_per_pos": None}
-    names = {"vllm:spec_decode_num_drafts": "drafts", "vllm:spec_decode_num_accepted_tokens": "accepted"}
-    for m in raw:
-        if m["name"] in names:
-            out[names[m["name"]]] += m["value"]
-        elif m["name"] == "vllm:spec_decode_num_accepted_tokens_per_pos":
-            vals = m["values"]
-            out["accepted_per_pos"] = vals if out["accepted_per_pos"] is None else [
-                a + b for a, b in zip(out["accepted_per_pos"], vals)]
-    return out
 
 
 def test_live_cell_measures_the_draft_on_the_installed_vllm(capsys, monkeypatch, tmp_path):
@@ -58,7 +45,7 @@ def test_live_cell_measures_the_draft_on_the_installed_vllm(capsys, monkeypatch,
     acc = live[0]["live"]
     speculative = [result for req, result in runs if req.draft is not None]
     assert len(speculative) == 1
-    engine = _engine_counters(speculative[0].raw_metrics)
+    engine = engine_counters(speculative[0].raw_metrics)
     assert engine["drafts"] > 0 and len(engine["accepted_per_pos"]) == acc["num_speculative_tokens"] == 3
     assert acc["acceptance_length"] == pytest.approx(1 + engine["accepted"] / engine["drafts"], abs=1e-9)
     assert acc["per_position"] == pytest.approx([n / engine["drafts"] for n in engine["accepted_per_pos"]],

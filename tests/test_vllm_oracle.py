@@ -89,6 +89,34 @@ def test_each_vllm_row_predicts_the_ids_its_runner_feeds_for_every_draft(version
 
 
 @pytest.mark.parametrize("version", sorted(ROWS))
+def test_the_rules_feed_what_vllms_runner_feeds_for_every_recorded_draft(version):
+    """The aux-layer rules' own reading (K404/K405: `kconvert.rules.aux_layers.fed_physical_ids`), beside the rows'
+    reading above: it once differed from it. On Model Runner V2 the rules took ids kept only in eagle_config as fed,
+    while V2 never reads them and feeds the target's defaults (nvidia/Kimi-K2.5-Thinking-Eagle3 was a K404 error on
+    the V2 rows for ids V2 ignores)."""
+    from kconvert.formats.aux import AUX_PATHS, get_path
+    from kconvert.rules.aux_layers import fed_physical_ids
+
+    row = ROWS[version]
+    bad = {}
+    for key, d in REC["drafts"].items():
+        # only what fed_physical_ids reads: the ids as written and where, the row, the target's depth
+        locations = {".".join(p): v for p in AUX_PATHS if (v := get_path(d["config"], p)) is not None}
+        ids = next(iter(locations.values()), None)
+        if not isinstance(ids, list):
+            continue  # no ids: K404/K405 do not run (the defaults are K401's)
+        target = SimpleNamespace(num_hidden_layers=d["num_layers"], model_type="kimi_k2", text_model_type=None,
+                                 mla=True)
+        ctx = SimpleNamespace(draft=SimpleNamespace(aux=SimpleNamespace(ids=list(ids), locations=locations)),
+                              engine=row, target=target)
+        want = sorted(set(_fed(d["answers"][_release(row)], row.runner)))  # set_aux_hidden_state_layers: sorted(set)
+        got = sorted(set(fed_physical_ids(ctx)))
+        if got != want:
+            bad[key] = {"kconvert": got, "vllm": want}
+    assert not bad, (row.key, bad)
+
+
+@pytest.mark.parametrize("version", sorted(ROWS))
 def test_engine_reading_of_each_shipped_draft_is_what_vllm_collects(version):
     """The same through kconvert's full reading of the files on disk (vLLM collects sorted(set(ids)):
     set_aux_hidden_state_layers)."""
