@@ -26,6 +26,13 @@ Cheaper runs: `--tests` (the module's own test files; mutmut already runs, per m
 the mutated function, fastest first, stopping at the first failure), `--mutants` with names or globs
 (`'kconvert.source.safetensors_header.x_parse_index__mutmut_*'`: one function), `--survivors-of` a saved `--json`
 after tests were added, and `--keep DIR` to resume a stopped run (mutants with a verdict are not run again).
+
+The scope's score, from the saved runs: `python bench/mutation.py --report` reads bench/mutation-runs/: per module the
+full run saved as `<slug>-after.json` (the final tests) and, where kept, `<slug>-before.json`; survivors listed in
+bench/mutation-equivalent.txt since a run count as equivalent. It prints a row per module (before and after), the
+scope's total, every module of SCOPE without a full after-run, and every surviving mutant; `--report --json FILE`
+writes it; exit 1 if a survivor remains or a module is unmeasured. A full run is one without `--mutants` or
+`--survivors-of`, in which every mutant of the module got a verdict.
 """
 from __future__ import annotations
 
@@ -141,8 +148,88 @@ def verdict(code: int | None) -> str:
     return "killed" if st in ("killed", "timeout", "segfault", "caught by type check") else st
 
 
+RUNS = ROOT / "bench" / "mutation-runs"
+
+
+def scope_files() -> list[str]:
+    """SCOPE's globs as the files mutmut mutates (its meta files are per source file)."""
+    out = []
+    for g in SCOPE:
+        out += sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(g if g.endswith(".py") else g + ".py"))
+    return out
+
+
+def _full(run: dict, module: str) -> bool:
+    m = run["modules"].get(module)
+    cmd = run.get("command", "")
+    return bool(m) and m["not_checked"] == 0 and "--mutants" not in cmd and "--survivors-of" not in cmd
+
+
+def _figures(run: dict, module: str, eq: dict[str, str]) -> dict:
+    """One module's figures in a saved run, with survivors judged equivalent since the run counted apart."""
+    m = dict(run["modules"][module])
+    prefix = module[:-3].replace("/", ".") + "."
+    left = [n for n in run["survivors"] if n.startswith(prefix) and n not in eq]
+    newly = sum(1 for n in run["survivors"] if n.startswith(prefix) and n in eq)
+    m["equivalent"] += newly
+    m["survivors"] = left
+    judged = m["mutants"] - m["equivalent"] - m["not_checked"]
+    m["score"] = round(100.0 * m["killed"] / judged, 1) if judged else None
+    return m
+
+
+def scope_report(json_out: Path | None) -> int:
+    """The scope's score from the saved full runs (see the module docstring)."""
+    eq = equivalent()
+    runs = {p.name: json.loads(p.read_text()) for p in sorted(RUNS.glob("*.json"))}
+    rows, missing, survivors = [], [], []
+    tot = {"before": [0, 0], "after": [0, 0]}
+    for mod in scope_files():
+        row = {"module": mod}
+        for kind in ("before", "after"):
+            hits = [(n, r) for n, r in runs.items() if n.endswith(f"-{kind}.json") and _full(r, mod)]
+            if len(hits) > 1:
+                raise SystemExit(f"{mod}: more than one full {kind} run: {', '.join(n for n, _ in hits)}")
+            if hits:
+                f = _figures(hits[0][1], mod, eq)
+                row[kind] = {"file": hits[0][0], "seconds": hits[0][1].get("seconds"),
+                             **{k: f[k] for k in ("mutants", "killed", "survived", "no_tests", "equivalent",
+                                                  "score")}}
+                tot[kind][0] += f["killed"]
+                tot[kind][1] += f["mutants"] - f["equivalent"]
+                if kind == "after":
+                    survivors += f["survivors"]
+        if "after" not in row:
+            missing.append(mod)
+        rows.append(row)
+    print(f"{'module':40} {'before':>8} {'mutants':>7} {'killed':>6} {'surv':>5} {'notest':>6} {'equiv':>5} "
+          f"{'after':>7} {'wall':>6}")
+    for r in rows:
+        b, a = r.get("before"), r.get("after")
+        bs = f"{b['score']:.1f}%" if b and b["score"] is not None else "-"
+        if a:
+            sc = f"{a['score']:6.1f}%" if a["score"] is not None else "      -"
+            print(f"{r['module']:40} {bs:>8} {a['mutants']:7} {a['killed']:6} {a['survived']:5} {a['no_tests']:6} "
+                  f"{a['equivalent']:5} {sc} {a['seconds'] or 0:5}s")
+        else:
+            print(f"{r['module']:40} {bs:>8} {'(no full after-run)':>40}")
+    score = {k: (round(100.0 * v[0] / v[1], 1) if v[1] else None) for k, v in tot.items()}
+    print(f"scope, measured modules: after {score['after']}% ({tot['after'][0]} of {tot['after'][1]} "
+          f"non-equivalent mutants killed); before {score['before']}% over the modules with a before-run")
+    for m in missing:
+        print(f"  unmeasured: {m}")
+    for n in survivors:
+        print(f"  survivor: {n}")
+    if json_out:
+        json_out.write_text(json.dumps({"modules": rows, "score": score, "totals": tot, "unmeasured": missing,
+                                        "survivors": survivors}, indent=1) + "\n")
+    return 0 if not missing and not survivors else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--report", action="store_true",
+                    help="print the scope's score from the saved runs in bench/mutation-runs/ (no mutants run)")
     ap.add_argument("modules", nargs="*", help="files or globs under kconvert/ (default: the whole scope)")
     ap.add_argument("--tests", nargs="*", help="test files (default: every engine-free tests/test_*.py)")
     ap.add_argument("--max-children", type=int, default=1)
@@ -154,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--survivors-of", metavar="FILE",
                     help="like --mutants, with the survivors listed in a saved --json FILE")
     a = ap.parse_args(argv)
+    if a.report:
+        return scope_report(Path(a.json).resolve() if a.json else None)
     only = list(a.mutants or [])
     if a.survivors_of:
         only += json.loads(Path(a.survivors_of).read_text())["survivors"]
@@ -200,6 +289,9 @@ def main(argv: list[str] | None = None) -> int:
         rc = subprocess.run(cmd, cwd=scratch, env=env).returncode
         took = time.monotonic() - t0
         res = results(scratch)
+        for g in modules:  # a file mutmut wrote no meta for had nothing to mutate
+            for f in sorted(ROOT.glob(g if g.endswith(".py") else g + ".py")):
+                res.setdefault(str(f.relative_to(ROOT)), [])
         eq = equivalent()
         print(f"\nmutmut exit {rc}; {took:.0f} s wall, max-children {a.max_children}")
         print(f"{'module':48} {'mutants':>7} {'killed':>6} {'surv':>5} {'equiv':>5} {'notest':>6} {'score':>6}")
@@ -210,6 +302,11 @@ def main(argv: list[str] | None = None) -> int:
         tk = tm = 0
         for mod, items in res.items():
             if not items:
+                # mutmut found nothing to mutate (imports and names only): recorded, so --report sees it measured
+                report["modules"][mod] = {"mutants": 0, "killed": 0, "survived": 0, "no_tests": 0, "equivalent": 0,
+                                          "not_checked": 0, "score": None, "test_seconds": 0,
+                                          "seconds_per_mutant_run": None}
+                print(f"{mod:48} {0:7} (nothing to mutate)")
                 continue
             v = [(n, verdict(c)) for n, c in items]
             k = sum(1 for _, x in v if x == "killed")
