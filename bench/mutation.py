@@ -101,6 +101,53 @@ def snapshot(dest: Path) -> None:
             shutil.copy2(src, dest / f.decode())
 
 
+# Decorators kept on a function: mutmut handles these two itself; a property's setter/deleter and typing's overload
+# cannot be re-applied after the def (the name is rebound by then, or every overload would get a trampoline).
+_KEEP_DECORATED = ("staticmethod", "classmethod", "overload", "typing.overload")
+
+
+def undecorate(text: str) -> str:
+    """The module's decorated functions as plain defs followed by `name = deco(name)` (issue #30: mutmut 3.8.1
+    never mutates a decorated function other than a staticmethod/classmethod, mutmut/mutation/file_mutation.py
+    "ignore decorated functions"; every `@rule(...)` body, every `@property`, `@contextlib.contextmanager`,
+    `@torch.no_grad()` and `@functools.lru_cache` function in the scope would be invisible to the score).
+
+    `@a @b def f` is `f = a(b(f))` (Python reference, "Function definitions"); the decorator expressions are
+    evaluated after the def instead of before, which only matters to a decorator whose expression reads the name
+    being defined (property setters: kept). Only module-level and class-level defs (what mutmut mutates). The
+    decorator lines are blanked, not deleted, so each def keeps its line; each assignment adds one line after it."""
+    import ast
+    tree = ast.parse(text)
+    lines = text.splitlines(keepends=True)
+    edits = []  # (first decorator line, def line, end line, indent, assignment)
+
+    def keep(d: ast.expr) -> bool:
+        src = ast.get_source_segment(text, d) or ""
+        return src in _KEEP_DECORATED or src.endswith((".setter", ".deleter", ".getter"))
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                visit(node.body)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.decorator_list:
+                if any(keep(d) for d in node.decorator_list):
+                    continue
+                call = node.name
+                for d in reversed(node.decorator_list):
+                    call = f"({ast.get_source_segment(text, d)})({call})"
+                indent = lines[node.lineno - 1][:len(lines[node.lineno - 1]) - len(lines[node.lineno - 1].lstrip())]
+                first = min(d.lineno for d in node.decorator_list)
+                edits.append((first, node.lineno, node.end_lineno, indent, f"{indent}{node.name} = {call}\n"))
+
+    visit(tree.body)
+    for first, def_line, end, indent, assign in sorted(edits, reverse=True):
+        lines.insert(end, assign)
+        # blank the decorator lines instead of deleting them: the def keeps its line number
+        for i in range(first - 1, def_line - 1):
+            lines[i] = "\n"
+    return "".join(lines)
+
+
 def write_config(scratch: Path, modules: list[str], tests: list[str], max_children: int) -> None:
     """mutmut 3 reads [tool.mutmut] from pyproject.toml; the snapshot's copy gets it, the repository's does not."""
     pp = scratch / "pyproject.toml"
@@ -178,9 +225,31 @@ def _figures(run: dict, module: str, eq: dict[str, str]) -> dict:
     return m
 
 
+def mutants_today(files: list[str]) -> dict[str, int]:
+    """How many mutants mutmut makes of each file as it is now, decorated functions included (`undecorate`): the
+    figure a saved run is checked against, so a run made before a source change, or before decorated functions
+    were mutated, shows as stale instead of counting as complete. mutmut reads its config from the cwd: a scratch
+    folder with the same `source_paths` as the runs'."""
+    lib = ROOT / ".bench-lib"
+    if lib.is_dir() and str(lib) not in sys.path:
+        sys.path.insert(0, str(lib))
+    from mutmut import configuration
+    from mutmut.mutation.file_mutation import mutate_file_contents
+    cwd = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="kconvert-mutation-count-") as tmp:
+        Path(tmp, "pyproject.toml").write_text('[tool.mutmut]\nsource_paths = ["kconvert"]\n')
+        os.chdir(tmp)
+        try:
+            configuration.config()
+        finally:
+            os.chdir(cwd)
+    return {f: len(mutate_file_contents(f, undecorate((ROOT / f).read_text())).mutant_names) for f in files}
+
+
 def scope_report(json_out: Path | None) -> int:
     """The scope's score from the saved full runs (see the module docstring)."""
     eq = equivalent()
+    today = mutants_today(scope_files())
     runs = {p.name: json.loads(p.read_text()) for p in sorted(RUNS.glob("*.json"))}
     rows, missing, survivors = [], [], []
     tot = {"before": [0, 0], "after": [0, 0]}
@@ -199,23 +268,38 @@ def scope_report(json_out: Path | None) -> int:
                 tot[kind][1] += f["mutants"] - f["equivalent"]
                 if kind == "after":
                     survivors += f["survivors"]
-        if "after" not in row:
+        row["mutants_today"] = today[mod]
+        a = row.get("after")
+        if a is None:
             missing.append(mod)
+        elif a["mutants"] != today[mod]:
+            row["stale"] = f"the after-run has {a['mutants']} mutants, the module has {today[mod]} today"
         rows.append(row)
     print(f"{'module':40} {'before':>8} {'mutants':>7} {'killed':>6} {'surv':>5} {'notest':>6} {'equiv':>5} "
-          f"{'after':>7} {'wall':>6}")
+          f"{'after':>7} {'wall':>6} {'today':>6}")
     for r in rows:
         b, a = r.get("before"), r.get("after")
         bs = f"{b['score']:.1f}%" if b and b["score"] is not None else "-"
         if a:
             sc = f"{a['score']:6.1f}%" if a["score"] is not None else "      -"
             print(f"{r['module']:40} {bs:>8} {a['mutants']:7} {a['killed']:6} {a['survived']:5} {a['no_tests']:6} "
-                  f"{a['equivalent']:5} {sc} {a['seconds'] or 0:5}s")
+                  f"{a['equivalent']:5} {sc} {a['seconds'] or 0:5}s {r['mutants_today']:6}"
+                  + ("  STALE" if "stale" in r else ""))
         else:
-            print(f"{r['module']:40} {bs:>8} {'(no full after-run)':>40}")
+            print(f"{r['module']:40} {bs:>8} {'(no full after-run)':>40} {r['mutants_today']:13}")
     score = {k: (round(100.0 * v[0] / v[1], 1) if v[1] else None) for k, v in tot.items()}
+    # over the scope as it is today: every mutant of a module without an up-to-date after-run counts as not killed
+    eq_after = sum(r["after"]["equivalent"] for r in rows if "after" in r and "stale" not in r)
+    killed_now = sum(r["after"]["killed"] for r in rows if "after" in r and "stale" not in r)
+    all_now = sum(today.values()) - eq_after
+    score["scope_today"] = round(100.0 * killed_now / all_now, 1) if all_now else None
     print(f"scope, measured modules: after {score['after']}% ({tot['after'][0]} of {tot['after'][1]} "
           f"non-equivalent mutants killed); before {score['before']}% over the modules with a before-run")
+    print(f"scope as it is today: {killed_now} of {all_now} non-equivalent mutants killed in up-to-date after-runs "
+          f"= {score['scope_today']}% ({sum(today.values())} mutants, decorated functions included)")
+    for r in rows:
+        if "stale" in r:
+            print(f"  stale: {r['module']}: {r['stale']}")
     for m in missing:
         print(f"  unmeasured: {m}")
     for n in survivors:
@@ -223,7 +307,7 @@ def scope_report(json_out: Path | None) -> int:
     if json_out:
         json_out.write_text(json.dumps({"modules": rows, "score": score, "totals": tot, "unmeasured": missing,
                                         "survivors": survivors}, indent=1) + "\n")
-    return 0 if not missing and not survivors else 1
+    return 0 if not missing and not survivors and not any("stale" in r for r in rows) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -258,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not (scratch / "pyproject.toml").exists():
             snapshot(scratch)
+            for g in modules:
+                for f in sorted(scratch.glob(g if g.endswith(".py") else g + ".py")):
+                    f.write_text(undecorate(f.read_text()))
             write_config(scratch, modules, tests, a.max_children)
         # the trampolines in the mutants import mutmut: child processes (tests set PYTHONPATH=<tests>/.. =
         # mutants/) find it beside the mutants
