@@ -521,3 +521,48 @@ def test_a_decision_needing_k404_recommends_the_measured_reading(tmp_path):
     res2 = SimpleNamespace(draft=c2.draft, target=c2.target, engine=c2.engine, decisions=c2.decisions)
     [f2] = _findings(d2, "K404")
     assert f2.needs_decision and recommendation(f2, res2) is None
+
+
+# --- a head trained without aux states (no fc, use_aux_hidden_state false) -----------------------------------------
+
+def test_a_head_without_aux_states_needs_no_ids_and_is_warned_about_on_model_runner_v2_only(tmp_path):
+    # nvidia/gpt-oss-120b-Eagle3-v2's shape (vLLM PR #27688): use_aux_hidden_state false and no fc; it reads the
+    # target's last hidden state, so no aux ids are missing. vLLM 0.32's Model Runner V2 collects aux states
+    # anyway (vLLM issue #40551); V1 honours the flag (eagle3-facts.md section 9).
+    def no_fc(t):
+        t.pop("fc.weight")
+
+    d = draft(tmp_path, "unknown", None, config=lambda c: c.update(eagle_config={"use_aux_hidden_state": False}),
+              tensors=no_fc)
+    assert "fc.weight" not in d.tensors and d.aux.ids is None
+    for version in ("0.32", "0.32/v1"):
+        assert _findings(d, "K401", version=version) == []
+    [f] = _findings(d, "K406", version="0.32")
+    assert f.severity == "warning" and f.message.startswith(
+        "a head without aux states (use_aux_hidden_state false): on vllm 0.32 (Model Runner V2) (what GPUs run)")
+    assert _findings(d, "K406", version="0.32/v1") == []
+    # the flag true, or absent, with no fc: an EAGLE-3 head that lost its fc, whose missing ids K401 reports
+    for name, ec in (("true", {"use_aux_hidden_state": True}), ("absent", {})):
+        d = draft(tmp_path, "unknown", None, name=name, config=lambda c, ec=ec: c.update(eagle_config=ec),
+                  tensors=no_fc)
+        assert [f.severity for f in _findings(d, "K401")] == ["warning"]
+        assert _findings(d, "K406", version="0.32") == []
+    # the flag false next to an fc: the engine would drop the fc (llama_eagle3.py load_weights)
+    d = draft(tmp_path, "unknown", None, name="fc", config=lambda c: c.update(eagle_config={"use_aux_hidden_state": False}))
+    assert [f.severity for f in _findings(d, "K401")] == ["warning"]
+
+
+def test_different_ids_at_two_keys_are_an_error_and_the_same_ids_are_not(tmp_path):
+    # vLLM's V1 runner reads the top-level key first, SGLang eagle_config only (eagle3-facts.md section 9): two
+    # different lists make the engines feed different streams
+    def two(c):
+        c[AUX] = [3, 31, 59]
+        c["eagle_config"] = {AUX: [2, 30, 58]}
+
+    d = draft(tmp_path, "unknown", None, config=two)
+    [f] = _findings(d, "K405")
+    assert f.severity == "error" and f.message == (
+        "aux ids differ between config keys: {'eagle_aux_hidden_state_layer_ids': [3, 31, 59], "
+        "'eagle_config.eagle_aux_hidden_state_layer_ids': [2, 30, 58]}")
+    same = draft(tmp_path, "unknown", [3, 31, 59], where=(TOP, EC, LAYER_IDS), name="same")
+    assert [f.severity for f in _findings(same, "K405")] == []

@@ -38,7 +38,8 @@ def test_aux_ids_absent_is_no_decision():
 
 @pytest.mark.parametrize("value, want", [("2,30,58", [2, 30, 58]), ("2, 30, 58", [2, 30, 58]),
                                          (" 2 ,30 ,58 ", [2, 30, 58]), ("2,30,58,", [2, 30, 58]),
-                                         ("0", [0]), ("3", [3]), ("1,,4", [1, 4])])
+                                         ("0", [0]), ("3", [3]), ("1,,4", [1, 4]),
+                                         ("1, ,4", [1, 4])])
 def test_aux_ids_are_comma_separated_layer_numbers(value, want):
     assert parse_aux_ids(value) == (want, False)
 
@@ -76,7 +77,7 @@ def test_layers_all_in_any_case(value):
 
 
 @pytest.mark.parametrize("value, want", [("2,30,58", [2, 30, 58]), (" 1, 2 ,3, ", [1, 2, 3]), ("0", [0]),
-                                         ("1,,4", [1, 4])])
+                                         ("1,,4", [1, 4]), ("1, ,4", [1, 4])])
 def test_layers_are_comma_separated_numbers(value, want):
     assert parse_layers(value) == want
 
