@@ -2,8 +2,8 @@
 and project configuration" (selectors are rule ids, id prefixes, categories or rule names, as ruff's; `--select`
 replaces `select`, `--ignore` replaces `ignore`, `--extend-ignore` adds to it; every ignored rule needs a reason),
 the rule table of docs/rules.md (id, name, category of the 40 rules: the expected rule sets are read from that page,
-never from the registry), schemas/report.schema.json's `rule_selection` (its keys, 'command line' as the source),
-and the usage errors' text a user reads.
+never from the registry), the `rule_selection` of kconvert/schemas/report.schema.json (schemas/ links to it: its
+keys, 'command line' as the source), and the usage errors' text a user reads.
 
 Engine-free, in-process, milliseconds each (issue #30: the survivors of
 `bench/mutation.py kconvert/rules/selection.py`)."""
@@ -25,7 +25,8 @@ RULES_MD = (ROOT / "docs" / "rules.md").read_text()
 TABLE = [(m[1], m[2], m[3]) for m in re.finditer(r"^\| \[(K\d{3})\]\([^)]*\) \| ([a-z0-9-]+) \| ([a-z-]+) \|",
                                                     RULES_MD, re.M)]
 ALL_IDS = frozenset(i for i, _, _ in TABLE)
-SCHEMA = json.loads((ROOT / "schemas" / "report.schema.json").read_text())["properties"]["rule_selection"]
+SCHEMA = json.loads((ROOT / "kconvert" / "schemas" / "report.schema.json").read_text())["properties"][
+    "rule_selection"]
 
 
 def _finding(rid: str, severity: str = "warning", message: str = "m") -> Finding:
