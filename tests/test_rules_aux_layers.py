@@ -31,10 +31,10 @@ import pytest
 from kconvert.engines.expectations import engine_rules
 from kconvert.formats.read import read_draft
 from kconvert.rules import Context, Decisions
-from kconvert.rules.aux_layers import (Settled, converted_output_defaults, fed_physical_ids, ids_unread,
+from kconvert.rules.aux_layers import (converted_output_defaults, fed_physical_ids, ids_unread,
                                        producer_default_streams, settle_convention, trained_physical_ids,
                                        write_ops)
-from kconvert.rules.measured import MEASURED, MeasuredReading, measured_reading
+from kconvert.rules.measured import MEASURED, measured_reading
 from kconvert.rules.recommend import recommendation
 from kconvert.source import open_checkpoint
 from kconvert.target import load_profile
@@ -548,7 +548,8 @@ def test_a_head_without_aux_states_needs_no_ids_and_is_warned_about_on_model_run
         assert [f.severity for f in _findings(d, "K401")] == ["warning"]
         assert _findings(d, "K406", version="0.32") == []
     # the flag false next to an fc: the engine would drop the fc (llama_eagle3.py load_weights)
-    d = draft(tmp_path, "unknown", None, name="fc", config=lambda c: c.update(eagle_config={"use_aux_hidden_state": False}))
+    d = draft(tmp_path, "unknown", None, name="fc",
+              config=lambda c: c.update(eagle_config={"use_aux_hidden_state": False}))
     assert [f.severity for f in _findings(d, "K401")] == ["warning"]
 
 

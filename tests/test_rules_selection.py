@@ -172,8 +172,10 @@ def test_to_dict_is_the_reports_rule_selection_with_findings_counted_per_ignore(
         {"selector": "aux-ids-location", "rules": ["K405"], "reason": "mirrored by hand", "source": "command line",
          "findings": 1}]
     assert d["set_aside"] == [
-        {"id": "K902", "severity": "warning", "message": "rope", "selector": "K9", "reason": "rope and positions reviewed"},
-        {"id": "K405", "severity": "info", "message": "loc", "selector": "aux-ids-location", "reason": "mirrored by hand"},
+        {"id": "K902", "severity": "warning", "message": "rope", "selector": "K9",
+         "reason": "rope and positions reviewed"},
+        {"id": "K405", "severity": "info", "message": "loc", "selector": "aux-ids-location",
+         "reason": "mirrored by hand"},
         {"id": "K901", "severity": "info", "message": "pos", "selector": "K9", "reason": "rope and positions reviewed"}]
     # the schema: select null means every rule
     assert Selection().to_dict([])["select"] is None and Selection().to_dict([])["ignored"] == []
