@@ -567,3 +567,18 @@ def test_different_ids_at_two_keys_are_an_error_and_the_same_ids_are_not(tmp_pat
         "'eagle_config.eagle_aux_hidden_state_layer_ids': [2, 30, 58]}")
     same = draft(tmp_path, "unknown", [3, 31, 59], where=(TOP, EC, LAYER_IDS), name="same")
     assert [f.severity for f in _findings(same, "K405")] == []
+
+
+def test_a_list_at_one_key_and_a_number_at_another_disagree(tmp_path):
+    # the ids are read from the first key that holds a list of integers (vLLM V1's order: the top-level key first);
+    # eagle_config's `7` is no list, which SGLang (reading eagle_config only) cannot use: the keys disagree
+    def odd(c):
+        c[AUX] = [3, 31, 59]
+        c["eagle_config"] = {AUX: 7}
+
+    d = draft(tmp_path, "unknown", None, config=odd)
+    assert d.aux.ids == [3, 31, 59]
+    [f] = _findings(d, "K405")
+    assert f.severity == "error" and f.message == (
+        "aux ids differ between config keys: {'eagle_aux_hidden_state_layer_ids': [3, 31, 59], "
+        "'eagle_config.eagle_aux_hidden_state_layer_ids': 7}")
