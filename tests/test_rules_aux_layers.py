@@ -1,0 +1,590 @@
+"""Aux layer ids (kconvert/rules/aux_layers.py), the public measurement table (kconvert/rules/measured.py) and the
+recommendation a finding makes from it (kconvert/rules/recommend.py), against what lies outside them:
+
+- the engines' conventions and their code (/work/shared/docs/eagle3-facts.md sections 4, 8, 9, with the PRs and
+  loader files it cites): vLLM reads id k as the stream entering layer k and defaults to (2, L//2, L-3); SGLang's
+  first-id rule (sglang PR #25454: first id 1 = output of layer 1, 2 = input of layer 2) applies on DeepSeek/Kimi
+  targets only (deepseek_v2.py:3470), on Llama targets SGLang adds +1 to every id (llama.py:941), both recorded
+  from SGLang 0.5.23 in tests/data/sglang_oracle.json; the top-level key is read by vLLM only (SGLang 0.5.23 reads
+  eagle_config only); Model Runner V2 reads the top-level key or eagle_config.layer_ids
+  (gpu/spec_decode/eagle/eagle3_utils.py), recorded for every shipped draft in tests/data/vllm_oracle.json;
+- the producers' code as the facts file and the rule's docstring cite it: SpecForge 0.2.0 trains on the outputs of
+  [1, L//2-1, L-4] when no ids are given (resolve_eagle_capture_layers), ModelOpt 0.47.0 captures
+  sorted({1, L//2-1, L-4}) (hf_eagle.py:63), speculators 0.9.0 convert copies ids through unshifted
+  (eagle3_converter.py:146);
+- the public record of AQ-MedAI/Kimi-K25-eagle3 (tests/zoo/aqmedai_kimi_k25_eagle3/RECORD.md: vLLM PR #35966,
+  42668 drafts, 170672 draft tokens, 88381 accepted at k=4 on GSM8K, TP 8: 88381 / 170672 = 51.78 %);
+- the target's layer counts (Kimi-K2.5 61, Llama-3.1-8B 32, the tests' tiny target 8: eagle3-facts.md section 3,
+  tests/factories.py), from which every stream below is derived by hand in a comment;
+- the text a user reads in the findings (K404's "cannot settle ... : <why>" and "in the <convention> convention
+  (<why>)"), whose reasons are the rule's own documented wording.
+
+Engine-free and in-process: each test writes a tiny draft (tests/factories.py) and reads it, milliseconds each
+(issue #30: the survivors of `bench/mutation.py kconvert/rules/aux_layers.py` and of measured.py / recommend.py)."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from kconvert.engines.expectations import engine_rules
+from kconvert.formats.read import read_draft
+from kconvert.rules import Context, Decisions
+from kconvert.rules.aux_layers import (converted_output_defaults, fed_physical_ids, ids_unread,
+                                       producer_default_streams, settle_convention, trained_physical_ids,
+                                       write_ops)
+from kconvert.rules.measured import MEASURED, measured_reading
+from kconvert.rules.recommend import recommendation
+from kconvert.source import open_checkpoint
+from kconvert.target import load_profile
+from kconvert.writer.ops import SetConfig
+from tests.factories import TINY, make_draft, rename_all
+
+AUX = "eagle_aux_hidden_state_layer_ids"
+TOP = (AUX,)
+EC = ("eagle_config", AUX)
+LAYER_IDS = ("eagle_config", "layer_ids")
+KIMI = load_profile("kimi-k2.5")  # 61 layers, DeepSeek-V3 text model (eagle3-facts.md section 3)
+LLAMA = load_profile("llama-3.1-8b")  # 32 layers
+GPT_OSS = load_profile("gpt-oss-120b")  # 36 layers
+
+FIRST_1 = "the first id is 1 (SGLang's first-id rule, PR #25454)"
+FIRST_2 = "the first id is 2 (SGLang's first-id rule, PR #25454)"
+TOP_VOTE = "the ids sit at the top-level key that only vLLM reads"
+SPECFORGE_EV = "SpecForge captures the outputs of layers[i] (default [1, L//2-1, L-4])"
+UNKNOWN_EV = "unknown producer: the convention of its ids is not recorded"
+SF_UNDETERMINED = ("; not counted: SpecForge's code, whose ids on a DeepSeek/Kimi target not starting at 1 mean "
+                   "output before sglang PR #25454 and input after it")
+
+
+def _place(ids: object, where: tuple[tuple[str, ...], ...]):
+    def mut(c: dict) -> None:
+        c.pop(AUX, None)
+        ec = c.pop("eagle_config", None)
+        ec = {k: v for k, v in (ec or {}).items() if k not in (AUX, "layer_ids")}
+        for p in where:
+            if p == TOP:
+                c[AUX] = ids
+            else:
+                ec[p[1]] = ids
+        if ec:
+            c["eagle_config"] = ec
+    return mut
+
+
+def draft(tmp_path: Path, producer: str = "unknown", ids: object = None, where=(EC,), *, name: str = "d",
+          config=None, **kw):
+    """A tiny draft of `producer` with `ids` at the config paths `where` (None: no ids anywhere)."""
+    def mut(c: dict) -> None:
+        _place(ids, where if ids is not None else ())(c)
+        if config:
+            config(c)
+    return read_draft(open_checkpoint(str(make_draft(tmp_path / name, producer, config=mut, **kw))))
+
+
+def ctx(d, target=KIMI, engine: str = "vllm", version: str = "0.32/v1", decisions: Decisions | None = None,
+        **aux) -> Context:
+    if aux:
+        d = dataclasses.replace(d, aux=dataclasses.replace(d.aux, **aux))
+    return Context(d, target, engine_rules(engine, version), decisions or Decisions())
+
+
+def guessed_specforge(tmp_path: Path, ids: list[int], where=(EC,), name: str = "g"):
+    """LlamaForCausalLMEagle3 with layers.0.* names: SpecForge guessed from the architecture alone (weak)."""
+    d = draft(tmp_path, "specforge", ids, where, name=name, full_vocab=True,
+              tensors=lambda t: rename_all(t, lambda k: k.replace("midlayer.", "layers.0.")))
+    assert d.format.producer == "specforge" and d.aux.convention_strength == "weak"
+    return d
+
+
+# --- settle_convention: what decides, what is weighed, what the user reads --------------------------------------
+
+def test_a_kconvert_record_is_decisive_even_against_a_flag_passed_back(tmp_path):
+    # kconvert.json names the streams of these very ids: a --aux-convention repeated on the fixed output was the
+    # decision about the input's ids (rule docstring), so the record wins over it.
+    d = draft(tmp_path, "unknown", [1, 3, 4])
+    ev = "kconvert.json records these ids in the output-of-layer convention"
+    st = settle_convention(ctx(d, decisions=Decisions(aux_convention="input"), convention="output",
+                               convention_strength="record", convention_evidence=ev))
+    assert (st.convention, st.why, st.votes, st.weak) == ("output", ev, {}, {})
+
+
+def test_a_record_without_a_convention_does_not_settle(tmp_path):
+    d = draft(tmp_path, "unknown", [3, 4, 5])
+    st = settle_convention(ctx(d, target=LLAMA, convention=None, convention_strength="record",
+                               convention_evidence=""))
+    assert st.convention is None and st.why == "nothing in the files says"
+
+
+def test_the_flag_decides_when_no_record_does(tmp_path):
+    d = draft(tmp_path, "unknown", [1, 3, 4])
+    st = settle_convention(ctx(d, decisions=Decisions(aux_convention="output")))
+    assert (st.convention, st.why, st.votes, st.weak) == ("output", "decided by --aux-convention", {}, {})
+
+
+def test_specforge_ids_not_starting_at_1_on_a_kimi_target_leave_only_the_first_id(tmp_path):
+    # AQ-MedAI/Kimi-K25-eagle3's shape (RECORD.md "The files cannot settle it"): SpecForge's signature, ids
+    # [2, 30, 58] in eagle_config on the 61-layer Kimi-K2.5. SpecForge's code is not counted (before #25454 SGLang
+    # read them +1, after it as given); the first id 2 says input, weakly: unsettled.
+    d = draft(tmp_path, "specforge", [2, 30, 58])
+    assert d.aux.convention_strength == "producer"
+    st = settle_convention(ctx(d))
+    assert st.convention is None
+    assert st.votes == {} and st.weak == {"input": [FIRST_2]}
+    assert st.why == f"only weak evidence (input: {FIRST_2})" + SF_UNDETERMINED
+
+
+def test_specforge_ids_starting_at_1_on_a_kimi_target_are_output_by_its_code_and_the_first_id(tmp_path):
+    # [1, 29, 57] on 61 layers: SpecForge's defaults [1, L//2-1, L-4]; the first id 1 also reads as output
+    d = draft(tmp_path, "specforge", [1, 29, 57])
+    st = settle_convention(ctx(d))
+    assert st.convention == "output"
+    assert st.votes == {"output": [f"specforge: {SPECFORGE_EV}"]} and st.weak == {"output": [FIRST_1]}
+    assert st.why == f"specforge: {SPECFORGE_EV}; {FIRST_1}"
+
+
+def test_specforge_ids_on_a_llama_target_are_output_whatever_the_first_id(tmp_path):
+    # llama.py:941 adds +1 to every id on every SGLang row (tests/data/sglang_oracle.json): SpecForge's code stays
+    # strong, and the first id says nothing on a Llama target
+    d = draft(tmp_path, "specforge", [2, 16, 29])
+    st = settle_convention(ctx(d, target=LLAMA))
+    assert (st.convention, st.why, st.weak) == ("output", f"specforge: {SPECFORGE_EV}", {})
+
+
+def test_without_a_target_specforge_ids_not_starting_at_1_stay_strong_and_the_first_id_disagrees(tmp_path):
+    # no target: the DeepSeek exception cannot apply (its family is unknown), and the first-id rule is weighed
+    d = draft(tmp_path, "specforge", [2, 4, 5])
+    st = settle_convention(ctx(d, target=None))
+    assert st.convention is None
+    assert st.votes == {"output": [f"specforge: {SPECFORGE_EV}"]} and st.weak == {"input": [FIRST_2]}
+    assert st.why == f"the evidence disagrees (input: {FIRST_2} | output: specforge: {SPECFORGE_EV})"
+
+
+def test_an_empty_id_list_is_weighed_by_the_producer_alone(tmp_path):
+    # `[]` is a list of integers (read as such): SpecForge's code still counts, and there is no first or largest id
+    d = draft(tmp_path, "specforge", [])
+    assert d.aux.ids == []
+    st = settle_convention(ctx(d))
+    assert (st.convention, st.why, st.weak) == ("output", f"specforge: {SPECFORGE_EV}", {})
+
+
+def test_a_producer_guessed_from_the_architecture_is_named_never_weighed(tmp_path):
+    d = guessed_specforge(tmp_path, [3, 4, 5])
+    st = settle_convention(ctx(d, target=LLAMA))
+    assert st.convention is None and st.votes == {} and st.weak == {}
+    assert st.why == (SPECFORGE_EV + "; not counted: specforge's convention (output), the producer being guessed "
+                      "from the architecture alone")
+
+
+def test_a_guessed_producer_and_the_undetermined_note_are_both_named(tmp_path):
+    # guessed SpecForge with ids at the top-level key: its convention evidence is the key's, so no 'guessed' note,
+    # and the key is a strong vote for input
+    d = guessed_specforge(tmp_path, [3, 4, 5], where=(TOP,), name="top")
+    st = settle_convention(ctx(d, target=LLAMA))
+    assert (st.convention, st.why) == ("input", TOP_VOTE)
+
+
+def test_the_top_level_key_settles_input(tmp_path):
+    d = draft(tmp_path, "unknown", [3, 4, 5], where=(TOP,))
+    assert d.aux.convention_strength == "weak"
+    st = settle_convention(ctx(d, target=LLAMA))
+    assert (st.convention, st.why, st.votes, st.weak) == ("input", TOP_VOTE, {"input": [TOP_VOTE]}, {})
+
+
+def test_the_top_level_key_and_a_first_id_of_2_agree_on_a_kimi_target(tmp_path):
+    d = draft(tmp_path, "unknown", [2, 30, 58], where=(TOP, EC))
+    st = settle_convention(ctx(d))
+    assert st.convention == "input" and st.why == f"{TOP_VOTE}; {FIRST_2}"
+
+
+def test_the_top_level_key_and_a_first_id_of_1_disagree_on_a_kimi_target(tmp_path):
+    d = draft(tmp_path, "unknown", [1, 3, 4], where=(TOP, EC))
+    st = settle_convention(ctx(d))
+    assert st.convention is None and st.votes == {"input": [TOP_VOTE]} and st.weak == {"output": [FIRST_1]}
+    assert st.why == f"the evidence disagrees (input: {TOP_VOTE} | output: {FIRST_1})"
+
+
+def test_an_id_at_the_final_boundary_settles_input(tmp_path):
+    # Llama-3.1-8B has 32 layers: stream 32 leaves the last layer; no layer 32 exists whose output it could name.
+    d = draft(tmp_path, "unknown", [3, 32, 10])
+    why = "id 32 is the 32-layer target's final boundary (there is no layer 32 whose output it could name)"
+    st = settle_convention(ctx(d, target=LLAMA))
+    assert (st.convention, st.why, st.votes) == ("input", why, {"input": [why]})
+    # one below the boundary names an existing layer's output: nothing settles
+    st = settle_convention(ctx(draft(tmp_path, "unknown", [3, 31, 10], name="below"), target=LLAMA))
+    assert st.convention is None and st.why == UNKNOWN_EV
+    # and one past it names no stream at all (K402's business), which is no evidence of the input reading either
+    st = settle_convention(ctx(draft(tmp_path, "unknown", [3, 33, 10], name="past"), target=LLAMA))
+    assert st.convention is None and st.why == UNKNOWN_EV and st.votes == {}
+
+
+def test_the_final_boundary_and_the_top_level_key_are_both_named(tmp_path):
+    d = draft(tmp_path, "unknown", [3, 10, 32], where=(TOP,))
+    st = settle_convention(ctx(d, target=LLAMA))
+    assert st.convention == "input"
+    assert st.why == (f"{TOP_VOTE}; id 32 is the 32-layer target's final boundary (there is no layer 32 whose "
+                      "output it could name)")
+
+
+@pytest.mark.parametrize("target", [KIMI, None])
+def test_a_first_id_alone_is_weak_evidence_on_a_kimi_target_or_none(tmp_path, target):
+    st = settle_convention(ctx(draft(tmp_path, "unknown", [1, 3, 4]), target=target))
+    assert st.convention is None and st.votes == {} and st.weak == {"output": [FIRST_1]}
+    assert st.why == f"only weak evidence (output: {FIRST_1})"
+    st = settle_convention(ctx(draft(tmp_path, "unknown", [2, 3, 4], name="two"), target=target))
+    assert st.convention is None and st.why == f"only weak evidence (input: {FIRST_2})"
+
+
+@pytest.mark.parametrize("target", [LLAMA, GPT_OSS])
+def test_the_first_id_says_nothing_on_llama_and_gpt_oss_targets(tmp_path, target):
+    for i, first in enumerate((1, 2)):
+        st = settle_convention(ctx(draft(tmp_path, "unknown", [first, 5, 7], name=f"d{i}"), target=target))
+        assert (st.convention, st.why, st.votes, st.weak) == (None, UNKNOWN_EV, {}, {})
+
+
+def test_no_evidence_at_all_says_so(tmp_path):
+    d = draft(tmp_path, "unknown", [3, 4, 5])
+    assert settle_convention(ctx(d, target=LLAMA, convention_evidence="")).why == "nothing in the files says"
+
+
+def test_strong_evidence_with_opposite_weak_evidence_does_not_settle(tmp_path):
+    # ModelOpt's signature (output, strong), ids [2, 4, 5] on the tiny 8-layer Kimi target (first id 2: input, weak)
+    d = draft(tmp_path, "modelopt", [2, 4, 5])
+    ev = "ModelOpt hooks the outputs of layers[i] (default sorted({1, L//2-1, L-4}))"
+    tgt = dataclasses.replace(KIMI, num_hidden_layers=TINY.layers)
+    st = settle_convention(ctx(d, target=tgt))
+    assert st.convention is None
+    assert st.why == f"the evidence disagrees (input: {FIRST_2} | output: modelopt: {ev})"
+
+
+# --- a converted draft with an output-convention producer's capture defaults ------------------------------------
+
+HABIT = ("architectures ['Eagle3Speculator']: the legacy class speculators' converter saves (0.9.0 "
+         "speculators/convert/eagle/eagle3_converter.py:12, :195; its trainer saves Eagle3DraftModel)")
+
+
+def converted(tmp_path: Path, ids: list[int], name: str = "conv", **kw):
+    d = draft(tmp_path, "speculators", ids, (TOP,), name=name, **kw)
+    assert d.format.converted_by == "speculators convert"
+    return d
+
+
+def test_a_converted_draft_with_every_producers_defaults_names_them_all(tmp_path):
+    # Llama-3.1-8B, 32 layers: [1, 32//2-1, 32-4] = [1, 15, 28] for SpecForge and TorchSpec, and ModelOpt's
+    # sorted({1, 15, 28}) is the same list
+    d = converted(tmp_path, [1, 15, 28])
+    why = converted_output_defaults(ctx(d, target=LLAMA))
+    assert why == ("the ids equal the output-convention capture defaults [1, L//2-1, L-4] of a 32-layer target "
+                   "(SpecForge 0.2.0 resolve_eagle_capture_layers; ModelOpt 0.47.0 "
+                   "modelopt/torch/speculative/plugins/hf_eagle.py:63; TorchSpec torchspec/utils/misc.py:88) and "
+                   f"the draft shows speculators convert's habits ({HABIT}), which writes the ids it is given "
+                   "unshifted (speculators 0.9.0 eagle3_converter.py:146): they may be the source producer's "
+                   "output-of-layer ids")
+    st = settle_convention(ctx(d, target=LLAMA))
+    # the format's own word (input, the top-level key) against the capture's (output): not settled
+    assert st.convention is None and st.votes["output"] == [why]
+    assert st.votes["input"] == ["speculators: the format writes vLLM's input-of-layer ids", TOP_VOTE]
+    assert st.why == ("the evidence disagrees (input: speculators: the format writes vLLM's input-of-layer ids; "
+                      f"{TOP_VOTE} | output: {why})")
+
+
+def test_a_converted_draft_on_a_tiny_target_matches_modelopt_alone(tmp_path):
+    # 4 layers: SpecForge/TorchSpec give [1, 4//2-1, 4-4] = [1, 1, 0]; ModelOpt sorted({1, max(0, 1), max(0, 0)})
+    # = [0, 1]: only ModelOpt's defaults are [0, 1]
+    d = converted(tmp_path, [0, 1])
+    why = converted_output_defaults(ctx(d, target=dataclasses.replace(LLAMA, num_hidden_layers=4)))
+    assert "of a 4-layer target (ModelOpt 0.47.0 modelopt/torch/speculative/plugins/hf_eagle.py:63) and" in why
+
+
+def test_two_conversion_habits_are_both_named(tmp_path):
+    # a float32 conversion of a source naming `dtype` (eagle3_converter.py:184, :223-225)
+    def f32(t):
+        for k, (dt, shape, data) in list(t.items()):
+            if dt == "BF16":
+                t[k] = ("F32", shape, data)
+
+    def cfg(c):
+        c["torch_dtype"] = "float32"
+        c["transformer_layer_config"].pop("torch_dtype", None)
+
+    d = converted(tmp_path, [1, 15, 28], tensors=f32, config=cfg)
+    assert len(d.format.conversion_evidence) == 2
+    why = converted_output_defaults(ctx(d, target=LLAMA))
+    assert f"habits ({HABIT}; {d.format.conversion_evidence[1]}), which" in why
+
+
+def test_converted_ids_are_weighed_only_when_they_equal_the_defaults_and_a_target_is_known(tmp_path):
+    # speculators' own defaults [2, 32//2, 32-3] = [2, 16, 29] are the input convention's: no output vote
+    d = converted(tmp_path, [2, 16, 29])
+    assert converted_output_defaults(ctx(d, target=LLAMA)) is None
+    assert settle_convention(ctx(d, target=LLAMA)).convention == "input"
+    d = converted(tmp_path, [1, 15, 28], name="c2")
+    assert converted_output_defaults(ctx(d, target=None)) is None
+    # a draft that is not converted, or that has no ids, is never weighed
+    d = draft(tmp_path, "speculators", [1, 15, 28], (TOP,), name="trained",
+              config=lambda c: c.update(architectures=["Eagle3DraftModel"]))
+    assert d.format.converted_by is None and converted_output_defaults(ctx(d, target=LLAMA)) is None
+    d = converted(tmp_path, [1, 15, 28], name="c3")
+    assert converted_output_defaults(ctx(d, target=LLAMA, ids=None)) is None
+    assert converted_output_defaults(ctx(d, target=LLAMA, ids=[])) is None
+
+
+# --- producer_default_streams: SpecForge's code when the config names no ids -------------------------------------
+
+def _default_specforge_build(c: dict) -> None:
+    # SpecForge 0.2.0's exporter rebuilds the config from the user's draft JSON: a default build ships no ids and
+    # no eagle_config (rule docstring, eagle3-facts.md section 8)
+    c.pop("eagle_config", None)
+    c.pop(AUX, None)
+
+
+def test_specforge_without_ids_trains_on_the_inputs_of_the_engines_defaults(tmp_path):
+    # resolve_eagle_capture_layers: outputs of [1, L//2-1, L-4]; +1 = the inputs of [2, L//2, L-3]. Kimi-K2.5,
+    # 61 layers: [2, 30, 58]
+    d = draft(tmp_path, "specforge", None, config=_default_specforge_build)
+    # what recognises it: the architecture, midlayer.* names and d2t/t2d, SpecForge's signature without the ids key
+    assert d.format.producer == "specforge" and len(d.format.evidence) == 3
+    got = producer_default_streams(ctx(d))
+    assert got == ([2, 30, 58], "SpecForge 0.2.0 specforge/algorithms/model_providers.py resolve_eagle_capture_layers")
+    assert producer_default_streams(ctx(d, target=None)) is None
+
+
+def test_producer_defaults_need_a_recognised_specforge(tmp_path):
+    d = draft(tmp_path, "specforge", None, config=_default_specforge_build)
+    below = dataclasses.replace(d, format=dataclasses.replace(d.format, confidence=d.format.confidence - 0.01))
+    assert producer_default_streams(ctx(below)) is None
+    other = dataclasses.replace(d, format=dataclasses.replace(d.format, producer="modelopt"))
+    assert producer_default_streams(ctx(other)) is None
+
+
+# --- trained_physical_ids, fed_physical_ids, ids_unread, write_ops -----------------------------------------------
+
+def test_the_users_ids_are_the_trained_streams(tmp_path):
+    d = draft(tmp_path, "specforge", [1, 29, 57])
+    assert trained_physical_ids(ctx(d, decisions=Decisions(aux_ids=[3, 31, 59]))) == [3, 31, 59]
+
+
+def test_no_ids_are_the_engines_defaults_when_asked_or_for_the_eagle_reference(tmp_path):
+    # vLLM's and SGLang's defaults (2, L//2, L-3): [2, 30, 58] on 61 layers
+    d = draft(tmp_path, "unknown", None)
+    assert trained_physical_ids(ctx(d)) is None
+    assert trained_physical_ids(ctx(d, decisions=Decisions(aux_ids_default=True))) == [2, 30, 58]
+    assert trained_physical_ids(ctx(d, target=None, decisions=Decisions(aux_ids_default=True))) is None
+    e = draft(tmp_path, "eagle", None, name="eagle")
+    assert e.format.producer == "eagle"
+    assert trained_physical_ids(ctx(e)) == [2, 30, 58]  # EAGLE hard-codes them (eagle3-facts.md section 2)
+    assert trained_physical_ids(ctx(e, target=None)) is None
+
+
+def test_settled_ids_are_the_trained_streams_in_vllms_numbering(tmp_path):
+    # input: as written; output: +1 (output of layer k = input of layer k+1); unsettled: unknown
+    top = draft(tmp_path, "unknown", [3, 4, 5], where=(TOP,))
+    assert trained_physical_ids(ctx(top, target=LLAMA)) == [3, 4, 5]
+    sf = draft(tmp_path, "specforge", [1, 29, 57], name="sf")
+    assert trained_physical_ids(ctx(sf)) == [2, 30, 58]
+    un = draft(tmp_path, "unknown", [3, 4, 5], name="un")
+    assert trained_physical_ids(ctx(un, target=LLAMA)) is None
+
+
+def test_vllm_v2_feeds_its_defaults_for_ids_only_in_eagle_config(tmp_path):
+    # Model Runner V2 reads the top-level key or eagle_config.layer_ids only (eagle3_utils.py); the ids
+    # [3, 31, 59] only in eagle_config are unread there and it feeds (2, L//2, L-3) = [2, 30, 58]; V1 reads them.
+    d = draft(tmp_path, "unknown", [3, 31, 59])
+    assert ids_unread(ctx(d, version="0.32")) and fed_physical_ids(ctx(d, version="0.32")) == [2, 30, 58]
+    assert not ids_unread(ctx(d, version="0.32/v1")) and fed_physical_ids(ctx(d, version="0.32/v1")) == [3, 31, 59]
+    # eagle_config.layer_ids is read by V2
+    d = draft(tmp_path, "unknown", [3, 31, 59], where=(LAYER_IDS,), name="li")
+    assert not ids_unread(ctx(d, version="0.32")) and fed_physical_ids(ctx(d, version="0.32")) == [3, 31, 59]
+    # SGLang reads eagle_config (never 'unread' in this sense), no target or no ids: nothing to say
+    d = draft(tmp_path, "unknown", [3, 31, 59], where=(TOP,), name="top")
+    assert not ids_unread(ctx(d, engine="sglang", version="post-25454"))
+    assert not ids_unread(ctx(d, target=None, version="0.32"))
+    n = draft(tmp_path, "unknown", None, name="none")
+    assert not ids_unread(ctx(n, version="0.32")) and fed_physical_ids(ctx(n, version="0.32")) is None
+
+
+def test_sglang_feeds_the_first_id_rule_on_kimi_and_plus_one_on_llama(tmp_path):
+    # sglang_oracle.json: deepseek_v2 [1, 29, 57] -> [2, 30, 58], [2, 30, 58] as given; llama +1 always
+    d = draft(tmp_path, "unknown", [1, 29, 57])
+    assert fed_physical_ids(ctx(d, engine="sglang", version="post-25454")) == [2, 30, 58]
+    d = draft(tmp_path, "unknown", [2, 30, 58], name="two")
+    assert fed_physical_ids(ctx(d, engine="sglang", version="post-25454")) == [2, 30, 58]
+    assert fed_physical_ids(ctx(d, target=LLAMA, engine="sglang", version="post-25454")) == [3, 31, 59]
+
+
+def test_write_ops_write_the_streams_at_every_key_the_row_reads(tmp_path):
+    d = draft(tmp_path, "unknown", [1, 29, 57])
+    # vLLM V1: both keys, ids as the streams (input convention)
+    assert write_ops(ctx(d), [2, 30, 58], "why") == [SetConfig(TOP, [2, 30, 58], "why"),
+                                                     SetConfig(EC, [2, 30, 58], "why")]
+    # SGLang before #25454 adds +1: streams [2, 30, 58] are written [1, 29, 57], in eagle_config only
+    assert write_ops(ctx(d, engine="sglang", version="pre-25454"), [2, 30, 58], "r") == [
+        SetConfig(EC, [1, 29, 57], "r")]
+    # SGLang after #25454 cannot express streams starting at 1 (a first id 1 is shifted): nothing to write
+    assert write_ops(ctx(d, engine="sglang", version="post-25454"), [1, 29, 57], "r") == []
+
+
+# --- the rules, as a user reads them ---------------------------------------------------------------------------------
+
+def _findings(d, rid: str, **kw):
+    from kconvert.rules.base import REGISTRY
+
+    return list(REGISTRY[rid].fn(ctx(d, **kw)))
+
+
+def test_k404_on_an_unsettled_kimi_draft_names_both_readings_and_the_measured_one(tmp_path):
+    # AQ-MedAI/Kimi-K25-eagle3's files (ids [2, 30, 58] in eagle_config, SpecForge, Kimi-K2.5): V1 reads them as
+    # input and feeds [2, 30, 58]; read as output they were trained on [3, 31, 59]. vLLM PR #35966 measured the
+    # input reading at 88381 / 170672 = 51.78 % (RECORD.md).
+    d = draft(tmp_path, "specforge", [2, 30, 58], shape="kimi")
+    [f] = _findings(d, "K404")
+    assert f.severity == "warning" and f.needs_decision.startswith("--aux-convention input|output")
+    assert f.message == (
+        f"cannot settle which convention the aux ids [2, 30, 58] follow: only weak evidence (input: {FIRST_2})"
+        + SF_UNDETERMINED + "; read as input, vllm 0.32/v1 feeds the trained streams; read as output, vllm 0.32/v1 "
+        "feeds [2, 30, 58] against trained [3, 31, 59]; the public record measured the input reading: vLLM served "
+        "AQ-MedAI/Kimi-K25-eagle3 with these ids read as input (51.78% acceptance at k=4 on GSM8K, TP 8, vLLM PR "
+        "#35966); no public run measured the output reading, so --aux-convention input is recommended; "
+        "`kconvert verify --diagnose` measures both readings live")
+
+
+def test_k404_settled_output_ids_name_their_evidence_and_the_cost(tmp_path):
+    # SpecForge [1, 29, 57] on Kimi-K2.5: trained streams [2, 30, 58]; vLLM feeds [1, 29, 57], one layer early
+    # (vLLM PR #43671's cost)
+    d = draft(tmp_path, "specforge", [1, 29, 57], shape="kimi")
+    [f] = _findings(d, "K404")
+    assert f.severity == "error"
+    assert f.message.startswith(f"aux ids [1, 29, 57] are in the output convention (specforge: {SPECFORGE_EV}; "
+                                f"{FIRST_1}); vllm 0.32/v1 would feed streams [1, 29, 57] instead of [2, 30, 58]: ")
+    assert "#43671" in f.message
+
+
+# --- measured.py: the public record's reading, matched by what the files say --------------------------------------
+
+def test_the_table_holds_the_kimi_k25_measurement_of_vllm_pr_35966():
+    # RECORD.md: 88381 accepted of 170672 draft tokens = 51.78 %
+    assert f"{100 * 88381 / 170672:.2f}%" == "51.78%"
+    [m] = MEASURED
+    assert (m.question, m.reading, m.flag, m.ids, m.target_layers, m.producer, m.draft, m.source) == (
+        "aux-convention", "input", "--aux-convention input", (2, 30, 58), 61, "specforge",
+        "AQ-MedAI/Kimi-K25-eagle3", "vLLM PR #35966")
+    assert m.figure == "51.78% acceptance at k=4 on GSM8K, TP 8" and m.other_measured is False
+    assert m.to_dict() == {"question": "aux-convention", "reading": "input", "flag": "--aux-convention input",
+                           "draft": "AQ-MedAI/Kimi-K25-eagle3", "engine": "vLLM",
+                           "figure": "51.78% acceptance at k=4 on GSM8K, TP 8",
+                           "source": "vLLM PR #35966", "other_measured": False}
+
+
+def test_the_sentence_says_which_reading_was_measured_and_whether_the_other_was():
+    [m] = MEASURED
+    assert m.sentence() == ("the public record measured the input reading: vLLM served AQ-MedAI/Kimi-K25-eagle3 "
+                            "with these ids read as input (51.78% acceptance at k=4 on GSM8K, TP 8, vLLM PR #35966); "
+                            "no public run measured the output reading")
+    o = dataclasses.replace(m, reading="output", engine="SGLang", figure="f", source="s", other_measured=True)
+    assert o.sentence() == ("the public record measured the output reading: SGLang served AQ-MedAI/Kimi-K25-eagle3 "
+                            "with these ids read as output (f, s); the input reading was measured too")
+
+
+def test_the_measurement_matches_the_files_not_the_name(tmp_path):
+    d = draft(tmp_path, "specforge", [2, 30, 58])
+    m = measured_reading(ctx(d), "aux-convention")
+    assert m is MEASURED[0]
+    assert measured_reading(ctx(d), "d2t") is None
+    # Kimi-K2 (model_type kimi_k2 at the top level, 61 layers) is in the entry's model types too
+    k2 = dataclasses.replace(KIMI, model_type="kimi_k2", text_model_type=None)
+    assert measured_reading(ctx(d, target=k2), "aux-convention") is m
+    # only the text model's type naming it is enough (types = {model_type, text_model_type})
+    wrapped = dataclasses.replace(KIMI, model_type="other", text_model_type="kimi_k2")
+    assert measured_reading(ctx(d, target=wrapped), "aux-convention") is m
+    # anything the files say differently: no match
+    assert measured_reading(ctx(draft(tmp_path, "specforge", [2, 30, 57], name="ids")), "aux-convention") is None
+    assert measured_reading(ctx(d, target=dataclasses.replace(KIMI, num_hidden_layers=60)), "aux-convention") is None
+    ds = dataclasses.replace(KIMI, model_type="deepseek_v3", text_model_type="deepseek_v3")
+    assert measured_reading(ctx(d, target=ds), "aux-convention") is None
+    other = dataclasses.replace(d, format=dataclasses.replace(d.format, producer="torchspec"))
+    assert measured_reading(ctx(other), "aux-convention") is None
+    assert measured_reading(ctx(d, target=None), "aux-convention") is None
+    assert measured_reading(ctx(d, ids=None), "aux-convention") is None
+
+
+# --- recommend.py: only a decision-needing K404 recommends a reading ------------------------------------------------
+
+def test_a_decision_needing_k404_recommends_the_measured_reading(tmp_path):
+    from types import SimpleNamespace
+
+    d = draft(tmp_path, "specforge", [2, 30, 58], shape="kimi")
+    c = ctx(d)
+    res = SimpleNamespace(draft=c.draft, target=c.target, engine=c.engine, decisions=c.decisions)
+    [f] = _findings(d, "K404")
+    assert recommendation(f, res) is MEASURED[0]
+    # the same finding without a decision to make, or another rule's: nothing recommended
+    assert recommendation(dataclasses.replace(f, needs_decision=None), res) is None
+    assert recommendation(dataclasses.replace(f, id="K401"), res) is None
+    # a K404 on files the record never measured: none
+    d2 = draft(tmp_path, "unknown", [1, 3, 4], name="u")
+    c2 = ctx(d2)
+    res2 = SimpleNamespace(draft=c2.draft, target=c2.target, engine=c2.engine, decisions=c2.decisions)
+    [f2] = _findings(d2, "K404")
+    assert f2.needs_decision and recommendation(f2, res2) is None
+
+
+# --- a head trained without aux states (no fc, use_aux_hidden_state false) -----------------------------------------
+
+def test_a_head_without_aux_states_needs_no_ids_and_is_warned_about_on_model_runner_v2_only(tmp_path):
+    # nvidia/gpt-oss-120b-Eagle3-v2's shape (vLLM PR #27688): use_aux_hidden_state false and no fc; it reads the
+    # target's last hidden state, so no aux ids are missing. vLLM 0.32's Model Runner V2 collects aux states
+    # anyway (vLLM issue #40551); V1 honours the flag (eagle3-facts.md section 9).
+    def no_fc(t):
+        t.pop("fc.weight")
+
+    d = draft(tmp_path, "unknown", None, config=lambda c: c.update(eagle_config={"use_aux_hidden_state": False}),
+              tensors=no_fc)
+    assert "fc.weight" not in d.tensors and d.aux.ids is None
+    for version in ("0.32", "0.32/v1"):
+        assert _findings(d, "K401", version=version) == []
+    [f] = _findings(d, "K406", version="0.32")
+    assert f.severity == "warning" and f.message.startswith(
+        "a head without aux states (use_aux_hidden_state false): on vllm 0.32 (Model Runner V2) (what GPUs run)")
+    assert _findings(d, "K406", version="0.32/v1") == []
+    # the flag true, or absent, with no fc: an EAGLE-3 head that lost its fc, whose missing ids K401 reports
+    for name, ec in (("true", {"use_aux_hidden_state": True}), ("absent", {})):
+        d = draft(tmp_path, "unknown", None, name=name, config=lambda c, ec=ec: c.update(eagle_config=ec),
+                  tensors=no_fc)
+        assert [f.severity for f in _findings(d, "K401")] == ["warning"]
+        assert _findings(d, "K406", version="0.32") == []
+    # the flag false next to an fc: the engine would drop the fc (llama_eagle3.py load_weights)
+    d = draft(tmp_path, "unknown", None, name="fc",
+              config=lambda c: c.update(eagle_config={"use_aux_hidden_state": False}))
+    assert [f.severity for f in _findings(d, "K401")] == ["warning"]
+
+
+def test_different_ids_at_two_keys_are_an_error_and_the_same_ids_are_not(tmp_path):
+    # vLLM's V1 runner reads the top-level key first, SGLang eagle_config only (eagle3-facts.md section 9): two
+    # different lists make the engines feed different streams
+    def two(c):
+        c[AUX] = [3, 31, 59]
+        c["eagle_config"] = {AUX: [2, 30, 58]}
+
+    d = draft(tmp_path, "unknown", None, config=two)
+    [f] = _findings(d, "K405")
+    assert f.severity == "error" and f.message == (
+        "aux ids differ between config keys: {'eagle_aux_hidden_state_layer_ids': [3, 31, 59], "
+        "'eagle_config.eagle_aux_hidden_state_layer_ids': [2, 30, 58]}")
+    same = draft(tmp_path, "unknown", [3, 31, 59], where=(TOP, EC, LAYER_IDS), name="same")
+    assert [f.severity for f in _findings(same, "K405")] == []
+
+
+def test_a_list_at_one_key_and_a_number_at_another_disagree(tmp_path):
+    # the ids are read from the first key that holds a list of integers (vLLM V1's order: the top-level key first);
+    # eagle_config's `7` is no list, which SGLang (reading eagle_config only) cannot use: the keys disagree
+    def odd(c):
+        c[AUX] = [3, 31, 59]
+        c["eagle_config"] = {AUX: 7}
+
+    d = draft(tmp_path, "unknown", None, config=odd)
+    assert d.aux.ids == [3, 31, 59]
+    [f] = _findings(d, "K405")
+    assert f.severity == "error" and f.message == (
+        "aux ids differ between config keys: {'eagle_aux_hidden_state_layer_ids': [3, 31, 59], "
+        "'eagle_config.eagle_aux_hidden_state_layer_ids': 7}")
