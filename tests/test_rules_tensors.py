@@ -9,7 +9,7 @@
 - ModelOpt's hf_spec_export.py ("fc and hidden_norm are only present when use_aux_hidden_state=True") and vLLM PR
   #27688 (heads without aux states drop fc.): /work/shared/docs/eagle3-facts.md section 8.
 - Multi-layer drafts (vLLM PR #26164, nm-testing/random-weights-llama3.1.8b-2layer-eagle3): vLLM builds
-  `range(config.num_hidden_layers)` decoder layers (llama_eagle3.py line 205); a complete layer the config forgot
+  `range(config.num_hidden_layers)` decoder layers (llama_eagle3.py line 206); a complete layer the config forgot
   is a layer (docs/rules.md K103), a partial one past the declared count is a stray (K203).
 - NumPy's Generator (numpy 2.x, PCG64): `integers(low, high, size)` draws from [low, high); the rows K701 samples are
   the documented fixed-seed draw (tensors.py embedding_sample_rows docstring: "16 rows drawn with a fixed seed,
@@ -77,7 +77,7 @@ def test_empty_eagle_config_ids_fall_back_to_three(tmp_path):
 
 
 def test_a_null_eagle_config_is_no_eagle_config(tmp_path):
-    # llama_eagle3.py:179/213 `getattr(config, "eagle_config", None) or {}`: null reads as {} -> 3 aux states, and
+    # llama_eagle3.py:179/214 `getattr(config, "eagle_config", None) or {}`: null reads as {} -> 3 aux states, and
     # no aux-free head (fc is required, hidden_norm too).
     res = run(tmp_path, config=lambda c: c.update(eagle_config=None))
     assert of(res, "K301") == []
@@ -86,7 +86,7 @@ def test_a_null_eagle_config_is_no_eagle_config(tmp_path):
 
 
 def test_top_level_ids_of_a_non_speculators_config_do_not_size_fc(tmp_path):
-    # llama_eagle3.py:213-216 reads eagle_config's ids only: four top-level ids beside no eagle_config ids leave
+    # llama_eagle3.py:214-216 reads eagle_config's ids only: four top-level ids beside no eagle_config ids leave
     # vLLM's default of 3 states, 192 inputs, which the factory's fc has.
     def top_four(c):
         c["eagle_config"].pop(AUX)
@@ -254,7 +254,7 @@ def test_a_small_table_is_sampled_within_its_rows():
 
 def test_layers_without_a_layer_0_are_no_decoder_layer(tmp_path):
     # Every layer tensor under layers.1 and none under layers.0: vLLM builds layer 0 first (range(num_hidden_layers),
-    # llama_eagle3.py:205), so there is no usable decoder layer; the layers.1 tensors are strays and K103 counts 0.
+    # llama_eagle3.py:206), so there is no usable decoder layer; the layers.1 tensors are strays and K103 counts 0.
     res = run(tmp_path, tensors=lambda t: rename_all(t, lambda k: k.replace("midlayer.", "layers.1.")))
     assert [f.message for f in of(res, "K103")] == ["num_hidden_layers is 1 but the draft has 0 layers"]
     strays = [e.where for f in of(res, "K203") for e in f.evidence]

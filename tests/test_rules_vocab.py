@@ -1,9 +1,11 @@
 """kconvert/rules/vocab.py's d2t reading (classify_d2t) and target vocabulary (target_vocab), against facts outside
 kconvert:
 
-- vLLM and SGLang read d2t as offsets: target id = draft id + d2t[draft id] (vLLM 0.32 llama_eagle3.py load_weights:
-  `d2t` -> `draft_id_to_target_id`; /work/shared/docs/eagle3-facts.md sections 1 and 5); t2d is a boolean mask over
-  the target vocabulary marking the ids d2t maps to; a target vocabulary of V tokens has ids 0..V-1.
+- vLLM and SGLang read d2t as offsets: target id = draft id + d2t[draft id] (vLLM 0.32, the CPU build in .venv:
+  vllm/model_executor/models/llama_eagle3.py:428-429 loads `d2t` as `draft_id_to_target_id`, and :385-386
+  `targets = torch.arange(draft_vocab_size) + self.draft_id_to_target_id`; /work/shared/docs/eagle3-facts.md
+  sections 1 and 5); t2d is a boolean mask over the target vocabulary marking the ids d2t maps to; a target
+  vocabulary of V tokens has ids 0..V-1.
 - The shipped examples (examples/build/package.py, written with torch, not kconvert): examples/tiny/drafts/
   mla-torchspec holds d2t offsets with its t2d; examples/tiny/broken/d2t-absolute is the same draft with
   `d2t + torch.arange(len(d2t))` (package.py step 2: absolute ids). Read here with the safetensors library.
@@ -88,6 +90,8 @@ def test_one_zero_offset_is_the_identity_mapping():
     assert classify_d2t(a(0), 10, None) == ZEROS
     # d2t [3], V 10: both readings give [3], and it is not all zeros.
     assert classify_d2t(a(3), 10, None) == AMBIGUOUS
+    # d2t [10], V 10: both readings give id 10, past the last id 9: one draft id can be invalid too.
+    assert classify_d2t(a(10), 10, None) == INVALID
 
 
 def test_without_a_vocabulary_the_largest_id_read_bounds_it():
@@ -99,12 +103,22 @@ def test_without_a_vocabulary_the_largest_id_read_bounds_it():
     # d2t [1, 3]: offsets [1, 4], absolute [1, 3] -> V = 5 (the largest offset reading 4, plus 1), so a t2d over
     # 5 ids marking {1, 3} is read and says absolute.
     assert classify_d2t(a(1, 3), None, mask(5, 1, 3)) == T2D_AGREES_ABS
+    # d2t [0]: both readings give id 0 -> V = 1, so a one-id t2d marking {0} is over the vocabulary and is read.
+    assert classify_d2t(a(0), None, mask(1, 0)) == T2D_AGREES_OFF
 
 
 def test_an_empty_d2t_is_both_readings_at_once():
     # No draft ids: both readings give no ids (valid), and "all zeros" needs at least one: ambiguous.
     assert classify_d2t(a(), 10, None) == AMBIGUOUS
     assert classify_d2t(a(), None, None) == AMBIGUOUS
+
+
+def test_ids_are_exact_64_bit_integers_not_floats():
+    # safetensors' I64 is a 64-bit integer; float64 holds integers exactly only up to 2**53 (IEEE 754 binary64:
+    # 53-bit significand), so 2**53 + 1 has no float64 of its own. d2t [2**53, 2**53 + 1], no vocabulary: offsets ->
+    # [2**53, 2**53 + 2], absolute -> [2**53, 2**53 + 1], V = 2**53 + 3: both readings distinct and inside it.
+    B = 2 ** 53
+    assert classify_d2t(a(B, B + 1), None, None) == AMBIGUOUS
 
 
 def test_int32_d2t_is_read_as_the_same_ids():
