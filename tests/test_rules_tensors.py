@@ -6,8 +6,10 @@
   num_aux_hidden_states, where `num_aux_hidden_states = getattr(config, "num_aux_hidden_states", None)`, else
   `len(layer_ids) if layer_ids else 3` with layer_ids = eagle_config's `eagle_aux_hidden_state_layer_ids`
   (lines 210-216): the top-level ids of a non-speculators config are not read there.
-- ModelOpt's hf_spec_export.py ("fc and hidden_norm are only present when use_aux_hidden_state=True") and vLLM PR
-  #27688 (heads without aux states drop fc.): /work/shared/docs/eagle3-facts.md section 8.
+- Heads without aux states: vLLM 0.32 builds no fc when eagle_config's use_aux_hidden_state is false
+  (llama_eagle3.py:180-183 and 209; vLLM PR #27688, /work/shared/docs/eagle3-facts.md section 8), and ModelOpt's
+  exporter writes neither fc nor hidden_norm for them (modelopt/torch/export/plugins/hf_spec_export.py: "fc and
+  hidden_norm are only present when use_aux_hidden_state=True").
 - Multi-layer drafts (vLLM PR #26164, nm-testing/random-weights-llama3.1.8b-2layer-eagle3): vLLM builds
   `range(config.num_hidden_layers)` decoder layers (llama_eagle3.py line 206); a complete layer the config forgot
   is a layer (docs/rules.md K103), a partial one past the declared count is a stray (K203).
