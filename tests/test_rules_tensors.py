@@ -1,0 +1,263 @@
+"""kconvert/rules/tensors.py's helpers, through the findings a user reads, against facts outside kconvert:
+
+- vLLM 0.32's own draft class (the CPU build in .venv: vllm/model_executor/models/llama_eagle3.py
+  Eagle3LlamaModel.__init__, lines 179-221): `eagle_config = getattr(config, "eagle_config", None) or {}`;
+  fc is built only `if self.use_aux_hidden_state` (line 209); its input is target_hidden_size x
+  num_aux_hidden_states, where `num_aux_hidden_states = getattr(config, "num_aux_hidden_states", None)`, else
+  `len(layer_ids) if layer_ids else 3` with layer_ids = eagle_config's `eagle_aux_hidden_state_layer_ids`
+  (lines 210-216): the top-level ids of a non-speculators config are not read there.
+- Heads without aux states: vLLM 0.32 builds no fc when eagle_config's use_aux_hidden_state is false
+  (llama_eagle3.py:180-183 and 209; vLLM PR #27688, /work/shared/docs/eagle3-facts.md section 8), and ModelOpt's
+  exporter writes neither fc nor hidden_norm for them (modelopt/torch/export/plugins/hf_spec_export.py: "fc and
+  hidden_norm are only present when use_aux_hidden_state=True").
+- Multi-layer drafts (vLLM PR #26164, nm-testing/random-weights-llama3.1.8b-2layer-eagle3): vLLM builds
+  `range(config.num_hidden_layers)` decoder layers (llama_eagle3.py line 206); a complete layer the config forgot
+  is a layer (docs/rules.md K103), a partial one past the declared count is a stray (K203).
+- NumPy's Generator (numpy 2.x, PCG64): `integers(low, high, size)` draws from [low, high); the rows K701 samples are
+  the documented fixed-seed draw (tensors.py embedding_sample_rows docstring: "16 rows drawn with a fixed seed,
+  spread over the whole table"), pinned here from NumPy itself.
+
+Every expected figure is derived by hand in a comment from the tiny shape of tests/factories.py (hidden 64, so
+three aux states are 192 fc inputs and four are 256). Engine-free; each test takes well under a second.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from kconvert.commands.inspect import inspect
+from kconvert.rules.tensors import embedding_sample_rows
+from tests.factories import TINY, make_draft, make_target, rename_all
+
+AUX = "eagle_aux_hidden_state_layer_ids"
+H = TINY.hidden  # 64
+
+
+def run(tmp_path: Path, producer: str = "specforge", *, target: bool = False, engine: str = "vllm",
+        version: str = "0.32/v1", name: str = "draft", **kw):
+    folder = make_draft(tmp_path / name, producer, **kw)
+    tgt = str(make_target(tmp_path / "target", "tiny")) if target else None
+    return inspect(str(folder), target=tgt, engine=engine, engine_version=version)
+
+
+def of(res, rid: str) -> list:
+    return [f for f in res.findings if f.id == rid]
+
+
+def fc(n_aux: int):
+    """fc.weight [H, n_aux x H]: the width vLLM builds for n_aux aux states of a target of hidden H."""
+    def mut(t):
+        t["fc.weight"] = ("BF16", (H, n_aux * H), np.zeros((H, n_aux * H), np.float32))
+    return mut
+
+
+# --- _engine_aux_count: how many aux states vLLM sizes fc for (K301 without a target) --------------------------
+
+def test_vllm_sizes_fc_from_num_aux_hidden_states_before_the_ids(tmp_path):
+    # llama_eagle3.py:210: num_aux_hidden_states (4) wins over eagle_config's three ids: fc 4 x 64 = 256 loads.
+    res = run(tmp_path, config=lambda c: c.update(num_aux_hidden_states=4), tensors=fc(4))
+    assert of(res, "K301") == []
+    # ... and an fc of three states (192) is then the wrong width: 4 x 64 = 256 expected.
+    (f,) = of(run(tmp_path, name="d3", config=lambda c: c.update(num_aux_hidden_states=4)), "K301")
+    assert f.message == "fc takes 192 inputs but the config implies 4 x 64 = 256"
+
+
+def test_vllm_counts_eagle_config_ids_when_num_aux_hidden_states_is_absent(tmp_path):
+    # llama_eagle3.py:214-216: four eagle_config ids -> 4 aux states -> 256 fc inputs.
+    def four(c):
+        c["eagle_config"][AUX] = [1, 2, 3, 4]
+    assert of(run(tmp_path, config=four, tensors=fc(4)), "K301") == []
+    (f,) = of(run(tmp_path, name="d3", config=four), "K301")
+    assert f.message == "fc takes 192 inputs but the config implies 4 x 64 = 256"
+
+
+def test_empty_eagle_config_ids_fall_back_to_three(tmp_path):
+    # llama_eagle3.py:216 `len(layer_ids) if layer_ids else 3`: [] is no ids -> 3 x 64 = 192 (the factory's fc).
+    res = run(tmp_path, config=lambda c: c["eagle_config"].update({AUX: []}))
+    assert of(res, "K301") == []
+
+
+def test_a_null_eagle_config_is_no_eagle_config(tmp_path):
+    # llama_eagle3.py:179/214 `getattr(config, "eagle_config", None) or {}`: null reads as {} -> 3 aux states, and
+    # no aux-free head (fc is required, hidden_norm too).
+    res = run(tmp_path, config=lambda c: c.update(eagle_config=None))
+    assert of(res, "K301") == []
+    res = run(tmp_path, name="nofc", config=lambda c: c.update(eagle_config=None), tensors=lambda t: t.pop("fc.weight"))
+    assert [e.where for f in of(res, "K202") for e in f.evidence] == ["fc.weight"]
+
+
+def test_top_level_ids_of_a_non_speculators_config_do_not_size_fc(tmp_path):
+    # llama_eagle3.py:214-216 reads eagle_config's ids only: four top-level ids beside no eagle_config ids leave
+    # vLLM's default of 3 states, 192 inputs, which the factory's fc has.
+    def top_four(c):
+        c["eagle_config"].pop(AUX)
+        c[AUX] = [1, 2, 3, 4]
+    assert of(run(tmp_path, config=top_four), "K301") == []
+
+
+def test_a_speculators_draft_without_ids_gets_three_aux_states(tmp_path):
+    # No num_aux_hidden_states, no ids anywhere: vLLM's default of 3 (llama_eagle3.py:216) -> 192 = the fc.
+    res = run(tmp_path, "speculators", config=lambda c: c.pop(AUX))
+    assert of(res, "K301") == []
+
+
+def test_a_draft_with_no_ids_at_all_gets_three_aux_states(tmp_path):
+    # The EAGLE reference trainer records no ids (eagle3-facts.md section 2): vLLM's default 3 -> 192 fc inputs.
+    res = run(tmp_path, "eagle")
+    assert of(res, "K301") == []
+    (f,) = of(run(tmp_path, "eagle", name="d4", tensors=fc(4)), "K301")
+    assert f.message == "fc takes 256 inputs but the config implies 3 x 64 = 192"
+
+
+# --- no_aux_head: a head that reads only the last hidden state (no fc, no hidden_norm) -------------------------
+
+def _no_aux(c):
+    c["eagle_config"]["use_aux_hidden_state"] = False
+
+
+def _drop(*names):
+    def mut(t):
+        for n in names:
+            t.pop(n)
+    return mut
+
+
+def test_a_head_without_aux_states_needs_neither_fc_nor_hidden_norm(tmp_path):
+    # ModelOpt: "fc and hidden_norm are only present when use_aux_hidden_state=True"; vLLM builds no fc then
+    # (llama_eagle3.py:209).
+    res = run(tmp_path, config=_no_aux, tensors=_drop("fc.weight", "midlayer.hidden_norm.weight"))
+    assert of(res, "K202") == [] and of(res, "K601") == []
+
+
+def test_a_head_with_fc_is_an_aux_head_whatever_the_flag_says(tmp_path):
+    # fc present: the tensors were trained with aux states, so their hidden_norm is a missing norm (K601 names it).
+    res = run(tmp_path, config=_no_aux, tensors=_drop("midlayer.hidden_norm.weight"))
+    assert [e.where for f in of(res, "K601") for e in f.evidence] == ["layers.0.hidden_norm.weight"]
+
+
+def test_use_aux_hidden_state_true_still_needs_fc(tmp_path):
+    res = run(tmp_path, config=lambda c: c["eagle_config"].update(use_aux_hidden_state=True),
+              tensors=_drop("fc.weight", "midlayer.hidden_norm.weight"))
+    assert [e.where for f in of(res, "K202") for e in f.evidence] == ["fc.weight"]
+    assert [e.where for f in of(res, "K601") for e in f.evidence] == ["layers.0.hidden_norm.weight"]
+
+
+# --- draft_layers: the decoder layers the draft really has, and the strays past them ---------------------------
+
+def _layer(t, i: int, *, complete: bool = True, mla: bool = False):
+    """A later decoder layer (vLLM PR #26164: layers after the first take H inputs): every projection and both
+    norms (complete), or only mlp.gate_proj (a stray)."""
+    s = TINY
+    if mla:
+        attn = {"q_a_proj": (s.q_lora, H), "q_b_proj": (s.heads * (s.nope + s.rope), s.q_lora),
+                "kv_a_proj_with_mqa": (s.kv_lora + s.rope, H), "kv_b_proj": (s.heads * (s.nope + s.v_head), s.kv_lora),
+                "o_proj": (H, s.heads * s.v_head)}
+    else:
+        attn = {"q_proj": (s.heads * s.head_dim, H), "k_proj": (s.kv_heads * s.head_dim, H),
+                "v_proj": (s.kv_heads * s.head_dim, H), "o_proj": (H, s.heads * s.head_dim)}
+    w = {f"self_attn.{k}": v for k, v in attn.items()}
+    w.update({"mlp.gate_proj": (s.inter, H), "mlp.up_proj": (s.inter, H), "mlp.down_proj": (H, s.inter)})
+    if not complete:
+        w = {"mlp.gate_proj": w["mlp.gate_proj"]}
+    for n, shape in w.items():
+        t[f"layers.{i}.{n}.weight"] = ("BF16", shape, np.zeros(shape, np.float32))
+    if complete:
+        norms = ["input_layernorm", "post_attention_layernorm"]
+        if mla:
+            norms += ["self_attn.q_a_layernorm", "self_attn.kv_a_layernorm"]
+        for n in norms:
+            n_ = {"self_attn.q_a_layernorm": s.q_lora, "self_attn.kv_a_layernorm": s.kv_lora}.get(n, H)
+            t[f"layers.{i}.{n}.weight"] = ("BF16", (n_,), np.ones(n_, np.float32))
+
+
+def layers(*spec: tuple[int, bool], mla: bool = False):
+    def mut(t):
+        rename_all(t, lambda k: k.replace("midlayer.", "layers.0."))
+        for i, complete in spec:
+            _layer(t, i, complete=complete, mla=mla)
+    return mut
+
+
+def k103_value(res):
+    (f,) = of(res, "K103")
+    return f.ops[0].value
+
+
+def test_a_complete_second_layer_the_config_forgot_is_counted(tmp_path):
+    # layers 0 and 1, every projection of layer 1 present, num_hidden_layers 1: two layers (K103 sets 2), no stray.
+    res = run(tmp_path, tensors=layers((1, True)))
+    assert k103_value(res) == 2 and of(res, "K203") == [] and of(res, "K202") == []
+
+
+def test_three_complete_layers_declared_three_are_a_clean_three_layer_draft(tmp_path):
+    res = run(tmp_path, config=lambda c: c.update(num_hidden_layers=3), tensors=layers((1, True), (2, True)))
+    assert {"K103", "K202", "K203"} & {f.id for f in res.findings} == set()
+
+
+def test_a_declared_second_layer_with_missing_weights_is_k202_not_a_stray(tmp_path):
+    # num_hidden_layers 2 declares layer 1; only its gate_proj is there, so vLLM builds it with 8 weights left
+    # uninitialised: q/k/v/o, up/down projections and its two norms (hidden_norm is layer 0's only).
+    res = run(tmp_path, config=lambda c: c.update(num_hidden_layers=2), tensors=layers((1, False)))
+    assert of(res, "K203") == []
+    (f,) = of(res, "K202")
+    assert sorted(e.where for e in f.evidence) == sorted(
+        f"layers.1.{n}.weight" for n in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                                         "mlp.up_proj", "mlp.down_proj", "input_layernorm", "post_attention_layernorm"))
+
+
+def test_without_num_hidden_layers_a_partial_second_layer_is_a_stray(tmp_path):
+    # No count declared: an EAGLE-3 draft is one decoder layer (eagle3-facts.md section 1) plus any later layer that
+    # is complete (docs/rules.md K103), so layers.1.mlp.gate_proj alone is a stray the engine cannot place.
+    res = run(tmp_path, config=lambda c: c.pop("num_hidden_layers"), tensors=layers((1, False)))
+    assert of(res, "K202") == []
+    assert [e.where for f in of(res, "K203") for e in f.evidence] == ["layers.1.mlp.gate_proj.weight"]
+
+
+def test_a_layer_after_a_gap_is_a_stray(tmp_path):
+    # layers 0 and 2, no layer 1: vLLM builds consecutive layers 0..N-1, so layer 2's tensors are strays.
+    res = run(tmp_path, tensors=layers((2, True)))
+    strays = [e.where for f in of(res, "K203") for e in f.evidence]
+    assert strays and all(w.startswith("layers.2.") for w in strays)
+    assert of(res, "K202") == []
+
+
+def test_a_complete_second_mla_layer_is_counted_by_its_q_lora_projections(tmp_path):
+    # An MLA draft whose layer 0 has q_a_proj (q-LoRA) with q_lora_rank left out of the config: layer 1's q-LoRA
+    # projections (q_a_proj, q_b_proj) make it complete, so the draft has 2 layers.
+    res = run(tmp_path, "torchspec", family="mla", config=lambda c: c.pop("q_lora_rank"),
+              tensors=layers((1, True), mla=True))
+    assert k103_value(res) == 2 and of(res, "K203") == []
+
+
+# --- embedding_sample_rows: the rows K701 reads ------------------------------------------------------------------
+
+def test_a_one_row_table_samples_its_only_row():
+    # integers(0, 1, size=1) can only give 0.
+    assert embedding_sample_rows(1) == [0]
+
+
+def test_the_sample_is_sixteen_distinct_sorted_rows_spread_over_the_table_and_the_same_each_time():
+    n = 163840  # Kimi-K2.5's vocabulary (eagle3-facts.md section 3)
+    rows = embedding_sample_rows(n)
+    assert rows == embedding_sample_rows(n)  # a fixed seed: the same verdict on every run
+    assert len(rows) <= 16 and rows == sorted(set(rows)) and 0 <= rows[0] and rows[-1] < n
+    assert rows[0] < n // 2 < rows[-1]  # both halves of the table
+    # Pinned from NumPy 2.3.5 itself: sorted(set(np.random.default_rng(0).integers(0, 163840, size=16).tolist())).
+    assert rows == [2707, 6713, 12327, 28715, 44201, 50434, 82514, 83744, 99391, 104359, 106400, 119520, 133246,
+                    139366, 149545, 159046]
+
+
+def test_a_small_table_is_sampled_within_its_rows():
+    # 5 rows: at most 5 draws from [0, 5).
+    rows = embedding_sample_rows(5)
+    assert rows and set(rows) <= set(range(5)) and rows == sorted(set(rows))
+
+
+def test_layers_without_a_layer_0_are_no_decoder_layer(tmp_path):
+    # Every layer tensor under layers.1 and none under layers.0: vLLM builds layer 0 first (range(num_hidden_layers),
+    # llama_eagle3.py:206), so there is no usable decoder layer; the layers.1 tensors are strays and K103 counts 0.
+    res = run(tmp_path, tensors=lambda t: rename_all(t, lambda k: k.replace("midlayer.", "layers.1.")))
+    assert [f.message for f in of(res, "K103")] == ["num_hidden_layers is 1 but the draft has 0 layers"]
+    strays = [e.where for f in of(res, "K203") for e in f.evidence]
+    assert len(strays) == 10 and all(w.startswith("layers.1.") for w in strays)  # the factory's 10 layer tensors
