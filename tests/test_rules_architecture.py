@@ -295,4 +295,123 @@ def test_index_fields_alone_are_a_warning(tmp_path):
     assert found(make_draft(tmp_path / "d2", "specforge"), "K104") == []
 
 
-# --- K105 is covered with the other methods' checkpoints in tests/test_methods.py ------------------------------
+# --- K105 -----------------------------------------------------------------------------------------------------
+# The checkpoints are tests/test_methods.py's (each cited there to its published config). What serves each method
+# is the engine row's `methods` text (kconvert/engines/expectations.py, read from vLLM 0.32 config/speculative.py
+# and SGLang 0.5.23 spec_info.py); the method's description is K105's documented wording (docs/rules.md K105).
+
+DFLASH = ("a DFlash block-diffusion drafter (it drafts a block of tokens in parallel from mask tokens, conditioned "
+          "on target layers `dflash_config.target_layer_ids`)")
+MTP = ("a multi-token-prediction (MTP) layer of a DeepSeek-style model (enorm, hnorm, eh_proj, shared_head around one "
+       "decoder layer)")
+PEAGLE = "a P-EAGLE draft (an EAGLE-3 layer trained for parallel drafting with a mask token)"
+MTP_EVIDENCE = ("MTP-layer tensors (model.layers.61.eh_proj.weight, model.layers.61.enorm.weight, "
+                "model.layers.61.hnorm.weight); num_nextn_predict_layers 1")
+
+
+def k105(folder, engine, version):
+    from kconvert.engines.expectations import engine_rules
+
+    fs = found(folder, "K105", engine=engine, version=version)
+    assert len(fs) == 1 and not fs[0].fixable and fs[0].ops == []
+    return fs[0], engine_rules(engine, version)
+
+
+def test_k105_names_dflash_and_the_command_that_serves_it(tmp_path):
+    from tests.test_methods import dflash
+
+    folder = dflash(tmp_path / "df")
+    for engine, version in (("vllm", "0.32/v1"), ("sglang", "0.5.23")):
+        f, row = k105(folder, engine, version)
+        assert f.severity == "warning"
+        assert f.message == (f"this is {DFLASH}, not an EAGLE-3 draft (architectures ['DFlashDraftModel']); "
+                             f"{engine} {version} serves it with {row.methods['dflash']}; kconvert's EAGLE-3 checks "
+                             "do not apply")
+        assert ev(f) == [{"where": "architectures", "observed": "['DFlashDraftModel']", "expected": "method dflash"}]
+
+
+def test_k105_on_a_row_whose_methods_nobody_read(tmp_path):
+    from tests.test_methods import dflash
+
+    f, row = k105(dflash(tmp_path / "df"), "vllm", "0.33")
+    assert row.methods is None and f.severity == "warning"
+    assert f.message == (f"this is {DFLASH}, not an EAGLE-3 draft (architectures ['DFlashDraftModel']); kconvert has "
+                         "not read whether vllm 0.33 serves it, and its EAGLE-3 checks do not apply")
+
+
+def test_k105_an_mtp_layer_vllm_does_not_map(tmp_path):
+    from tests.test_methods import mtp
+
+    kimi = mtp(tmp_path / "kimi", model_type="kimi_k2", archs=["DeepseekV3ForCausalLM"])
+    f, row = k105(kimi, "vllm", "0.32/v1")
+    key, accepted = row.mtp_requires
+    assert key == "model_type" and "deepseek_v3" in accepted and "kimi_k2" not in accepted
+    assert f.severity == "error"
+    assert f.message == (f"this is {MTP}, not an EAGLE-3 draft ({MTP_EVIDENCE}); vllm 0.32/v1 serves MTP layers only "
+                         f"for model_type {', '.join(accepted)}, and this checkpoint declares ['kimi_k2']")
+    assert ev(f)[-1] == {"where": "model_type", "observed": ["kimi_k2"], "expected": list(accepted)}
+    assert [e["where"] for e in ev(f)] == ["MTP-layer", "num_nextn_predict_layers", "model_type"]
+    assert ev(f)[0] == {"where": "MTP-layer", "observed": "tensors (model.layers.61.eh_proj.weight, "
+                        "model.layers.61.enorm.weight, model.layers.61.hnorm.weight)", "expected": "method mtp"}
+
+
+def test_k105_an_mtp_layer_vllm_maps_and_sglang_by_architecture(tmp_path):
+    from tests.test_methods import mtp
+
+    ds = mtp(tmp_path / "ds", model_type="deepseek_v3", archs=["DeepseekV3ForCausalLM"])
+    f, row = k105(ds, "vllm", "0.32/v1")
+    assert f.severity == "warning"
+    assert f.message == (f"this is {MTP}, not an EAGLE-3 draft ({MTP_EVIDENCE}); vllm 0.32/v1 serves it with "
+                         f"{row.methods['mtp']}; kconvert's EAGLE-3 checks do not apply")
+    # SGLang 0.5.23 requires the architecture (model_config.py:1032), which this one has
+    f, row = k105(ds, "sglang", "0.5.23")
+    assert row.mtp_requires[0] == "architectures" and f.severity == "warning"
+    # an architecture SGLang does not load as NextN
+    other = mtp(tmp_path / "o", model_type="deepseek_v3", archs=["KimiK25ForConditionalGeneration"])
+    f, row = k105(other, "sglang", "0.5.23")
+    assert f.severity == "error"
+    assert f.message.endswith(f"sglang 0.5.23 serves MTP layers only for architectures "
+                              f"{', '.join(row.mtp_requires[1])}, and this checkpoint declares "
+                              "['KimiK25ForConditionalGeneration']")
+
+
+def test_k105_mtp_declarations_are_read_at_top_level_and_under_text_config(tmp_path):
+    from tests.test_methods import mtp
+
+    folder = mtp(tmp_path / "m", model_type="kimi_k25", archs=["DeepseekV3ForCausalLM"])
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["text_config"] = {"model_type": "deepseek_v3"}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    f, _ = k105(folder, "vllm", "0.32/v1")
+    assert f.severity == "warning"  # text_config.model_type deepseek_v3 is one vLLM maps
+    cfg["text_config"] = {"model_type": "kimi_k2"}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    f, _ = k105(folder, "vllm", "0.32/v1")
+    assert f.severity == "error" and f.message.endswith("this checkpoint declares ['kimi_k25', 'kimi_k2']")
+    # a list of architectures (strings only) is read as its names
+    cfg.pop("text_config")
+    cfg["model_type"] = None
+    (folder / "config.json").write_text(json.dumps(cfg))
+    f, _ = k105(folder, "vllm", "0.32/v1")
+    assert f.message.endswith("this checkpoint declares none")
+    f, _ = k105(folder, "sglang", "0.5.23")
+    assert f.severity == "warning"  # architectures ['DeepseekV3ForCausalLM']
+
+
+def test_k105_a_peagle_draft_is_info_where_eagle3_classes_load_it_and_an_error_elsewhere(tmp_path):
+    from tests.test_methods import peagle_config, peagle_folder
+
+    folder = peagle_folder(tmp_path / "p", peagle_config())
+    f, row = k105(folder, "vllm", "0.32/v1")
+    assert f.severity == "info"
+    assert f.message == (f"this is {PEAGLE} (speculators_model_type 'peagle'); vllm 0.32/v1 loads it with its EAGLE-3 "
+                         f"classes and serves it with {row.methods['peagle']}; the EAGLE-3 checks below apply")
+    assert ev(f) == [{"where": "speculators_model_type", "observed": "'peagle'", "expected": "method peagle"}]
+    f, row = k105(folder, "sglang", "0.5.23")
+    assert f.severity == "error"
+    assert f.message == (f"this is {PEAGLE}, not an EAGLE-3 draft (speculators_model_type 'peagle'); sglang 0.5.23 "
+                         "serves no peagle checkpoint")
+
+
+def test_k105_is_silent_on_an_eagle3_draft(tmp_path):
+    assert found(make_draft(tmp_path / "d", "specforge"), "K105") == []

@@ -23,6 +23,8 @@ outside kconvert:
 Engine-free; each inspect() of the tiny draft takes a few tens of milliseconds."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kconvert.commands.inspect import inspect
@@ -211,7 +213,7 @@ def test_k901_is_silent_at_or_above_the_target_and_without_a_target_length(tmp_p
     assert findings(tmp_path, "K901", target=None, config=lambda c: c.update(max_position_embeddings=2048),
                     name="d3") == []
     t = make_target(tmp_path / "t-nolen")
-    import json
+
     cfg = json.loads((t / "config.json").read_text())
     cfg["text_config"].pop("max_position_embeddings")
     (t / "config.json").write_text(json.dumps(cfg))
@@ -425,3 +427,45 @@ def test_k912_the_cast_dtype_is_judged_even_without_a_target(tmp_path):
     (f,) = findings(tmp_path, "K912", target=None, decisions=Decisions(cast_dtype="F32"))
     assert f.message == f"weights stored as BF16 x{FLOATS}"
     assert len(f.ops) == FLOATS and {o.dtype for o in f.ops} == {"F32"}
+
+
+def test_k902_judges_rope_theta_only_when_both_sides_state_it(tmp_path):
+    # no rope_theta in the draft: nothing to compare (no crash either)
+    assert findings(tmp_path, "K902", config=lambda c: c.pop("rope_theta")) == []
+    # a target without rope_theta or rope scaling: the draft's 10000 and yarn are not compared with anything
+    t = make_target(tmp_path / "t-plain")
+    cfg = json.loads((t / "config.json").read_text())
+    cfg["text_config"].pop("rope_theta")
+    cfg["text_config"].pop("rope_scaling")
+    (t / "config.json").write_text(json.dumps(cfg))
+    d = make_draft(tmp_path / "d2", "specforge", config=lambda c: c.update(rope_theta=10000))
+    res = inspect(str(d), target=str(t), engine="vllm", engine_version="0.32/v1")
+    assert [f for f in res.findings if f.id == "K902"] == []
+
+
+def test_k902_the_eagle_reference_trainers_draft_gets_the_scaling_when_asked(tmp_path):
+    (f,) = findings(tmp_path, "K902", producer="eagle", config=lambda c: c.pop("rope_scaling"),
+                    decisions=Decisions(rope_from_target=True))
+    assert f.severity == "warning" and f.needs_decision is None
+    assert [(o.path, o.value) for o in f.ops] == [(("rope_scaling",), YARN)]
+
+
+def _ints(t):
+    """Every floating-point tensor stored as I32 instead (same shapes): a draft with no float weights at all."""
+    for k, (dt, shape, data) in list(t.items()):
+        if dt == "BF16":
+            t[k] = ("I32", shape, None if data is None else data.astype("int32"))
+
+
+def test_without_float_tensors_k911_sets_the_config_to_its_dtype_key_and_k912_is_silent(tmp_path):
+    # no stored float dtype to name: transformers 5's `dtype` is the value both keys get
+    (f,) = findings(tmp_path, "K911", tensors=_ints, config=lambda c: c.update(torch_dtype="float16", dtype="bfloat16"))
+    assert f.message == "config dtypes {'torch_dtype': 'float16', 'dtype': 'bfloat16'} disagree"
+    assert [(o.path, o.value) for o in f.ops] == [(("torch_dtype",), "bfloat16"), (("dtype",), "bfloat16")]
+    assert ev(f) == [{"where": "torch_dtype", "observed": "float16", "expected": "bfloat16"},
+                     {"where": "dtype", "observed": "bfloat16", "expected": "bfloat16"}]
+    # one key alone, no float tensors: nothing to disagree with
+    assert findings(tmp_path, "K911", tensors=_ints, name="d2") == []
+    # --cast names a dtype, but there are no float tensors to cast: the config is not rewritten to it
+    assert findings(tmp_path, "K911", tensors=_ints, decisions=Decisions(cast_dtype="F16"), name="d3") == []
+    assert findings(tmp_path, "K912", tensors=_ints, decisions=Decisions(cast_dtype="F16"), name="d4") == []
