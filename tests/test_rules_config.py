@@ -133,6 +133,11 @@ def test_vllm_033_raises_only_cache_only_rope_and_v2_lowers_the_served_length():
     # yarn next to a cache-only type is still not every type cache-only
     mixed = {"rope_parameters": {"full_attention": {"rope_type": "yarn"}, "sliding_attention": {"rope_type": "default"}}}
     assert vllm_positions(v2, mixed, 1024, 4096) == (1024, 1024, False)
+    # every one of the five cache-only types at once (one per layer type) is still all cache-only: raised
+    five = {"rope_parameters": {f"layer_{t}": {"rope_type": t}
+                                for t in ("default", "linear", "llama3", "ntk", "proportional")}}
+    assert rope_types(five) == {"default", "linear", "llama3", "ntk", "proportional"}
+    assert vllm_positions(v2, five, 2048, 4096) == (4096, 4096, True)
     # at or above the target nothing changes on either runner
     assert vllm_positions(v2, yarn, 4096, 4096) == (4096, 4096, False)
     # an unknown class's absent key: no number to lower the served length to
