@@ -78,6 +78,14 @@ def test_a_name_vllm_does_not_map_is_rewritten_to_the_preferred_one(tmp_path):
                        "engine maps this architecture")]
 
 
+def test_a_bare_name_vllm_has_neither_prefixed_nor_as_is(tmp_path):
+    # MistralForCausalLM: "Eagle3MistralForCausalLM" is not in vLLM 0.32's registry and neither is the bare name
+    d = make_draft(tmp_path / "d", "unknown", config=lambda c: c.update(architectures=["MistralForCausalLM"]))
+    (f,) = found(d, "K101")
+    assert f.message == "vllm does not map architectures ['MistralForCausalLM'] to an EAGLE-3 draft"
+    assert ops(f) == [("SetConfig", ("architectures",), ["LlamaForCausalLMEagle3"], "engine maps this architecture")]
+
+
 def test_the_first_mapped_name_of_several_decides(tmp_path):
     # an unmapped name first, a mapped one after it: vLLM's lookup finds the Llama class
     d = make_draft(tmp_path / "d", "unknown", config=lambda c: c.update(
