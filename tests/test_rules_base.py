@@ -28,6 +28,7 @@ from kconvert.formats.read import read_draft
 from kconvert.rules import REGISTRY
 from kconvert.rules.base import (CATEGORIES, SEVERITIES, Context, Evidence, Finding, FixAvailability, Rule,
                                  eagle3_rules_apply, rule, run_rules, skipped_without_target)
+from kconvert.schemas import load_schema
 from kconvert.source.checkpoint import load_folder
 from kconvert.target import load_target
 from kconvert.writer.ops import DeleteConfig, SetConfig, op_to_dict
@@ -35,8 +36,8 @@ from tests.factories import TINY, _vocab_map, make_draft, make_target
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES_MD = (ROOT / "docs" / "rules.md").read_text()
-REPORT_SCHEMA = json.loads((ROOT / "schemas" / "report.schema.json").read_text())
-RULES_SCHEMA = json.loads((ROOT / "schemas" / "rules.schema.json").read_text())
+REPORT_SCHEMA = load_schema("report")  # schemas/report.schema.json (the repository's schemas/ links to kconvert/schemas)
+RULES_SCHEMA = load_schema("rules")
 A = FixAvailability
 
 
