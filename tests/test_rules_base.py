@@ -90,9 +90,11 @@ def test_the_decorator_registers_stripped_texts_and_refuses_a_second_id(monkeypa
     monkeypatch.setattr("kconvert.rules.base.REGISTRY", dict(REGISTRY))
     from kconvert.rules import base
 
+    def check(ctx):
+        return iter(())
     r = rule("K997", "padded", "integrity", "info", summary="  one line.\n", why="\n why \n", fix=" fix ",
-             fix_availability=A.NEVER, needs_target=True, runs_last=True, any_method=True)(lambda ctx: iter(()))
-    assert base.REGISTRY["K997"] is r
+             fix_availability=A.NEVER, needs_target=True, runs_last=True, any_method=True)(check)
+    assert base.REGISTRY["K997"] is r and r.fn is check  # the check run_rules calls is the decorated function
     assert (r.summary, r.why, r.fix) == ("one line.", "why", "fix")
     assert (r.needs_target, r.runs_last, r.any_method, r.fix_availability) == (True, True, True, A.NEVER)
     assert (r.id, r.name, r.category, r.severity) == ("K997", "padded", "integrity", "info")
