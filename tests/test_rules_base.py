@@ -348,3 +348,16 @@ def test_a_check_that_cannot_run_is_a_failed_check_not_a_crash(tmp_path, monkeyp
          [{"where": "checkpoint", "observed": "malformed for this check", "expected": None}]),
     ]
     assert all(f.ops == [] and f.needs_decision is None and not f.fixable for f in out)
+
+
+def test_on_a_peagle_draft_the_eagle3_rules_run_where_the_engine_loads_it_as_eagle3(tmp_path, monkeypatch):
+    from tests.test_methods import peagle_config, peagle_folder
+    d = _read(peagle_folder(tmp_path / "p", peagle_config()))
+    assert d.method == "peagle"
+    _only(monkeypatch, fake_rule("K001", fn=lambda ctx: iter([Finding("K001", "integrity", "info", "a")])),
+          fake_rule("K002", any_method=True, fn=lambda ctx: iter([Finding("K002", "integrity", "info", "b")])))
+    # vLLM 0.32 loads P-EAGLE with its EAGLE-3 classes (registry.py); SGLang 0.5.23 serves no P-EAGLE
+    assert [f.id for f in run_rules(Context(draft=d, target=None, engine=engine_rules("vllm", "0.32/v1")))] == \
+        ["K001", "K002"]
+    assert [f.id for f in run_rules(Context(draft=d, target=None, engine=engine_rules("sglang", "0.5.23")))] == \
+        ["K002"]
