@@ -423,3 +423,22 @@ def test_k105_a_peagle_draft_is_info_where_eagle3_classes_load_it_and_an_error_e
 
 def test_k105_is_silent_on_an_eagle3_draft(tmp_path):
     assert found(make_draft(tmp_path / "d", "specforge"), "K105") == []
+
+
+def test_a_speculators_config_without_its_layer_config_is_refused_by_vllm(tmp_path):
+    # vLLM 0.32 transformers_utils/configs/speculators/base.py:88-93: ValueError("Must provide
+    # transformer_layer_config"), TypeError("'transformer_layer_config' must be a dictionary if provided").
+    # Before this test kconvert read such a config as a Llama layer and said nothing (a false pass).
+    def flat(c):
+        layer = c.pop("transformer_layer_config")
+        c.update({k: v for k, v in layer.items() if k != "architectures"})
+    d = make_draft(tmp_path / "d", "speculators", config=flat)
+    (f,) = found(d, "K101")
+    assert f.severity == "error" and not f.fixable and f.ops == []
+    assert f.message == ("the speculators config has no transformer_layer_config object; vLLM refuses it ('Must "
+                         "provide transformer_layer_config', which must be a dictionary)")
+    assert ev(f) == [{"where": "transformer_layer_config", "observed": None,
+                      "expected": "an object with the decoder layer's config"}]
+    d = make_draft(tmp_path / "d2", "speculators", config=lambda c: c.update(transformer_layer_config="llama"))
+    (f,) = found(d, "K101")
+    assert f.evidence[0].observed == "llama" and not f.fixable
