@@ -14,8 +14,9 @@ def _mapped_family(ctx: Context) -> str | None:
     archs = ctx.draft.architectures
     if ctx.draft.is_speculators and ctx.engine.engine == "vllm":
         inner = ctx.draft.checkpoint.config.get("transformer_layer_config")
-        model_type = inner.get("model_type", "llama") if isinstance(inner, dict) else "llama"
-        return VLLM_SPECULATORS_LAYERS.get(model_type)
+        if not isinstance(inner, dict):
+            return None  # vLLM refuses it (speculators/base.py); K101 says so before asking for a family
+        return VLLM_SPECULATORS_LAYERS.get(inner.get("model_type", "llama"))
     for a in archs:
         if ctx.engine.engine == "vllm":
             # vLLM prefixes `Eagle3` to names that neither start nor end with it (configs/eagle.py).
@@ -53,6 +54,16 @@ def architecture_unmapped(ctx: Context) -> Iterator[Finding]:
             f"{ctx.engine.key} builds no {d.layer_family}-layer EAGLE-3 draft (its Llama draft would skip "
             f"q_norm/k_norm silently); serve this draft with vLLM",
             evidence=[Evidence("architectures", d.architectures, "an architecture this engine maps")], fixable=False)
+        return
+    layer_cfg = d.checkpoint.config.get("transformer_layer_config") if isinstance(d.checkpoint.config, dict) else None
+    if d.is_speculators and ctx.engine.engine == "vllm" and not isinstance(layer_cfg, dict):
+        # vLLM 0.32 transformers_utils/configs/speculators/base.py: "Must provide transformer_layer_config", and
+        # TypeError "'transformer_layer_config' must be a dictionary if provided"
+        yield architecture_unmapped.finding(
+            "the speculators config has no transformer_layer_config object; vLLM refuses it ('Must provide "
+            "transformer_layer_config', which must be a dictionary)",
+            evidence=[Evidence("transformer_layer_config", layer_cfg, "an object with the decoder layer's config")],
+            fixable=False)
         return
     raw = d.checkpoint.config.get("architectures") if isinstance(d.checkpoint.config, dict) else None
     if fam is None and raw is not None and not (isinstance(raw, list) and all(isinstance(a, str) for a in raw)):

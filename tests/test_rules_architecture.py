@@ -1,0 +1,444 @@
+"""Architecture, model_type, layer-count, target-only-field and other-method rules (kconvert/rules/architecture.py:
+K101-K105) against the engines' own registries and loaders:
+
+- vLLM 0.32 (installed CPU build) model_executor/models/registry.py `_SPECULATIVE_DECODING_MODELS`: the EAGLE-3
+  names and the draft class each builds (llama_eagle3, qwen3_eagle3, deepseek_eagle3); transformers_utils/configs/
+  eagle.py: a name that neither starts nor ends with `Eagle3` gets `Eagle3` prefixed before the lookup
+  (`LlamaForCausalLM` -> `Eagle3LlamaForCausalLM`, `DeepseekV3ForCausalLM` -> `Eagle3DeepseekV3ForCausalLM`);
+  `DeepSeekForCausalLMEagle3` is in no registry (docs eagle3-facts.md section 5).
+- vLLM 0.32 transformers_utils/configs/speculators/algos.py `update_eagle3`: the speculators format picks the
+  class from `transformer_layer_config.model_type` (llama -> Llama class, qwen3 -> Eagle3Qwen3ForCausalLM).
+- vLLM 0.32 config/speculative.py `hf_config_override`: model_type deepseek_v3 becomes deepseek_mtp (refused for an
+  EAGLE-3 draft); kimi_k2 / deepseek_v2 are left alone.
+- SGLang: llama_eagle3.py (EntryClass LlamaForCausalLMEagle3) and deepseek_eagle3.py; before PR #24663 the Llama
+  draft raised for num_hidden_layers != 1.
+- HF PretrainedConfig.architectures is a list of class names.
+- The tiny factories (tests/factories.py): target of 8 layers; the tiny draft's one decoder layer.
+
+Engine-free: inspect() of tiny drafts, tens of milliseconds each."""
+from __future__ import annotations
+
+import json
+
+from kconvert.commands.inspect import inspect
+from kconvert.writer.ops import DeleteConfig, SetConfig
+from tests.factories import make_draft, make_target
+
+HD = 32  # the tiny draft's head_dim
+
+
+def found(folder, rid, *, target=None, engine="vllm", version="0.32/v1"):
+    res = inspect(str(folder), target=target, engine=engine, engine_version=version)
+    return [f for f in res.findings if f.id == rid]
+
+
+def ev(f):
+    return [e.to_dict() for e in f.evidence]
+
+
+def ops(f):
+    return [(type(o).__name__, o.path, getattr(o, "value", None), o.reason) for o in f.ops]
+
+
+def qwen3_norms(t):
+    """q_norm / k_norm on the first layer: what makes a decoder layer Qwen3's (qwen3_eagle3.py)."""
+    t["layers.0.self_attn.q_norm.weight"] = ("BF16", (HD,), None)
+    t["layers.0.self_attn.k_norm.weight"] = ("BF16", (HD,), None)
+
+
+def second_layer(t):
+    """A complete second decoder layer (vLLM PR #26164: later layers take H inputs)."""
+    for k, (dt, shape, data) in list(t.items()):
+        if k.startswith("layers.0."):
+            t["layers.1." + k[len("layers.0."):]] = (dt, shape, data)
+
+
+# --- K101 -----------------------------------------------------------------------------------------------------
+
+def test_names_vllm_maps_after_prefixing_eagle3_are_clean(tmp_path):
+    # LlamaForCausalLM -> Eagle3LlamaForCausalLM (llama); LlamaForCausalLMEagle3 and Eagle3LlamaForCausalLM as they are
+    for i, arch in enumerate(["LlamaForCausalLM", "LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM"]):
+        d = make_draft(tmp_path / f"d{i}", "unknown", config=lambda c, a=arch: c.update(architectures=[a]))
+        assert found(d, "K101") == [], arch
+    # MLA: DeepseekV3ForCausalLM -> Eagle3DeepseekV3ForCausalLM
+    d = make_draft(tmp_path / "mla", "torchspec", family="mla",
+                   config=lambda c: c.update(architectures=["DeepseekV3ForCausalLM"]))
+    assert found(d, "K101") == []
+
+
+def test_a_name_vllm_does_not_map_is_rewritten_to_the_preferred_one(tmp_path):
+    d = make_draft(tmp_path / "d", "torchspec", family="mla",
+                   config=lambda c: c.update(architectures=["DeepSeekForCausalLMEagle3"]))
+    (f,) = found(d, "K101")
+    assert f.severity == "error" and f.fixable
+    assert f.message == "vllm does not map architectures ['DeepSeekForCausalLMEagle3'] to an EAGLE-3 draft"
+    assert ev(f) == [{"where": "architectures", "observed": ["DeepSeekForCausalLMEagle3"],
+                      "expected": ["Eagle3DeepseekV3ForCausalLM"]}]
+    assert ops(f) == [("SetConfig", ("architectures",), ["Eagle3DeepseekV3ForCausalLM"],
+                       "engine maps this architecture")]
+
+
+def test_a_bare_name_vllm_has_neither_prefixed_nor_as_is(tmp_path):
+    # MistralForCausalLM: "Eagle3MistralForCausalLM" is not in vLLM 0.32's registry and neither is the bare name
+    d = make_draft(tmp_path / "d", "unknown", config=lambda c: c.update(architectures=["MistralForCausalLM"]))
+    (f,) = found(d, "K101")
+    assert f.message == "vllm does not map architectures ['MistralForCausalLM'] to an EAGLE-3 draft"
+    assert ops(f) == [("SetConfig", ("architectures",), ["LlamaForCausalLMEagle3"], "engine maps this architecture")]
+
+
+def test_the_first_mapped_name_of_several_decides(tmp_path):
+    # an unmapped name first, a mapped one after it: vLLM's lookup finds the Llama class
+    d = make_draft(tmp_path / "d", "unknown", config=lambda c: c.update(
+        architectures=["SomethingElseEagle3", "LlamaForCausalLMEagle3"]))
+    assert found(d, "K101") == []
+
+
+def test_a_bare_string_is_no_architectures_list(tmp_path):
+    d = make_draft(tmp_path / "d", "unknown", config=lambda c: c.update(architectures="LlamaForCausalLMEagle3"))
+    (f,) = found(d, "K101")
+    assert f.message == 'architectures is "LlamaForCausalLMEagle3", not a list; write ["LlamaForCausalLMEagle3"]'
+    assert ev(f) == [{"where": "architectures", "observed": "LlamaForCausalLMEagle3",
+                      "expected": ["LlamaForCausalLMEagle3"]}]
+    assert ops(f) == [("SetConfig", ("architectures",), ["LlamaForCausalLMEagle3"], "engine maps this architecture")]
+
+
+def test_an_mla_layer_under_a_llama_architecture_loads_the_wrong_class(tmp_path):
+    d = make_draft(tmp_path / "d", "torchspec", family="mla",
+                   config=lambda c: c.update(architectures=["LlamaForCausalLMEagle3"]))
+    (f,) = found(d, "K101")
+    assert f.message == ("architectures ['LlamaForCausalLMEagle3'] load a llama draft but the tensors are those of a "
+                         "mla layer")
+    assert ops(f) == [("SetConfig", ("architectures",), ["Eagle3DeepseekV3ForCausalLM"],
+                       "tensors are those of a mla layer")]
+    # the same on SGLang: its registry maps LlamaForCausalLMEagle3 to the Llama draft
+    (f,) = found(d, "K101", engine="sglang", version="0.5.23")
+    assert f.message.startswith("architectures ['LlamaForCausalLMEagle3'] load a llama draft")
+
+
+def test_sglang_looks_names_up_as_they_are(tmp_path):
+    # SGLang's registry holds LlamaForCausalLMEagle3 (no Eagle3 prefixing): a clean draft is clean there
+    d = make_draft(tmp_path / "d", "specforge")
+    assert found(d, "K101", engine="sglang", version="0.5.23") == []
+    # a name only vLLM's prefixing maps: Qwen3vl is in vLLM's registry as Eagle3Qwen3vlForCausalLM, not SGLang's
+    d = make_draft(tmp_path / "d2", "unknown", config=lambda c: c.update(architectures=["Qwen3vlForCausalLM"]))
+    assert found(d, "K101") == []
+    (f,) = found(d, "K101", engine="sglang", version="0.5.23")
+    assert f.message == "sglang does not map architectures ['Qwen3vlForCausalLM'] to an EAGLE-3 draft"
+
+
+def test_a_bare_name_in_vllms_registry_that_does_not_take_the_prefix(tmp_path):
+    # PEagleDraftModel: "Eagle3PEagleDraftModel" is not registered, PEagleDraftModel itself is (-> Llama class)
+    d = make_draft(tmp_path / "d", "unknown", config=lambda c: c.update(architectures=["PEagleDraftModel"]))
+    assert found(d, "K101") == []
+
+
+def test_a_qwen3_layer_on_sglang_is_not_fixable(tmp_path):
+    d = make_draft(tmp_path / "d", "unknown", tensors=qwen3_norms,
+                   config=lambda c: c.update(architectures=["Eagle3Qwen3ForCausalLM"]))
+    assert found(d, "K101") == []  # vLLM 0.32 registry: Eagle3Qwen3ForCausalLM -> qwen3_eagle3.py
+    (f,) = found(d, "K101", engine="sglang", version="0.5.23")
+    assert f.severity == "error" and not f.fixable and f.ops == []
+    assert f.message == ("sglang 0.5.23 builds no qwen3-layer EAGLE-3 draft (its Llama draft would skip q_norm/k_norm "
+                         "silently); serve this draft with vLLM")
+    assert ev(f) == [{"where": "architectures", "observed": ["Eagle3Qwen3ForCausalLM"],
+                      "expected": "an architecture this engine maps"}]
+
+
+def test_a_qwen3_layer_under_a_llama_name_on_vllm_gets_the_qwen3_class(tmp_path):
+    d = make_draft(tmp_path / "d", "unknown", tensors=qwen3_norms)  # Eagle3LlamaForCausalLM
+    (f,) = found(d, "K101")
+    assert f.message == ("architectures ['Eagle3LlamaForCausalLM'] load a llama draft but the tensors are those of a "
+                         "qwen3 layer")
+    assert ops(f) == [("SetConfig", ("architectures",), ["Eagle3Qwen3ForCausalLM"],
+                       "tensors are those of a qwen3 layer")]
+
+
+def test_speculators_layer_model_type_picks_the_class_on_vllm(tmp_path):
+    # qwen3 tensors under transformer_layer_config.model_type llama: algos.py builds the Llama class
+    d = make_draft(tmp_path / "d", "speculators", tensors=qwen3_norms)
+    (f,) = found(d, "K101")
+    assert f.severity == "error" and f.fixable
+    assert f.message == ("transformer_layer_config.model_type 'llama' makes vLLM build a llama layer but the tensors "
+                         "are those of a qwen3 layer")
+    assert ev(f) == [{"where": "transformer_layer_config.model_type", "observed": "llama", "expected": "qwen3"}]
+    assert ops(f) == [("SetConfig", ("transformer_layer_config", "model_type"), "qwen3",
+                       "tensors are those of a qwen3 layer")]
+    # model_type qwen3 over the same tensors: the Qwen3 class, clean
+    d = make_draft(tmp_path / "d2", "speculators", tensors=qwen3_norms,
+                   config=lambda c: c["transformer_layer_config"].update(model_type="qwen3"))
+    assert found(d, "K101") == []
+
+
+def test_speculators_layer_without_model_type_reads_as_llama(tmp_path):
+    d = make_draft(tmp_path / "d", "speculators", tensors=qwen3_norms,
+                   config=lambda c: c["transformer_layer_config"].pop("model_type", None))
+    (f,) = found(d, "K101")
+    assert f.message.startswith("transformer_layer_config.model_type 'llama' makes vLLM build a llama layer")
+    assert ops(f)[0][2] == "qwen3"
+
+
+def test_speculators_model_type_vllm_does_not_know_is_unmapped(tmp_path):
+    # update_eagle3 raises for a model_type other than llama/qwen3
+    d = make_draft(tmp_path / "d", "speculators",
+                   config=lambda c: c["transformer_layer_config"].update(model_type="mistral"))
+    (f,) = found(d, "K101")
+    assert f.message == "vllm does not map architectures ['Eagle3Speculator'] to an EAGLE-3 draft"
+    assert ops(f) == [("SetConfig", ("architectures",), ["LlamaForCausalLMEagle3"], "engine maps this architecture")]
+
+
+def test_speculators_draft_on_sglang_looks_up_its_architectures(tmp_path):
+    # SGLang reads no speculators format: Eagle3Speculator is in no SGLang registry
+    d = make_draft(tmp_path / "d", "speculators")
+    (f,) = found(d, "K101", engine="sglang", version="0.5.23")
+    assert f.message == "sglang does not map architectures ['Eagle3Speculator'] to an EAGLE-3 draft"
+    assert ops(f) == [("SetConfig", ("architectures",), ["LlamaForCausalLMEagle3"], "engine maps this architecture")]
+
+
+# --- K102 -----------------------------------------------------------------------------------------------------
+
+def test_an_mla_draft_of_model_type_deepseek_v3_becomes_an_mtp_model(tmp_path):
+    d = make_draft(tmp_path / "d", "torchspec", family="mla", config=lambda c: c.update(model_type="deepseek_v3"))
+    # no target: deepseek_v2
+    (f,) = found(d, "K102")
+    assert f.severity == "error" and f.fixable
+    assert f.message == "model_type 'deepseek_v3' makes vLLM build an MTP model and refuse this EAGLE-3 draft"
+    assert ev(f) == [{"where": "model_type", "observed": "deepseek_v3", "expected": "deepseek_v2"}]
+    assert ops(f) == [("SetConfig", ("model_type",), "deepseek_v2", "vLLM turns deepseek_v3 drafts into MTP models")]
+    # a Kimi target (the tiny target's text_config model_type kimi_k2): kimi_k2
+    (f,) = found(d, "K102", target=str(make_target(tmp_path / "t")))
+    assert ops(f)[0][2] == "kimi_k2" and f.evidence[0].expected == "kimi_k2"
+
+
+def test_k102_reads_a_flat_targets_model_type(tmp_path):
+    # Kimi-K2 is DeepseekV3ForCausalLM with model_type kimi_k2 at top level (eagle3-facts.md section 3)
+    t = tmp_path / "k2"
+    t.mkdir()
+    text = json.loads((make_target(tmp_path / "tt") / "config.json").read_text())["text_config"]
+    (t / "config.json").write_text(json.dumps(text))
+    d = make_draft(tmp_path / "d", "torchspec", family="mla", config=lambda c: c.update(model_type="deepseek_v3"))
+    (f,) = found(d, "K102", target=str(t))
+    assert ops(f)[0][2] == "kimi_k2"
+    # a DeepSeek-V3 target: deepseek_v2
+    text["model_type"] = "deepseek_v3"
+    (t / "config.json").write_text(json.dumps(text))
+    (f,) = found(d, "K102", target=str(t))
+    assert ops(f)[0][2] == "deepseek_v2"
+
+
+def test_k102_is_silent_where_it_does_not_apply(tmp_path):
+    mla = make_draft(tmp_path / "d", "torchspec", family="mla", config=lambda c: c.update(model_type="deepseek_v3"))
+    assert found(mla, "K102", engine="sglang", version="0.5.23") == []  # SGLang refuses no MLA model_type
+    assert found(make_draft(tmp_path / "k2", "torchspec", family="mla"), "K102") == []  # kimi_k2 loads
+    # a Llama layer is never built as an MTP model by this rule
+    llama = make_draft(tmp_path / "l", "unknown", config=lambda c: c.update(model_type="deepseek_v3"))
+    assert found(llama, "K102") == []
+
+
+# --- K103 -----------------------------------------------------------------------------------------------------
+
+def test_num_hidden_layers_copied_from_the_target(tmp_path):
+    d = make_draft(tmp_path / "d", "specforge", config=lambda c: c.update(num_hidden_layers=8))
+    (f,) = found(d, "K103", target=str(make_target(tmp_path / "t")))  # the tiny target has 8 layers
+    assert f.severity == "error" and f.fixable
+    assert f.message == "num_hidden_layers is 8 (the target’s layer count) but the draft has 1 layer"
+    assert ev(f) == [{"where": "num_hidden_layers", "observed": 8, "expected": 1}]
+    assert ops(f) == [("SetConfig", ("num_hidden_layers",), 1, "the draft has 1 layer in its tensors")]
+    # without a target nothing says whose count it is
+    (f,) = found(d, "K103")
+    assert f.message == "num_hidden_layers is 8 but the draft has 1 layer"
+
+
+def test_a_second_layer_the_config_forgot(tmp_path):
+    d = make_draft(tmp_path / "d", "unknown", tensors=second_layer)  # num_hidden_layers 1, two complete layers
+    (f,) = found(d, "K103")
+    assert f.message == "num_hidden_layers is 1 but the draft has 2 layers"
+    assert ops(f) == [("SetConfig", ("num_hidden_layers",), 2, "the draft has 2 layers in its tensors")]
+
+
+def test_a_speculators_draft_gets_the_nested_key(tmp_path):
+    d = make_draft(tmp_path / "d", "speculators",
+                   config=lambda c: c["transformer_layer_config"].update(num_hidden_layers=3))
+    (f,) = found(d, "K103")
+    assert f.message == "num_hidden_layers is 3 but the draft has 1 layer"
+    assert ops(f)[0][1] == ("transformer_layer_config", "num_hidden_layers")
+
+
+def test_a_multi_layer_draft_on_an_engine_that_builds_one_layer(tmp_path):
+    d = make_draft(tmp_path / "d", "unknown", tensors=second_layer, config=lambda c: c.update(num_hidden_layers=2))
+    assert found(d, "K103") == []  # vLLM builds num_hidden_layers layers (PR #26164)
+    assert found(d, "K103", engine="sglang", version="0.5.23") == []  # PR #24663: a Llama draft may have more
+    (f,) = found(d, "K103", engine="sglang", version="pre-25454")
+    assert f.severity == "error" and not f.fixable and f.ops == []
+    assert f.message == ("the draft has 2 decoder layers; sglang pre-25454 builds a one-layer llama draft and refuses "
+                         "num_hidden_layers != 1 (use vLLM, or SGLang with PR #24663 for a Llama draft)")
+    assert ev(f) == [{"where": "num_hidden_layers", "observed": 2, "expected": 1}]
+
+
+def test_k103_is_silent_on_a_matching_or_absent_count(tmp_path):
+    assert found(make_draft(tmp_path / "d", "specforge"), "K103") == []
+    assert found(make_draft(tmp_path / "d2", "specforge", config=lambda c: c.pop("num_hidden_layers")), "K103") == []
+
+
+# --- K104 -----------------------------------------------------------------------------------------------------
+
+def test_target_only_fields_are_removed(tmp_path):
+    d = make_draft(tmp_path / "d", "specforge", config=lambda c: c.update(
+        index_topk=2048, quantization_config={"quant_method": "compressed-tensors"}))
+    (f,) = found(d, "K104")
+    # quantization_config makes the engine load the bf16 draft as quantised: an error
+    assert f.severity == "error" and f.fixable
+    assert f.message == "target-only fields in the draft config: quantization_config, index_topk"
+    assert ev(f) == [{"where": "quantization_config", "observed": "present", "expected": "absent"},
+                     {"where": "index_topk", "observed": "present", "expected": "absent"}]
+    assert [(type(o), o.path, o.reason) for o in f.ops] == [
+        (DeleteConfig, ("quantization_config",), "describes the target, not the draft"),
+        (DeleteConfig, ("index_topk",), "describes the target, not the draft")]
+
+
+def test_index_fields_alone_are_a_warning(tmp_path):
+    d = make_draft(tmp_path / "d", "specforge", config=lambda c: c.update(index_head_dim=128, index_n_heads=64))
+    (f,) = found(d, "K104")
+    assert f.severity == "warning"
+    assert f.message == "target-only fields in the draft config: index_head_dim, index_n_heads"
+    assert found(make_draft(tmp_path / "d2", "specforge"), "K104") == []
+
+
+# --- K105 -----------------------------------------------------------------------------------------------------
+# The checkpoints are tests/test_methods.py's (each cited there to its published config). What serves each method
+# is the engine row's `methods` text (kconvert/engines/expectations.py, read from vLLM 0.32 config/speculative.py
+# and SGLang 0.5.23 spec_info.py); the method's description is K105's documented wording (docs/rules.md K105).
+
+DFLASH = ("a DFlash block-diffusion drafter (it drafts a block of tokens in parallel from mask tokens, conditioned "
+          "on target layers `dflash_config.target_layer_ids`)")
+MTP = ("a multi-token-prediction (MTP) layer of a DeepSeek-style model (enorm, hnorm, eh_proj, shared_head around one "
+       "decoder layer)")
+PEAGLE = "a P-EAGLE draft (an EAGLE-3 layer trained for parallel drafting with a mask token)"
+MTP_EVIDENCE = ("MTP-layer tensors (model.layers.61.eh_proj.weight, model.layers.61.enorm.weight, "
+                "model.layers.61.hnorm.weight); num_nextn_predict_layers 1")
+
+
+def k105(folder, engine, version):
+    from kconvert.engines.expectations import engine_rules
+
+    fs = found(folder, "K105", engine=engine, version=version)
+    assert len(fs) == 1 and not fs[0].fixable and fs[0].ops == []
+    return fs[0], engine_rules(engine, version)
+
+
+def test_k105_names_dflash_and_the_command_that_serves_it(tmp_path):
+    from tests.test_methods import dflash
+
+    folder = dflash(tmp_path / "df")
+    for engine, version in (("vllm", "0.32/v1"), ("sglang", "0.5.23")):
+        f, row = k105(folder, engine, version)
+        assert f.severity == "warning"
+        assert f.message == (f"this is {DFLASH}, not an EAGLE-3 draft (architectures ['DFlashDraftModel']); "
+                             f"{engine} {version} serves it with {row.methods['dflash']}; kconvert's EAGLE-3 checks "
+                             "do not apply")
+        assert ev(f) == [{"where": "architectures", "observed": "['DFlashDraftModel']", "expected": "method dflash"}]
+
+
+def test_k105_on_a_row_whose_methods_nobody_read(tmp_path):
+    from tests.test_methods import dflash
+
+    f, row = k105(dflash(tmp_path / "df"), "vllm", "0.33")
+    assert row.methods is None and f.severity == "warning"
+    assert f.message == (f"this is {DFLASH}, not an EAGLE-3 draft (architectures ['DFlashDraftModel']); kconvert has "
+                         "not read whether vllm 0.33 serves it, and its EAGLE-3 checks do not apply")
+
+
+def test_k105_an_mtp_layer_vllm_does_not_map(tmp_path):
+    from tests.test_methods import mtp
+
+    kimi = mtp(tmp_path / "kimi", model_type="kimi_k2", archs=["DeepseekV3ForCausalLM"])
+    f, row = k105(kimi, "vllm", "0.32/v1")
+    key, accepted = row.mtp_requires
+    assert key == "model_type" and "deepseek_v3" in accepted and "kimi_k2" not in accepted
+    assert f.severity == "error"
+    assert f.message == (f"this is {MTP}, not an EAGLE-3 draft ({MTP_EVIDENCE}); vllm 0.32/v1 serves MTP layers only "
+                         f"for model_type {', '.join(accepted)}, and this checkpoint declares ['kimi_k2']")
+    assert ev(f)[-1] == {"where": "model_type", "observed": ["kimi_k2"], "expected": list(accepted)}
+    assert [e["where"] for e in ev(f)] == ["MTP-layer", "num_nextn_predict_layers", "model_type"]
+    assert ev(f)[0] == {"where": "MTP-layer", "observed": "tensors (model.layers.61.eh_proj.weight, "
+                        "model.layers.61.enorm.weight, model.layers.61.hnorm.weight)", "expected": "method mtp"}
+
+
+def test_k105_an_mtp_layer_vllm_maps_and_sglang_by_architecture(tmp_path):
+    from tests.test_methods import mtp
+
+    ds = mtp(tmp_path / "ds", model_type="deepseek_v3", archs=["DeepseekV3ForCausalLM"])
+    f, row = k105(ds, "vllm", "0.32/v1")
+    assert f.severity == "warning"
+    assert f.message == (f"this is {MTP}, not an EAGLE-3 draft ({MTP_EVIDENCE}); vllm 0.32/v1 serves it with "
+                         f"{row.methods['mtp']}; kconvert's EAGLE-3 checks do not apply")
+    # SGLang 0.5.23 requires the architecture (model_config.py:1032), which this one has
+    f, row = k105(ds, "sglang", "0.5.23")
+    assert row.mtp_requires[0] == "architectures" and f.severity == "warning"
+    # an architecture SGLang does not load as NextN
+    other = mtp(tmp_path / "o", model_type="deepseek_v3", archs=["KimiK25ForConditionalGeneration"])
+    f, row = k105(other, "sglang", "0.5.23")
+    assert f.severity == "error"
+    assert f.message.endswith(f"sglang 0.5.23 serves MTP layers only for architectures "
+                              f"{', '.join(row.mtp_requires[1])}, and this checkpoint declares "
+                              "['KimiK25ForConditionalGeneration']")
+
+
+def test_k105_mtp_declarations_are_read_at_top_level_and_under_text_config(tmp_path):
+    from tests.test_methods import mtp
+
+    folder = mtp(tmp_path / "m", model_type="kimi_k25", archs=["DeepseekV3ForCausalLM"])
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["text_config"] = {"model_type": "deepseek_v3"}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    f, _ = k105(folder, "vllm", "0.32/v1")
+    assert f.severity == "warning"  # text_config.model_type deepseek_v3 is one vLLM maps
+    cfg["text_config"] = {"model_type": "kimi_k2"}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    f, _ = k105(folder, "vllm", "0.32/v1")
+    assert f.severity == "error" and f.message.endswith("this checkpoint declares ['kimi_k25', 'kimi_k2']")
+    # a list of architectures (strings only) is read as its names
+    cfg.pop("text_config")
+    cfg["model_type"] = None
+    (folder / "config.json").write_text(json.dumps(cfg))
+    f, _ = k105(folder, "vllm", "0.32/v1")
+    assert f.message.endswith("this checkpoint declares none")
+    f, _ = k105(folder, "sglang", "0.5.23")
+    assert f.severity == "warning"  # architectures ['DeepseekV3ForCausalLM']
+
+
+def test_k105_a_peagle_draft_is_info_where_eagle3_classes_load_it_and_an_error_elsewhere(tmp_path):
+    from tests.test_methods import peagle_config, peagle_folder
+
+    folder = peagle_folder(tmp_path / "p", peagle_config())
+    f, row = k105(folder, "vllm", "0.32/v1")
+    assert f.severity == "info"
+    assert f.message == (f"this is {PEAGLE} (speculators_model_type 'peagle'); vllm 0.32/v1 loads it with its EAGLE-3 "
+                         f"classes and serves it with {row.methods['peagle']}; the EAGLE-3 checks below apply")
+    assert ev(f) == [{"where": "speculators_model_type", "observed": "'peagle'", "expected": "method peagle"}]
+    f, row = k105(folder, "sglang", "0.5.23")
+    assert f.severity == "error"
+    assert f.message == (f"this is {PEAGLE}, not an EAGLE-3 draft (speculators_model_type 'peagle'); sglang 0.5.23 "
+                         "serves no peagle checkpoint")
+
+
+def test_k105_is_silent_on_an_eagle3_draft(tmp_path):
+    assert found(make_draft(tmp_path / "d", "specforge"), "K105") == []
+
+
+def test_a_speculators_config_without_its_layer_config_is_refused_by_vllm(tmp_path):
+    # vLLM 0.32 transformers_utils/configs/speculators/base.py:88-93: ValueError("Must provide
+    # transformer_layer_config"), TypeError("'transformer_layer_config' must be a dictionary if provided").
+    # Before this test kconvert read such a config as a Llama layer and said nothing (a false pass).
+    def flat(c):
+        layer = c.pop("transformer_layer_config")
+        c.update({k: v for k, v in layer.items() if k != "architectures"})
+    d = make_draft(tmp_path / "d", "speculators", config=flat)
+    (f,) = found(d, "K101")
+    assert f.severity == "error" and not f.fixable and f.ops == []
+    assert f.message == ("the speculators config has no transformer_layer_config object; vLLM refuses it ('Must "
+                         "provide transformer_layer_config', which must be a dictionary)")
+    assert ev(f) == [{"where": "transformer_layer_config", "observed": None,
+                      "expected": "an object with the decoder layer's config"}]
+    d = make_draft(tmp_path / "d2", "speculators", config=lambda c: c.update(transformer_layer_config="llama"))
+    (f,) = found(d, "K101")
+    assert f.evidence[0].observed == "llama" and not f.fixable
