@@ -137,3 +137,13 @@ def test_code_digest_tells_apart_trees_whose_paths_and_contents_run_together(tmp
     one = code_digest(_tree(tmp_path / "one", {"a.py": "b.py"}))
     two = code_digest(_tree(tmp_path / "two", {"a.py": "", "b.py": ""}))
     assert one != two
+
+
+def test_a_setting_that_is_not_json_is_keyed_by_its_text():
+    """MatrixRequest.engine_args is `dict[str, Any]` (kconvert/matrix/build.py), passed into the live cell's
+    settings as pairs: an API caller's Path value (a download dir) must key the cell, not crash, and key it as
+    the same path given as text (the engine receives the same argument)."""
+    with_path = dataclasses.replace(BASE, settings=(("engine_args", (("download_dir", Path("/models")),)),))
+    with_text = dataclasses.replace(BASE, settings=(("engine_args", (("download_dir", "/models"),)),))
+    assert re.fullmatch(r"[0-9a-f]{64}", with_path.key())
+    assert with_path.key() == with_text.key()
