@@ -13,6 +13,8 @@ difflib.unified_diff's header lines (Python docs: `--- fromfile` / `+++ tofile`)
 """
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kconvert.plan import readings as R
@@ -309,3 +311,158 @@ def test_no_aux_record_when_the_draft_records_no_ids():
     written ids name is unknown, so nothing is recorded."""
     res = inspect(str(TINY / "broken" / "no-aux-ids"), target=str(TINY / "target"), engine="vllm")
     assert _plan(res).aux_record is None
+
+
+def test_engine_default_layers_decided_are_recorded_as_the_streams_trained_on():
+    """`--aux-ids default` on a draft that records none (examples/tiny/broken/no-aux-ids): the engine's defaults
+    for the target's 8 layers, (2, L//2, L-3) = (2, 4, 5) (kconvert/cli/_common.py's --aux-ids help; the same
+    figure examples/tiny/build_info.json records as vllm_default_aux_ids), written at the top level and recorded
+    as the streams the ids name."""
+    from kconvert.rules.decisions import Decisions
+
+    res = inspect(str(TINY / "broken" / "no-aux-ids"), target=str(TINY / "target"), engine="vllm",
+                  decisions=Decisions(aux_ids_default=True))
+    assert _plan(res).aux_record == {"written": [2, 4, 5], "physical": [2, 4, 5], "engine": "vllm",
+                                     "engine_rules_version": res.engine.version,
+                                     "read_from": "eagle_aux_hidden_state_layer_ids"}
+
+
+def test_build_fix_plan_applies_only_the_rules_only_names():
+    """`fix --only K101` on llama-specforge for vLLM (which has no K101 finding): its K404 (an error with ops:
+    SpecForge's output-convention ids [1, 4, 6] to vLLM's [2, 5, 7]) is not applied and stays an error left, its
+    warnings are dropped, so no op is planned."""
+    res = _res("llama-specforge", "vllm")
+    plan = build_fix_plan(res.findings, res.draft, res.target, res.engine, res.decisions, only={"K101"})
+    assert plan.ops == []
+    assert [f.id for f in plan.left] == ["K404"]
+    assert plan.config_after == res.draft.checkpoint.config
+
+
+def test_to_speculators_names_the_target_as_the_verifier():
+    """The speculators config records its verifier (speculators' `speculators_config.verifier`: name_or_path and
+    architectures); here the target as named and the architectures of examples/tiny/target/config.json."""
+    arch = json.loads((TINY / "target" / "config.json").read_text())["architectures"]
+    res = _res("llama-specforge", "vllm")
+    verifier = _plan(res, "speculators").config_after["speculators_config"]["verifier"]
+    assert verifier["name_or_path"] == str(TINY / "target")
+    assert verifier["architectures"] == arch == ["KimiK25ForConditionalGeneration"]
+
+
+def test_the_reselect_step_names_the_heads_tensor_as_the_file_holds_it(tmp_path):
+    """A draft whose every key is prefixed `model.` (model.lm_head.weight, model.d2t in its header, written here)
+    under `fix --only K404 --lm-head-from DIR`: K201's renames are not applied, so the re-selection reads and
+    writes the tensors under the names the file holds. A draft with no lm_head at all gets the head under the
+    name the engines load, `lm_head.weight` (vLLM llama_eagle3.py, SGLang llama_eagle3.py)."""
+    from kconvert.rules.decisions import Decisions
+    from kconvert.writer.ops import ReselectLmHead
+    from tests.factories import make_draft, make_target, rename_all
+
+    target = str(make_target(tmp_path / "target"))
+    full = str(TINY / "drafts" / "llama-fullvocab")
+    pre = make_draft(tmp_path / "pre", "specforge", tensors=lambda t: rename_all(t, lambda k: "model." + k))
+    res = inspect(str(pre), target=target, engine="vllm", decisions=Decisions(lm_head_source=full))
+    plan = build_fix_plan(res.findings, res.draft, res.target, res.engine, res.decisions, only={"K404"})
+    assert not any(isinstance(o, RenameTensor) for o in plan.ops)
+    assert plan.ops[-1] == ReselectLmHead("model.lm_head.weight", full, "lm_head.weight", "model.d2t",
+                                          "re-select rows full[d2t + arange] from the full-vocabulary head")
+
+    headless = make_draft(tmp_path / "headless", "specforge", tensors=lambda t: t.pop("lm_head.weight"))
+    res = inspect(str(headless), target=target, engine="vllm", decisions=Decisions(lm_head_source=full))
+    op = _plan(res).ops[-1]
+    assert isinstance(op, ReselectLmHead) and (op.name, op.d2t_name) == ("lm_head.weight", "d2t")
+
+
+def test_fix_command_strips_only_trailing_slashes():
+    assert R.fix_command("runs/ckptX/", []) == "kconvert fix runs/ckptX/ -o runs/ckptX-fixed"
+
+
+def test_dedupe_compares_op_contents_not_their_spelling_and_keeps_going_after_a_duplicate():
+    """Two findings proposing the same config value as dicts written in another key order are one op (dict
+    equality: Python docs, "Mapping types"); a value read from a tensor is a numpy integer (numpy.int64 is not a
+    JSON type) and is still compared; ops after a duplicate are kept; a finding `only` leaves out does not stop
+    the ones after it."""
+    import numpy as np
+
+    a = SetConfig(("rope_scaling",), {"type": "yarn", "factor": 32.0}, "K301")
+    b = SetConfig(("rope_scaling",), {"factor": 32.0, "type": "yarn"}, "K301")
+    drop = DropTensor("fc.bias", "K501")
+    p = build_plan([F("K301", "error", [a]), F("K302", "error", [b]), F("K501", "error", [drop])], {})
+    assert p.ops == [a, drop]
+    n = SetConfig(("draft_vocab_size",), np.int64(256), "K503")
+    p = build_plan([F("K503", "error", [n]), F("K504", "error", [SetConfig(("draft_vocab_size",), np.int64(256),
+                                                                          "K503")])], {})
+    assert p.ops == [n]
+    sel = F("K201", "error", [SetConfig(("a",), 1)])
+    p = build_plan([F("K202", "warning", [SetConfig(("b",), 2)]), sel], {}, only={"K201"})
+    assert p.applied_findings == [sel] and p.ops == [SetConfig(("a",), 1)]
+
+
+def test_the_reselect_step_of_a_draft_without_d2t_names_d2t(tmp_path):
+    """A draft whose file holds no d2t: the step still names the tensor the engines read, `d2t` (what `fix
+    --dry-run` prints: "re-select lm_head.weight rows as DIR:lm_head.weight[d2t + arange]")."""
+    from kconvert.rules.decisions import Decisions
+    from kconvert.writer.ops import ReselectLmHead, describe
+    from tests.factories import make_draft, make_target
+
+    full = str(TINY / "drafts" / "llama-fullvocab")
+    d = make_draft(tmp_path / "nod2t", "specforge", tensors=lambda t: t.pop("d2t"))
+    res = inspect(str(d), target=str(make_target(tmp_path / "target")), engine="vllm",
+                  decisions=Decisions(lm_head_source=full))
+    op = _plan(res).ops[-1]
+    assert isinstance(op, ReselectLmHead) and op.d2t_name == "d2t"
+    assert describe(op) == f"re-select lm_head.weight rows as {full}:lm_head.weight[d2t + arange]"
+
+
+def _qwen3(t):
+    """Qwen3's q/k norms (transformers' Qwen3Attention: q_norm and k_norm over head_dim), under the layer's prefix."""
+    prefix = next(k for k in t if k.endswith("input_layernorm.weight"))[:-len("input_layernorm.weight")]
+    dtype, _, data = t[prefix + "input_layernorm.weight"]
+    for n in ("q_norm", "k_norm"):
+        t[f"{prefix}self_attn.{n}.weight"] = (dtype, (32,), None if data is None else data[:32])
+
+
+def test_a_speculators_mla_draft_for_vllm_becomes_flat_with_the_deepseek_eagle3_class(tmp_path):
+    """vLLM builds a Llama or Qwen3 layer for a speculators draft (vLLM 0.32 configs/speculators/algos.py maps
+    only those model types), so an MLA layer must leave the format: the flat layout with vLLM's MLA EAGLE-3 class,
+    Eagle3DeepseekV3ForCausalLM (vLLM model_executor/models/deepseek_eagle3.py)."""
+    from tests.factories import make_draft, make_target
+
+    d = make_draft(tmp_path / "spec-mla", "speculators", family="mla")
+    res = inspect(str(d), target=str(make_target(tmp_path / "target")), engine="vllm")
+    assert (res.draft.is_speculators, res.draft.layer_family) == (True, "mla")
+    assert wanted_format(res.draft, res.engine, None) == "flat"
+    after = _plan(res).config_after
+    assert after["architectures"] == ["Eagle3DeepseekV3ForCausalLM"]
+    assert "speculators_config" not in after
+
+
+def test_a_speculators_qwen3_draft_for_sglang_gets_the_llama_eagle3_class(tmp_path):
+    """SGLang registers EAGLE-3 drafts as LlamaForCausalLMEagle3 and, for MLA, Eagle3DeepseekV3ForCausalLM
+    (sglang/srt/models/llama_eagle3.py, deepseek_eagle3 family); a Qwen3-layer draft has no class of its own
+    there, so the flat config names the Llama one."""
+    from tests.factories import make_draft, make_target
+
+    d = make_draft(tmp_path / "spec-qwen3", "speculators", tensors=_qwen3)
+    res = inspect(str(d), target=str(make_target(tmp_path / "target")), engine="sglang")
+    assert (res.draft.is_speculators, res.draft.layer_family) == (True, "qwen3")
+    assert _plan(res).config_after["architectures"] == ["LlamaForCausalLMEagle3"]
+
+
+def test_a_flat_qwen3_draft_to_speculators_keeps_its_qwen3_layer(tmp_path):
+    """speculators writes the layer config per draft architecture (vllm-project/speculators scripts/train.py
+    DRAFT_ARCH_CONFIGS: LlamaConfig, Qwen3Config) and vLLM's algos.py maps model_type "qwen3" to
+    Eagle3Qwen3ForCausalLM: a Qwen3-layer draft must say qwen3, not llama."""
+    from tests.factories import make_draft, make_target
+
+    d = make_draft(tmp_path / "flat-qwen3", "modelopt", tensors=_qwen3)
+    res = inspect(str(d), target=str(make_target(tmp_path / "target")), engine="vllm")
+    assert (res.draft.is_speculators, res.draft.layer_family) == (False, "qwen3")
+    layer = _plan(res, "speculators").config_after["transformer_layer_config"]
+    assert (layer["architectures"], layer["model_type"]) == (["Qwen3ForCausalLM"], "qwen3")
+
+
+def test_to_speculators_without_a_target_names_no_verifier():
+    """No target given: the verifier is unknown, recorded as null with no architectures (nothing made up)."""
+    res = inspect(str(TINY / "drafts" / "llama-specforge"), target=None, engine="vllm")
+    verifier = _plan(res, "speculators").config_after["speculators_config"]["verifier"]
+    assert verifier == {"name_or_path": None, "architectures": []}
