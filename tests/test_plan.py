@@ -449,7 +449,7 @@ def test_a_speculators_qwen3_draft_for_sglang_gets_the_llama_eagle3_class(tmp_pa
 
 
 def test_a_flat_qwen3_draft_to_speculators_keeps_its_qwen3_layer(tmp_path):
-    """speculators writes the layer config per draft architecture (vllm-project/speculators scripts/train.py
+    """speculators writes the layer config per draft architecture (vllm-project/speculators: scripts/train.py
     DRAFT_ARCH_CONFIGS: LlamaConfig, Qwen3Config) and vLLM's algos.py maps model_type "qwen3" to
     Eagle3Qwen3ForCausalLM: a Qwen3-layer draft must say qwen3, not llama."""
     from tests.factories import make_draft, make_target
