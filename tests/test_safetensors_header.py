@@ -438,3 +438,47 @@ def test_read_header_refusals_from_the_os_name_the_file(tmp_path, monkeypatch):
     with pytest.raises(HeaderError) as ei:
         sh.read_header(f, "m.safetensors")
     assert str(ei.value) == "m.safetensors: file shrank while reading its header"
+
+
+def test_bytes_after_the_json_value_are_refused_padding_spaces_are_not():
+    """The format allows the header to be padded with spaces (0x20) only; anything else after the object is not
+    JSON (Python's json: "Extra data"), and safetensors refuses it too."""
+    assert _header_refusal(blob(b"{}X")) == "m.safetensors: header is not valid JSON: Extra data: line 1 column 3 (char 2)"
+    assert _header_refusal(blob(b"{}X  ")) == \
+        "m.safetensors: header is not valid JSON: Extra data: line 1 column 3 (char 2)"
+    assert _ok(blob(b"{}", pad=5)).header_len == 7
+
+
+def test_nesting_past_pythons_recursion_limit_is_a_json_refusal_not_a_crash():
+    """With the depth cap lifted, 100000 nested lists exceed CPython's recursion limit inside json (RecursionError,
+    Python docs: sys.getrecursionlimit, 1000 by default): still one ValueError naming the document."""
+    with pytest.raises(ValueError) as ei:
+        sh.loads_strict_json(b"[" * 100000 + b"]" * 100000, "header", max_depth=10**6)
+    assert str(ei.value).startswith("header is not valid JSON: maximum recursion depth exceeded")
+
+
+def test_the_header_length_is_unsigned():
+    """The length is a u64 (the format: "8 bytes: N, an unsigned little-endian 64-bit integer"): eight 0xff bytes
+    are 2**64 - 1 = 18446744073709551615, over the cap, never -1; safetensors refuses the same bytes."""
+    with pytest.raises(HeaderError) as ei:
+        sh.header_length("m", b"\xff" * 8, None)
+    assert str(ei.value) == "m: header length 18446744073709551615 exceeds the 104857600 byte cap"
+    with pytest.raises(Exception):
+        safetensors.deserialize(b"\xff" * 8 + b"{}")
+    with pytest.raises(HeaderError) as ei:
+        sh.header_length("m", b"\x00" * 7 + b"\x80", None)
+    assert str(ei.value) == f"m: header length {2**63} exceeds the 104857600 byte cap"
+
+
+def test_three_keys_one_misspelt_is_refused_as_the_wrong_fields():
+    """An entry with three keys, one of them not a field of the format (`data_offset`): refused by what it holds,
+    not by a missing key; safetensors refuses it too (serde: missing field `data_offsets`)."""
+    entry = {"dtype": "F32", "shape": [2], "data_offset": [0, 8]}
+    assert _header_refusal(blob({"w": entry}, bytes(8))) == \
+        "m.safetensors [w]: entry must hold exactly dtype, shape, data_offsets (has ['data_offset', 'dtype', 'shape'])"
+
+
+def test_a_span_that_does_not_start_at_zero_is_measured_end_minus_begin():
+    """b's offsets [8, 20) span 20 - 8 = 12 bytes, not the 8 of an F32 [2]."""
+    assert _header_refusal(blob({"a": t(), "b": t(offs=(8, 20))}, bytes(20))) == \
+        "m.safetensors [b]: byte span 12 != shape [2] x F32 = 8 bytes"
