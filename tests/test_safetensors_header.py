@@ -391,8 +391,20 @@ def test_read_header_reads_a_file_and_refuses_what_is_not_one(tmp_path):
     assert str(ei.value) == "d: is a directory, not a file"
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    with pytest.raises(HeaderError) as ei:
-        sh.read_header(fifo, "fifo")
+    # open(2) of a FIFO without O_NONBLOCK waits for a writer forever (POSIX open: "O_NONBLOCK ... an open() for
+    # reading-only shall return without delay"); a 5 s alarm turns such a hang into a failure of this test
+    import signal
+
+    def hung(*_):
+        raise TimeoutError("read_header blocked opening a FIFO")
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(5)
+    try:
+        with pytest.raises(HeaderError) as ei:
+            sh.read_header(fifo, "fifo")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
     assert str(ei.value) == "fifo: is not a regular file (FIFO, device or socket)"
     with pytest.raises(HeaderError) as ei:
         sh.read_header(tmp_path / "missing", "missing")
@@ -482,3 +494,19 @@ def test_a_span_that_does_not_start_at_zero_is_measured_end_minus_begin():
     """b's offsets [8, 20) span 20 - 8 = 12 bytes, not the 8 of an F32 [2]."""
     assert _header_refusal(blob({"a": t(), "b": t(offs=(8, 20))}, bytes(20))) == \
         "m.safetensors [b]: byte span 12 != shape [2] x F32 = 8 bytes"
+
+
+def test_form_feed_and_vertical_tab_after_the_header_are_not_json_whitespace():
+    """JSON's whitespace is space, tab, LF and CR only (RFC 8259 section 2, `ws`); a form feed (0x0c) or a
+    vertical tab (0x0b) after the object is "Extra data" to Python's json and "trailing characters" to
+    safetensors' serde_json (checked: safetensors.deserialize refuses both), so a padding of them is refused."""
+    for c in (b"\x0c", b"\x0b"):
+        assert _header_refusal(blob(b"{}" + c)) == \
+            "m.safetensors: header is not valid JSON: Extra data: line 1 column 3 (char 2)"
+
+
+def test_leading_spaces_are_kept_so_the_error_position_is_the_files():
+    """Only the end is padding (the format pads the header at its end); a refusal's position counts from the
+    first header byte: "  {}X" has its extra byte at index 4 (Python's json: "line 1 column 5 (char 4)")."""
+    assert _header_refusal(blob(b"  {}X")) == \
+        "m.safetensors: header is not valid JSON: Extra data: line 1 column 5 (char 4)"
