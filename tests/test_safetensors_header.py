@@ -510,3 +510,25 @@ def test_leading_spaces_are_kept_so_the_error_position_is_the_files():
     first header byte: "  {}X" has its extra byte at index 4 (Python's json: "line 1 column 5 (char 4)")."""
     assert _header_refusal(blob(b"  {}X")) == \
         "m.safetensors: header is not valid JSON: Extra data: line 1 column 5 (char 4)"
+
+
+def test_an_empty_string_before_deep_nesting_does_not_hide_the_nesting():
+    """`["", [[...]]]` with 1 + 64 levels: the empty string "" opens and closes at once (no escape pending before
+    any string), so the 64 lists after it count: 65 levels, over the cap."""
+    raw = b'["", ' + b"[" * 64 + b"]" * 64 + b"]"
+    with pytest.raises(ValueError) as ei:
+        sh.loads_strict_json(raw, "header")
+    assert str(ei.value) == "header nests deeper than 64 levels"
+
+
+def test_only_brackets_count_as_nesting_and_each_close_undoes_one_open():
+    """`[[[],[[]]]]` is 4 levels deep (outer, second, then [[]] inside it: counted by hand), over a cap of 3 though
+    its first inner list closes at 3; letters outside strings are no nesting: 65 of them are just not JSON
+    (Python's json: "Expecting value"), and two before 65 '[' do not lower the count."""
+    with pytest.raises(ValueError) as ei:
+        sh.loads_strict_json(b"[[[],[[]]]]", "", max_depth=3)
+    assert str(ei.value) == "nested deeper than 3 levels"
+    assert sh.loads_strict_json(b"[[[],[[]]]]", "", max_depth=4) == [[[], [[]]]]
+    assert _header_refusal(blob(b"X" * 65)) == \
+        "m.safetensors: header is not valid JSON: Expecting value: line 1 column 1 (char 0)"
+    assert _header_refusal(blob(b"XX" + b"[" * 65)) == "m.safetensors: header nests deeper than 64 levels"
