@@ -1,7 +1,9 @@
 """hub/binding.py's `bind` and `list_folder` called directly on small folders written here, against a verify
 report's `subject.files` written by hand: every expected sha256 is hashlib's digest of the bytes the test wrote,
-every size their length, every order sorted by hand. No engine, no network; milliseconds (bench/NOTES.md,
-"Mutation score per module": hub/binding.py's survivors)."""
+every size their length, every order sorted by hand. load_report/check_report's refusals are the full lines a
+user reads, their OS part strerror(ENOTDIR) ("Not a directory", POSIX open(2)), their schema part jsonschema's
+`required` message. No engine, no network; milliseconds (bench/NOTES.md, "Mutation score per module":
+hub/binding.py's survivors)."""
 from __future__ import annotations
 
 import hashlib
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kconvert.errors import GateError, InputError
-from kconvert.hub.binding import bind, list_folder
+from kconvert.hub.binding import bind, check_report, list_folder, load_report
 
 WEIGHTS = b"\x08\x00\x00\x00\x00\x00\x00\x00{}      "  # the bytes do not matter to bind: it hashes, never parses
 CONFIG = b'{"architectures": ["LlamaForCausalLMEagle3"]}'
@@ -146,3 +148,87 @@ def test_a_weight_in_the_folder_but_not_in_the_report_and_a_report_without_sha25
         bind(d, doc)
     assert e.value.message.startswith("config.json: the report records no sha256")
     assert e.value.hint == "rerun verify with hashing on"
+
+
+def test_a_size_mismatch_says_the_file_changed_or_the_report_is_of_another_checkpoint(tmp_path):
+    """The whole refusal a user reads when a byte count differs: the two sizes (len of the bytes written, the
+    report's figure) and the two causes it can have."""
+    d, doc = folder_and_report(tmp_path)
+    doc["subject"]["files"][0]["size"] = len(WEIGHTS) + 1
+    with pytest.raises(GateError) as e:
+        bind(d, doc)
+    assert e.value.message == (f"model.safetensors: {len(WEIGHTS)} bytes in {d}, {len(WEIGHTS) + 1} in the report "
+                               "(changed after verify, or the report is of another checkpoint)")
+
+
+def test_an_extra_weight_against_a_report_without_a_source_names_the_subject_as_unknown(tmp_path):
+    """A report whose subject has no `source` (a hand-edited one; the schema requires it, bind reads what it is
+    given): the refusal's "its subject:" says "?", not a made-up name."""
+    d, doc = folder_and_report(tmp_path, extra={"model-extra.safetensors": b"x"})
+    del doc["subject"]["source"]
+    with pytest.raises(GateError) as e:
+        bind(d, doc)
+    assert e.value.message == (f"model-extra.safetensors: in {d} but not in the report: the report is of another "
+                               "checkpoint (its subject: ?)")
+
+
+# load_report / check_report: what push says before it hashes anything. Each expected message is the full line a
+# user reads (kconvert/commands/push.py calls load_report then check_report); the OS's part of "cannot read" is
+# strerror(ENOTDIR), "Not a directory" (glibc's text for POSIX ENOTDIR, which open(2) returns when a path's
+# directory component is a regular file); the schema's part is jsonschema's "'x' is a required property"
+# (jsonschema's `required` validator) at "(root)" for a missing top-level key.
+
+
+def test_load_report_refusals_name_the_path_and_what_is_wrong(tmp_path):
+    missing = tmp_path / "verify.json"
+    with pytest.raises(InputError) as e:
+        load_report(missing)
+    assert e.value.message == f"{missing}: no such report"
+    assert e.value.hint == "run `kconvert verify ... --json > verify.json` first"
+
+    with pytest.raises(InputError) as e:
+        load_report(tmp_path)
+    assert e.value.message == f"{tmp_path}: is a folder, not a report file"
+
+    (tmp_path / "afile").write_text("x")
+    under_a_file = tmp_path / "afile" / "verify.json"
+    with pytest.raises(InputError) as e:
+        load_report(under_a_file)
+    assert e.value.message == f"{under_a_file}: cannot read: Not a directory"
+
+    arr = tmp_path / "list.json"
+    arr.write_text("[1, 2]")
+    with pytest.raises(InputError) as e:
+        load_report(arr)
+    assert e.value.message == f"{arr}: not a JSON object"
+
+
+def test_load_report_schema_refusal_names_the_file_or_says_report_for_a_dict(tmp_path):
+    """A JSON object that is not a report (no `schema_version`, the schema's first required key): the refusal
+    starts with the file's path when read from a file, with the word "report" when handed a dict."""
+    f = tmp_path / "other.json"
+    f.write_text("{}")
+    with pytest.raises(InputError) as e:
+        load_report(f)
+    assert e.value.message == f"{f}: (root): 'schema_version' is a required property"
+    with pytest.raises(InputError) as e:
+        load_report({})
+    assert e.value.message == "report: (root): 'schema_version' is a required property"
+
+
+def test_check_report_refuses_another_command_a_failed_verdict_and_no_live_results():
+    """push publishes only what `kconvert verify` passed live (docs/manual.md, the push row: "a passing verify
+    report"): each refusal is the full line a user reads, naming what the report does say."""
+    with pytest.raises(GateError) as e:
+        check_report({"command": "inspect", "verdict": "pass", "live": {}})
+    assert e.value.message == ("the report is from `kconvert inspect`, not `kconvert verify`; push needs a verify "
+                               "report")
+    assert e.value.hint == "run `kconvert verify <dir> ... --json > verify.json`"
+    with pytest.raises(GateError) as e:
+        check_report({"command": "verify", "verdict": "fail", "live": {"x": 1}})
+    assert e.value.message == ("the report's verdict is 'fail', not 'pass'; push publishes only a draft that passed "
+                               "verification")
+    with pytest.raises(GateError) as e:
+        check_report({"command": "verify", "verdict": "pass", "live": None})
+    assert e.value.message == "the report has no live results; push publishes only a draft verified live"
+    check_report({"command": "verify", "verdict": "pass", "live": {"x": 1}})  # passes: no exception
