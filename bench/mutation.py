@@ -32,7 +32,8 @@ full run saved as `<slug>-after.json` (the final tests) and, where kept, `<slug>
 bench/mutation-equivalent.txt since a run count as equivalent. It prints a row per module (before and after), the
 scope's total, every module of SCOPE without a full after-run, and every surviving mutant; `--report --json FILE`
 writes it; exit 1 if a survivor remains or a module is unmeasured. A full run is one without `--mutants` or
-`--survivors-of`, in which every mutant of the module got a verdict.
+`--survivors-of`, in which every mutant of the module got a verdict; runs of disjoint `--mutants` globs saved as
+`-after.json` count together when their verdicts add up to every mutant.
 """
 from __future__ import annotations
 
@@ -259,20 +260,36 @@ def scope_report(json_out: Path | None) -> int:
             hits = [(n, r) for n, r in runs.items() if n.endswith(f"-{kind}.json") and _full(r, mod)]
             if len(hits) > 1:
                 raise SystemExit(f"{mod}: more than one full {kind} run: {', '.join(n for n, _ in hits)}")
-            if hits:
+            if not hits:
+                # runs of disjoint `--mutants` globs (one function each) that together gave every mutant a verdict
+                parts = [(n, r) for n, r in runs.items() if n.endswith(f"-{kind}.json") and mod in r["modules"]]
+                figs = [_figures(r, mod, eq) for _, r in parts]
+                if parts and len({f["mutants"] for f in figs}) == 1 and \
+                        sum(f["mutants"] - f["not_checked"] for f in figs) == figs[0]["mutants"]:
+                    f = {k: sum(x[k] for x in figs) for k in ("killed", "survived", "no_tests", "equivalent")}
+                    f["mutants"] = figs[0]["mutants"]
+                    f["survivors"] = [n for x in figs for n in x["survivors"]]
+                    judged = f["mutants"] - f["equivalent"]
+                    f["score"] = round(100.0 * f["killed"] / judged, 1) if judged else None
+                    row[kind] = {"file": " + ".join(n for n, _ in parts),
+                                 "seconds": sum(r.get("seconds") or 0 for _, r in parts),
+                                 **{k: f[k] for k in ("mutants", "killed", "survived", "no_tests", "equivalent",
+                                                      "score")}}
+            else:
                 f = _figures(hits[0][1], mod, eq)
                 row[kind] = {"file": hits[0][0], "seconds": hits[0][1].get("seconds"),
                              **{k: f[k] for k in ("mutants", "killed", "survived", "no_tests", "equivalent",
                                                   "score")}}
+            if kind in row:
                 tot[kind][0] += f["killed"]
                 tot[kind][1] += f["mutants"] - f["equivalent"]
                 if kind == "after":
                     survivors += f["survivors"]
         row["mutants_today"] = today[mod]
         a = row.get("after")
-        if a is None:
+        if a is None and today[mod]:
             missing.append(mod)
-        elif a["mutants"] != today[mod]:
+        elif a is not None and a["mutants"] != today[mod]:
             row["stale"] = f"the after-run has {a['mutants']} mutants, the module has {today[mod]} today"
         rows.append(row)
     print(f"{'module':40} {'before':>8} {'mutants':>7} {'killed':>6} {'surv':>5} {'notest':>6} {'equiv':>5} "
@@ -288,15 +305,18 @@ def scope_report(json_out: Path | None) -> int:
         else:
             print(f"{r['module']:40} {bs:>8} {'(no full after-run)':>40} {r['mutants_today']:13}")
     score = {k: (round(100.0 * v[0] / v[1], 1) if v[1] else None) for k, v in tot.items()}
-    # over the scope as it is today: every mutant of a module without an up-to-date after-run counts as not killed
-    eq_after = sum(r["after"]["equivalent"] for r in rows if "after" in r and "stale" not in r)
-    killed_now = sum(r["after"]["killed"] for r in rows if "after" in r and "stale" not in r)
+    # over the scope as it is today: a mutant without a verdict (its module has no after-run, or it is new since
+    # the run: a decorated function, a changed line) counts as not killed
+    eq_after = sum(r["after"]["equivalent"] for r in rows if "after" in r)
+    killed_now = sum(r["after"]["killed"] for r in rows if "after" in r)
+    surv_now = sum(r["after"]["survived"] + r["after"]["no_tests"] for r in rows if "after" in r)
     all_now = sum(today.values()) - eq_after
     score["scope_today"] = round(100.0 * killed_now / all_now, 1) if all_now else None
     print(f"scope, measured modules: after {score['after']}% ({tot['after'][0]} of {tot['after'][1]} "
           f"non-equivalent mutants killed); before {score['before']}% over the modules with a before-run")
-    print(f"scope as it is today: {killed_now} of {all_now} non-equivalent mutants killed in up-to-date after-runs "
-          f"= {score['scope_today']}% ({sum(today.values())} mutants, decorated functions included)")
+    print(f"scope as it is today ({sum(today.values())} mutants, decorated functions included): {killed_now} killed, "
+          f"{eq_after} equivalent, {surv_now} surviving, {all_now - killed_now - surv_now} without a verdict "
+          f"= {score['scope_today']}% of the non-equivalent killed")
     for r in rows:
         if "stale" in r:
             print(f"  stale: {r['module']}: {r['stale']}")
