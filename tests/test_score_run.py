@@ -181,6 +181,11 @@ def test_counters_and_positions_over_sequences():
     assert (s.positions, s.unknown) == (9, 3)
     acc = s.acceptance()
     assert acc["mean_acceptance_length"] == pytest.approx(1 + 4 / 3)
+    # per position: accepted at i over drafts (2/3, 1/3, 1/3); conditional: over the position before (2/3, 1/2, 1)
+    assert acc["num_speculative_tokens"] == 3 and acc["accepted_per_pos"] == [2, 1, 1]
+    assert acc["per_position"] == pytest.approx([2 / 3, 1 / 3, 1 / 3])
+    assert acc["conditional"] == pytest.approx([2 / 3, 1 / 2, 1.0])
+    assert acc["acceptance_rate"] == pytest.approx(4 / 9)
     s.error = "it fails"
     assert s.acceptance() is None and s.mean_acceptance_length is None
 
@@ -214,6 +219,10 @@ def test_score_reading_walks_the_hand_derived_steps(control):
     # replay drafts at cursors P - 1 .. stop - 3 = 3 .. 13: 11 a sequence
     assert out.positions == 33 and out.unknown == 0
     assert out.flops > 0 and out.seconds > 0
+    # chained steps run only where the chain is still accepted: at step s of a sequence (cursor s + 3) the chain
+    # runs step 1 if u[s] == z and step 2 if u[s] == u[s + 1] == z, for s = 0..10:
+    #   seq 0  u = z z z w z w w z z w z z ...: 2 2 1 0 1 0 0 2 1 0 2 = 11;  seq 1 (w): 0;  seq 2 (z): 11 x 2 = 22
+    assert out.chained_rows == 11 + 0 + 22
 
 
 def test_score_reading_with_one_drafted_token(control):
@@ -233,6 +242,51 @@ def test_score_reading_of_some_sequences_in_small_batches(control, monkeypatch):
     out = score_reading(d, reading, tr, _weights(d), k=3, mode="replay", sequences=[2, 0])
     assert [s.index for s in out.sequences] == [2, 0]
     assert [s.steps for s in out.sequences] == [steps[2], steps[0]]
+
+
+def test_batches_hold_up_to_batch_rows_positions_a_longer_sequence_alone(control, monkeypatch):
+    d, reading, tr, _ = control
+    # each pattern_trace sequence: prompt 4, output 12: replay needs positions 0 .. stop - 3 = 13, 14 rows
+    monkeypatch.setattr(run, "BATCH_ROWS", 28)
+    groups = list(run._batches(tr, [0, 1, 2], reading.aux_ids, "replay", 3))
+    assert [[g[0].index for g in grp] for grp in groups] == [[0, 1], [2]]  # 14 + 14 = 28 fits, + 14 does not
+    assert [g[2] for grp in groups for g in grp] == [3, 3, 3]  # the first cursor, P - 1
+    monkeypatch.setattr(run, "BATCH_ROWS", 27)
+    groups = list(run._batches(tr, [0, 1, 2], reading.aux_ids, "replay", 3))
+    assert [[g[0].index for g in grp] for grp in groups] == [[0], [1], [2]]
+    monkeypatch.setattr(run, "BATCH_ROWS", 10)  # shorter than a sequence: each alone, none empty
+    groups = list(run._batches(tr, [0, 1, 2], reading.aux_ids, "replay", 3))
+    assert [[g[0].index for g in grp] for grp in groups] == [[0], [1], [2]]
+    monkeypatch.setattr(run, "BATCH_ROWS", 42)
+    groups = list(run._batches(tr, [0, 1, 2, 0], reading.aux_ids, "replay", 3))
+    assert [[g[0].index for g in grp] for grp in groups] == [[0, 1, 2], [0]]
+    # the reference tokens of each sequence go with it: replay's x[c + 2 + j] (pattern_trace: u = x[5:])
+    ref = groups[0][2][1].reference
+    assert ref.tolist()[0] == tr.sequence(2).input_ids[5:8].tolist()
+
+
+def test_a_sequence_with_nothing_to_draft_keeps_its_place(tmp_path, control):
+    from tests.score_factories import meta, write_trace
+
+    d, reading, tr, _ = control
+    # three sequences of prompt 4; the middle one has output 1: the prefill emits it, no verify step runs
+    g = torch.Generator().manual_seed(0)
+    m = meta(lookahead=2)
+    seqs = []
+    for out_len in (3, 1, 3):
+        n = 4 + out_len + 2
+        ids = torch.randint(20, V, (n,), generator=g).tolist()
+        seqs.append({"ids": ids, "next": ids[1:] + [21], "prompt_len": 4, "output_len": out_len,
+                     "hidden": {k: torch.randn(n, 64, generator=g) for k in m.layers}})
+    t = open_trace(write_trace(tmp_path / "t", seqs, m, torch.randn(V, 64, generator=g)))
+    groups = list(run._batches(t, [0, 1, 2], reading.aux_ids, "replay", 3))
+    assert [[(x[0].index, x[1] is None) for x in grp] for grp in groups] == [[(0, False), (1, True), (2, False)]]
+    out = score_reading(d, reading, t, _weights(d), k=3, mode="replay")
+    # output 3: the engine emitted x4 after the prefill; it verifies at cursors 3 and (after a rejection) 4:
+    # the constant draft token z is not among the random ids (>= 20 > z), so 0 accepted, 2 steps
+    assert [s.index for s in out.sequences] == [0, 1, 2]
+    assert [s.steps for s in out.sequences] == [[0, 0], [], [0, 0]]
+    assert [s.positions for s in out.sequences] == [2, 0, 2]
 
 
 def test_score_reading_names_the_layers_a_trace_lacks(control):
@@ -595,6 +649,42 @@ def test_build_runner_embeddings(tmp_path, control):
     ids, trows = tr.embedding_rows()
     r = _build(d, tr)
     assert torch.equal(r.embed(torch.from_numpy(ids[:3].astype(np.int64))), trows[:3].float())
+
+
+def test_d2t_stored_as_floats_is_read_as_the_integers_it_holds(tmp_path, control):
+    # a d2t saved as F32 (exact integers up to 2^24) scored in bfloat16: the ids are not rounded to bfloat16's 8
+    # significant bits (301 would become 300 or 302 there)
+    tr = control[2]
+    off = np.zeros(128, np.float32)
+    off[0], off[1] = 301.0, 299.0
+    d = _draft(tmp_path, tensors=lambda t: t.update(d2t=("F32", (128,), off)))
+    w = WeightCache(d, torch.bfloat16, torch.device("cpu"))
+    r = run.build_runner(d, engine_reading(d, VLLM, 8, V), tr, w)
+    assert r.target_ids[:3].tolist() == [301, 300, 2] and r.target_ids.dtype == torch.long
+    full = torch.arange(512, dtype=torch.float32)[:, None].repeat(1, 64)
+    nolm = _draft(tmp_path / "b", tensors=lambda t: (t.pop("lm_head.weight"), t.update(d2t=("F32", (128,), off))))
+    w = WeightCache(nolm, torch.bfloat16, torch.device("cpu"))
+    r = run.build_runner(nolm, engine_reading(nolm, VLLM, 8, V).with_(lm_head="reselected", lm_head_source="x"),
+                         tr, w, lambda p: full)
+    assert r.lm_head[:3, 0].tolist() == [300.0, 300.0, 2.0]  # rows 301, 300, 2; 301 in bfloat16 is 300
+
+
+def test_lm_head_from_a_full_vocabulary_draft(tmp_path):
+    from safetensors import safe_open
+
+    from tests.factories import make_draft
+
+    full = make_draft(tmp_path / "full", "torchspec", full_vocab=True)
+    load = run.lm_head_loader()
+    got = load(str(full))
+    with safe_open(str(full / "model.safetensors"), "pt") as f:
+        want = f.get_tensor("lm_head.weight")
+    assert torch.equal(got, want) and got.shape == (512, 64)
+    assert load(str(full)) is got  # read once
+    bare = make_draft(tmp_path / "bare", "torchspec", tensors=lambda t: t.pop("lm_head.weight"))
+    with pytest.raises(UsageError) as e:
+        load(str(bare))
+    assert str(e.value) == f"--lm-head-from {bare}: no lm_head.weight there"
 
 
 def test_build_runner_refuses_prefixed_names_as_written(tmp_path, control):
