@@ -295,3 +295,52 @@ def test_draft_spec_of_an_mla_draft():
     s = draft_spec(_llama_cfg(kv_lora_rank=32, qk_rope_head_dim=8, v_head_dim=12), "mla", target_vocab=512,
                    target_hidden=64, num_aux=3, draft_vocab=128, fc_in=192)
     assert s.q_lora_rank is None and s.qk_nope_head_dim == 0 and s.head_dim == 8
+
+
+# ----------------------------------------------------------------------------------------------- runner ---
+
+@pytest.mark.parametrize("case", ["norm_before_residual", "small_chunks"])
+def test_runner_drafts_what_the_eagle3_definition_drafts(tmp_path, monkeypatch, case):
+    """The runner against tests/eagle3_reference.py (vLLM llama_eagle3.py written out on transformers' Llama
+    helpers, weights read with safetensors): with the residual taken after hidden_norm (norm_before_residual), and
+    with the attention cut into chunks of a few rows (MAX_SCORE_ELEMENTS made tiny)."""
+    import json
+
+    from kconvert.engines.expectations import engine_rules
+    from kconvert.formats.read import read_draft
+    from kconvert.score.draft import SequenceInput
+    from kconvert.score.reading import engine_reading
+    from kconvert.score.run import WeightCache, build_runner
+    from kconvert.score.trace import open_trace
+    from kconvert.source import open_checkpoint
+    from tests.eagle3_reference import ReferenceDraft
+    from tests.factories import make_draft
+    from tests.score_factories import V, random_trace
+
+    path = make_draft(tmp_path / "d", "torchspec", family="llama")
+    d = read_draft(open_checkpoint(str(path)))
+    nbr = case == "norm_before_residual"
+    reading = engine_reading(d, engine_rules("vllm", "0.32/v1"), 8, V).with_(norm_before_residual=nbr)
+    if case == "small_chunks":
+        monkeypatch.setattr(draft, "MAX_SCORE_ELEMENTS", 40)  # 2 heads: a chunk of 1-2 query rows
+    tr = open_trace(random_trace(tmp_path / "t", seqs=((6, 12), (3, 9))))
+    runner = build_runner(d, reading, tr, WeightCache(d, torch.float64, torch.device("cpu")))
+    for name in list(runner.w):
+        runner.w[name] = runner.w[name] * 40  # sharper logits: no near-ties in argmax
+    runner.embed.rows = runner.embed.rows.double()
+    ids, rows = tr.embedding_rows()
+    table = torch.zeros(V, rows.shape[1], dtype=torch.float64)
+    table[torch.from_numpy(ids.astype("int64"))] = rows.double()
+    cfg = json.loads((path / "config.json").read_text())
+    ref = ReferenceDraft(path, cfg, table, scale=40, norm_before_residual=nbr)
+    items, want = [], []
+    for i in range(tr.num_sequences):
+        seq = tr.sequence(i)
+        T = seq.stop - 2
+        tokens_next = torch.from_numpy(seq.input_ids[1:T + 1].copy())
+        aux = torch.cat([tr.hidden(seq, k, count=T).double() for k in reading.aux_ids], -1)
+        cursors = torch.arange(seq.prompt_len - 1, T)
+        items.append(SequenceInput(tokens_next, aux, cursors))
+        want.append([ref.propose(tokens_next, aux, int(c), 3) for c in cursors])
+    assert [g.tolist() for g in runner.propose_many(items, 3)] == want
+    assert len({t for row in want[0] for t in row}) > 3  # the proposals vary
