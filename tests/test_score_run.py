@@ -160,6 +160,9 @@ def test_reference_tokens_by_hand():
         [50, -1, -1],   # cursor 1: y2; j=1: x3 != y2: -1
         [15, 16, 77],   # cursor 3: y4, y5 (x5 == y4), y6 (x6 == y5)
         [77, -1, -1]]   # cursor 5: y6; position 7 is past the trace
+    # a target that repeats its last token (y6 = x6 = 16): still nothing past the trace's 7 tokens
+    s3 = _seq(x, [11, 12, 13, 14, 15, 16, 16], 1, 6)
+    assert reference_tokens(s3, np.array([5]), 2, "every-position").tolist() == [[16, -1]]
 
 
 # -------------------------------------------------------------------------------------------- counters ---
@@ -200,9 +203,13 @@ def _weights(d):
 
 
 def test_score_reading_walks_the_hand_derived_steps(control):
+    import time
+
     d, reading, tr, steps = control
     seen = []
+    t0 = time.perf_counter()
     out = score_reading(d, reading, tr, _weights(d), k=3, mode="replay", progress=lambda a, b: seen.append((a, b)))
+    assert 0 < out.seconds <= time.perf_counter() - t0
     assert out.error is None and out.reading is reading and (out.k, out.mode) == (3, "replay")
     assert [s.steps for s in out.sequences] == steps
     assert [s.index for s in out.sequences] == [0, 1, 2]
@@ -224,8 +231,52 @@ def test_score_reading_with_one_drafted_token(control):
     # seq 1 (all w): 11 steps of 0; seq 2 (all z): s = 0, 2, 4, 6, 8, 10: 6 steps of 1
     out = score_reading(d, reading, tr, _weights(d), k=1, mode="replay")
     assert [s.steps for s in out.sequences] == [[1, 1, 1, 0, 1, 0, 1], [0] * 11, [1] * 6]
+    # 7 + 11 + 6 = 24 drafts of one token, 5 + 0 + 6 = 11 accepted
+    assert out.k == 1 and out.counters() == {"drafts": 24, "draft_tokens": 24, "accepted": 11,
+                                             "accepted_per_pos": [11]}
     with pytest.raises(UsageError, match="^-k must be at least 1$"):
         score_reading(d, reading, tr, _weights(d), k=0, mode="replay")
+
+
+def test_score_reading_every_position_by_hand(control):
+    d, reading, tr, _ = control
+    # pattern_trace: prompt 4, the target's label y[t] = x[t + 1] from t = 3 on, u = x[5:]; every-position
+    # cursors 3 .. min(stop - 2, length - 2) = 3 .. 14, all the target's own; drafted token j at cursor c must be
+    # y[c + 1 + j] = u[c - 3 + j]: at s = c - 3 the step is the run of z's from u[s], at most 3
+    #   seq 0  u = z z z w z w w z z w z z z z w: s=0..11: 3 2 1 0 1 0 0 2 1 0 3 3
+    #   seq 1  (w): 0 x 12;  seq 2 (z): 3 x 12
+    out = score_reading(d, reading, tr, _weights(d), k=3, mode="every-position")
+    assert out.mode == "every-position"
+    assert [s.steps for s in out.sequences] == [[3, 2, 1, 0, 1, 0, 0, 2, 1, 0, 3, 3], [0] * 12, [3] * 12]
+    assert out.positions == 36 and out.unknown == 0
+
+
+def test_score_reading_with_a_reselected_head(tmp_path, control):
+    # the factory draft without lm_head, its rows re-selected from a full head whose every row is 0: every logit
+    # 0, argmax draft id 0 (torch: the first maximal index), mapped through the factory's d2t to the same z as
+    # constant_proposer (the same factory draft, whose lm_head it zeroes)
+    _, _, tr, steps = control
+    d = _draft(tmp_path, tensors=lambda t: t.pop("lm_head.weight"))
+    r = engine_reading(d, VLLM, 8, V).with_(lm_head="reselected", lm_head_source="full")
+    out = score_reading(d, r, tr, _weights(d), k=3, mode="replay", lm_head_source=lambda p: torch.zeros(V, 64))
+    assert out.error is None and [s.steps for s in out.sequences] == steps
+
+
+def test_score_reading_of_sequences_with_nothing_to_draft(tmp_path, control):
+    from tests.score_factories import meta, write_trace
+
+    d, reading, _, _ = control
+    g = torch.Generator().manual_seed(0)
+    m = meta(lookahead=2)
+    seqs = []
+    for _ in range(2):  # output 1: the prefill emits the one token, no verify step
+        ids = torch.randint(20, V, (7,), generator=g).tolist()
+        seqs.append({"ids": ids, "next": ids[1:] + [21], "prompt_len": 4, "output_len": 1,
+                     "hidden": {k: torch.randn(7, 64, generator=g) for k in m.layers}})
+    t = open_trace(write_trace(tmp_path / "t", seqs, m, torch.randn(V, 64, generator=g)))
+    out = score_reading(d, reading, t, _weights(d), k=3, mode="replay")
+    assert out.error is None and [(s.index, s.steps, s.positions) for s in out.sequences] == [(0, [], 0), (1, [], 0)]
+    assert out.counters()["drafts"] == 0 and out.chained_rows == 0
 
 
 def test_score_reading_of_some_sequences_in_small_batches(control, monkeypatch):
@@ -293,7 +344,11 @@ def test_score_reading_names_the_layers_a_trace_lacks(control):
 def test_score_reading_keeps_a_draft_failure_as_the_readings_error(control):
     d, reading, tr, _ = control
     # two aux layers into an fc made for three: vLLM's loader fails on the shape (fc is [64, 3 x 64])
+    import time
+
+    t0 = time.perf_counter()
     out = score_reading(d, reading.with_(aux_ids=(2, 5)), tr, _weights(d), k=3, mode="replay")
+    assert 0 < out.seconds <= time.perf_counter() - t0
     assert out.error == ("fc.weight is [64, 192] but the reading feeds 2 aux states of width 64 ([2, 5]): vLLM "
                          "fails to load it (shape mismatch)")
     assert out.sequences == [] and out.acceptance() is None and out.seconds > 0
