@@ -128,12 +128,14 @@ def test_sequence_inputs_replay_by_hand():
 
 def test_sequence_inputs_every_position_keeps_the_cursors_whose_next_token_is_the_targets():
     # prompt 2, 7 tokens; positions 1..min(stop - 2, length - 2) = 1..5; y[c] == x[c + 1] at 1, 3, 5 only
+    # (y0 = x1 too, but position 0 lies inside the prompt: the engine drafts first after the prefill, at P - 1)
     x = [10, 11, 12, 13, 14, 15, 16]
-    y = [0, 12, 99, 14, 99, 16, 0]
+    y = [11, 12, 99, 14, 99, 16, 0]
     s = _seq(x, y, 2, 20)
     tokens_next, aux, cursors, first = sequence_inputs(_FakeTrace(), s, (1,), "every-position")
     assert cursors.tolist() == [1, 3, 5] and first == 1
     assert tokens_next.tolist() == [11, 12, 13, 14, 15, 16]  # positions 0..5
+    assert aux.tolist() == [[1, p] for p in range(6)]  # the states of the same positions, no more
     # output shorter than the trace: positions up to stop - 2 = 3 (prompt 2 + output 3 = 5)
     _, _, c2, _ = sequence_inputs(_FakeTrace(), _seq(x, y, 2, 3), (1,), "every-position")
     assert c2.tolist() == [1, 3]
@@ -533,10 +535,11 @@ def test_threads_device_and_dtype_settings_in_the_users_words(monkeypatch):
 # The factory draft (tests/factories.py TINY, torchspec layout): hidden 64, 2 heads of 32 (1 KV head),
 # intermediate 128, draft vocabulary 128 of the target's 512, fc [64, 3 x 64] for three aux layers.
 
-def _draft(tmp_path, tensors=None, config=None, producer="torchspec"):
+def _draft(tmp_path, tensors=None, config=None, producer="torchspec", family="llama"):
     from tests.factories import make_draft
 
-    return read_draft(open_checkpoint(str(make_draft(tmp_path / "d", producer, tensors=tensors, config=config))))
+    return read_draft(open_checkpoint(str(make_draft(tmp_path / "d", producer, tensors=tensors, config=config,
+                                                     family=family))))
 
 
 def _build(d, tr, loader=None, **kw):
@@ -603,9 +606,34 @@ def test_build_runner_names_missing_and_misshapen_layer_tensors(tmp_path, contro
                                                   for n in ("input_norm.weight", "fc_norm.0.weight",
                                                             "fc_norm.1.weight", "fc_norm.2.weight")])
     r = _build(d, tr, norm_before_fc=True, fc_norm=True)
-    assert {n for n in r.w if "norm." in n and not n.startswith("layers.")} >= {
-        "input_norm.weight", "fc_norm.0.weight", "fc_norm.1.weight", "fc_norm.2.weight"}
+    assert torch.equal(r.w["input_norm.weight"], torch.ones(192))
+    assert all(torch.equal(r.w[f"fc_norm.{i}.weight"], torch.ones(64)) for i in range(3))
     assert r.nbf and r.fc_norm
+
+
+def test_build_runner_of_an_mla_draft_reads_the_low_rank_query(tmp_path, control):
+    # TINY's MLA draft has q_lora_rank 32: vLLM's DeepseekV2MLAAttention reads q_a_proj / q_a_layernorm / q_b_proj
+    d = _draft(tmp_path, tensors=None, config=None, producer="torchspec", family="mla")
+    r = _build(d, control[2])
+    assert r.w["layers.0.self_attn.q_a_proj.weight"].shape == (32, 128)
+    assert "layers.0.self_attn.q_proj.weight" not in r.w
+
+
+def test_logit_scale_sign_from_the_config(tmp_path, control):
+    # vLLM's LogitsProcessor multiplies the logits by the config's logit_scale: a negative one turns argmax into
+    # argmin. Logits [1, -1, 0, ...] (row 0 = +e0, row 1 = -e0): draft id 0 wins, or 1 with a negative scale
+    tr = control[2]
+    normed = torch.zeros(1, 64)
+    normed[0, 0] = 1.0
+    head = torch.zeros(128, 64)
+    head[0, 0], head[1, 0] = 1.0, -1.0
+    for scale, want in ((-2.0, 1), (0.5, 0), (-1, 1), (True, 0), ("-1", 0), (None, 0)):
+        cfg = (lambda c, s=scale: c.update(logit_scale=s)) if scale is not None else None
+        d = _draft(tmp_path / f"s{scale}", config=cfg)
+        r = _build(d, tr, d2t="absolute")
+        r.lm_head = head
+        r.target_ids = torch.arange(128)
+        assert int(r.greedy(normed)[0]) == want, scale
 
 
 def test_build_runner_lm_head_choices(tmp_path, control):
@@ -628,7 +656,7 @@ def test_build_runner_lm_head_choices(tmp_path, control):
         "offsets inside it")
     # re-selected: rows d2t[i] + i of the full head (vLLM's offsets), d2t read back with safetensors
     full = torch.arange(512 * 64, dtype=torch.float32).reshape(512, 64)
-    r = _build(d, tr, lambda p: full, lm_head="reselected", lm_head_source="x")
+    r = _build(d, tr, lambda p: {"x": full}[p], lm_head="reselected", lm_head_source="x")
     with safe_open(str(tmp_path / "d" / "model.safetensors"), "pt") as f:
         sel = f.get_tensor("d2t").long() + torch.arange(128)
     assert torch.equal(r.lm_head, full[sel]) and r.lm_head.dtype == torch.float32
@@ -644,8 +672,31 @@ def test_build_runner_lm_head_choices(tmp_path, control):
         128, -1, np.int64))(t)))
     assert "re-selection needs the full target vocabulary (512)" in _usage(
         neg, tr, lambda p: full, lm_head="reselected", lm_head_source="x")  # -1 + 0 is below 0
+    # d2t all zeros: rows 0..127, the first row of the full head included
+    zero = _draft(tmp_path / "z", tensors=lambda t: (t.pop("lm_head.weight"), _set("d2t", (128,), np.zeros(
+        128, np.int64))(t)))
+    assert torch.equal(_build(zero, tr, lambda p: full, lm_head="reselected", lm_head_source="x").lm_head,
+                       full[:128])
     d = _draft(tmp_path / "f", tensors=_set("lm_head.weight", (128, 32)))
     assert _failure(d, tr) == "lm_head is [128, 32]; the draft's hidden size is 64"
+
+
+def test_build_runner_shares_the_targets_lm_head_from_the_trace(tmp_path, control):
+    from tests.score_factories import meta, write_trace
+
+    g = torch.Generator().manual_seed(3)
+    m = meta(lookahead=2)
+    ids = torch.randint(20, V, (9,), generator=g).tolist()
+    head = torch.randn(V, 64, generator=g)
+    t = open_trace(write_trace(tmp_path / "t", [{"ids": ids, "next": ids[1:] + [21], "prompt_len": 4,
+                                                 "output_len": 3,
+                                                 "hidden": {k: torch.randn(9, 64, generator=g) for k in m.layers}}],
+                               m, torch.randn(V, 64, generator=g), lm_head=head))
+    d = _draft(tmp_path, tensors=lambda t: t.pop("lm_head.weight"))
+    r = run.build_runner(d, engine_reading(d, VLLM, 8, V), t, WeightCache(d, torch.float64, torch.device("cpu")))
+    # the target's [512, 64] head in the compute dtype, no d2t mapping (the full vocabulary)
+    assert r.lm_head.dtype == torch.float64 and torch.equal(r.lm_head, head.double())
+    assert r.target_ids is None
 
 
 def test_build_runner_d2t_readings(tmp_path, control):
