@@ -422,6 +422,9 @@ def test_expected_shapes_are_vllms_allocations():
            "layers.0.self_attn.o_proj.weight": (64, 48), "layers.0.self_attn.q_proj.weight": None,
            "layers.0.input_layernorm.weight": (64,)}
     assert {n: expected_shape(n, m, 96) for n in mla} == mla
+    q3 = _spec(family="qwen3")  # a Qwen3 layer is the Llama layer plus per-head q/k norms (vLLM qwen3.py)
+    assert expected_shape("layers.0.self_attn.q_proj.weight", q3, 96) == (64, 128)
+    assert expected_shape("layers.0.self_attn.k_norm.weight", q3, 96) == (16,)
     m0 = _spec(family="mla", q_lora_rank=None)
     assert expected_shape("layers.0.self_attn.q_proj.weight", m0, 96) == (96, 128)  # heads x qk, 2H
     assert expected_shape("layers.1.self_attn.q_proj.weight", m0, 96) == (96, 64)
@@ -668,6 +671,11 @@ def test_build_runner_lm_head_choices(tmp_path, control):
         128, 400, np.int64))(t)))
     assert "re-selection needs the full target vocabulary (512)" in _usage(
         far, tr, lambda p: full, lm_head="reselected", lm_head_source="x")  # 400 + 127 is past 511
+    edge = np.zeros(128, np.int64)
+    edge[127] = 385  # row 127 + 385 = 512: one past the full head's last row
+    one_past = _draft(tmp_path / "h", tensors=lambda t: (t.pop("lm_head.weight"), _set("d2t", (128,), edge)(t)))
+    assert "re-selection needs the full target vocabulary (512)" in _usage(
+        one_past, tr, lambda p: full, lm_head="reselected", lm_head_source="x")
     neg = _draft(tmp_path / "e", tensors=lambda t: (t.pop("lm_head.weight"), _set("d2t", (128,), np.full(
         128, -1, np.int64))(t)))
     assert "re-selection needs the full target vocabulary (512)" in _usage(
@@ -783,6 +791,63 @@ def test_lm_head_from_a_full_vocabulary_draft(tmp_path):
     with pytest.raises(UsageError) as e:
         load(str(bare))
     assert str(e.value) == f"--lm-head-from {bare}: no lm_head.weight there"
+
+
+def test_read_tensor_by_name_in_the_users_words(tmp_path):
+    from safetensors import safe_open
+
+    d = _draft(tmp_path)
+    with safe_open(str(tmp_path / "d" / "model.safetensors"), "pt") as f:
+        want = f.get_tensor("fc.weight")
+    got = run.read_tensor(d, "fc.weight", as_dtype=torch.float32)  # a floating tensor in as_dtype when given
+    assert got.dtype == torch.float32 and torch.equal(got, want.float())
+    assert run.read_tensor(d, "fc.weight").dtype == torch.bfloat16  # else as stored
+    with pytest.raises(InputError) as e:
+        run.read_tensor(d, "nope.weight")
+    assert str(e.value) == "nope.weight: not in the draft's files"
+    d.checkpoint.local_path = lambda f: None  # a Hub draft whose files were not downloaded
+    with pytest.raises(UsageError) as e:
+        run.read_tensor(d, "fc.weight")
+    assert str(e.value) == (f"{tmp_path / 'd'}: score needs the draft's weights on disk (model.safetensors is not "
+                            "local); download the draft first")
+
+
+def test_the_runners_tensors_are_on_the_chosen_device_in_the_chosen_dtype(tmp_path, control):
+    # torch's "meta" device stands in for a GPU here: every tensor the runner computes with must be moved there
+    tr = control[2]
+    meta = torch.device("meta")
+    d = _draft(tmp_path)
+    r = run.build_runner(d, engine_reading(d, VLLM, 8, V), tr, WeightCache(d, torch.float64, meta))
+    assert {t.device for t in r.w.values()} == {meta}
+    assert (r.lm_head.device, r.target_ids.device, r.embed.rows.device, r.embed.index.device) == (meta,) * 4
+    assert r.embed.rows.dtype == torch.float64 and r.lm_head.dtype == torch.float64
+    nolm = _draft(tmp_path / "b", tensors=lambda t: t.pop("lm_head.weight"))
+    full = torch.zeros(V, 64)
+    r = run.build_runner(nolm, engine_reading(nolm, VLLM, 8, V).with_(lm_head="reselected", lm_head_source="x"),
+                         tr, WeightCache(nolm, torch.float64, meta), lambda p: full)
+    assert r.lm_head.device == meta and r.lm_head.dtype == torch.float64
+    rows = (np.arange(512 * 64, dtype=np.float32).reshape(512, 64) % 97) - 48
+    own = _draft(tmp_path / "c", tensors=_set("embed_tokens.weight", (512, 64), rows))
+    r = run.build_runner(own, engine_reading(own, VLLM, 8, V).with_(embeddings="draft"), tr,
+                         WeightCache(own, torch.float64, meta))
+    assert r.embed.rows.device == meta and r.embed.rows.dtype == torch.float64
+
+
+def test_a_draft_of_another_width_cannot_share_the_targets_embeddings(tmp_path):
+    from tests.score_factories import meta, write_trace
+
+    # a target of hidden size 32 feeding 6 aux states (6 x 32 = 192, fc's input); the draft's hidden size is 64
+    g = torch.Generator().manual_seed(0)
+    m = meta(hidden=32, lookahead=2)
+    ids = torch.randint(20, V, (9,), generator=g).tolist()
+    t = open_trace(write_trace(tmp_path / "t", [{"ids": ids, "next": ids[1:] + [21], "prompt_len": 4,
+                                                 "output_len": 3,
+                                                 "hidden": {k: torch.randn(9, 32, generator=g) for k in m.layers}}],
+                               m, torch.randn(V, 32, generator=g)))
+    d = _draft(tmp_path, config=lambda c: c.update(target_hidden_size=32))
+    assert _failure(d, t, aux_ids=(1, 2, 3, 4, 5, 6)) == (
+        "the draft's hidden size 64 differs from the target's 32: it cannot share the target's embeddings and has "
+        "none of its own")
 
 
 def test_build_runner_refuses_prefixed_names_as_written(tmp_path, control):
