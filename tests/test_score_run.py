@@ -479,6 +479,10 @@ def test_read_span_of_zero_rows_and_the_last_rows(tmp_path):
     assert torch.equal(run.read_span(f, infos["a"], 298, as_dtype=torch.float64), a[298:].double())
     got = run.read_span(f, infos["i"], 1, 3, as_dtype=torch.float32)  # integers stay integers
     assert got.dtype == torch.int32 and got.tolist() == [1, 2, 3]
+    got = run.read_span(f, infos["i"], 5)  # no rows left: an empty tensor of the stored dtype
+    assert got.shape == (0,) and got.dtype == torch.int32
+    got = run.read_span(f, infos["a"], 0, 2, as_dtype=torch.float64)
+    assert got.dtype == torch.float64 and got.tolist() == a[:2].tolist()
 
 
 def test_read_span_survives_short_reads(tmp_path, monkeypatch):
@@ -500,6 +504,13 @@ def test_read_span_survives_short_reads(tmp_path, monkeypatch):
     assert torch.equal(run.read_span(f, infos["a"]), want)
     assert torch.equal(run.read_span(f, infos["a"], as_dtype=torch.float32), want.float())
     assert torch.equal(run.read_span(f, infos["a"], 3, 40, as_dtype=torch.float32), want[3:43].float())
+    # 4-byte elements and a chunk of 1001 bytes: chunks of 1000 (250 elements), never ending inside an element
+    b = torch.randn(30, 33, generator=g)
+    (tmp_path / "b").mkdir()
+    f2, infos2 = _st_file(tmp_path / "b", {"b": b})
+    monkeypatch.setattr(run, "READ_CHUNK", 1001)
+    got = run.read_span(f2, infos2["b"], as_dtype=torch.float64)
+    assert got.dtype == torch.float64 and torch.equal(got, load_file(str(f2))["b"].double())
 
 
 # ---------------------------------------------------------------------------------------- settings ---
@@ -791,6 +802,18 @@ def test_lm_head_from_a_full_vocabulary_draft(tmp_path):
     with pytest.raises(UsageError) as e:
         load(str(bare))
     assert str(e.value) == f"--lm-head-from {bare}: no lm_head.weight there"
+
+
+def test_weight_cache_counts_the_bytes_it_reads_once(tmp_path):
+    d = _draft(tmp_path)
+    w = _weights(d)
+    assert w.bytes_read == 0
+    w.get("fc.weight")
+    assert w.bytes_read == 64 * 192 * 2  # [64, 192] bfloat16: 24576 bytes
+    w.get("norm.weight")
+    w.get("fc.weight")  # already read
+    assert w.bytes_read == 64 * 192 * 2 + 64 * 2
+    assert w.get("nope.weight") is None and w.bytes_read == 64 * 192 * 2 + 64 * 2
 
 
 def test_read_tensor_by_name_in_the_users_words(tmp_path):
