@@ -485,6 +485,14 @@ def test_read_span_of_zero_rows_and_the_last_rows(tmp_path):
     assert got.dtype == torch.float64 and got.tolist() == a[:2].tolist()
 
 
+def test_read_span_rows_of_a_three_dimensional_tensor(tmp_path):
+    # a row of a [2, 3, 4] tensor is 3 x 4 = 12 elements (the safetensors layout is row-major, C order)
+    t = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)
+    f, infos = _st_file(tmp_path, {"t": t})
+    got = run.read_span(f, infos["t"], 1, 1)
+    assert got.shape == (1, 3, 4) and got.flatten().tolist() == list(range(12, 24))
+
+
 def test_read_span_survives_short_reads(tmp_path, monkeypatch):
     # POSIX pread may return fewer bytes than asked: read_span keeps reading from where it stopped
     from safetensors.torch import load_file
@@ -499,6 +507,8 @@ def test_read_span_survives_short_reads(tmp_path, monkeypatch):
         (b,) = bufs
         return real(fd, [b[:7]], offset)  # 7 bytes at most a call, odd: a call ends inside an element
 
+    monkeypatch.setattr(os, "preadv", lambda fd, bufs, offset: real(fd, [bufs[0][:1]], offset))  # 1 byte a call
+    assert torch.equal(run.read_span(f, infos["a"], 10, 2), want[10:12])
     monkeypatch.setattr(os, "preadv", short)
     monkeypatch.setattr(run, "READ_CHUNK", 101)  # chunks of 100 bytes (a whole number of 2-byte elements)
     assert torch.equal(run.read_span(f, infos["a"]), want)
