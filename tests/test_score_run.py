@@ -794,6 +794,7 @@ def test_d2t_stored_as_floats_is_read_as_the_integers_it_holds(tmp_path, control
     r = run.build_runner(nolm, engine_reading(nolm, VLLM, 8, V).with_(lm_head="reselected", lm_head_source="x"),
                          tr, w, lambda p: full)
     assert r.lm_head[:3, 0].tolist() == [300.0, 300.0, 2.0]  # rows 301, 300, 2; 301 in bfloat16 is 300
+    assert r.target_ids[:3].tolist() == [301, 300, 2]  # d2t as read for the re-selection: not rounded either
 
 
 def test_lm_head_from_a_full_vocabulary_draft(tmp_path):
