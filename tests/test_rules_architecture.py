@@ -5,7 +5,7 @@ K101-K105) against the engines' own registries and loaders:
   names and the draft class each builds (llama_eagle3, qwen3_eagle3, deepseek_eagle3); transformers_utils/configs/
   eagle.py: a name that neither starts nor ends with `Eagle3` gets `Eagle3` prefixed before the lookup
   (`LlamaForCausalLM` -> `Eagle3LlamaForCausalLM`, `DeepseekV3ForCausalLM` -> `Eagle3DeepseekV3ForCausalLM`);
-  `DeepSeekForCausalLMEagle3` is in no registry (docs eagle3-facts.md section 5).
+  `DeepSeekForCausalLMEagle3` is in no registry (docs/formats-and-engines.md#vllm-032-loading-rules).
 - vLLM 0.32 transformers_utils/configs/speculators/algos.py `update_eagle3`: the speculators format picks the
   class from `transformer_layer_config.model_type` (llama -> Llama class, qwen3 -> Eagle3Qwen3ForCausalLM).
 - vLLM 0.32 config/speculative.py `hf_config_override`: model_type deepseek_v3 becomes deepseek_mtp (refused for an
@@ -210,7 +210,7 @@ def test_an_mla_draft_of_model_type_deepseek_v3_becomes_an_mtp_model(tmp_path):
 
 
 def test_k102_reads_a_flat_targets_model_type(tmp_path):
-    # Kimi-K2 is DeepseekV3ForCausalLM with model_type kimi_k2 at top level (eagle3-facts.md section 3)
+    # Kimi-K2 is DeepseekV3ForCausalLM with model_type kimi_k2 at top level (docs/formats-and-engines.md#the-kimi-targets)
     t = tmp_path / "k2"
     t.mkdir()
     text = json.loads((make_target(tmp_path / "tt") / "config.json").read_text())["text_config"]

@@ -1,7 +1,7 @@
 """Aux layer ids (kconvert/rules/aux_layers.py), the public measurement table (kconvert/rules/measured.py) and the
 recommendation a finding makes from it (kconvert/rules/recommend.py), against what lies outside them:
 
-- the engines' conventions and their code (/work/shared/docs/eagle3-facts.md sections 4, 8, 9, with the PRs and
+- the engines' conventions and their code (docs/formats-and-engines.md (#aux-layer-ids, #vllms-two-model-runners), with the PRs and
   loader files it cites): vLLM reads id k as the stream entering layer k and defaults to (2, L//2, L-3); SGLang's
   first-id rule (sglang PR #25454: first id 1 = output of layer 1, 2 = input of layer 2) applies on DeepSeek/Kimi
   targets only (deepseek_v2.py:3470), on Llama targets SGLang adds +1 to every id (llama.py:941), both recorded
@@ -14,7 +14,7 @@ recommendation a finding makes from it (kconvert/rules/recommend.py), against wh
   (eagle3_converter.py:146);
 - the public record of AQ-MedAI/Kimi-K25-eagle3 (tests/zoo/aqmedai_kimi_k25_eagle3/RECORD.md: vLLM PR #35966,
   42668 drafts, 170672 draft tokens, 88381 accepted at k=4 on GSM8K, TP 8: 88381 / 170672 = 51.78 %);
-- the target's layer counts (Kimi-K2.5 61, Llama-3.1-8B 32, the tests' tiny target 8: eagle3-facts.md section 3,
+- the target's layer counts (Kimi-K2.5 61, Llama-3.1-8B 32, the tests' tiny target 8: docs/formats-and-engines.md#the-kimi-targets,
   tests/factories.py), from which every stream below is derived by hand in a comment;
 - the text a user reads in the findings (K404's "cannot settle ... : <why>" and "in the <convention> convention
   (<why>)"), whose reasons are the rule's own documented wording.
@@ -45,7 +45,7 @@ AUX = "eagle_aux_hidden_state_layer_ids"
 TOP = (AUX,)
 EC = ("eagle_config", AUX)
 LAYER_IDS = ("eagle_config", "layer_ids")
-KIMI = load_profile("kimi-k2.5")  # 61 layers, DeepSeek-V3 text model (eagle3-facts.md section 3)
+KIMI = load_profile("kimi-k2.5")  # 61 layers, DeepSeek-V3 text model (docs/formats-and-engines.md#the-kimi-targets)
 LLAMA = load_profile("llama-3.1-8b")  # 32 layers
 GPT_OSS = load_profile("gpt-oss-120b")  # 36 layers
 
@@ -334,7 +334,7 @@ def test_converted_ids_are_weighed_only_when_they_equal_the_defaults_and_a_targe
 
 def _default_specforge_build(c: dict) -> None:
     # SpecForge 0.2.0's exporter rebuilds the config from the user's draft JSON: a default build ships no ids and
-    # no eagle_config (rule docstring, eagle3-facts.md section 8)
+    # no eagle_config (rule docstring, docs/formats-and-engines.md#aux-layer-ids)
     c.pop("eagle_config", None)
     c.pop(AUX, None)
 
@@ -373,7 +373,7 @@ def test_no_ids_are_the_engines_defaults_when_asked_or_for_the_eagle_reference(t
     assert trained_physical_ids(ctx(d, target=None, decisions=Decisions(aux_ids_default=True))) is None
     e = draft(tmp_path, "eagle", None, name="eagle")
     assert e.format.producer == "eagle"
-    assert trained_physical_ids(ctx(e)) == [2, 30, 58]  # EAGLE hard-codes them (eagle3-facts.md section 2)
+    assert trained_physical_ids(ctx(e)) == [2, 30, 58]  # EAGLE hard-codes them (docs/formats-and-engines.md#producers-and-their-layouts)
     assert trained_physical_ids(ctx(e, target=None)) is None
 
 
@@ -534,7 +534,7 @@ def test_a_decision_needing_k404_recommends_the_measured_reading(tmp_path):
 def test_a_head_without_aux_states_needs_no_ids_and_is_warned_about_on_model_runner_v2_only(tmp_path):
     # nvidia/gpt-oss-120b-Eagle3-v2's shape (vLLM PR #27688): use_aux_hidden_state false and no fc; it reads the
     # target's last hidden state, so no aux ids are missing. vLLM 0.32's Model Runner V2 collects aux states
-    # anyway (vLLM issue #40551); V1 honours the flag (eagle3-facts.md section 9).
+    # anyway (vLLM issue #40551); V1 honours the flag (docs/formats-and-engines.md#vllms-two-model-runners).
     def no_fc(t):
         t.pop("fc.weight")
 
@@ -560,7 +560,7 @@ def test_a_head_without_aux_states_needs_no_ids_and_is_warned_about_on_model_run
 
 
 def test_different_ids_at_two_keys_are_an_error_and_the_same_ids_are_not(tmp_path):
-    # vLLM's V1 runner reads the top-level key first, SGLang eagle_config only (eagle3-facts.md section 9): two
+    # vLLM's V1 runner reads the top-level key first, SGLang eagle_config only (docs/formats-and-engines.md#vllms-two-model-runners): two
     # different lists make the engines feed different streams
     def two(c):
         c[AUX] = [3, 31, 59]

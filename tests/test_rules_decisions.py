@@ -2,7 +2,7 @@
 `--aux-ids` ("e.g. 2,30,58, or 'default'"), `--aux-convention` (input or output), `--d2t` (offsets or absolute)
 in kconvert/cli/_common.py and `trace --layers` (layer numbers or all) in kconvert/cli/trace_cmd.py, the command
 lines docs/manual.md prints (`--aux-ids 2,30,58`, `--aux-convention input`), Python's int() (which accepts blanks
-and a sign around digits, docs.python.org/3/library/functions.html#int), and the usage errors' text a user reads.
+and a sign around digits, https://docs.python.org/3/library/functions.html#int), and the usage errors' text a user reads.
 
 Engine-free, in-process, milliseconds each (issue #30: the survivors of
 `bench/mutation.py kconvert/rules/decisions.py`)."""

@@ -9,7 +9,7 @@ Outside facts, read in the installed vLLM 0.32 CPU build:
   ({heads}) must be divisible by tensor parallel size ({tp}).").
 - model_executor/layers/linear.py QKVParallelLinear (lines 1053-1057): `tp_size >= total_num_kv_heads` gives
   `divide(tp_size, total_num_kv_heads)` replicas, else `divide(total_num_kv_heads, tp_size)` heads per rank;
-  distributed/utils.py `divide` asserts the division is exact.
+  vllm/distributed/utils.py `divide` asserts the division is exact.
 - model_executor/layers/vocab_parallel_embedding.py: DEFAULT_VOCAB_PADDING_SIZE = 64 (line 36) and
   `pad_vocab_size` = ((v + 63) // 64) * 64 (line 97).
 Every figure below (remainders, padded rows, rows per rank, replicas) is derived by hand in a comment.
@@ -182,7 +182,7 @@ def test_k304_reports_heads_and_vocab_in_order_with_their_severities(tmp_path):
 
 
 def test_k304_judges_the_full_vocab_when_no_draft_vocab_is_declared(tmp_path):
-    # no draft_vocab_size: vLLM's draft_vocab_size defaults to vocab_size (eagle3-facts.md section 5); the tiny
+    # no draft_vocab_size: vLLM's draft_vocab_size defaults to vocab_size (docs/formats-and-engines.md#vllm-032-loading-rules); the tiny
     # target vocab 512 / 8 = 64 divides, 500 % 8 = 4 does not: padded ((500 + 63) // 64) * 64 = 512, 64 per rank
     d = make_draft(tmp_path / "d", "specforge", config=lambda c: (c.pop("draft_vocab_size"),
                                                                   c.update(vocab_size=500, num_attention_heads=8,

@@ -7,7 +7,7 @@
   `len(layer_ids) if layer_ids else 3` with layer_ids = eagle_config's `eagle_aux_hidden_state_layer_ids`
   (lines 210-216): the top-level ids of a non-speculators config are not read there.
 - Heads without aux states: vLLM 0.32 builds no fc when eagle_config's use_aux_hidden_state is false
-  (llama_eagle3.py:180-183 and 209; vLLM PR #27688, /work/shared/docs/eagle3-facts.md section 8), and ModelOpt's
+  (llama_eagle3.py:180-183 and 209; vLLM PR #27688, docs/formats-and-engines.md#vllm-032-loading-rules), and ModelOpt's
   exporter writes neither fc nor hidden_norm for them (modelopt/torch/export/plugins/hf_spec_export.py: "fc and
   hidden_norm are only present when use_aux_hidden_state=True").
 - Multi-layer drafts (vLLM PR #26164, nm-testing/random-weights-llama3.1.8b-2layer-eagle3): vLLM builds
@@ -103,7 +103,7 @@ def test_a_speculators_draft_without_ids_gets_three_aux_states(tmp_path):
 
 
 def test_a_draft_with_no_ids_at_all_gets_three_aux_states(tmp_path):
-    # The EAGLE reference trainer records no ids (eagle3-facts.md section 2): vLLM's default 3 -> 192 fc inputs.
+    # The EAGLE reference trainer records no ids (docs/formats-and-engines.md#producers-and-their-layouts): vLLM's default 3 -> 192 fc inputs.
     res = run(tmp_path, "eagle")
     assert of(res, "K301") == []
     (f,) = of(run(tmp_path, "eagle", name="d4", tensors=fc(4)), "K301")
@@ -207,7 +207,7 @@ def test_a_declared_second_layer_with_missing_weights_is_k202_not_a_stray(tmp_pa
 
 
 def test_without_num_hidden_layers_a_partial_second_layer_is_a_stray(tmp_path):
-    # No count declared: an EAGLE-3 draft is one decoder layer (eagle3-facts.md section 1) plus any later layer that
+    # No count declared: an EAGLE-3 draft is one decoder layer (docs/formats-and-engines.md#the-draft) plus any later layer that
     # is complete (docs/rules.md K103), so layers.1.mlp.gate_proj alone is a stray the engine cannot place.
     res = run(tmp_path, config=lambda c: c.pop("num_hidden_layers"), tensors=layers((1, False)))
     assert of(res, "K202") == []
@@ -238,7 +238,7 @@ def test_a_one_row_table_samples_its_only_row():
 
 
 def test_the_sample_is_sixteen_distinct_sorted_rows_spread_over_the_table_and_the_same_each_time():
-    n = 163840  # Kimi-K2.5's vocabulary (eagle3-facts.md section 3)
+    n = 163840  # Kimi-K2.5's vocabulary (docs/formats-and-engines.md#the-kimi-targets)
     rows = embedding_sample_rows(n)
     assert rows == embedding_sample_rows(n)  # a fixed seed: the same verdict on every run
     assert len(rows) <= 16 and rows == sorted(set(rows)) and 0 <= rows[0] and rows[-1] < n

@@ -3,7 +3,7 @@ kconvert:
 
 - vLLM and SGLang read d2t as offsets: target id = draft id + d2t[draft id] (vLLM 0.32, the CPU build in .venv:
   vllm/model_executor/models/llama_eagle3.py:428-429 loads `d2t` as `draft_id_to_target_id`, and :385-386
-  `targets = torch.arange(draft_vocab_size) + self.draft_id_to_target_id`; /work/shared/docs/eagle3-facts.md
+  `targets = torch.arange(draft_vocab_size) + self.draft_id_to_target_id`; docs/formats-and-engines.md
   sections 1 and 5); t2d is a boolean mask over the target vocabulary marking the ids d2t maps to; a target
   vocabulary of V tokens has ids 0..V-1.
 - The shipped examples (examples/build/package.py, written with torch, not kconvert): examples/tiny/drafts/
