@@ -731,7 +731,11 @@ def test_write_shard_writes_a_file_safetensors_loads_with_the_expected_arrays(tm
     src = (folder / "model.safetensors").read_bytes()
     assert inp == (len(src), hashlib.sha256(src).hexdigest())
     assert s.current == "model.safetensors" and calls[-1] == "wrote model.safetensors"
-    assert "model.safetensors [w]" in calls and "model.safetensors" in calls  # a rewrite's progress names the tensor
+    # every step names the shard; a rewrite's steps name the tensor too
+    assert set(calls) == {"model.safetensors", "model.safetensors [w]", "wrote model.safetensors"}
+    # the progress counts the output header, every input byte (copied or only hashed: the input header, the
+    # dropped tensor) and the rewritten tensor's 16 bytes
+    assert s.shared.done == (8 + int.from_bytes(raw[:8], "little")) + len(src) + 16
 
 
 def test_write_shard_of_a_new_shard_has_no_input(tmp_path, streamer):
@@ -990,3 +994,115 @@ def test_run_shards_an_interrupt_outside_the_work_stops_the_others():
         for st in sts:
             st.close()
     assert saw_cancel == ["a"] and threading.Event.is_set(shared.cancel)
+
+
+@pytest.mark.parametrize("how", ["copy_file", "hash_file"])
+def test_a_file_that_shrinks_while_read_is_refused_naming_it(tmp_path, streamer, monkeypatch, how):
+    """preadv(2) returns 0 at end of file: a file cut short after its size was taken ends early, and the error and
+    the progress name the file (its path relative to the checkpoint)."""
+    src = tmp_path / "tokenizer.json"
+    src.write_bytes(b"t" * 3000)
+    monkeypatch.setattr(stream, "PROGRESS_EVERY", 1)
+    calls = []
+    s = streamer(copy_mode="read_write", chunk=1000, progress=lambda d, t, m: calls.append(m))
+    real = os.preadv
+    monkeypatch.setattr(os, "preadv", lambda fd, bufs, off: 0 if off >= 2000 else real(fd, bufs, off))
+    with pytest.raises(InputError, match=r"^tokenizer\.json: file ended early \(changed while being copied\?\)$"):
+        if how == "copy_file":
+            s.copy_file(src, tmp_path / "out" / "tokenizer.json", "tokenizer.json", 3000)
+        else:
+            s.hash_file(src, "tokenizer.json")
+    assert calls == ["tokenizer.json", "tokenizer.json"]  # the two chunks read before the end
+
+
+def test_reads_of_one_byte_at_a_time_are_not_an_end_of_file(tmp_path, streamer, monkeypatch):
+    """preadv(2) may return any count from 1 up; only 0 means end of file."""
+    p = tmp_path / "in.bin"
+    p.write_bytes(A)
+    s = streamer()
+    real = os.preadv
+    monkeypatch.setattr(os, "preadv", lambda fd_, bufs, off: real(fd_, [bufs[0][:1]], off))
+    fd = _fd(p)
+    try:
+        mv = memoryview(bytearray(5))
+        s._read_into(fd, mv, 250, "in.bin")
+        assert bytes(mv) == A[250:255]
+    finally:
+        os.close(fd)
+
+
+def test_skipping_bytes_whose_digest_is_known_reports_progress_naming_the_file(sparse, streamer, monkeypatch):
+    p, _ = sparse
+    monkeypatch.setattr(stream, "PROGRESS_EVERY", 1)
+    calls = []
+    s = streamer(progress=lambda d, t, m: calls.append((d, m)))
+    fd = _fd(p)
+    try:
+        s.hash_only(fd, 0, 3000, None, "model.safetensors")
+    finally:
+        os.close(fd)
+    assert calls == [(3000, "model.safetensors")]
+
+
+@pytest.mark.parametrize("mode", ["copy_file_range", "read_write", "copy_file_range, mmap refused"])
+def test_copy_span_progress_and_end_of_file_errors_name_the_file(sparse, tmp_path, streamer, monkeypatch, mode):
+    p, _ = sparse
+    monkeypatch.setattr(stream, "PROGRESS_EVERY", 1)
+    calls = []
+    s = streamer(copy_mode=mode.split(",")[0], chunk=2048, progress=lambda d, t, m: calls.append(m))
+    if "mmap refused" in mode:
+        monkeypatch.setattr(s.ring, "map_output", lambda *a: (_ for _ in ()).throw(ValueError("mmap closed or invalid")))
+    src = _fd(p)
+    dst = s.open_out(tmp_path / "out.bin")
+    try:
+        h = stream._Hash(s.out_ex)
+        s.copy_span(src, 0, 2 * BLOCK, dst, 0, None, h, "model-00001.safetensors")
+        s.ring.drain()
+        # [0, 4096) data in two 2048-byte chunks, [4096, 8192) hole in two more: one report each
+        assert calls == ["model-00001.safetensors"] * 4
+        if mode != "copy_file_range":  # these paths read with preadv: an end of file names the file
+            monkeypatch.setattr(os, "preadv", lambda *a: 0)
+            with pytest.raises(InputError, match=r"^model-00001\.safetensors: file ended early"):
+                s.copy_span(src, 0, 100, dst, 0, None, h, "model-00001.safetensors")
+    finally:
+        os.close(src)
+        os.close(dst)
+
+
+def test_close_waits_for_the_running_call_and_cancels_the_queued_ones():
+    """concurrent.futures: shutdown(wait=True) returns once the running calls are done; cancel_futures=True cancels
+    the calls not yet started. After close() no thread of the streamer touches a file."""
+    s = Streamer(copy_mode="read_write", chunk=8, shared=Shared(None, 1))
+    started = threading.Event()
+    running = s.sync_ex.submit(lambda: (started.set(), time.sleep(0.3)))
+    queued = s.sync_ex.submit(lambda: None)
+    started.wait(5)
+    s.close()
+    assert running.done() and not running.cancelled()
+    assert queued.cancelled()
+
+
+def test_write_shard_of_a_shard_missing_from_the_file_table_hashes_it_without_a_size_check(tmp_path, streamer):
+    """A Checkpoint whose `files` does not list the shard (its header was read, its file entry is absent): no
+    recorded size to compare and no recorded digest, so the input is hashed."""
+    folder, ck = _shard_in(tmp_path)
+    del ck.files["model.safetensors"]
+    x = OutTensor("x", "U8", (6,), "model.safetensors", 0, copy_of=ck.tensors["x"])
+    s = streamer()
+    (size, sha), inp = stream.write_shard(s, ck, "model.safetensors", [x], {}, tmp_path / "out.safetensors")
+    s.wait_syncs()
+    src = (folder / "model.safetensors").read_bytes()
+    assert inp == (len(src), hashlib.sha256(src).hexdigest())
+    np.testing.assert_array_equal(load_file(str(tmp_path / "out.safetensors"))["x"], np.arange(1, 7, dtype=np.uint8))
+
+
+def test_a_new_shard_never_reads_an_input_file_of_the_same_name_that_is_no_shard(tmp_path, streamer):
+    """An output shard the input has no shard for (not among the shards whose headers were read) has no input,
+    even when the input folder holds some other file of that name."""
+    folder, ck = _shard_in(tmp_path)
+    (folder / "extra.safetensors").write_bytes(b"not a shard of this checkpoint")
+    t = OutTensor("w", "I64", (1,), "extra.safetensors", 0, chunks=lambda: iter([np.array([3], "<i8").tobytes()]))
+    s = streamer()
+    _, inp = stream.write_shard(s, ck, "extra.safetensors", [t], {}, tmp_path / "out" / "extra.safetensors")
+    s.wait_syncs()
+    assert inp is None
