@@ -948,6 +948,7 @@ def test_run_shards_an_interrupt_while_waiting_for_the_workers_stops_them(monkey
     saw_cancel = []
 
     def work(shard, st):
+        st.current = shard
         if threading.current_thread() is threading.main_thread():
             return
         threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
@@ -965,6 +966,7 @@ def test_run_shards_an_interrupt_while_waiting_for_the_workers_stops_them(monkey
         for st in sts:
             st.close()
     assert len(saw_cancel) == 1 and shared.cancel.is_set()
+    assert sts[0].current == ({"a", "b"} - set(saw_cancel)).pop()  # the interrupt was the calling thread's own
 
 
 def test_run_shards_an_interrupt_outside_the_work_stops_the_others():
@@ -982,6 +984,7 @@ def test_run_shards_an_interrupt_outside_the_work_stops_the_others():
     saw_cancel = []
 
     def work(shard, st):
+        st.current = shard
         for _ in range(400):
             if shared.cancel.is_set():
                 saw_cancel.append(shard)
@@ -994,6 +997,7 @@ def test_run_shards_an_interrupt_outside_the_work_stops_the_others():
         for st in sts:
             st.close()
     assert saw_cancel == ["a"] and threading.Event.is_set(shared.cancel)
+    assert sts[0].current == ""  # the interrupt was the calling thread's own, which had no file yet
 
 
 @pytest.mark.parametrize("how", ["copy_file", "hash_file"])
@@ -1082,18 +1086,23 @@ def test_close_waits_for_the_running_call_and_cancels_the_queued_ones():
     assert queued.cancelled()
 
 
-def test_write_shard_of_a_shard_missing_from_the_file_table_hashes_it_without_a_size_check(tmp_path, streamer):
+def test_write_shard_of_a_shard_missing_from_the_file_table_hashes_it_without_a_size_check(tmp_path, streamer,
+                                                                                         monkeypatch):
     """A Checkpoint whose `files` does not list the shard (its header was read, its file entry is absent): no
-    recorded size to compare and no recorded digest, so the input is hashed."""
+    recorded size to compare and no recorded digest, so the input is hashed, the dropped tail too (gone, y, z),
+    and every progress step names the shard."""
     folder, ck = _shard_in(tmp_path)
     del ck.files["model.safetensors"]
     x = OutTensor("x", "U8", (6,), "model.safetensors", 0, copy_of=ck.tensors["x"])
-    s = streamer()
+    monkeypatch.setattr(stream, "PROGRESS_EVERY", 1)
+    calls = []
+    s = streamer(progress=lambda d, t, m: calls.append(m))
     (size, sha), inp = stream.write_shard(s, ck, "model.safetensors", [x], {}, tmp_path / "out.safetensors")
     s.wait_syncs()
     src = (folder / "model.safetensors").read_bytes()
     assert inp == (len(src), hashlib.sha256(src).hexdigest())
     np.testing.assert_array_equal(load_file(str(tmp_path / "out.safetensors"))["x"], np.arange(1, 7, dtype=np.uint8))
+    assert set(calls) == {"model.safetensors", "wrote model.safetensors"}
 
 
 def test_a_new_shard_never_reads_an_input_file_of_the_same_name_that_is_no_shard(tmp_path, streamer):
