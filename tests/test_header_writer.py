@@ -26,3 +26,24 @@ def test_the_header_is_the_one_safetensors_writes_including_metadata_padding_and
         entries = [(k, parsed[k]["dtype"], parsed[k]["shape"], parsed[k]["data_offsets"][1] - parsed[k]["data_offsets"][0])
                    for k in order]
         assert safetensors_header(entries, metadata) == expected
+
+
+def test_every_padding_length_and_an_empty_tensor_match_the_library():
+    """Names of 1 to 8 characters give JSON of every length modulo 8: the space padding (0 to 7 bytes) and the
+    length prefix must be the library's for each; a zero-size tensor has an empty [begin, begin] span."""
+    for k in range(1, 9):
+        name = "w" * k
+        tensors = {name: np.arange(3, dtype=np.int32), "z": np.zeros((0,), np.float32)}
+        expected, parsed = _library_header(tensors, None)
+        order = sorted((t for t in parsed), key=lambda t: (parsed[t]["data_offsets"][0], parsed[t]["data_offsets"][1]))
+        entries = [(t, parsed[t]["dtype"], parsed[t]["shape"], parsed[t]["data_offsets"][1] - parsed[t]["data_offsets"][0])
+                   for t in order]
+        assert safetensors_header(entries, None) == expected, k
+    assert safetensors_header([], None) == struct.pack("<Q", 8) + b"{}      "  # '{}' padded to 8 bytes
+
+
+def test_an_empty_metadata_mapping_writes_no_metadata_entry():
+    # safetensors omits __metadata__ when there is none; an empty mapping is none
+    assert safetensors_header([("a", "U8", (1,), 1)], {}) == safetensors_header([("a", "U8", (1,), 1)], None)
+    raw = safetensors_header([("a", "U8", (1,), 1)], {})
+    assert json.loads(raw[8:]) == {"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}

@@ -585,8 +585,19 @@ def run_shards(shards: list[str], work: Callable[[str, Streamer], None], streame
                 errors.append((e, st))
                 return
 
-    threads = [threading.Thread(target=loop, args=(st,), name="kconvert-shard", daemon=True)
-               for st in streamers[1:]]
+    def run(st: Streamer, finished: threading.Event) -> None:
+        try:
+            loop(st)
+        finally:
+            finished.set()
+
+    # Each worker's end is waited for on its own event, not with Thread.join: on CPython 3.11 a join interrupted by
+    # Ctrl-C marks the thread stopped while it still runs (Lib/threading.py _wait_for_tstate_lock, bpo-45274's
+    # `lock.release(); self._stop()` on any exception), so `is_alive()` would let this return with a worker still
+    # writing. An interrupted Event.wait leaves nothing marked.
+    ends = [threading.Event() for _ in streamers[1:]]
+    threads = [threading.Thread(target=run, args=(st, end), name="kconvert-shard", daemon=True)
+               for st, end in zip(streamers[1:], ends)]
     for t in threads:
         t.start()
     try:
@@ -594,10 +605,10 @@ def run_shards(shards: list[str], work: Callable[[str, Streamer], None], streame
     except BaseException as e:  # noqa: BLE001 - e.g. an interrupt outside `work`: stop the others first
         shared.cancel.set()
         errors.append((e, streamers[0]))
-    for t in threads:
-        while t.is_alive():
+    for end in ends:
+        while not end.is_set():
             try:
-                t.join()
+                end.wait()
             except BaseException as e:  # noqa: BLE001 - an interrupt while waiting: stop the others first
                 shared.cancel.set()
                 errors.append((e, streamers[0]))
