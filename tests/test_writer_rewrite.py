@@ -70,6 +70,30 @@ def test_read_exact_on_a_short_file_says_how_many_bytes_are_missing(tmp_path):
                                "(truncated while reading?)")
 
 
+def test_read_exact_carries_on_after_short_reads(tmp_path, monkeypatch):
+    """POSIX pread(2) may transfer fewer bytes than asked ("The value returned may be less than nbyte"), and Linux
+    caps one read at 0x7ffff000 bytes (read(2) NOTES): here every read returns at most 3 bytes, and the 7 bytes
+    from offset 2 still come back whole and in order."""
+    p = tmp_path / "f"
+    p.write_bytes(b"0123456789")
+    real = os.preadv
+    calls = []
+
+    def short(fd, buffers, offset):
+        calls.append(offset)
+        if len(calls) > 20:
+            raise AssertionError("read_exact does not advance")
+        return real(fd, [memoryview(buffers[0])[:3]], offset)
+
+    monkeypatch.setattr(rewrite.os, "preadv", short)
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        assert read_exact(fd, 2, 7, "f") == b"2345678"
+    finally:
+        os.close(fd)
+    assert calls == [2, 5, 8]
+
+
 def test_range_chunks_yields_the_span_in_chunks_of_at_most_chunk_bytes(tmp_path):
     """[3, 14) of 0..f in chunks of 4: '3456', '789a', 'bcd' (11 bytes, the last chunk shorter)."""
     p = tmp_path / "f"
@@ -239,6 +263,15 @@ def test_reselect_rows_default_chunk_is_8_mib(tmp_path):
     info = TensorInfo(name="m", file="big.bin", dtype="F32", shape=(12, 1 << 18), start=0, end=12 << 20)
     pieces = list(reselect_rows(p, info, np.arange(10, dtype=np.int64))())
     assert [len(x) for x in pieces] == [8 << 20, 2 << 20]
+
+
+def test_reselect_rows_of_an_empty_matrix_reads_nothing(tmp_path):
+    """A [0, 4] tensor has no rows: no id can be asked (target_ids refuses every id of a 0-row vocabulary), and
+    re-selecting none of them yields no bytes."""
+    p = tmp_path / "e.bin"
+    p.write_bytes(b"HH")
+    info = TensorInfo(name="m", file="e.bin", dtype="F32", shape=(0, 4), start=2, end=2)
+    assert list(reselect_rows(p, info, np.array([], dtype=np.int64))()) == []
 
 
 def test_reselect_rows_past_the_end_of_a_truncated_file_names_file_and_tensor(tmp_path):
