@@ -246,7 +246,7 @@ def test_d2t_larger_than_64_mib_is_refused_and_64_mib_is_read(tmp_path):
     n = 8 * 1024 * 1024
     write_draft(tmp_path / "ok", tensors={"d2t": ("I64", (n,), None)})
     t = build_layout(_open(tmp_path / "ok"), [RewriteD2TOffsets()]).tensors["d2t"]
-    assert t.values is not None and t.values[-1] == -(n - 1)  # absolute 0 at draft id n-1: offset -(n-1)
+    assert t.nbytes == 8 * n and _bytes(t)[-8:] == struct.pack("<q", -(n - 1))  # absolute 0 at id n-1: -(n-1)
     write_draft(tmp_path / "big", tensors={"d2t": ("I64", (n + 1,), None)})
     assert _refused(_open(tmp_path / "big"), [RewriteD2TOffsets()]) == (
         f"op 'd2t-absolute-to-offsets': d2t is {8 * (n + 1)} bytes, too large for a token map")
@@ -451,3 +451,89 @@ def test_cast_to_the_same_dtype_keeps_the_byte_copy(draft):
 def test_cast_outside_the_three_float_dtypes_is_refused(draft, name, dtype, have):
     assert _refused(_open(draft), [CastTensor(name, dtype)]) == (
         f"cast {name}: only F32, F16 and BF16 convert ({have} -> {dtype})")
+
+
+@pytest.mark.parametrize("op, kind, name", [
+    (RewriteD2TOffsets(name="nope"), "d2t-absolute-to-offsets", "nope"),
+    (RebuildT2D(d2t_name="nope", target_vocab_size=4), "rebuild-t2d", "nope"),
+    (ReselectLmHead(d2t_name="nope", source="/nowhere"), "reselect-lm-head", "nope"),
+    (CastTensor("nope", "F32"), "cast-tensor", "nope"),
+])
+def test_every_op_on_a_missing_tensor_names_its_kind(tmp_path, op, kind, name):
+    """The op's `kind` (kconvert/writer/ops.py, as kconvert.json records it) and the tensor it names."""
+    ck = _with_d2t(tmp_path, [0, 1])
+    assert _refused(ck, [op]) == (
+        f"op '{kind}' names tensor '{name}', which the checkpoint does not hold (at this point of the plan)")
+
+
+def test_rebuild_and_reselect_from_a_two_d_d2t_name_their_kind(tmp_path):
+    target = write_full_lm_head(tmp_path / "t", vocab=64, hidden=8)
+    ck = _with_d2t(tmp_path, [0, 1])
+    assert _refused(ck, [RebuildT2D(d2t_name="fc.weight", target_vocab_size=4)]) == (
+        "op 'rebuild-t2d': fc.weight has shape [2, 2], expected a 1-D tensor")
+    assert _refused(ck, [ReselectLmHead(d2t_name="fc.weight", source=str(target))]) == (
+        "op 'reselect-lm-head': fc.weight has shape [2, 2], expected a 1-D tensor")
+
+
+def test_reselect_into_an_invalid_name_is_refused(tmp_path):
+    target = write_full_lm_head(tmp_path / "t", vocab=64, hidden=8)
+    ck = _with_d2t(tmp_path, [0, 1])
+    assert _refused(ck, [ReselectLmHead(name="__metadata__", source=str(target))]) == (
+        "re-select: '__metadata__' is not a valid tensor name")
+
+
+def test_reselect_replaces_a_one_d_head_without_a_hidden_size_check(tmp_path):
+    """An existing head that is not [rows, hidden] has no hidden size to compare: it is replaced by [2, 8] rows,
+    rows 0 + 0 and 1 + 1 of the source."""
+    target = write_full_lm_head(tmp_path / "t", vocab=64, hidden=8)
+    ck = _with_d2t(tmp_path, [0, 1], extra={"lm_head.weight": ("F32", (16,), np.zeros(16))})
+    t = build_layout(ck, [ReselectLmHead(source=str(target))]).tensors["lm_head.weight"]
+    assert t.shape == (2, 8) and np.frombuffer(_bytes(t), "<f4")[::8].tolist() == [0.0, 2.0]
+
+
+def test_reselect_from_a_name_that_is_neither_a_folder_nor_a_hub_id(tmp_path, monkeypatch):
+    """A source that is no folder is looked up as a Hub id (kconvert/source/__init__.py open_checkpoint); a name
+    without the org/name form is neither, and the refusal says so."""
+    monkeypatch.chdir(tmp_path)
+    ck = _with_d2t(tmp_path, [0, 1])
+    assert _refused(ck, [ReselectLmHead(source="no-such-draft")], InputError) == (
+        "re-select lm_head.weight: source no-such-draft: no-such-draft: neither a local folder nor a Hub id of the "
+        "form org/name[@revision]")
+
+
+def test_reselect_from_a_home_relative_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    write_full_lm_head(tmp_path / "t", vocab=64, hidden=8)
+    ck = _with_d2t(tmp_path, [0, 1])
+    t = build_layout(ck, [ReselectLmHead(source="~/t")]).tensors["lm_head.weight"]
+    assert np.frombuffer(_bytes(t), "<f4")[::8].tolist() == [0.0, 2.0]
+
+
+def test_a_cast_of_a_tensor_whose_file_was_truncated_names_file_and_tensor(tmp_path):
+    """norm.weight F32 [2] is the last 8 bytes of the data; the file loses 4 of them after it was read."""
+    ck = _with_d2t(tmp_path, [0, 1], extra={"norm.weight": ("F32", (2,), np.ones(2))})
+    p = tmp_path / "in" / "model.safetensors"
+    with open(p, "r+b") as f:
+        f.truncate(p.stat().st_size - 4)
+    t = build_layout(ck, [CastTensor("norm.weight", "BF16")]).tensors["norm.weight"]
+    with pytest.raises(InputError) as e:
+        _bytes(t)
+    assert _msg(e) == "model.safetensors [norm.weight]: file ended 4 bytes early (truncated while reading?)"
+
+
+def test_two_shards_with_one_emptied_leave_one_shard_still_indexed(tmp_path):
+    """The input had an index (model.safetensors.index.json): the one shard left is written with an index too."""
+    src = write_draft(tmp_path / "in", shards=2)
+    index = json.loads((src / "model.safetensors.index.json").read_text())["weight_map"]
+    first = "model-00001-of-00002.safetensors"
+    layout = build_layout(_open(src), [DropTensor(n) for n, sh in index.items() if sh == first])
+    assert list(layout.shards) == ["model-00002-of-00002.safetensors"] and layout.sharded is True
+
+
+def test_a_checkpoint_whose_only_file_holds_no_tensors_keeps_that_file(tmp_path):
+    """A safetensors file with a header of `__metadata__` only (no tensors) is still the checkpoint's one shard."""
+    write_draft(tmp_path / "in", tensors={})
+    ck = _open(tmp_path / "in")
+    layout = build_layout(ck, [])
+    assert layout.shards == {"model.safetensors": []} and layout.shard_metadata == {"model.safetensors": {
+        "format": "pt"}}
