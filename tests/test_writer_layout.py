@@ -537,3 +537,17 @@ def test_a_checkpoint_whose_only_file_holds_no_tensors_keeps_that_file(tmp_path)
     layout = build_layout(ck, [])
     assert layout.shards == {"model.safetensors": []} and layout.shard_metadata == {"model.safetensors": {
         "format": "pt"}}
+
+
+def test_a_tensor_file_without_a_safetensors_header_gets_empty_shard_metadata(tmp_path):
+    """A weight file kconvert described without a safetensors header (a PyTorch file read statically:
+    checkpoint.py records its tensors but no `__metadata__` for it) has no shard metadata to keep: {}."""
+    from kconvert.source.checkpoint import FileEntry
+    from kconvert.source.safetensors_header import TensorInfo
+
+    (tmp_path / "weights.bin").write_bytes(b"\x00" * 16)
+    info = TensorInfo(name="w", file="weights.bin", dtype="F32", shape=(4,), start=0, end=16)
+    ck = Checkpoint(ref="x", kind="local", root=tmp_path, files={"weights.bin": FileEntry("weights.bin", 16)},
+                    tensors={"w": info})
+    layout = build_layout(ck, [])
+    assert layout.shard_metadata == {"weights.bin": {}} and [t.name for t in layout.shards["weights.bin"]] == ["w"]

@@ -467,7 +467,77 @@ def test_a_disk_that_cannot_say_its_free_space_is_not_refused(tmp_path, monkeypa
 @pytest.mark.parametrize("n, text", [
     (0, "0.0 MB"), (1_234_567, "1.2 MB"), (999_999_999, "1000.0 MB"), (10**9, "1.00 GB"),
     (2_345_678_901, "2.35 GB"), (163840 * 7168 * 2, "2.35 GB"),
+    (1_015_000_001, "1.02 GB"),  # 1.015000001: just above the rounding point between 1.01 and 1.02
+    (1_250_001, "1.3 MB"),       # 1.250001: just above the rounding point between 1.2 and 1.3
 ])
 def test_sizes_in_messages_are_mb_below_a_gigabyte_and_gb_from_one(n, text):
     """Decimal units (1 GB = 10^9 bytes, 1 MB = 10^6); a Kimi lm_head [163840, 7168] BF16 is 2.35 GB."""
     assert write._size_text(n) == text
+
+
+def test_two_files_without_an_index_get_one_with_only_total_size(tmp_path):
+    """Two safetensors files and no model.safetensors.index.json in: the output is sharded, so it gets an index
+    (metadata.total_size = the tensors' bytes, 2304 by the hand sum in test_writer_layout.py; weight_map from the
+    written headers)."""
+    from tests.writer_factories import write_safetensors
+
+    t = draft_tensors()
+    write_safetensors(tmp_path / "in" / "a.safetensors", {n: t[n] for n in NAMES[:5]}, {"format": "pt"})
+    write_safetensors(tmp_path / "in" / "b.safetensors", {n: t[n] for n in NAMES[5:]})
+    (tmp_path / "in" / "config.json").write_text("{}")
+    res = _fix(tmp_path / "in", tmp_path / "out")
+    got = json.loads((tmp_path / "out" / "model.safetensors.index.json").read_text())
+    wm = {n: f for f in ("a.safetensors", "b.safetensors") for n in _header(tmp_path / "out" / f) if n != "__metadata__"}
+    assert got == {"metadata": {"total_size": 2304}, "weight_map": dict(sorted(wm.items()))}
+    assert "model.safetensors.index.json" in res.files
+
+
+def test_digests_of_fresh_inputs_are_not_remembered_but_those_of_the_outputs_are(tmp_path):
+    """kconvert/source/hashcache.py's rule: a file changed within RACY_SECONDS of its hashing is not remembered (its
+    digest may describe bytes still being written), while files the writer itself wrote are (written_by_us). The
+    input here was written a moment ago; the digests looked up are hashlib's."""
+    from kconvert.source import hashcache
+
+    src = write_draft(tmp_path / "in")
+    res = _fix(src, tmp_path / "out")
+    for rel in res.input_files:
+        assert hashcache.lookup(src / rel) is None, rel
+    for rel, meta in res.files.items():
+        if "sha256" in meta:
+            assert hashcache.lookup(tmp_path / "out" / rel) == meta["sha256"] == _sha(tmp_path / "out" / rel), rel
+
+
+def test_a_copied_file_that_changed_size_since_it_was_read_is_refused(tmp_path):
+    """README.md grows by 4 bytes between the reading of the draft and the write (sizes by hand: the factory writes
+    '# tiny draft\\n', 13 bytes); nothing appears at the destination."""
+    src = write_draft(tmp_path / "in")
+    ck = _open(src)
+    with open(src / "README.md", "ab") as f:
+        f.write(b"more")
+    with pytest.raises(InputError) as e:
+        write_checkpoint(ck, [], tmp_path / "out", durable=False)
+    assert e.value.message == "README.md: changed size since it was read (13 -> 17 bytes)"
+    assert sorted(os.listdir(tmp_path)) == ["in"]
+
+
+def test_an_os_error_before_the_commit_names_the_file_being_written_and_the_os_reason(tmp_path):
+    """An OSError (here EIO, raised by the before_commit hook once every file is written) becomes one InputError
+    line with strerror(3)'s text; the last file written is the provenance, kconvert.json. Nothing is left behind."""
+    import errno
+
+    src = write_draft(tmp_path / "in")
+
+    def fail(path):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    with pytest.raises(InputError) as e:
+        _fix(src, tmp_path / "out", before_commit=fail)
+    assert e.value.message == f"{tmp_path / 'out'}: writing kconvert.json failed: {os.strerror(errno.EIO)}"
+    assert sorted(os.listdir(tmp_path)) == ["in"]
+
+
+def test_the_before_commit_hook_sees_the_complete_output(tmp_path):
+    src = write_draft(tmp_path / "in")
+    seen = []
+    res = _fix(src, tmp_path / "out", before_commit=lambda p: seen.append(_files(p)))
+    assert seen == [_files(tmp_path / "out")] and "kconvert.json" in seen[0] and set(res.files) == seen[0]
