@@ -225,7 +225,7 @@ def test_the_provenance_record_names_tool_version_time_input_ops_and_output(tmp_
     assert prov["ops"] == [{"path": "a.b", "value": 1, "reason": "why", "kind": "set-config"}]
     files_out = {rel: {"size": (out / rel).stat().st_size, "sha256": _sha(out / rel)}
                  for rel in sorted(_files(out) - {"kconvert.json"})}
-    assert prov["output"]["files"] == files_out and list(prov["output"]["files"]) == sorted(files_out)
+    assert prov["output"] == {"files": files_out} and list(prov["output"]["files"]) == sorted(files_out)
     assert prov["skipped"] == {"pytorch_model.bin": "pickle file: kconvert never unpickles nor copies it"}
     assert res.provenance == prov and res.skipped == prov["skipped"]
     assert res.files == dict(files_out, **{"kconvert.json": {"size": len(raw)}})
@@ -279,8 +279,11 @@ def test_the_index_keeps_the_inputs_metadata_and_counts_the_tensors_bytes(tmp_pa
     idx["metadata"]["format"] = "pt"
     (src / "model.safetensors.index.json").write_text(json.dumps(idx))
     out = tmp_path / "out"
-    _fix(src, out, [RenameTensor("fc.weight", "zz.fc.weight")])
+    res = _fix(src, out, [RenameTensor("fc.weight", "zz.fc.weight")])
     got = json.loads((out / "model.safetensors.index.json").read_text())
+    assert res.files["model.safetensors.index.json"] == {
+        "size": (out / "model.safetensors.index.json").stat().st_size,
+        "sha256": _sha(out / "model.safetensors.index.json")}
     wm, total = {}, 0
     for shard in sorted(p.name for p in out.glob("*.safetensors")):
         h = _header(out / shard)
@@ -541,3 +544,52 @@ def test_the_before_commit_hook_sees_the_complete_output(tmp_path):
     seen = []
     res = _fix(src, tmp_path / "out", before_commit=lambda p: seen.append(_files(p)))
     assert seen == [_files(tmp_path / "out")] and "kconvert.json" in seen[0] and set(res.files) == seen[0]
+
+
+def test_a_known_digest_of_a_file_left_out_is_recorded_not_recomputed(tmp_path):
+    """A digest the checkpoint already carries (a Hub file's LFS sha256: FileEntry.sha256) is what the provenance
+    records for a file kconvert does not copy; a planted value shows it was not recomputed."""
+    src = write_draft(tmp_path / "in", pickle=True)
+    ck = _open(src)
+    ck.files["pytorch_model.bin"].sha256 = "cd" * 32
+    res = write_checkpoint(ck, [], tmp_path / "out", durable=False)
+    assert res.input_files["pytorch_model.bin"] == {"size": (src / "pytorch_model.bin").stat().st_size,
+                                                    "sha256": "cd" * 32}
+
+
+def test_a_file_left_out_that_cannot_be_read_is_named_in_the_error(tmp_path):
+    """The pickle is replaced by a folder after the draft was read: hashing it fails with EISDIR (read(2)), and the
+    one-line error names that file and strerror(3)'s text."""
+    import errno
+    import shutil
+
+    src = write_draft(tmp_path / "in", pickle=True)
+    ck = _open(src)
+    (src / "pytorch_model.bin").unlink()
+    (src / "pytorch_model.bin").mkdir()
+    with pytest.raises(InputError) as e:
+        write_checkpoint(ck, [], tmp_path / "out", durable=False)
+    assert e.value.message == (f"{tmp_path / 'out'}: writing pytorch_model.bin failed: "
+                               f"{os.strerror(errno.EISDIR)}")
+    shutil.rmtree(src / "pytorch_model.bin")
+    assert sorted(os.listdir(tmp_path)) == ["in"]
+
+
+def test_a_digest_the_checkpoint_already_carried_is_not_put_in_the_hash_cache(tmp_path):
+    """The hash cache keeps digests kconvert computed (write.py _Run.computed_inputs: "input digests this run
+    computed (not known before)"); a shard whose sha256 came with the checkpoint (FileEntry.sha256, planted here) is
+    recorded in the provenance but not remembered as kconvert's own reading of the file. The file is old enough
+    for the cache's racy-window rule (hashcache.RACY_SECONDS), so only that rule keeps it out."""
+    from kconvert.source import hashcache
+
+    src = write_draft(tmp_path / "in")
+    past = time.time() - 60
+    for p in src.iterdir():
+        os.utime(p, (past, past))
+    time.sleep(hashcache.RACY_SECONDS + 0.1)
+    ck = _open(src)
+    ck.files["model.safetensors"].sha256 = "ab" * 32
+    res = write_checkpoint(ck, [], tmp_path / "out", durable=False)
+    assert res.input_files["model.safetensors"]["sha256"] == "ab" * 32
+    assert hashcache.lookup(src / "model.safetensors") is None
+    assert hashcache.lookup(src / "README.md") == _sha(src / "README.md")  # computed here, so remembered
