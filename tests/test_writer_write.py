@@ -385,6 +385,7 @@ def test_progress_ends_with_total_bytes_and_the_destination(tmp_path):
     total = shard_out + copies + hashed_only
     assert calls[-1] == (total, total, f"wrote {out}")
     assert {c[1] for c in calls} == {total}
+    assert all(a[0] <= b[0] <= total for a, b in zip(calls, calls[1:]))  # never past 100 %, never backwards
 
 
 def test_the_output_folder_is_absolute_and_user_expanded(tmp_path, monkeypatch):
@@ -593,3 +594,31 @@ def test_a_digest_the_checkpoint_already_carried_is_not_put_in_the_hash_cache(tm
     assert res.input_files["model.safetensors"]["sha256"] == "ab" * 32
     assert hashcache.lookup(src / "model.safetensors") is None
     assert hashcache.lookup(src / "README.md") == _sha(src / "README.md")  # computed here, so remembered
+
+
+def test_the_holes_of_a_sparse_copied_file_are_not_counted_against_free_space(tmp_path, monkeypatch):
+    """A copied file that is one 1 MiB hole (truncate(2) extends with a hole) keeps its hole in the copy, so the
+    free-space check needs its 1 MiB less: a disk with exactly (dense size - 1 MiB) free takes the output."""
+    src, need = _dense_out_size(tmp_path)
+    with open(src / "extra.dat", "wb") as f:
+        f.truncate(1 << 20)
+    if (src / "extra.dat").stat().st_blocks != 0:
+        pytest.skip("this filesystem does not keep holes")
+    _fake_statvfs(monkeypatch, need)  # need counts extra.dat's 1 MiB as size, and it is all hole
+    res = _fix(src, tmp_path / "out")
+    assert (tmp_path / "out" / "extra.dat").stat().st_size == 1 << 20 and "extra.dat" in res.files
+    _fake_statvfs(monkeypatch, need - 1)
+    with pytest.raises(InputError):
+        _fix(src, tmp_path / "out2")
+
+
+def test_an_empty_copied_file_counts_no_hole(tmp_path, monkeypatch):
+    """A 0-byte file has no data and no hole (lseek(2) SEEK_DATA past the end: ENXIO): one byte less free than the
+    dense output size is refused even with an empty file among the copies."""
+    src, need = _dense_out_size(tmp_path)
+    (src / "empty.txt").write_bytes(b"")
+    _fake_statvfs(monkeypatch, need - 1)
+    with pytest.raises(InputError):
+        _fix(src, tmp_path / "out")
+    _fake_statvfs(monkeypatch, need)
+    assert (_fix(src, tmp_path / "out").out_dir / "empty.txt").stat().st_size == 0
