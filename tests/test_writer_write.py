@@ -375,6 +375,7 @@ def test_progress_ends_with_total_bytes_and_the_destination(tmp_path):
     """The last call is (total, total, 'wrote <out>'); total = bytes written (shards and copied files) + input bytes
     only hashed: the input shard's header (its tensors are copied) and a left-out pickle. Sizes from os.stat."""
     src = write_draft(tmp_path / "in", pickle=True)
+    (src / "optimizer.pt").write_bytes(b"")  # an empty pickle left out: 0 bytes to hash
     out = tmp_path / "out"
     calls = []
     _fix(src, out, progress=lambda d, t, m: calls.append((d, t, m)))
@@ -622,3 +623,31 @@ def test_an_empty_copied_file_counts_no_hole(tmp_path, monkeypatch):
         _fix(src, tmp_path / "out")
     _fake_statvfs(monkeypatch, need)
     assert (_fix(src, tmp_path / "out").out_dir / "empty.txt").stat().st_size == 0
+
+
+def test_the_racy_window_is_measured_from_when_hashing_started_not_when_the_digest_is_stored(tmp_path):
+    """hashcache's rule compares a file's last change with the time its hashing started (store_many's hashed_at):
+    the input changed just before the fix began, so its digest is not remembered even though the write (held
+    RACY_SECONDS + 0.2 s in before_commit) stores the digests well after that window."""
+    from kconvert.source import hashcache
+
+    src = write_draft(tmp_path / "in")
+    _fix(src, tmp_path / "out", before_commit=lambda p: time.sleep(hashcache.RACY_SECONDS + 0.2))
+    assert hashcache.lookup(src / "model.safetensors") is None
+    assert hashcache.lookup(src / "README.md") is None
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_a_durable_write_syncs_the_folder_and_its_parent_around_the_rename(tmp_path, monkeypatch, durable):
+    """write_checkpoint's docstring: `durable` fsyncs "the folders before and after the rename" (rename(2) is made
+    durable by an fsync of the directory holding the new name); without it no folder is synced."""
+    from kconvert.writer import atomic
+
+    seen = []
+    monkeypatch.setattr(atomic, "fsync_dir", lambda p: seen.append(Path(p)))
+    src = write_draft(tmp_path / "in")
+    write_checkpoint(_open(src), [], tmp_path / "out", durable=durable)
+    if durable:
+        assert tmp_path in seen and len(seen) >= 2
+    else:
+        assert seen == []
