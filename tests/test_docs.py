@@ -61,6 +61,7 @@ FOREIGN_PREFIXES = {
     "torch/": "pytorch/pytorch (torch/serialization.py, torch/_utils.py)",
     "transformers/": "huggingface/transformers (src/transformers/)",
     "models/": "huggingface/transformers (src/transformers/models/)",
+    "Lib/": "python/cpython (Lib/: the standard library's sources)",
 }
 # Other repositories' paths whose first folder is also one of ours: by exact path.
 FOREIGN_PATHS = {

@@ -5,7 +5,7 @@ little-endian header length, then a JSON header whose `data_offsets` give each t
 `__metadata__` is the one reserved key: https://github.com/huggingface/safetensors README "Format"), parsed here
 with json and struct rather than by kconvert's reader; byte sizes derived by hand from shapes and dtypes
 (BF16 2 bytes, I64 8, BOOL 1); vLLM's and SGLang's reading of `d2t` as offsets (target id = draft id + d2t[draft
-id]) and of `t2d` as a boolean mask over the target vocabulary (eagle3-facts.md section 5); ASCII's control
+id]) and of `t2d` as a boolean mask over the target vocabulary (docs/formats-and-engines.md#vllm-032-loading-rules); ASCII's control
 characters (0-31); and the fix command's refusal messages, which a user reads, derived by hand from the op and the
 input. All in-process, milliseconds each (one 64 MiB sparse read).
 """

@@ -5,7 +5,7 @@ Expected values come from: the safetensors format's little-endian integer and fl
 IEEE 754 binary32/binary16 bit patterns and bfloat16 = the top 16 bits of binary32 with round-to-nearest-even
 (the patterns are derived by hand in comments; a NaN's quiet bit is the top mantissa bit, IEEE 754-2008 6.2.1);
 the integer ranges of two's-complement and unsigned 16/32/64-bit integers; vLLM's and SGLang's reading of `d2t` as
-offsets (target id = draft id + d2t[draft id]: eagle3-facts.md section 5, vllm llama_eagle3.py) and `t2d` as a
+offsets (target id = draft id + d2t[draft id]: docs/formats-and-engines.md#vllm-032-loading-rules, vllm llama_eagle3.py) and `t2d` as a
 boolean mask over the target vocabulary; and byte spans of files written here. All in-process, milliseconds each.
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@ their mutation runs).
 Expected values come from: the config ops' documented contract (kconvert/writer/config.py's docstring: pure, input
 key order kept, new keys last, deleting a missing key a no-op) applied by hand to Hugging Face-style nested
 config.json objects (the `eagle_config.eagle_aux_hidden_state_layer_ids` field vLLM and SGLang read:
-/work/shared/docs/eagle3-facts.md sections 4 and 9); the safetensors format (an 8-byte little-endian header
+docs/formats-and-engines.md: #aux-layer-ids, #vllms-two-model-runners); the safetensors format (an 8-byte little-endian header
 length, a JSON header, `data_offsets` relative to the data area: https://github.com/huggingface/safetensors
 README "Format"), read back by the `safetensors` package itself and by hashlib; the Hugging Face sharded index
 (`model.safetensors.index.json`: `metadata.total_size` = the sum of the tensors' byte sizes, `weight_map` tensor
@@ -25,7 +25,7 @@ AUX = ("eagle_config", "eagle_aux_hidden_state_layer_ids")
 # --- config.apply_config: the documented contract on nested config.json objects -------------------------------------
 
 def test_set_creates_the_missing_objects_on_its_path():
-    """A draft with no `eagle_config` (lightseekorg/kimi-k2.5-eagle3, eagle3-facts.md section 2) given the ids
+    """A draft with no `eagle_config` (lightseekorg/kimi-k2.5-eagle3, docs/formats-and-engines.md#producers-and-their-layouts) given the ids
     vLLM reads: the intermediate object is created, the new key goes last, the input is unchanged."""
     cfg = {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 7168}
     out = apply_config(cfg, [SetConfig(AUX, [2, 30, 58])])
@@ -41,7 +41,7 @@ def test_set_three_deep_creates_both_missing_levels():
 
 
 def test_set_into_an_existing_object_keeps_its_other_keys_and_order():
-    """An `eagle_config` that already holds other flags (ModelOpt's, eagle3-facts.md section 2) keeps them, and the
+    """An `eagle_config` that already holds other flags (ModelOpt's, docs/formats-and-engines.md#producers-and-their-layouts) keeps them, and the
     replaced key keeps its place."""
     cfg = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57], "use_last_layernorm": True},
            "vocab_size": 163840}
@@ -97,7 +97,7 @@ def test_delete_a_nested_key_keeps_its_siblings():
 
 
 def test_delete_a_top_level_key():
-    """`torch_dtype` next to `dtype` (the lightseekorg draft, eagle3-facts.md section 2): one of them goes."""
+    """`torch_dtype` next to `dtype` (the lightseekorg draft, docs/formats-and-engines.md#producers-and-their-layouts): one of them goes."""
     assert apply_config({"torch_dtype": "float16", "dtype": "bfloat16"}, [DeleteConfig(("torch_dtype",))]) == {
         "dtype": "bfloat16"}
 
