@@ -33,7 +33,8 @@ bench/mutation-equivalent.txt since a run count as equivalent. It prints a row p
 scope's total, every module of SCOPE without a full after-run, and every surviving mutant; `--report --json FILE`
 writes it; exit 1 if a survivor remains or a module is unmeasured. A full run is one without `--mutants` or
 `--survivors-of`, in which every mutant of the module got a verdict; runs of disjoint `--mutants` globs saved as
-`-after.json` count together when their verdicts add up to every mutant.
+`-after.json` count together when their verdicts add up to every mutant. A survivor of an after-run that a later
+targeted re-run (`--survivors-of`, `--mutants`, with the tests added since) killed counts as killed.
 """
 from __future__ import annotations
 
@@ -216,14 +217,56 @@ def _full(run: dict, module: str) -> bool:
 def _figures(run: dict, module: str, eq: dict[str, str]) -> dict:
     """One module's figures in a saved run, with survivors judged equivalent since the run counted apart."""
     m = dict(run["modules"][module])
-    prefix = module[:-3].replace("/", ".") + "."
-    left = [n for n in run["survivors"] if n.startswith(prefix) and n not in eq]
-    newly = sum(1 for n in run["survivors"] if n.startswith(prefix) and n in eq)
+    prefix = module[:-3].removesuffix("/__init__").replace("/", ".") + "."
+    mine = [n for n in run["survivors"] if n.startswith(prefix) and "." not in n[len(prefix):]]
+    left = [n for n in mine if n not in eq]
+    newly = len(mine) - len(left)
     m["equivalent"] += newly
+    m["survived"] = max(0, m["survived"] - newly)  # the list does not say which were "no tests": survived first
+    m["no_tests"] = len(left) - m["survived"] if len(left) < m["survived"] + m["no_tests"] else m["no_tests"]
     m["survivors"] = left
     judged = m["mutants"] - m["equivalent"] - m["not_checked"]
     m["score"] = round(100.0 * m["killed"] / judged, 1) if judged else None
     return m
+
+
+def _checked(run: dict, runs: dict[str, dict]) -> tuple[set[str], list[str]]:
+    """The mutants a targeted run gave a verdict to: the names and globs after its `--mutants`, and the survivors
+    of the saved run its `--survivors-of` names."""
+    import fnmatch  # noqa: F401 - used by the caller through the globs returned
+    toks = run.get("command", "").split()
+    names: set[str] = set()
+    globs: list[str] = []
+    for i, t in enumerate(toks):
+        if t == "--mutants":
+            for x in toks[i + 1:]:
+                if x.startswith("--"):
+                    break
+                x = x.strip("'\"")
+                (globs.append(x) if "*" in x else names.add(x))
+        elif t == "--survivors-of" and i + 1 < len(toks):
+            src = runs.get(Path(toks[i + 1]).name)
+            if src:
+                names |= set(src["survivors"])
+    return names, globs
+
+
+def _killed_later(survivors: list[str], after_files: set[str], runs: dict[str, dict]) -> set[str]:
+    """Survivors of an after-run that a targeted re-run (`--survivors-of`, `--mutants`; never a before-run) killed
+    once tests were added: checked there, and neither a survivor nor another verdict of that run."""
+    import fnmatch
+    out = set()
+    for name, r in runs.items():
+        if name in after_files or name.endswith("-before.json") or "before" in name:
+            continue
+        if "--mutants" not in r.get("command", "") and "--survivors-of" not in r.get("command", ""):
+            continue
+        names, globs = _checked(r, runs)
+        left = set(r["survivors"]) | set(r.get("other_verdicts", {}))
+        for s in survivors:
+            if s not in left and (s in names or any(fnmatch.fnmatchcase(s, g) for g in globs)):
+                out.add(s)
+    return out
 
 
 def mutants_today(files: list[str]) -> dict[str, int]:
@@ -280,6 +323,19 @@ def scope_report(json_out: Path | None) -> int:
                 row[kind] = {"file": hits[0][0], "seconds": hits[0][1].get("seconds"),
                              **{k: f[k] for k in ("mutants", "killed", "survived", "no_tests", "equivalent",
                                                   "score")}}
+            if kind == "after" and kind in row and f["survivors"]:
+                files = set(row[kind]["file"].split(" + "))
+                later = _killed_later(f["survivors"], files, runs)
+                if later:
+                    f["survivors"] = [n for n in f["survivors"] if n not in later]
+                    f["killed"] += len(later)
+                    nt = min(f["no_tests"], max(0, len(later) - f["survived"]))
+                    f["survived"] -= len(later) - nt
+                    f["no_tests"] -= nt
+                    judged = f["mutants"] - f["equivalent"]
+                    f["score"] = round(100.0 * f["killed"] / judged, 1) if judged else None
+                    row[kind].update({k: f[k] for k in ("killed", "survived", "no_tests", "score")})
+                    row[kind]["killed_by_later_runs"] = len(later)
             if kind in row:
                 tot[kind][0] += f["killed"]
                 tot[kind][1] += f["mutants"] - f["equivalent"]
