@@ -415,12 +415,16 @@ def test_mla_kv_heads_are_one_latent_head_whatever_the_tp(tmp_path):
     assert not [f for f in _k304(inspect(str(d), decisions=Decisions(tp=8))) if "KV heads" in f.message]
 
 
-def test_a_draft_vocab_that_does_not_divide_is_padded_not_refused(tmp_path):
+def test_a_draft_vocab_whose_padding_does_not_divide_either_is_refused(tmp_path):
+    # tiny draft vocab 128, already a multiple of 64 (vLLM's padding): 128 % 3 = 2, so vLLM 0.32's
+    # VocabParallelEmbedding asserts in divide(128, 3) (vocab_parallel_embedding.py, vllm/distributed/utils.py
+    # ensure_divisibility: "128 is not divisible by 3"). The padded-and-loads case (100 -> 128 rows at TP 8) is
+    # tests/test_rules_parallel.py's.
     d = make_draft(tmp_path / "d", "specforge", config=lambda c: c.update(num_attention_heads=8,
                                                                          num_key_value_heads=8))
-    res = inspect(str(d), decisions=Decisions(tp=3))  # tiny draft vocab 128: not a multiple of 3
+    res = inspect(str(d), decisions=Decisions(tp=3))
     vocab = [f for f in _k304(res) if "draft_vocab_size" in f.message]
-    assert vocab and vocab[0].severity == "info" and "pads the vocab-parallel lm_head to 128 rows" in vocab[0].message
+    assert vocab and vocab[0].severity == "error" and "'128 is not divisible by 3'" in vocab[0].message
 
 
 def test_without_a_tp_nothing_is_said(tmp_path):

@@ -131,6 +131,21 @@ def test_a_draft_vocab_that_does_not_divide_is_padded_to_64():
     assert p is not None and "32064 rows (16032 per rank)" in p.message
 
 
+def test_a_draft_vocab_whose_padding_does_not_divide_either_fails_to_load():
+    # 32000 % 3 = 2 and 32000 is already 500 * 64, so pad_vocab_size leaves it; VocabParallelEmbedding then calls
+    # divide(32000, 3), whose ensure_divisibility asserts "32000 is not divisible by 3" (vLLM 0.32
+    # vocab_parallel_embedding.py, vllm/distributed/utils.py). At TP 6: 32000 % 6 = 2, the same assertion.
+    assert vocab_problem(32000, 3) == SplitProblem(
+        "draft_vocab_size", 32000, 3, True,
+        "draft_vocab_size 32000 does not divide by TP 3, nor does its padding to 32000 rows: vLLM's vocab-parallel "
+        "lm_head fails to load ('32000 is not divisible by 3')")
+    p = vocab_problem(32000, 6)
+    assert p is not None and p.fatal and "'32000 is not divisible by 6'" in p.message
+    # 100 -> 128 rows at TP 3: 128 % 3 = 2, refused too, although 128 divides by every TP up to 64 that is a power
+    # of 2
+    assert vocab_problem(100, 3).fatal and not vocab_problem(100, 64).fatal
+
+
 def _k304(folder, **decisions):
     return [f for f in inspect(str(folder), decisions=Decisions(**decisions)).findings if f.id == "K304"]
 

@@ -74,6 +74,14 @@ def vocab_problem(draft_vocab: int | None, tp: int) -> SplitProblem | None:
     if not draft_vocab or tp <= 1 or draft_vocab % tp == 0:
         return None
     padded = -(-draft_vocab // VLLM_VOCAB_PADDING) * VLLM_VOCAB_PADDING
+    if padded % tp:
+        # vLLM 0.32 vocab_parallel_embedding.py VocabParallelEmbedding.__init__: `divide(self.num_embeddings_padded,
+        # self.tp_size)`, whose ensure_divisibility asserts (vllm/distributed/utils.py); padding to 64 only helps a TP
+        # that divides 64
+        return SplitProblem(
+            "draft_vocab_size", draft_vocab, tp, True,
+            f"draft_vocab_size {draft_vocab} does not divide by TP {tp}, nor does its padding to {padded} rows: "
+            f"vLLM's vocab-parallel lm_head fails to load ('{padded} is not divisible by {tp}')")
     return SplitProblem(
         "draft_vocab_size", draft_vocab, tp, False,
         f"draft_vocab_size {draft_vocab} does not divide by TP {tp}: vLLM pads the vocab-parallel lm_head to "
@@ -90,8 +98,9 @@ def vocab_problem(draft_vocab: int | None, tp: int) -> SplitProblem | None:
           "divide make the engine refuse to start (config/model.py `verify_with_parallel_config`, called for the "
           "draft in SpeculativeConfig); KV heads that neither divide the TP nor are divided by it fail an "
           "assertion in QKVParallelLinear while loading; fewer KV heads than ranks are replicated. The draft "
-          "vocabulary never has to divide: ParallelLMHead pads it to a multiple of 64 and the logits processor "
-          "drops the padding. Source: vLLM 0.32 config/speculative.py, config/model.py, "
+          "vocabulary itself need not divide: ParallelLMHead pads it to a multiple of 64 and the logits processor "
+          "drops the padding, but the padded size must divide (VocabParallelEmbedding `divide(num_embeddings_padded, "
+          "tp_size)` asserts), which it does at any TP that divides 64. Source: vLLM 0.32 config/speculative.py, config/model.py, "
           "model_executor/layers/linear.py, model_executor/layers/vocab_parallel_embedding.py.",
       fix="Not fixable by rewriting files: run the draft at a TP its heads divide by (`--draft-tp 1` keeps the "
           "draft on one rank), or use a draft trained with a head count that divides.",
