@@ -244,3 +244,20 @@ def hand_pattern(z: int, w: int) -> tuple[list[list[int]], list[list[int]]]:
 
 
 HAND_COUNTERS = {"drafts": 19, "draft_tokens": 57, "accepted": 18, "accepted_per_pos": [7, 6, 5]}  # hand_pattern
+
+
+def reference_proposals(tr: Any, aux_ids: Any, ref: Any, k: int = 3) -> tuple[list[Any], list[list[list[int]]]]:
+    """Every verify cursor of every sequence of trace `tr` as the runner's SequenceInput, and what `ref` (the
+    EAGLE-3 definition in tests/eagle3_reference.py) proposes there: k tokens a cursor. The cursors run from the
+    prompt's last token to the output's second-to-last (T = stop - 2 tokens of input, as the engine verifies)."""
+    from kconvert.score.draft import SequenceInput
+    items, want = [], []
+    for i in range(tr.num_sequences):
+        seq = tr.sequence(i)
+        T = seq.stop - 2
+        tokens_next = torch.from_numpy(seq.input_ids[1:T + 1].copy())
+        aux = torch.cat([tr.hidden(seq, a, count=T).double() for a in aux_ids], -1)
+        cursors = torch.arange(seq.prompt_len - 1, T)
+        items.append(SequenceInput(tokens_next, aux, cursors))
+        want.append([ref.propose(tokens_next, aux, int(c), k) for c in cursors])
+    return items, want

@@ -24,14 +24,13 @@ from kconvert.formats.read import read_draft  # noqa: E402
 from kconvert.schemas import validate  # noqa: E402
 from kconvert.score import ScoreSettings, build_score_report, score  # noqa: E402
 from kconvert.score.reading import engine_reading  # noqa: E402
-from kconvert.score.draft import SequenceInput  # noqa: E402
 from kconvert.score.run import WeightCache, build_runner, every_position, replay  # noqa: E402
 from kconvert.score.trace import Sequence, open_trace  # noqa: E402
 from kconvert.source import open_checkpoint  # noqa: E402
 from tests.factories import make_draft  # noqa: E402
 from tests.eagle3_reference import ReferenceDraft  # noqa: E402
 from tests.score_factories import (  # noqa: E402
-    H, V, consistent_trace, meta, random_trace, tiny_hf_target, write_trace)
+    H, V, consistent_trace, meta, random_trace, reference_proposals, tiny_hf_target, write_trace)
 
 # the CPU build's runner (Model Runner V1), which recorded the traces these tests read
 VLLM = engine_rules("vllm", "0.32/v1")
@@ -306,15 +305,7 @@ def test_batched_runner_drafts_what_the_eagle3_definition_drafts(tmp_path, layer
     cfg = json.loads((draft / "config.json").read_text())
     ref = ReferenceDraft(draft, cfg, _embedding_table(tr), scale=40)  # the same 40, every weight but lm_head
     assert reading.aux_ids == tuple(cfg["eagle_aux_hidden_state_layer_ids"])  # vLLM feeds the config's ids
-    items, want = [], []
-    for i in range(tr.num_sequences):
-        seq = tr.sequence(i)
-        T = seq.stop - 2
-        tokens_next = torch.from_numpy(seq.input_ids[1:T + 1].copy())
-        aux = torch.cat([tr.hidden(seq, k, count=T).double() for k in reading.aux_ids], -1)
-        cursors = torch.arange(seq.prompt_len - 1, T)
-        items.append(SequenceInput(tokens_next, aux, cursors))
-        want.append([ref.propose(tokens_next, aux, int(c), 3) for c in cursors])
+    items, want = reference_proposals(tr, reading.aux_ids, ref, 3)
     assert [g.tolist() for g in runner.propose_many(items, 3)] == want
     first = items[0]
     assert runner.propose(first.tokens_next, first.aux, first.cursors, 3).tolist() == want[0]

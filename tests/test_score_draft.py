@@ -308,14 +308,13 @@ def test_runner_drafts_what_the_eagle3_definition_drafts(tmp_path, monkeypatch, 
 
     from kconvert.engines.expectations import engine_rules
     from kconvert.formats.read import read_draft
-    from kconvert.score.draft import SequenceInput
     from kconvert.score.reading import engine_reading
     from kconvert.score.run import WeightCache, build_runner
     from kconvert.score.trace import open_trace
     from kconvert.source import open_checkpoint
     from tests.eagle3_reference import ReferenceDraft
     from tests.factories import make_draft
-    from tests.score_factories import V, random_trace
+    from tests.score_factories import V, random_trace, reference_proposals
 
     path = make_draft(tmp_path / "d", "torchspec", family="llama")
     d = read_draft(open_checkpoint(str(path)))
@@ -333,14 +332,6 @@ def test_runner_drafts_what_the_eagle3_definition_drafts(tmp_path, monkeypatch, 
     table[torch.from_numpy(ids.astype("int64"))] = rows.double()
     cfg = json.loads((path / "config.json").read_text())
     ref = ReferenceDraft(path, cfg, table, scale=40, norm_before_residual=nbr)
-    items, want = [], []
-    for i in range(tr.num_sequences):
-        seq = tr.sequence(i)
-        T = seq.stop - 2
-        tokens_next = torch.from_numpy(seq.input_ids[1:T + 1].copy())
-        aux = torch.cat([tr.hidden(seq, k, count=T).double() for k in reading.aux_ids], -1)
-        cursors = torch.arange(seq.prompt_len - 1, T)
-        items.append(SequenceInput(tokens_next, aux, cursors))
-        want.append([ref.propose(tokens_next, aux, int(c), 3) for c in cursors])
+    items, want = reference_proposals(tr, reading.aux_ids, ref, 3)
     assert [g.tolist() for g in runner.propose_many(items, 3)] == want
     assert len({t for row in want[0] for t in row}) > 3  # the proposals vary
