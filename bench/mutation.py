@@ -200,12 +200,14 @@ def verdict(code: int | None) -> str:
 RUNS = ROOT / "bench" / "mutation-runs"
 
 
+def module_files(globs: list[str], root: Path = ROOT) -> list[Path]:
+    """The source files a list of module globs names (`kconvert/rules/*` is its .py files), under root."""
+    return [p for g in globs for p in sorted(root.glob(g if g.endswith(".py") else g + ".py"))]
+
+
 def scope_files() -> list[str]:
     """SCOPE's globs as the files mutmut mutates (its meta files are per source file)."""
-    out = []
-    for g in SCOPE:
-        out += sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(g if g.endswith(".py") else g + ".py"))
-    return out
+    return [str(p.relative_to(ROOT)) for p in module_files(SCOPE)]
 
 
 def _full(run: dict, module: str) -> bool:
@@ -233,7 +235,6 @@ def _figures(run: dict, module: str, eq: dict[str, str]) -> dict:
 def _checked(run: dict, runs: dict[str, dict]) -> tuple[set[str], list[str]]:
     """The mutants a targeted run gave a verdict to: the names and globs after its `--mutants`, and the survivors
     of the saved run its `--survivors-of` names."""
-    import fnmatch  # noqa: F401 - used by the caller through the globs returned
     toks = run.get("command", "").split()
     names: set[str] = set()
     globs: list[str] = []
@@ -418,9 +419,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not (scratch / "pyproject.toml").exists():
             snapshot(scratch)
-            for g in modules:
-                for f in sorted(scratch.glob(g if g.endswith(".py") else g + ".py")):
-                    f.write_text(undecorate(f.read_text()))
+            for f in module_files(modules, scratch):
+                f.write_text(undecorate(f.read_text()))
             write_config(scratch, modules, tests, a.max_children)
         # the trampolines in the mutants import mutmut: child processes (tests set PYTHONPATH=<tests>/.. =
         # mutants/) find it beside the mutants
@@ -452,9 +452,8 @@ def main(argv: list[str] | None = None) -> int:
         rc = subprocess.run(cmd, cwd=scratch, env=env).returncode
         took = time.monotonic() - t0
         res = results(scratch)
-        for g in modules:  # a file mutmut wrote no meta for had nothing to mutate
-            for f in sorted(ROOT.glob(g if g.endswith(".py") else g + ".py")):
-                res.setdefault(str(f.relative_to(ROOT)), [])
+        for f in module_files(modules):  # a file mutmut wrote no meta for had nothing to mutate
+            res.setdefault(str(f.relative_to(ROOT)), [])
         eq = equivalent()
         print(f"\nmutmut exit {rc}; {took:.0f} s wall, max-children {a.max_children}")
         print(f"{'module':48} {'mutants':>7} {'killed':>6} {'surv':>5} {'equiv':>5} {'notest':>6} {'score':>6}")
