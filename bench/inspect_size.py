@@ -44,7 +44,7 @@ def main() -> None:
     from kconvert.engines.expectations import engine_rules
     from kconvert.commands.inspect import analyse
     from kconvert.source import open_checkpoint
-    from kconvert.target import load_target
+    from kconvert.targets import load_target
 
     target = load_target("kimi-k2.5")
     rules = engine_rules("vllm")

@@ -168,7 +168,7 @@ def kimi_trace(folder: Path, seed: int = 0) -> int:
     import torch
 
     from kconvert.score.trace import TraceMeta, TraceWriter
-    from kconvert.target import load_profile
+    from kconvert.targets import load_profile
 
     k = KIMI
     H = k["hidden"]

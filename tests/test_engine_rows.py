@@ -13,7 +13,7 @@ import pytest
 from kconvert.engines.expectations import ALL_ROWS, KNOWN, NEWEST, engine_rules, target_family
 from kconvert.errors import UsageError
 from kconvert.commands.inspect import inspect
-from kconvert.target import load_profile
+from kconvert.targets import load_profile
 from tests.factories import TINY, make_draft, make_target, rename_all
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -161,7 +161,7 @@ def tensor_digests(folder: Path) -> dict[str, str]:
 def engine_reading_of(path) -> dict:
     from kconvert.engines.expectations import engine_rules
     from kconvert.score.reading import engine_reading
-    from kconvert.target import load_target
+    from kconvert.targets import load_target
 
     tgt = load_target(TARGET)
     return engine_reading(inspect(str(path), target=TARGET).draft, engine_rules("vllm", None),

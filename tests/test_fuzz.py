@@ -12,7 +12,7 @@ Targets:
 - `parse_index` on random bytes/JSON, and `load_folder` with an index naming hostile paths ('..', absolute,
   backslash, NUL, a symlink out of the folder, a FIFO, a directory), shards named twice, tensors in two shards,
   tensors an index names that a shard lacks and vice versa;
-- `read_json_file` / `load_folder` on random config.json, `kconvert.target.from_config` on random dicts, and
+- `read_json_file` / `load_folder` on random config.json, `kconvert.targets.from_config` on random dicts, and
   `kconvert inspect` end to end on random configs and hostile shards.
 
 Budget: `KCONVERT_FUZZ_EXAMPLES` (default 150) scales every target; the default keeps the whole file well under
@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 from kconvert.errors import KConvertError
 from kconvert.source.checkpoint import load_folder, read_json_file
 from kconvert.source.safetensors_header import DTYPE_SIZES, INDEX_NAME, parse_index, read_header
-from kconvert.target import from_config
+from kconvert.targets import from_config
 from tests.writer_factories import draft_config, draft_tensors, write_safetensors
 
 FUZZ_COUNTS: Counter[str] = Counter()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from kconvert.engines.expectations import SGLANG_CURRENT, SGLANG_LEGACY, engine_rules
-from kconvert.target import load_profile, load_target
+from kconvert.targets import load_profile, load_target
 from kconvert.commands.inspect import InspectResult, inspect
 from kconvert.writer.ops import (CastTensor, DeleteConfig, DropTensor, RebuildT2D, RenameTensor, RewriteD2TOffsets,
                                SetConfig)

@@ -37,7 +37,7 @@ from kconvert.rules.aux_layers import (converted_output_defaults, fed_physical_i
 from kconvert.rules.measured import MEASURED, measured_reading
 from kconvert.rules.recommend import recommendation
 from kconvert.source import open_checkpoint
-from kconvert.target import load_profile
+from kconvert.targets import load_profile
 from kconvert.writer.ops import SetConfig
 from tests.factories import TINY, make_draft, rename_all
 

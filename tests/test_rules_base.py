@@ -30,7 +30,7 @@ from kconvert.rules.base import (CATEGORIES, SEVERITIES, Context, Evidence, Find
                                  eagle3_rules_apply, rule, run_rules, skipped_without_target)
 from kconvert.schemas import load_schema
 from kconvert.source.checkpoint import load_folder
-from kconvert.target import load_target
+from kconvert.targets import load_target
 from kconvert.writer.ops import DeleteConfig, SetConfig, op_to_dict
 from tests.factories import TINY, _vocab_map, make_draft, make_target
 

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from kconvert.engines.expectations import engine_rules, target_family
-from kconvert.target import from_config, load_target
+from kconvert.targets import from_config, load_target
 
 ROOT = Path(__file__).resolve().parents[1]
 REC = json.loads((ROOT / "tests" / "data" / "sglang_oracle.json").read_text())

@@ -195,7 +195,7 @@ from kconvert.formats.layouts import LATER_LAYER_NORMS, NORMS  # noqa: E402
 from kconvert.rules.base import Context, run_rules  # noqa: E402
 from kconvert.rules.config import effective_positions, vllm_positions  # noqa: E402
 from kconvert.rules.tensors import _engine_aux_count, no_aux_head  # noqa: E402
-from kconvert.target import from_config, load_target  # noqa: E402
+from kconvert.targets import from_config, load_target  # noqa: E402
 
 
 @pytest.fixture(scope="module")

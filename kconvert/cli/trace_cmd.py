@@ -227,7 +227,7 @@ def trace_command(
 
 def _draft_layers(target: str, drafts: list[str]) -> list[int]:
     from kconvert.score.estimate import layers_for_drafts
-    from kconvert.target import load_target
+    from kconvert.targets import load_target
 
     refs = [d for item in drafts for d in item.split(",") if d]
     layers, _ = layers_for_drafts(refs, load_target(target).num_hidden_layers)

@@ -17,7 +17,7 @@ from kconvert.rules.decisions import given
 from kconvert.rules.selection import Selection
 from kconvert.source.checkpoint import Checkpoint, load_folder
 from kconvert.source.torch_convert import convert_to_safetensors
-from kconvert.target import TargetModel, load_target
+from kconvert.targets import TargetModel, load_target
 
 
 def check_only(only: set[str] | None) -> set[str] | None:

@@ -13,7 +13,7 @@ from kconvert.rules.decisions import given
 from kconvert.rules.selection import Selection
 from kconvert.source import open_checkpoint
 from kconvert.source.checkpoint import Checkpoint
-from kconvert.target import TargetModel, load_target
+from kconvert.targets import TargetModel, load_target
 
 
 def open_draft(source: str) -> Checkpoint:

@@ -141,8 +141,8 @@ DEFAULT_K = 3  # the lightseekorg/kimi-k2.5-eagle3 card's setting: 3 steps, topk
 
 def launch_target(target_ref: str) -> str:
     """What SGLang's --model-path needs for a kconvert target: a profile name becomes its Hub id."""
-    # deferred: kconvert.target loads the checkpoint readers (~9 ms), and `verify --help` loads this module
-    from kconvert.target import profile_hub_id, profile_names
+    # deferred: kconvert.targets loads the checkpoint readers (~9 ms), and `verify --help` loads this module
+    from kconvert.targets import profile_hub_id, profile_names
 
     if target_ref in profile_names():
         return profile_hub_id(target_ref) or target_ref

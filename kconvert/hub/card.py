@@ -21,7 +21,7 @@ from kconvert._version import __version__
 from kconvert.engines.expectations import KNOWN, NEWEST, EngineRules, engine_rules
 from kconvert.errors import UsageError
 from kconvert.report.markdown import engine_label, num_speculative_tokens, render_markdown_section
-from kconvert.target import profile_hub_id
+from kconvert.targets import profile_hub_id
 
 START = "<!-- kconvert:validation:start -->"
 END = "<!-- kconvert:validation:end -->"

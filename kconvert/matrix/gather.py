@@ -183,7 +183,7 @@ _NAME_PROFILES = (
 
 
 def _profile_for_hub_id(hub_id: str) -> str | None:
-    from kconvert.target import profile_hub_id, profile_names
+    from kconvert.targets import profile_hub_id, profile_names
 
     for name in profile_names():
         hid = profile_hub_id(name)

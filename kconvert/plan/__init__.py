@@ -16,7 +16,7 @@ from kconvert.plan.conversion import conversion_ops
 from kconvert.rules.aux_layers import trained_physical_ids
 from kconvert.rules.base import Context, Finding
 from kconvert.rules.decisions import Decisions
-from kconvert.target import TargetModel
+from kconvert.targets import TargetModel
 from kconvert.writer.config import apply_config
 from kconvert.writer.ops import DeleteConfig, Op, RenameTensor, ReselectLmHead, SetConfig, describe
 

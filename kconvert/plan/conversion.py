@@ -11,7 +11,7 @@ from kconvert.formats import speculators
 from kconvert.formats.aux import AUX_KEY
 from kconvert.formats.layouts import renames
 from kconvert.formats.model import DraftModel, KeyLayout
-from kconvert.target import TargetModel
+from kconvert.targets import TargetModel
 from kconvert.writer.ops import DeleteConfig, Op, RenameTensor, SetConfig
 
 FORMATS = ("flat", "speculators")

@@ -18,7 +18,7 @@ from kconvert.rules.architecture import other_method
 from kconvert.rules.base import eagle3_rules_apply
 from kconvert.rules.selection import Ignored, Selection
 from kconvert.source.checkpoint import Checkpoint
-from kconvert.target import TargetModel
+from kconvert.targets import TargetModel
 
 
 # The severities a gate can fail on, most severe first; `fail_on` names the least severe one that fails.

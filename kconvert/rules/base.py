@@ -16,7 +16,7 @@ from kconvert.engines.expectations import EngineRules
 from kconvert.errors import KConvertError
 from kconvert.formats.model import DraftModel
 from kconvert.rules.decisions import Decisions
-from kconvert.target import TargetModel
+from kconvert.targets import TargetModel
 from kconvert.writer.ops import Op, op_to_dict
 
 CATEGORIES = ("integrity", "security", "architecture", "tensor-names", "shapes", "aux-layers", "vocab-mapping",

@@ -23,7 +23,7 @@ from kconvert.results.thresholds import evaluate
 from kconvert.rules import Options
 from kconvert.score.diagnose import run_diagnosis
 from kconvert.score.reading import engine_reading
-from kconvert.target import from_config, load_target
+from kconvert.targets import from_config, load_target
 
 Progress = Callable[[str], None]
 

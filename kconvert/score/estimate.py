@@ -64,7 +64,7 @@ def estimate(target: str, *, positions: int, sequences: int, layers: list[int] |
     """The bytes of a trace of `target` (a profile, folder or Hub id: config.json only) over `positions` tokens in
     `sequences` sequences, at `layers` (None: the recorder's defaults, the engines' aux ids ±1)."""
     from kconvert.score.record import default_layers
-    from kconvert.target import load_target
+    from kconvert.targets import load_target
 
     if dtype not in HIDDEN_DTYPES:
         raise UsageError(f"--dtype {dtype!r}: choose bfloat16, float16 or float32")

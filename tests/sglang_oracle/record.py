@@ -80,7 +80,7 @@ def manifest(work: Path) -> dict:
     from kconvert.engines.expectations import target_family
     from kconvert.source.safetensors_header import read_header
     from kconvert.source.torch_zip import read_torch_zip
-    from kconvert.target import load_target
+    from kconvert.targets import load_target
 
     def read_draft(folder: Path) -> dict:
         cfg = json.loads((folder / "config.json").read_text())
@@ -122,7 +122,7 @@ def manifest(work: Path) -> dict:
         for d in ("llama-specforge", "mla-torchspec") for k in (3, 5)]
     # the drafts the producers' own code wrote (tests/data/producers, issue #20), beside the tiny Llama target whose
     # config provenance.json records (they ship no target folder)
-    from kconvert.target import from_config
+    from kconvert.targets import from_config
 
     prod = ROOT / "tests" / "data" / "producers"
     prov = json.loads((prod / "provenance.json").read_text())

@@ -316,7 +316,7 @@ PROBES = {
 def target_folder(ref: str, work: Path, sg) -> str:
     """A folder holding the target's config.json, for vLLM's ModelConfig: the shipped tiny target as it is; the
     producers' target from the config tests/data/producers/provenance.json records; a built-in profile
-    (kconvert/target/profiles/*.json, the zoo's targets) written as its text model's config.json with the fields the
+    (kconvert/targets/profiles/*.json, the zoo's targets) written as its text model's config.json with the fields the
     profile copies from the public config (layers, widths, vocabulary, heads, max_position_embeddings, rope_theta,
     rope_scaling, the MLA ranks); every other field is the config class's default."""
     if (ROOT / ref / "config.json").is_file():

@@ -39,7 +39,7 @@ def build(case: str, root: Path) -> tuple[Path, str]:
 def observe_inspect(folder: Path, target: str, row) -> dict:
     from kconvert.commands.inspect import analyse
     from kconvert.engines.expectations import engine_rules
-    from kconvert.target import load_target
+    from kconvert.targets import load_target
     from tests.zoo.replica import open_replica
 
     # inspect's steps, on the replica opened with the rows it holds embedding values at (tests/zoo/replica.py)

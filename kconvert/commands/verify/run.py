@@ -27,7 +27,7 @@ from kconvert.rules.selection import Selection
 from kconvert.runners.engine_setup import read_model_config
 from kconvert.runners.vllm_args import build_engine_args
 from kconvert.runners.vllm_offline import run_vllm
-from kconvert.target import TargetModel, load_profile, load_target, profile_hub_id, profile_names
+from kconvert.targets import TargetModel, load_profile, load_target, profile_hub_id, profile_names
 from kconvert.commands.verify.lossless import compare_outputs
 from kconvert.commands.verify.runner import runner_block
 

@@ -3,7 +3,7 @@ draft (vllm-project/speculators: src/speculators/convert/eagle/eagle3_converter.
 (model_type llama) at the verifier's dimensions, norm_before_residual as given to the converter (true in the
 speculators test that converts nm-testing/Speculator-Qwen3-8B-Eagle3), ids [2, 18, 33] (speculators' default
 [2, n//2, n-3] for 36 layers; the published config was not read), layers.0.* tensors, d2t/t2d over a 32000-token
-draft vocabulary, no embed_tokens. Dimensions of the layer: Qwen3-8B's config.json (kconvert/target/profiles)."""
+draft vocabulary, no embed_tokens. Dimensions of the layer: Qwen3-8B's config.json (kconvert/targets/profiles)."""
 from __future__ import annotations
 
 from pathlib import Path

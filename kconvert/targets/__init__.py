@@ -62,20 +62,20 @@ class TargetModel:
 
 
 def profile_names() -> list[str]:
-    d = resources.files("kconvert.target") / "profiles"
+    d = resources.files("kconvert.targets") / "profiles"
     return sorted(p.name[:-5] for p in d.iterdir() if p.name.endswith(".json"))
 
 
 def profile_hub_id(name: str) -> str | None:
     """The Hub id a built-in profile names (what an engine loads for it), or None when it names none."""
-    f = resources.files("kconvert.target") / "profiles" / f"{name}.json"
+    f = resources.files("kconvert.targets") / "profiles" / f"{name}.json"
     if not f.is_file():
         return None
     return json.loads(f.read_text()).get("hub_id")
 
 
 def load_profile(name: str) -> TargetModel:
-    d = resources.files("kconvert.target") / "profiles"
+    d = resources.files("kconvert.targets") / "profiles"
     f = d / f"{name}.json"
     if not f.is_file():
         raise UsageError(f"unknown target profile {name!r}{did_you_mean(name, profile_names())}; built-in "
