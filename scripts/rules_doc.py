@@ -29,9 +29,11 @@ def render(rules: list[dict]) -> str:
              "do not edit: tests/test_rules_doc.py fails when this page drifts -->", "",
              f"{len(rules)} rules. `kconvert rules` lists them, `kconvert rules ID` prints one; "
              "`--select`/`--ignore` take ids, prefixes, categories or names (docs/manual.md#rule-selection-and-project-configuration).",
-             "", "| id | name | category | severity | fix |", "|---|---|---|---|---|"]
+             "", "Each id's name, category and group (stable, preview, deprecated; a removed id is never reused) are kept "
+             "in one table, kconvert/rules/codes.py; a rule lives in the module of its category.",
+             "", "| id | name | category | severity | fix | group |", "|---|---|---|---|---|---|"]
     lines += [f"| [{r['id']}](#{r['id'].lower()}-{r['name']}) | {r['name']} | {r['category']} | {r['severity']} | "
-              f"{r['fix_availability']} |" for r in rules]
+              f"{r['fix_availability']} | {r['group']} |" for r in rules]
     for r in rules:
         lines += ["", f"## {r['id']} {r['name']}", "",
                   f"{r['category']}, {r['severity']}{', needs --target' if r['needs_target'] else ''}", "",

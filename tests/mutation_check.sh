@@ -16,7 +16,7 @@ tests/test_output_formats.py tests/test_producers.py tests/test_fix.py tests/tes
 # name | file | python expression applied to the file's text (s) that makes the break; must change the file
 BREAKS=(
   "K404's +1 reversed|kconvert/rules/aux_layers.py|s.replace('    if conv == \"output\":\n        return [i + 1 for i in ids]', '    if conv == \"output\":\n        return [i - 1 for i in ids]', 1)"
-  "d2t offsets computed as absolute ids|kconvert/rules/vocab.py|s.replace('as_off = d2t.astype(np.int64) + ar', 'as_off = d2t.astype(np.int64)', 1)"
+  "d2t offsets computed as absolute ids|kconvert/rules/vocab_mapping.py|s.replace('as_off = d2t.astype(np.int64) + ar', 'as_off = d2t.astype(np.int64)', 1)"
   "acceptance length without the bonus token|kconvert/engines/acceptance.py|s.replace('al = None if not drafts else 1.0 + accepted / drafts', 'al = None if not drafts else accepted / drafts', 1)"
   "a zoo replica's aux ids shifted|tests/zoo/aqmedai_kimi_k25_eagle3/build.py|s.replace('ids or [2, 30, 58]', 'ids or [3, 31, 59]', 1)"
   "SARIF level mapping swapped|kconvert/report/sarif.py|s.replace('LEVEL = {\"error\": \"error\", \"warning\": \"warning\", \"info\": \"note\"}', 'LEVEL = {\"error\": \"warning\", \"warning\": \"error\", \"info\": \"note\"}', 1)"

@@ -4,7 +4,7 @@ A reader follows the code's own references (`docs/formats-and-engines.md#...`, `
 `examples/build/...`); a citation of a file that is not in the repository is a dead end. This test reads the
 prose of the repository, picks out what looks like a path (a name with a slash that ends in a file suffix or
 starts at one of the repository's top folders, or a bare `*.md` name) and checks that it exists, relative to the
-repository root, to the citing file's folder or to the package (`rules/tensors.py` means `kconvert/rules/...`).
+repository root, to the citing file's folder or to the package (`rules/vocab_mapping.py` means `kconvert/rules/...`).
 A `#anchor` after a Markdown path must be one of that file's headings (GitHub's slugs).
 
 Paths of other repositories are told apart by their first folder (`vllm/`, `model_executor/`, `specforge/` ...,
@@ -160,6 +160,8 @@ def scanned_files() -> list[Path]:
                 continue
             if p.suffix == ".json" and p.stat().st_size > MAX_JSON_BYTES:
                 continue
+            if p.parent == ROOT / "bench" / "mutation-runs":
+                continue  # records of past runs: the paths in their commands are those of the run's day
             files.append(p)
     files += sorted((ROOT / COMMENTS_ONLY_DIR).glob("*.py"))
     return files
@@ -226,7 +228,7 @@ def test_a_made_up_path_is_caught(tmp_path):
     # The scanner itself, on prose written here: a real file, a made-up one in each form, a dead anchor.
     cited = tmp_path / "cite.py"
     cited.write_text('"""See docs/design.md#layers and kconvert/rules/nonexistent_rule.py."""\n'
-                     "# rules/tensors.py is real; tests/zoo/no_such_draft/RECORD.md is not; nor is docs/design.md#nope\n"
+                     "# rules/vocab_mapping.py is real; tests/zoo/no_such_draft/RECORD.md is not; nor is docs/design.md#nope\n"
                      'WHY = "loader: vllm/model_executor/models/llama_eagle3.py; also examples/tiny/missing"\n'
                      '# other repositories: sgl-project/SpecForge: scripts/not_ours.py, scripts/train_eagle3.py\n')
     broken = broken_citations([cited])

@@ -502,11 +502,11 @@ def test_architectures_not_a_list_is_refused_cleanly(tmp_path: Path, archs: Any)
 
 # Found by the fuzz campaign and a shape sweep: shapes a valid header may declare that rules did not expect.
 ODD_SHAPE_BUGS = [
-    ("midlayer.self_attn.q_proj.weight", (0,), "rules/tensors.py:159 IndexError"),
-    ("midlayer.mlp.up_proj.weight", (), "rules/tensors.py:234 IndexError"),
-    ("d2t", (), "rules/vocab.py:20 IndexError"),
-    ("d2t", (3, 0), "rules/vocab.py:22 numpy broadcast ValueError"),
-    ("t2d", (), "rules/vocab.py:30 IndexError"),
+    ("midlayer.self_attn.q_proj.weight", (0,), "rules/shapes.py fc_width IndexError"),
+    ("midlayer.mlp.up_proj.weight", (), "rules/attention.py attention_shapes IndexError"),
+    ("d2t", (), "rules/vocab_mapping.py (then vocab.py:20) IndexError"),
+    ("d2t", (3, 0), "rules/vocab_mapping.py (then vocab.py:22) numpy broadcast ValueError"),
+    ("t2d", (), "rules/vocab_mapping.py (then vocab.py:30) IndexError"),
     ("lm_head.weight", (), "formats/torchspec.py:25 IndexError (no d2t, vocab_size set)"),
 ]
 

@@ -104,6 +104,7 @@ def _rule_id_literals(path: Path) -> list[tuple[int, str]]:
 
 
 def test_rule_ids_are_spelled_in_the_registry_only():
+    # the id table (kconvert/rules/codes.py) and each rule's own decorator are the two places an id is written
     found = {str(p.relative_to(PACKAGE)): lits for p in sorted(PACKAGE.rglob("*.py"))
-             if (lits := _rule_id_literals(p))}
+             if p != PACKAGE / "rules" / "codes.py" and (lits := _rule_id_literals(p))}
     assert found == {}

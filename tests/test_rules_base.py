@@ -50,6 +50,9 @@ def documented() -> dict[str, dict]:
         out[m.group(1)] = {"id": m.group(1), "name": m.group(2), "category": head[0], "severity": head[1],
                            "summary": m.group(4), "why": m.group(5), "fix": m.group(7),
                            "fix_availability": m.group(6), "needs_target": "needs --target" in head[2:]}
+    # the group is the index table's last column: | [K000](#...) | name | category | severity | fix | group |
+    for m in re.finditer(r"^\| \[(K\d{3})\]\(#[^)]*\) \|.*\| ([a-z]+) \|$", RULES_MD, re.M):
+        out[m.group(1)]["group"] = m.group(2)
     return out
 
 
@@ -86,25 +89,45 @@ def test_a_rule_doc_has_the_fields_of_the_rules_schema():
         assert d["category"] in schema["properties"]["category"]["enum"] and isinstance(d["needs_target"], bool)
 
 
+def _codes(monkeypatch, **extra):
+    """kconvert/rules/codes.py's table with test ids added (K99x are free in the real one)."""
+    from kconvert.rules import codes
+    table = {**codes.CODES, **{k: codes.Code(*v) for k, v in extra.items()}}
+    monkeypatch.setattr("kconvert.rules.base.CODES", table)
+
+
 def test_the_decorator_registers_stripped_texts_and_refuses_a_second_id(monkeypatch):
     monkeypatch.setattr("kconvert.rules.base.REGISTRY", dict(REGISTRY))
+    _codes(monkeypatch, K997=("padded", "integrity", "preview"), K996=("plain", "integrity", "stable"))
     from kconvert.rules import base
 
     def check(ctx):
         return iter(())
-    r = rule("K997", "padded", "integrity", "info", summary="  one line.\n", why="\n why \n", fix=" fix ",
+    r = rule("K997", "info", summary="  one line.\n", why="\n why \n", fix=" fix ",
              fix_availability=A.NEVER, needs_target=True, runs_last=True, any_method=True)(check)
     assert base.REGISTRY["K997"] is r and r.fn is check  # the check run_rules calls is the decorated function
     assert (r.summary, r.why, r.fix) == ("one line.", "why", "fix")
     assert (r.needs_target, r.runs_last, r.any_method, r.fix_availability) == (True, True, True, A.NEVER)
-    assert (r.id, r.name, r.category, r.severity) == ("K997", "padded", "integrity", "info")
+    # name, category and group from the table, the severity from the decorator
+    assert (r.id, r.name, r.category, r.severity, r.group) == ("K997", "padded", "integrity", "info", "preview")
+    assert r.doc()["group"] == "preview"
     with pytest.raises(RuntimeError, match=r"^duplicate rule id K997$"):
-        rule("K997", "again", "integrity", "info", summary="s", why="w", fix="f",
+        rule("K997", "info", summary="s", why="w", fix="f",
              fix_availability=A.NEVER)(lambda ctx: iter(()))
     # defaults: needs no target, runs in id order, EAGLE-3 drafts only
-    r = rule("K996", "plain", "integrity", "info", summary="s", why="w", fix="f",
+    r = rule("K996", "info", summary="s", why="w", fix="f",
              fix_availability=A.NEVER)(lambda ctx: iter(()))
     assert (r.needs_target, r.runs_last, r.any_method) == (False, False, False)
+
+
+def test_the_decorator_refuses_an_id_outside_the_table_or_removed(monkeypatch):
+    monkeypatch.setattr("kconvert.rules.base.REGISTRY", dict(REGISTRY))
+    _codes(monkeypatch, K994=("gone", "integrity", "removed"))
+    with pytest.raises(RuntimeError, match=r"^rule id K993 is not in kconvert/rules/codes.py$"):
+        rule("K993", "info", summary="s", why="w", fix="f", fix_availability=A.NEVER)
+    with pytest.raises(RuntimeError, match=r"^rule id K994 was removed"):
+        rule("K994", "info", summary="s", why="w", fix="f", fix_availability=A.NEVER)
+    assert "K993" not in REGISTRY and "K994" not in REGISTRY
 
 
 def test_the_decorator_refuses_what_the_docs_cannot_show(monkeypatch):
@@ -115,8 +138,9 @@ def test_the_decorator_refuses_what_the_docs_cannot_show(monkeypatch):
     assert list(SEVERITIES) == REPORT_SCHEMA["$defs"]["finding"]["properties"]["severity"]["enum"]
     for bad in (dict(category="vibes"), dict(severity="fatal"), dict(fix_availability="always")):
         kw = {"category": "integrity", "severity": "info", "fix_availability": A.NEVER, **bad}
+        _codes(monkeypatch, K995=("bad", kw.pop("category"), "stable"))
         with pytest.raises(AssertionError):
-            rule("K995", "bad", kw.pop("category"), kw.pop("severity"), summary="s", why="w", fix="f", **kw)
+            rule("K995", kw.pop("severity"), summary="s", why="w", fix="f", **kw)
 
 
 # --- fix availability -----------------------------------------------------------------------------------------

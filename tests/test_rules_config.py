@@ -1,4 +1,4 @@
-"""Positions, rope and dtype (kconvert/rules/config.py: K901, K902, K911, K912 and their helpers) against what lies
+"""Positions, rope and dtype (kconvert/rules/positions.py, rope.py, dtype.py: K901, K902, K911, K912 and their helpers) against what lies
 outside kconvert:
 
 - vLLM 0.32 (installed CPU build) transformers_utils/config.py `iter_rope_parameters` (lines 644-653): a config's
@@ -30,7 +30,7 @@ import pytest
 from kconvert.commands.inspect import inspect
 from kconvert.engines.expectations import engine_rules
 from kconvert.rules import Decisions
-from kconvert.rules.config import effective_positions, rope_types, vllm_positions
+from kconvert.rules.positions import effective_positions, rope_types, vllm_positions
 from kconvert.writer.ops import CastTensor, SetConfig
 from tests.factories import make_draft, make_target
 

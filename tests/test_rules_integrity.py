@@ -1,4 +1,4 @@
-"""K002's reading of `auto_map` (kconvert/rules/integrity.py _speculators_own_auto_map), against facts outside
+"""K002's reading of `auto_map` (kconvert/rules/security.py _speculators_own_auto_map), against facts outside
 kconvert:
 
 - What speculators 0.9.0 itself writes: tests/data/producers/speculators-from-specforge/config.json, produced by

@@ -1,4 +1,4 @@
-"""K304 and its arithmetic (kconvert/rules/parallel.py) against vLLM 0.32's own code and hand-derived TP arithmetic.
+"""K304 and its arithmetic (kconvert/rules/attention.py) against vLLM 0.32's own code and hand-derived TP arithmetic.
 
 Outside facts, read in the installed vLLM 0.32 CPU build:
 - config/speculative.py `_verify_and_get_draft_tp` (lines 1712-1743): an unset draft TP becomes the target's
@@ -21,7 +21,7 @@ import pytest
 
 from kconvert.commands.inspect import inspect
 from kconvert.rules import Decisions
-from kconvert.rules.parallel import (SplitProblem, draft_tp_in_effect, draft_tp_problem, head_problems,
+from kconvert.rules.attention import (SplitProblem, draft_tp_in_effect, draft_tp_problem, head_problems,
                                      vocab_problem)
 from tests.factories import make_draft
 

@@ -1,4 +1,4 @@
-"""kconvert/rules/tensors.py's helpers, through the findings a user reads, against facts outside kconvert:
+"""kconvert/rules/tensor_names.py, shapes.py and embeddings.py: their helpers, through the findings a user reads, against facts outside kconvert:
 
 - vLLM 0.32's own draft class (the CPU build in .venv: vllm/model_executor/models/llama_eagle3.py
   Eagle3LlamaModel.__init__, lines 179-221): `eagle_config = getattr(config, "eagle_config", None) or {}`;
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from kconvert.commands.inspect import inspect
-from kconvert.rules.tensors import embedding_sample_rows
+from kconvert.rules.embeddings import embedding_sample_rows
 from tests.factories import TINY, make_draft, make_target, rename_all
 
 AUX = "eagle_aux_hidden_state_layer_ids"

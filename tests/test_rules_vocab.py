@@ -1,4 +1,4 @@
-"""kconvert/rules/vocab.py's d2t reading (classify_d2t) and target vocabulary (target_vocab), against facts outside
+"""kconvert/rules/vocab_mapping.py's d2t reading (classify_d2t) and target vocabulary (target_vocab), against facts outside
 kconvert:
 
 - vLLM and SGLang read d2t as offsets: target id = draft id + d2t[draft id] (vLLM 0.32, the CPU build in .venv:
@@ -10,7 +10,7 @@ kconvert:
   mla-torchspec holds d2t offsets with its t2d; examples/tiny/broken/d2t-absolute is the same draft with
   `d2t + torch.arange(len(d2t))` (package.py step 2: absolute ids). Read here with the safetensors library.
 - The reasons are the words K502 prints after "d2t holds absolute target ids, engines read offsets (...)" and
-  "d2t could be offsets or absolute ids (...)" (kconvert/rules/vocab.py d2t_rule), what a user reads.
+  "d2t could be offsets or absolute ids (...)" (kconvert/rules/vocab_mapping.py d2t_rule), what a user reads.
 
 Each expected value is worked out by hand in a comment from the arrays written here. Engine-free, milliseconds.
 """
@@ -22,7 +22,7 @@ import numpy as np
 from safetensors import safe_open
 
 from kconvert.commands.inspect import inspect
-from kconvert.rules.vocab import classify_d2t
+from kconvert.rules.vocab_mapping import classify_d2t
 from tests.factories import make_draft, make_target
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -193,8 +193,9 @@ def test_model_runner_v2_refuses_a_draft_exactly_where_kconvert_sees_a_p_eagle_d
 
 from kconvert.formats.layouts import LATER_LAYER_NORMS, NORMS  # noqa: E402
 from kconvert.rules.base import Context, run_rules  # noqa: E402
-from kconvert.rules.config import effective_positions, vllm_positions  # noqa: E402
-from kconvert.rules.tensors import _engine_aux_count, no_aux_head  # noqa: E402
+from kconvert.rules.positions import effective_positions, vllm_positions  # noqa: E402
+from kconvert.rules.shapes import _engine_aux_count  # noqa: E402
+from kconvert.rules.tensor_names import no_aux_head  # noqa: E402
 from kconvert.targets import from_config, load_target  # noqa: E402
 
 
@@ -235,7 +236,7 @@ def _built(answer):
 
 @pytest.mark.parametrize("version", sorted(ROWS))
 def test_fc_width_and_aux_count_are_what_the_vllm_draft_class_builds(version, drafts):
-    """reads_num_aux_from (rules/tensors.py _engine_aux_count) is the num_aux_hidden_states llama_eagle3.py /
+    """reads_num_aux_from (rules/shapes.py _engine_aux_count) is the num_aux_hidden_states llama_eagle3.py /
     deepseek_eagle3.py compute; K301 fires exactly where the checkpoint's fc.weight is not the fc vLLM builds; a
     head kconvert reads as having no aux states (no_aux_head) is one vLLM builds without fc."""
     row = ROWS[version]
@@ -259,7 +260,7 @@ def test_fc_width_and_aux_count_are_what_the_vllm_draft_class_builds(version, dr
 
 @pytest.mark.parametrize("version", sorted(ROWS))
 def test_served_context_and_draft_positions_are_what_vllm_derives(version, drafts):
-    """The target's context kconvert knows is vLLM's ModelConfig.max_model_len; rules/config.py vllm_positions and
+    """The target's context kconvert knows is vLLM's ModelConfig.max_model_len; rules/positions.py vllm_positions and
     K901 say what config/speculative.py _maybe_override_draft_max_position_embeddings and (0.33, V2)
     config/vllm.py _limit_max_model_len_to_draft did: raised (K901 info), or not raised and the served length."""
     row = ROWS[version]

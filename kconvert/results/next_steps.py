@@ -17,7 +17,7 @@ from kconvert.rules.architecture import other_method
 from kconvert.rules.base import eagle3_rules_apply
 from kconvert.rules.integrity import values_unreadable
 from kconvert.rules.recommend import recommendation
-from kconvert.rules.tensors import embeddings
+from kconvert.rules.embeddings import embeddings
 
 TARGET_PLACEHOLDER = "<target>"  # verify needs a target; fix and inspect may have run without one
 

@@ -1,13 +1,12 @@
-"""Architecture, model_type and layer-count rules."""
+"""Architecture: the draft class an engine maps the checkpoint to, its producer, and other speculative methods."""
 from __future__ import annotations
 
 import json
 from typing import Iterator
 
 from kconvert.engines.expectations import VLLM_SPECULATORS_LAYERS
-from kconvert.writer.ops import DeleteConfig, SetConfig
 from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rule
-from kconvert.rules.tensors import draft_layers
+from kconvert.writer.ops import SetConfig
 
 
 def _mapped_family(ctx: Context) -> str | None:
@@ -30,7 +29,7 @@ def _mapped_family(ctx: Context) -> str | None:
     return None
 
 
-@rule("K101", "architecture-unmapped", "architecture", "error",
+@rule("K101", "error",
       fix_availability=FixAvailability.SOMETIMES,
       summary="The engine does not map the draft's `architectures` to an EAGLE-3 draft of the right family.",
       why="vLLM prefixes `Eagle3` to names that neither start nor end with it and looks the result up in its "
@@ -97,7 +96,7 @@ def architecture_unmapped(ctx: Context) -> Iterator[Finding]:
             ops=[SetConfig(("architectures",), [want], f"tensors are those of a {d.layer_family} layer")])
 
 
-@rule("K102", "mla-model-type-mtp", "architecture", "error",
+@rule("K102", "error",
       fix_availability=FixAvailability.ALWAYS,
       summary="An MLA draft declares `model_type` deepseek_v3, which vLLM turns into an MTP model.",
       why="vLLM rewrites a draft config with model_type deepseek_v3 to `Eagle3DeepSeekMTPModel` and refuses it "
@@ -114,64 +113,6 @@ def mla_model_type(ctx: Context) -> Iterator[Finding]:
             f"model_type {d.model_type!r} makes vLLM build an MTP model and refuse this EAGLE-3 draft",
             evidence=[Evidence("model_type", d.model_type, want)],
             ops=[SetConfig(("model_type",), want, "vLLM turns deepseek_v3 drafts into MTP models")])
-
-
-@rule("K103", "num-hidden-layers", "config-hygiene", "error",
-      fix_availability=FixAvailability.SOMETIMES,
-      summary="`num_hidden_layers` disagrees with the decoder layers in the tensors (often copied from the "
-              "target), or the engine version cannot build a draft of that many layers.",
-      why="vLLM builds `num_hidden_layers` draft decoder layers (llama_eagle3.py and deepseek_eagle3.py: `for "
-          "layer_idx in range(config.num_hidden_layers)`); since vLLM PR #26164 layer 0 takes 2H inputs and "
-          "later layers H, so a multi-layer draft (nm-testing/random-weights-llama3.1.8b-2layer-eagle3, its "
-          "smoke test) is valid there. Layers without weights stay uninitialised memory and run on every draft "
-          "step, silently. SGLang's Llama draft raised for num_hidden_layers != 1 until PR #24663 (multi-layer "
-          "drafts); its DeepSeek/MLA draft (deepseek_eagle3.py) still raises.",
-      fix="fix sets num_hidden_layers to the number of decoder layers present in the tensors when that count is "
-          "what the engine builds (safe); a multi-layer draft on an engine version that builds one layer is not "
-          "fixable (dropping trained layers would make another draft).")
-def num_hidden_layers(ctx: Context) -> Iterator[Finding]:
-    d = ctx.draft
-    n = d.num_hidden_layers
-    if not d.decoder_layers:
-        return
-    count = draft_layers(d)[0]
-    # (A speculators draft reaches SGLang through fix's conversion to the flat layout, which keeps the layers.)
-    multi_ok = d.layer_family in ctx.engine.multi_layer
-    if count > 1 and not multi_ok:
-        yield num_hidden_layers.finding(
-            f"the draft has {count} decoder layers; {ctx.engine.key} builds a one-layer {d.layer_family} draft "
-            "and refuses num_hidden_layers != 1 (use vLLM, or SGLang with PR #24663 for a Llama draft)",
-            evidence=[Evidence("num_hidden_layers", n, 1)], fixable=False)
-        return
-    if n is not None and n != count:
-        same = ctx.target is not None and n == ctx.target.num_hidden_layers
-        layers = "1 layer" if count == 1 else f"{count} layers"
-        yield num_hidden_layers.finding(
-            f"num_hidden_layers is {n}{' (the target’s layer count)' if same else ''} but the draft has {layers}",
-            evidence=[Evidence("num_hidden_layers", n, count)],
-            ops=[SetConfig(ctx.key_path("num_hidden_layers"), count,
-                           f"the draft has {layers} in its tensors")])
-
-
-# MoE fields are left alone: vLLM's DeepSeek layer reads them even for the dense draft layer.
-TARGET_ONLY = ("quantization_config", "index_topk", "index_head_dim", "index_n_heads")
-
-
-@rule("K104", "target-only-fields", "config-hygiene", "warning",
-      fix_availability=FixAvailability.ALWAYS,
-      summary="Fields that describe the target, not the draft, were copied into the draft config.",
-      why="`quantization_config` makes the engine load the bf16 draft as quantised (crash or garbage); "
-          "`index_topk` switches DeepSeek-V3.2 sparse attention on. Seen in published drafts (docs/formats-and-engines.md#defects-seen-in-the-wild).",
-      fix="fix removes them (safe: the draft's single dense layer uses none of them).")
-def target_only_fields(ctx: Context) -> Iterator[Finding]:
-    cfg = ctx.draft.checkpoint.config
-    present = [k for k in TARGET_ONLY if k in cfg]
-    sev = "error" if "quantization_config" in present else None
-    if present:
-        yield target_only_fields.finding(
-            f"target-only fields in the draft config: {', '.join(present)}", severity=sev,
-            evidence=[Evidence(k, "present", "absent") for k in present],
-            ops=[DeleteConfig((k,), "describes the target, not the draft") for k in present])
 
 
 # What each method is, in the words of the code that serves it (vLLM 0.32 and SGLang 0.5.23 as read; see
@@ -196,7 +137,7 @@ def _mtp_declared(cfg: dict, key: str) -> list[str]:
     return out
 
 
-@rule("K105", "other-method", "architecture", "warning",
+@rule("K105", "warning",
       fix_availability=FixAvailability.NEVER, any_method=True,
       summary="The checkpoint is for another speculative method (DFlash, DSpark, P-EAGLE, an MTP layer), not an "
               "EAGLE-3 draft: it says which, and what serves it.",
@@ -256,3 +197,15 @@ def other_method(ctx: Context) -> Iterator[Finding]:
         yield other_method.finding(
             f"this is {what}, not an EAGLE-3 draft ({'; '.join(d.method_evidence)}); {row} serves it with {how}; "
             "kconvert's EAGLE-3 checks do not apply", evidence=ev)
+
+
+@rule("K004", "info",
+      fix_availability=FixAvailability.NEVER,
+      summary="No known producer (SpecForge, TorchSpec, EAGLE, speculators, ModelOpt) was recognised.",
+      why="The producer decides conventions the files do not state (which convention aux ids follow). "
+          "With an unknown producer kconvert asks instead of guessing.",
+      fix="Nothing to fix; decisions the files cannot settle need flags (--aux-convention, --aux-ids).")
+def producer_unknown(ctx: Context) -> Iterator[Finding]:
+    if ctx.draft.format.producer == "unknown":
+        yield producer_unknown.finding("producer not recognised; conventions will not be assumed",
+                                       evidence=[Evidence("architectures", ctx.draft.architectures, None)])

@@ -225,7 +225,7 @@ def _no_aux_head(ctx: Context) -> bool:
     return ec.get("use_aux_hidden_state") is False and "fc.weight" not in ctx.draft.tensors
 
 
-@rule("K401", "aux-ids-missing", "aux-layers", "warning",
+@rule("K401", "warning",
       fix_availability=FixAvailability.NEEDS_DECISION,
       summary="No aux layer ids are recorded in the config.",
       why="Both engines then feed their default layers, the inputs of (2, L//2, L-3). A draft trained on other "
@@ -288,7 +288,7 @@ def aux_ids_missing(ctx: Context) -> Iterator[Finding]:
         needs_decision=DECIDE_IDS)
 
 
-@rule("K402", "aux-ids-invalid", "aux-layers", "error",
+@rule("K402", "error",
       fix_availability=FixAvailability.NEEDS_DECISION,
       summary="Aux ids are malformed, duplicated, or name streams the engine cannot collect from this target.",
       why="vLLM 0.32/0.33 collect streams 0..L: 0 is the embedding output and L the stream after the last layer, "
@@ -353,7 +353,7 @@ def aux_ids_invalid(ctx: Context) -> Iterator[Finding]:
             fixable=False)
 
 
-@rule("K403", "aux-ids-count", "aux-layers", "error",
+@rule("K403", "error",
       fix_availability=FixAvailability.NEEDS_DECISION,
       summary="The number of aux ids disagrees with the width of `fc`.",
       why="fc concatenates one target hidden state per id; vLLM sizes fc from the id count it reads (3 when it "
@@ -374,7 +374,7 @@ def aux_ids_count(ctx: Context) -> Iterator[Finding]:
             evidence=[Evidence(d.aux.source or "--aux-ids", ids, f"{fc_in // th} ids")], needs_decision=DECIDE_IDS)
 
 
-@rule("K404", "aux-ids-convention", "aux-layers", "error",
+@rule("K404", "error",
       fix_availability=FixAvailability.NEEDS_DECISION,
       summary="The engine feeds other streams than the draft was trained on, because the aux ids are read in "
               "another convention; or the files cannot settle which convention they follow.",
@@ -449,7 +449,7 @@ def aux_ids_convention(ctx: Context) -> Iterator[Finding]:
         ops=write_ops(ctx, phys, f"convert {st.convention}-convention ids for {ctx.engine.engine}"))
 
 
-@rule("K405", "aux-ids-location", "aux-layers", "warning",
+@rule("K405", "warning",
       fix_availability=FixAvailability.NEEDS_DECISION,
       summary="Aux ids are not written (or not consistently) at every config key the engine version reads.",
       why="vLLM 0.32/0.33's V1 model runner (rows 0.32/v1, 0.33/v1) reads the top-level key, then eagle_config "
@@ -511,7 +511,7 @@ def aux_ids_location(ctx: Context) -> Iterator[Finding]:
         ops=write_ops(ctx, phys, "mirror ids at every key the engine reads"))
 
 
-@rule("K406", "aux-states-disabled", "aux-layers", "error",
+@rule("K406", "error",
       fix_availability=FixAvailability.SOMETIMES,
       summary="`eagle_config.use_aux_hidden_state` disagrees with the tensors, `num_aux_hidden_states` disagrees "
               "with fc, or the engine version does not honour a head without aux states.",

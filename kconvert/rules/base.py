@@ -16,6 +16,7 @@ from kconvert.engines.expectations import EngineRules
 from kconvert.errors import KConvertError
 from kconvert.formats.model import DraftModel
 from kconvert.rules.decisions import Decisions
+from kconvert.rules.codes import CODES, REMOVED, STABLE
 from kconvert.targets import TargetModel
 from kconvert.writer.ops import Op, op_to_dict
 
@@ -158,6 +159,7 @@ class Rule:
     # Runs on a checkpoint of another method too (integrity, security, and the rule that names the method): every
     # other rule judges an EAGLE-3 draft, and on a DFlash or MTP checkpoint would only say "broken EAGLE-3".
     any_method: bool = False
+    group: str = STABLE  # its lifecycle (kconvert/rules/codes.py): stable, preview or deprecated
 
     def finding(self, message: str, *, severity: str | None = None, evidence: list[Evidence] | None = None,
                 ops: list[Op] | None = None, needs_decision: str | None = None,
@@ -175,15 +177,22 @@ class Rule:
     def doc(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "category": self.category, "severity": self.severity,
                 "summary": self.summary, "why": self.why, "fix": self.fix,
-                "fix_availability": self.fix_availability.value, "needs_target": self.needs_target}
+                "fix_availability": self.fix_availability.value, "needs_target": self.needs_target, "group": self.group}
 
 
 REGISTRY: dict[str, Rule] = {}
 
 
-def rule(id: str, name: str, category: str, severity: str, *, summary: str, why: str, fix: str,
+def rule(id: str, severity: str, *, summary: str, why: str, fix: str,
          fix_availability: FixAvailability, needs_target: bool = False,
          runs_last: bool = False, any_method: bool = False) -> Callable[[RuleFn], Rule]:
+    """Registers a rule under an id of the table in kconvert/rules/codes.py, which gives its name, category and
+    group; a removed id, or one not in the table, is a kconvert bug raised at import."""
+    if id not in CODES:
+        raise RuntimeError(f"rule id {id} is not in kconvert/rules/codes.py")
+    name, category, group = CODES[id]
+    if group == REMOVED:
+        raise RuntimeError(f"rule id {id} was removed (kconvert/rules/codes.py): give the rule a new id")
     assert category in CATEGORIES, category
     assert severity in SEVERITIES, severity
     assert isinstance(fix_availability, FixAvailability), fix_availability
@@ -192,7 +201,7 @@ def rule(id: str, name: str, category: str, severity: str, *, summary: str, why:
         if id in REGISTRY:
             raise RuntimeError(f"duplicate rule id {id}")
         r = Rule(id, name, category, severity, summary.strip(), why.strip(), fix.strip(), fix_availability,
-                 needs_target, fn, runs_last, any_method)
+                 needs_target, fn, runs_last, any_method, group)
         REGISTRY[id] = r
         return r
 

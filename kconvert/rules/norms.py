@@ -6,10 +6,10 @@ from typing import Iterator
 from kconvert.formats.layouts import NORMS
 from kconvert.writer.ops import SetConfig
 from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rule
-from kconvert.rules.tensors import no_aux_head
+from kconvert.rules.tensor_names import no_aux_head
 
 
-@rule("K601", "norms-missing", "norms", "error",
+@rule("K601", "error",
       fix_availability=FixAvailability.NEVER,
       summary="A norm tensor (input_layernorm, hidden_norm, post_attention_layernorm or the final norm) is missing.",
       why="vLLM does not report missing weights: a missing RMSNorm keeps its initial weight of 1, so the draft "
@@ -27,7 +27,7 @@ def norms_missing(ctx: Context) -> Iterator[Finding]:
                                     evidence=[Evidence(n, "absent", "present") for n in missing])
 
 
-@rule("K602", "norm-before-residual", "norms", "error",
+@rule("K602", "error",
       fix_availability=FixAvailability.NEEDS_DECISION,
       summary="`norm_before_residual` will be read differently from how the draft was trained.",
       why="With norm_before_residual the residual is the normalised fc output instead of the raw one. vLLM "
@@ -53,7 +53,7 @@ def norm_before_residual(ctx: Context) -> Iterator[Finding]:
             needs_decision="--set norm_before_residual=false if the draft was trained without it")
 
 
-@rule("K603", "norm-before-fc", "norms", "error",
+@rule("K603", "error",
       fix_availability=FixAvailability.SOMETIMES,
       summary="`norm_before_fc` and the `input_norm` tensor disagree, or the engine version ignores them.",
       why="EAGLE 3.1's norm_before_fc (speculators PR #337, vLLM PR #36545) is one RMSNorm over the concatenated "
@@ -91,7 +91,7 @@ def norm_before_fc(ctx: Context) -> Iterator[Finding]:
                 evidence=[Evidence("input_norm.weight", "present", None)], fixable=False)
 
 
-@rule("K604", "fc-norm", "norms", "error",
+@rule("K604", "error",
       fix_availability=FixAvailability.SOMETIMES,
       summary="`fc_norm` and the per-aux-state `fc_norm.*` tensors disagree, or the engine's support is unknown.",
       why="EAGLE 3.1's per-state fc_norm (speculators PR #610's follow-up; Inferact/MiniMax-M3-EAGLE3, tokenspeed "
@@ -117,7 +117,7 @@ def fc_norm(ctx: Context) -> Iterator[Finding]:
             evidence=[Evidence("fc_norm", d.config.get("fc_norm"), None)], fixable=False)
 
 
-@rule("K605", "norm-output", "norms", "warning",
+@rule("K605", "warning",
       fix_availability=FixAvailability.NEVER,
       summary="`norm_output` is set; what it means depends on who wrote it and which engine reads it.",
       why="In vLLM and speculators (PR #610, EAGLE 3.1) norm_output feeds the post-norm hidden state to the next "
@@ -141,7 +141,7 @@ def norm_output(ctx: Context) -> Iterator[Finding]:
             severity="info" if sure else "warning")
 
 
-@rule("K606", "modelopt-norm-flags", "norms", "warning",
+@rule("K606", "warning",
       fix_availability=FixAvailability.NEVER,
       summary="ModelOpt's extra layernorm flags are set; vLLM and SGLang ignore them.",
       why="use_input_layernorm_in_first_layer, use_last_layernorm and use_mtp_layernorm change the draft's math in "

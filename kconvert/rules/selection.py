@@ -5,7 +5,7 @@ reviewed. They neither fail the gate nor get fixed."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 from kconvert.errors import UsageError, did_you_mean

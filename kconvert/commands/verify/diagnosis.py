@@ -15,7 +15,7 @@ from kconvert.plan import readings
 from kconvert.plan.readings import LOW_AL_FRACTION, Candidate
 from kconvert.results.verify import VerifyResult
 from kconvert.rules import Decisions
-from kconvert.rules.vocab import d2t_rule
+from kconvert.rules.vocab_mapping import d2t_rule
 from kconvert.runners.vllm_offline import run_vllm
 
 __all__ = ["LOW_AL_FRACTION", "Candidate", "DiagnosisPlan", "candidates", "needed", "plan_diagnosis", "diagnose"]

@@ -22,7 +22,7 @@ from kconvert.results.thresholds import Thresholds, evaluate
 from kconvert.results.verify import VerifyResult, VerifySettings
 from kconvert.rules import Decisions
 from kconvert.rules.decisions import given
-from kconvert.rules.parallel import draft_tp_in_effect, draft_tp_problem, head_problems
+from kconvert.rules.attention import draft_tp_in_effect, draft_tp_problem, head_problems
 from kconvert.rules.selection import Selection
 from kconvert.runners.engine_setup import read_model_config
 from kconvert.runners.vllm_args import build_engine_args

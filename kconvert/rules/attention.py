@@ -1,11 +1,103 @@
-"""Tensor-parallel rules: whether the draft (and its target) split the way the engine splits them at the TP the
-user will run (`verify --tp/--draft-tp`, `inspect --tp`)."""
+"""Attention: the attention tensors' shapes and how heads, KV heads and the vocab split over the tensor-parallel ranks."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Iterator
 
 from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rule
+from kconvert.writer.ops import SetConfig
+
+
+@rule("K302", "error",
+      fix_availability=FixAvailability.SOMETIMES,
+      summary="q/k/v/o projections do not match heads x head_dim (Llama layer) or the MLA ranks (MLA layer).",
+      why="vLLM builds attention from the config: head_dim defaults to hidden/heads (7168/64 = 112), while Kimi "
+          "drafts use 128, so a missing `head_dim` makes every projection the wrong shape and loading fails; "
+          "MLA drafts need q_lora_rank, kv_lora_rank, qk_nope/rope_head_dim and v_head_dim that match the tensors.",
+      fix="fix sets head_dim when the tensors determine it (q_proj rows / heads); other mismatches are not fixable.")
+def attention_shapes(ctx: Context) -> Iterator[Finding]:
+    d = ctx.draft
+    H = d.effective_hidden
+    if d.layer_family in ("llama", "qwen3"):
+        q = d.shape("layers.0.self_attn.q_proj.weight")
+        k = d.shape("layers.0.self_attn.k_proj.weight")
+        o = d.shape("layers.0.self_attn.o_proj.weight")
+        heads = d.num_attention_heads
+        if not q or not heads or not H:
+            return
+        hd_cfg = d.head_dim or H // heads
+        if q[0] % heads:
+            yield attention_shapes.finding(f"q_proj has {q[0]} rows, not a multiple of {heads} heads",
+                                           evidence=[Evidence("layers.0.self_attn.q_proj.weight", list(q), None)])
+            return
+        hd = q[0] // heads
+        if hd != hd_cfg:
+            yield attention_shapes.finding(
+                f"q_proj implies head_dim {hd} but the config gives {hd_cfg}"
+                + ("" if d.head_dim else f" (hidden {H} / {heads} heads: head_dim is not set)"),
+                evidence=[Evidence("head_dim", d.head_dim, hd)],
+                ops=[SetConfig(ctx.key_path("head_dim"), hd, "q_proj rows / num_attention_heads")])
+        if q[1] != 2 * H:
+            yield attention_shapes.finding(
+                f"q_proj takes {q[1]} inputs; an EAGLE-3 layer takes 2 x hidden = {2 * H}",
+                evidence=[Evidence("layers.0.self_attn.q_proj.weight", list(q), [q[0], 2 * H])])
+        kvh = d.num_key_value_heads or heads
+        if k and k[0] != kvh * hd:
+            yield attention_shapes.finding(
+                f"k_proj has {k[0]} rows; {kvh} kv heads x head_dim {hd} = {kvh * hd}",
+                evidence=[Evidence("num_key_value_heads", d.num_key_value_heads, k[0] // hd if hd else None)])
+        if o and o != (H, heads * hd):
+            yield attention_shapes.finding(f"o_proj is {list(o)}, expected {[H, heads * hd]}",
+                                           evidence=[Evidence("layers.0.self_attn.o_proj.weight", list(o), [H, heads * hd])])
+        if d.layer_family == "qwen3":
+            # Qwen3Attention.q_norm/k_norm are RMSNorm(head_dim) (vLLM 0.32 qwen3.py): another length fails to load.
+            for n in (f"layers.{i}.self_attn.{w}_norm.weight" for i in d.decoder_layers for w in "qk"):
+                sh = d.shape(n)
+                if sh is not None and sh != (hd,):
+                    yield attention_shapes.finding(f"{n} is {list(sh)}; a Qwen3 layer's per-head norm is [{hd}]",
+                                                   evidence=[Evidence(n, list(sh), [hd])])
+        for i in d.decoder_layers[1:]:
+            # vLLM PR #26164: only layer 0 concatenates the embeddings; later layers take H inputs.
+            qi = d.shape(f"layers.{i}.self_attn.q_proj.weight")
+            if qi and (len(qi) != 2 or qi[1] != H):
+                yield attention_shapes.finding(
+                    f"layers.{i}.self_attn.q_proj takes {qi[-1]} inputs; layers after the first take hidden = {H}",
+                    evidence=[Evidence(f"layers.{i}.self_attn.q_proj.weight", list(qi), [qi[0], H])])
+        return
+    # MLA layer
+    cfg = d.config
+    need = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "num_attention_heads")
+    miss = [k for k in need if not isinstance(cfg.get(k), int)]
+    if miss:
+        yield attention_shapes.finding(f"MLA draft config lacks {', '.join(miss)}",
+                                       evidence=[Evidence(k, None, "an integer") for k in miss])
+        return
+    heads, kv, rope, nope, v = (cfg["num_attention_heads"], cfg["kv_lora_rank"], cfg["qk_rope_head_dim"],
+                                cfg["qk_nope_head_dim"], cfg["v_head_dim"])
+    ql = cfg.get("q_lora_rank")
+    exp = {
+        "layers.0.self_attn.kv_a_proj_with_mqa.weight": (kv + rope, 2 * H),
+        "layers.0.self_attn.kv_b_proj.weight": (heads * (nope + v), kv),
+        "layers.0.self_attn.o_proj.weight": (H, heads * v),
+    }
+    if isinstance(ql, int):
+        exp["layers.0.self_attn.q_a_proj.weight"] = (ql, 2 * H)
+        exp["layers.0.self_attn.q_b_proj.weight"] = (heads * (nope + rope), ql)
+    else:
+        exp["layers.0.self_attn.q_proj.weight"] = (heads * (nope + rope), 2 * H)
+    bad = [(n, d.shape(n), e) for n, e in exp.items() if d.shape(n) is not None and tuple(d.shape(n)) != e]
+    for n, got, e in bad:
+        yield attention_shapes.finding(f"{n} is {list(got)}; the MLA config implies {list(e)}",
+                                       evidence=[Evidence(n, list(got), list(e))])
+    if ctx.target is not None and ctx.target.mla:
+        tm = ctx.target.mla
+        diff = [k for k in ("kv_lora_rank", "qk_rope_head_dim") if tm.get(k) is not None and cfg.get(k) != tm.get(k)]
+        if diff:
+            yield attention_shapes.finding(
+                f"MLA cache dims differ from the target's ({', '.join(diff)}): the engine shares one MLA cache "
+                "layout between target and draft", severity="warning",
+                evidence=[Evidence(k, cfg.get(k), tm.get(k)) for k in diff])
+
 
 # vLLM pads every vocab-parallel embedding and head to a multiple of this before splitting it across ranks
 # (vllm/model_executor/layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE).
@@ -89,7 +181,7 @@ def vocab_problem(draft_vocab: int | None, tp: int) -> SplitProblem | None:
         f"(loads and runs)")
 
 
-@rule("K304", "tensor-parallel-split", "attention", "error",
+@rule("K304", "error",
       fix_availability=FixAvailability.NEVER,
       summary="The draft's attention heads, KV heads or draft vocabulary do not split over the tensor-parallel "
               "size it will run at (given with `--tp`/`--draft-tp`).",

@@ -46,7 +46,7 @@ def classify_d2t(d2t: np.ndarray, vocab: int | None, t2d: np.ndarray | None) -> 
     return "invalid", "neither reading gives distinct ids inside the target vocabulary"
 
 
-@rule("K501", "draft-vocab-size", "vocab-mapping", "error",
+@rule("K501", "error",
       fix_availability=FixAvailability.SOMETIMES,
       summary="`draft_vocab_size` disagrees with the rows of `lm_head`.",
       why="vLLM sizes the draft head from draft_vocab_size (defaulting to vocab_size); a head of another size "
@@ -73,7 +73,7 @@ def draft_vocab_size(ctx: Context) -> Iterator[Finding]:
             ops=[SetConfig(("draft_vocab_size",), rows, "lm_head rows")])
 
 
-@rule("K502", "d2t", "vocab-mapping", "error",
+@rule("K502", "error",
       fix_availability=FixAvailability.NEEDS_DECISION,
       summary="`d2t` is missing, of the wrong length, holds absolute ids instead of offsets, or maps outside the "
               "target vocabulary or twice to one id.",
@@ -124,7 +124,7 @@ def d2t_rule(ctx: Context) -> Iterator[Finding]:
                                                   f"ids within [0, {V})")])
 
 
-@rule("K503", "t2d", "vocab-mapping", "error",
+@rule("K503", "error",
       fix_availability=FixAvailability.ALWAYS,
       summary="`t2d` does not cover the target vocabulary or disagrees with d2t.",
       why="vLLM skips t2d when loading, but SGLang and training tools use it; a t2d that disagrees with d2t means "
@@ -157,7 +157,7 @@ def t2d_rule(ctx: Context) -> Iterator[Finding]:
                                ops=[op])
 
 
-@rule("K504", "vocab-size", "vocab-mapping", "warning",
+@rule("K504", "warning",
       fix_availability=FixAvailability.ALWAYS,
       summary="The draft's `vocab_size` differs from the target's.",
       why="vLLM sizes the shared embedding and the d2t mapping against the target vocabulary; a different "
