@@ -18,7 +18,7 @@ from kconvert.runners.engine_log import classify_failure, error_lines, meaningfu
 from kconvert.engines.installed import detect_platform
 from kconvert.engines.live_run import LiveRequest, LiveResult
 from kconvert.runners.engine_setup import patched_draft_folder
-from kconvert.runners.vllm_args import build_engine_args
+from kconvert.runners.vllm_args import build_engine_args, parse_engine_args
 from kconvert.errors import EXIT_ENGINE, EngineError, UsageError
 from kconvert.prompts import load_prompts
 
@@ -83,6 +83,23 @@ def test_load_prompts_all_concatenates_the_three_shipped_sets():
 
 
 # ------------------------------------------------------------------------------------------ engine arguments
+
+
+def test_engine_arg_items_become_engine_args_named_and_typed_as_engine_args_takes_them():
+    # docs/manual.md: verify's --engine-arg K=V (matrix --live and trace --engine vllm take them as verify does)
+    args = parse_engine_args(["max-model-len=4096", "--kv-cache-dtype=fp8", "enforce_eager=true",
+                              'attention_config={"backend": "FLASH_ATTN"}', "dtype=float32", "seed=1", "seed=2",
+                              "served_model_name=a=b"])
+    assert args == {"max_model_len": 4096, "kv_cache_dtype": "fp8", "enforce_eager": True,
+                    "attention_config": {"backend": "FLASH_ATTN"}, "dtype": "float32", "seed": 2,
+                    "served_model_name": "a=b"}
+    assert parse_engine_args(None) == {} and parse_engine_args([]) == {}
+
+
+@pytest.mark.parametrize("item", ["dtype", "=float32", "--=1", ""])
+def test_an_engine_arg_without_a_key_and_a_value_is_refused_naming_the_form(item):
+    with pytest.raises(UsageError, match="use KEY=VALUE"):
+        parse_engine_args([item])
 
 
 def _req(**kw) -> LiveRequest:

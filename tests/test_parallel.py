@@ -134,6 +134,27 @@ def test_the_report_serve_line_replays_what_ran(tmp_path):
         "disable_padded_drafter_batch": True}
 
 
+def test_a_replayed_serve_line_sets_the_k_a_policy_entry_is_chosen_by(tmp_path):
+    from kconvert.results.thresholds import Gate
+
+    d = make_draft(tmp_path / "d", "specforge")
+    t = make_target(tmp_path / "t")
+    policy = tmp_path / "gate.toml"
+    policy.write_text('[[gate]]\nnum_speculative_tokens = 3\nmin_acceptance_length = 2.0\n\n'
+                      '[[gate]]\nnum_speculative_tokens = 4\nmin_acceptance_length = 2.5\n')
+    notes: list[str] = []
+    vr = verify(str(d), str(t), settings=VerifySettings(max_prompts=1),
+                speculative_config='{"method": "eagle3", "num_speculative_tokens": 4}',
+                thresholds=Gate(policy=str(policy), expected=3.0, tolerance=0.1), dry_run=True, notify=notes.append)
+    assert vr.settings.num_speculative_tokens == 4 and vr.planned["num_speculative_tokens"] == 4
+    # the k=4 entry's 2.5, raised by the expected 3.0 with 10 % tolerance to 2.7, and the note saying so
+    assert vr.thresholds.min_acceptance_length == pytest.approx(2.7)
+    assert notes == vr.thresholds.notes and "gate at 2.700" in notes[0]
+    with pytest.raises(UsageError, match="-k 5 contradicts --speculative-config num_speculative_tokens 4"):
+        verify(str(d), str(t), settings=VerifySettings(num_speculative_tokens=5),
+               speculative_config='{"num_speculative_tokens": 4}', dry_run=True)
+
+
 # ------------------------------------------------------------------------------------------ through the CLI
 
 

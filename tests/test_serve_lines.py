@@ -74,6 +74,28 @@ def test_sglang_next_step_is_the_model_cards_launch_line_then_verify_server_with
     assert measure.endswith("-k 5") and "--speculative-num-draft-tokens 6" in launch
 
 
+def test_library_verify_on_sglang_raises_a_usage_error_carrying_both_lines(tmp_path, monkeypatch):
+    import kconvert.commands.verify.run as run
+    from kconvert.commands.verify import VerifySettings, verify
+    from kconvert.engines.serve_lines import sglang_next_lines
+    from kconvert.errors import UsageError
+    from tests.factories import make_draft
+
+    d = make_draft(tmp_path / "d", "specforge")
+    missing = tmp_path / "no-target"  # the launch line names the target; nothing reads it
+    opened = []
+    real_open = run.open_draft
+    monkeypatch.setattr(run, "open_draft", lambda ref: opened.append(ref) or real_open(ref))
+    with pytest.raises(UsageError) as e:
+        verify(str(d), str(missing), engine="sglang", settings=VerifySettings(num_speculative_tokens=4, tp=2))
+    assert type(e.value) is UsageError and opened == [str(d)]  # the draft read once; the target not at all
+    assert e.value.next_lines == sglang_next_lines(str(d), str(missing), k=4, tp=2)
+    assert e.value.hint == f"{e.value.next_lines[0]} ; then: {e.value.next_lines[1]}"
+    with pytest.raises(UsageError) as e:
+        verify(None, None, engine="sglang")
+    assert e.value.next_lines == sglang_next_lines("<draft>", "<target>", k=3, tp=1)
+
+
 def test_verify_engine_sglang_without_server_prints_both_lines_and_exits_2(tmp_path):
     import os
     import subprocess

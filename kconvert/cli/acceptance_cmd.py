@@ -1,8 +1,6 @@
 """`kconvert acceptance`: acceptance figures from saved vLLM /metrics scrapes."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -11,7 +9,6 @@ from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
 from kconvert.cli._common import json_opt
 from kconvert.cli._output import begin, console, emit_json, err_console
-from kconvert.errors import InputError, UsageError
 
 EXAMPLES = """
 Examples:
@@ -22,22 +19,6 @@ Examples:
 
   kconvert acceptance after.txt --before before.txt --json
 """
-
-
-def _read(path: str, what: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"{path}: no such file (the {what}); save a scrape first: "
-                         "curl -s http://HOST:8000/metrics > metrics.txt, or pass '-' to read stdin")
-    if not p.is_file():
-        raise InputError(f"{path}: not a regular file (a folder or device), so not a {what}; save a scrape to a "
-                         "file first: curl -s http://HOST:8000/metrics > metrics.txt, or pass '-' to read stdin")
-    try:
-        return p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {what} {path}: {exc}") from None
 
 
 @app.command("acceptance", epilog=help_examples(EXAMPLES))
@@ -61,17 +42,10 @@ def acceptance_command(
     """
     # deferred: the library and its renderers load the rules and the readers, which --help never needs
     from kconvert.report.terminal import render_acceptance
-    from kconvert.commands.verify.deployment import acceptance_from_scrapes
+    from kconvert.commands.verify.deployment import acceptance_from_files
 
     begin("acceptance", "json" if as_json else "full", source=metrics)
-    if before is not None and before == metrics == "-":
-        raise UsageError("only one of the scrapes can come from stdin")
-    doc = acceptance_from_scrapes(
-        _read(metrics, "metrics file"),
-        _read(before, "--before file") if before is not None else None,
-        model=model, k=k, after_name=metrics, before_name=before or "before",
-    )
-    doc = {"metrics": metrics, "before": before, **doc}
+    doc = acceptance_from_files(metrics, before, model=model, k=k)
     if as_json:
         emit_json(doc)
     else:

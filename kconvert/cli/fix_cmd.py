@@ -107,13 +107,6 @@ def fix_command(
 
     decisions = decisions_from_flags(aux_ids, aux_convention, d2t, lm_head_source=lm_head_from,
                                      cast_dtype=cast_dtype, rope_from_target=rope_from_target)
-    decision = None
-    if decided_by:
-        from kconvert.commands.inspect import open_draft
-        from kconvert.score.cite import decision as cite_decision
-
-        decision, decisions = cite_decision(decided_by, open_draft(source), decisions)
-        err_console.print(f"[dim]{escape(decision['summary'])}[/]")
     only_set = check_only(set(only.split(","))) if only is not None else None
     ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,
                           engine=engine, engine_version=engine_version, target=target, fail_on=fail_on)
@@ -125,7 +118,8 @@ def fix_command(
         result = fix(source, output, target=ps.target, engine=ps.engine, engine_version=ps.engine_version,
                      decisions=decisions, only=only_set, dry_run=dry_run, partial=partial, force=force,
                      to_format=to_format, progress=progress, durable=fsync, from_pickle=from_pickle,
-                     decided_by=decision, selection=ps.selection, fail_on=ps.fail_on)
+                     decided_by=decided_by or None, selection=ps.selection, fail_on=ps.fail_on,
+                     notify=lambda line: err_console.print(f"[dim]{escape(line)}[/]"))
     doc = result.to_dict()
     emit_report(doc, fmt, lambda: render_fix(result, doc))
     raise typer.Exit(result.exit_code)

@@ -1,7 +1,6 @@
 """`kconvert verify`."""
 from __future__ import annotations
 
-import json
 from typing import Annotated, Optional
 
 import typer
@@ -35,44 +34,10 @@ Examples:
 
 
 def parse_engine_args(items: list[str] | None) -> dict:
-    out = {}
-    for item in items or []:
-        if "=" not in item:
-            raise UsageError(f"--engine-arg {item!r}: use KEY=VALUE (VALUE as JSON when it parses, else a string)")
-        k, v = item.split("=", 1)
-        k = k.strip().lstrip("-").replace("-", "_")
-        try:
-            out[k] = json.loads(v)
-        except json.JSONDecodeError:
-            out[k] = v
-    return out
+    """`kconvert.runners.vllm_args.parse_engine_args`, named here for the commands that import it from here."""
+    from kconvert.runners.vllm_args import parse_engine_args as parse  # deferred: --help loads no runner
 
-
-def replay_serve_line(settings, spec_json: str, *, k: int, draft_tp: int | None):
-    """Settings with a production `--speculative-config` applied; a flag given with another value is refused
-    rather than silently overridden."""
-    from kconvert.engines.serve_lines import parse_speculative_config  # deferred: keeps --help's imports minimal
-
-    try:
-        rp = parse_speculative_config(spec_json)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    if rp.num_speculative_tokens is not None and k != 3 and k != rp.num_speculative_tokens:
-        raise UsageError(f"-k {k} contradicts --speculative-config num_speculative_tokens "
-                         f"{rp.num_speculative_tokens}: give one of them")
-    if rp.draft_tp is not None and draft_tp is not None and draft_tp != rp.draft_tp:
-        raise UsageError(f"--draft-tp {draft_tp} contradicts --speculative-config draft_tensor_parallel_size "
-                         f"{rp.draft_tp}: give one of them")
-    return settings.replay(rp)
-
-
-def _floats(s: str | None, what: str) -> list[float]:
-    if not s:
-        return []
-    try:
-        return [float(x) for x in s.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError(f"{what} {s!r}: comma-separated numbers, e.g. 0.7,0.5,0.3") from None
+    return parse(items)
 
 
 @app.command("verify", epilog=help_examples(EXAMPLES))
@@ -165,17 +130,13 @@ def verify_command(
     before any engine line is planned, with what serves it, exit 1 (--skip-static too).
     """
     # deferred: the library and its renderers load the rules and the readers, which --help never needs
-    from kconvert.rules.decisions import decisions_from_flags
     from kconvert.commands.verify import VerifySettings, verify
-    from kconvert.results.thresholds import Thresholds, apply_expected, load_policy
+    from kconvert.results.thresholds import Gate
+    from kconvert.rules.decisions import decisions_from_flags
 
     fmt = begin("verify", output_format, as_json, draft)
     ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,
                           engine=engine, engine_version=engine_version, target=target, fail_on=fail_on)
-    if ps.engine == "sglang" and not server and not dry_run and not _other_method(draft, ps):
-        _sglang_next_step(draft, ps.target, k=k, tp=tp, fmt=fmt)
-    if not server and (draft is None or ps.target is None):
-        raise UsageError("verify needs a DRAFT and --target TARGET (or --server URL to measure a running deployment)")
     if server:
         from kconvert.cli.server_mode import run_server_mode
 
@@ -186,65 +147,32 @@ def verify_command(
                               max_tokens=max_tokens, trust_remote_code=trust_remote_code,
                               engine_args=parse_engine_args(engine_arg), timeout_s=timeout, skip_static=skip_static,
                               lossless=lossless, max_prompts=max_prompts)
-    if speculative_config is not None:
-        settings = replay_serve_line(settings, speculative_config, k=k, draft_tp=draft_tp)
-    k = settings.num_speculative_tokens
-    if policy:
-        from kconvert.prompts import load_prompts
-
-        th = load_policy(policy, target=ps.target, prompt_set=load_prompts(prompts)[0], k=k)
-    else:
-        th = Thresholds(min_acceptance_length=min_al, min_acceptance_rate=min_rate,
-                        min_per_position=_floats(min_pos, "--min-per-position"))
-    if expected is not None:
-        apply_expected(th, expected, expected_convention, tolerance, "--expected-accept-length")
+    gate = Gate(min_acceptance_length=min_al, min_acceptance_rate=min_rate, min_per_position=min_pos, policy=policy,
+                expected=expected, expected_convention=expected_convention, tolerance=tolerance)
     decisions = decisions_from_flags(aux_ids, aux_convention, d2t)
     quiet = fmt != "full" or not err_console.is_terminal
-    with err_console.status("verify: static checks", spinner="dots") if not quiet else NoStatus() as status:
-        def progress(stage: str) -> None:
-            if quiet:
-                err_console.print(f"verify: {stage}", highlight=False) if err_console.is_terminal else None
-            else:
-                status.update(f"verify: {stage}")
-        for note in th.notes:
-            err_console.print(f"[dim]{note}[/]")
-        if settings.lossless:
-            err_console.print("[dim]lossless check on: one more engine run without the draft[/]")
-        vr = verify(draft, ps.target, engine=ps.engine, engine_version=ps.engine_version, settings=settings,
-                    thresholds=None if th.empty else th, decisions=decisions, progress=progress, fail_on=ps.fail_on,
-                    selection=ps.selection, dry_run=dry_run, diagnose=diagnose,
-                    notify=lambda line: err_console.print(line, markup=False, highlight=False))
+    try:
+        with err_console.status("verify: static checks", spinner="dots") if not quiet else NoStatus() as status:
+            def progress(stage: str) -> None:
+                if quiet:
+                    err_console.print(f"verify: {stage}", highlight=False) if err_console.is_terminal else None
+                else:
+                    status.update(f"verify: {stage}")
+            vr = verify(draft, ps.target, engine=ps.engine, engine_version=ps.engine_version, settings=settings,
+                        thresholds=gate, decisions=decisions, progress=progress, fail_on=ps.fail_on,
+                        selection=ps.selection, dry_run=dry_run, diagnose=diagnose,
+                        speculative_config=speculative_config,
+                        notify=lambda line: err_console.print(line, markup=False, highlight=False))
+    except UsageError as e:
+        if getattr(e, "next_lines", None) and fmt in ("full", "concise"):
+            write("\n".join(e.next_lines) + "\n")  # SGLang's launch line, then the `verify --server` line
+        raise
     doc = vr.to_dict()
     _write_reports(doc, report, junit, markdown, sarif)
     from kconvert.report.terminal import render_verify  # deferred: the rich report modules, not for --help
 
     emit_report(doc, fmt, lambda: render_verify(console, doc))
     raise typer.Exit(vr.exit_code)
-
-
-def _other_method(draft: str | None, ps) -> bool:
-    """Another method's checkpoint (K105): verify refuses it below (exit 1, with its report) instead of printing an
-    SGLang EAGLE-3 launch line for it."""
-    if draft is None:
-        return False
-    from kconvert.commands.inspect import inspect  # deferred: the rules and the readers, not for --help
-
-    res = inspect(draft, engine=ps.engine, engine_version=ps.engine_version, selection=ps.selection)
-    return res.refusal("verify") is not None
-
-
-def _sglang_next_step(draft: str | None, target: str | None, *, k: int, tp: int, fmt: str) -> None:
-    """kconvert starts vLLM only: for SGLang print the launch line and the `verify --server` line, exit 2."""
-    # deferred: the next steps load the rules; --help imports neither them nor the serve lines
-    from kconvert.engines.serve_lines import sglang_next_lines
-    from kconvert.results.next_steps import TARGET_PLACEHOLDER
-
-    launch, measure = sglang_next_lines(draft or "<draft>", target or TARGET_PLACEHOLDER, k=k, tp=tp)
-    if fmt in ("full", "concise"):
-        write(f"{launch}\n{measure}\n")
-    raise UsageError("live verify starts vLLM only; verify an SGLang deployment with --server: start SGLang with "
-                     "the first line, then measure it with the second",
-                     hint=f"{launch} ; then: {measure}")
 
 
 def _write_reports(doc: dict, report: str | None, junit: str | None, markdown: str | None,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kconvert.errors import InputError, UsageError
+from kconvert.prompts import load_prompts
 from kconvert.schemas import validate
 
 if sys.version_info >= (3, 11):
@@ -89,6 +90,41 @@ def load_policy(path: str | Path, *, target: str, prompt_set: str, k: int) -> Th
         apply_expected(th, float(exp["value"]), exp.get("convention", "vllm"), float(exp.get("tolerance", 0.1)),
                        exp.get("source", str(p)))
     return th
+
+
+@dataclass
+class Gate:
+    """The gate as `kconvert verify`'s flags give it, resolved by `verify` once the run's k is known (a replayed
+    serve line sets k, and a policy's entry is chosen by k): the policy's entry when a policy file is given, else
+    the floors given; an expected value (converted to vLLM's AL) on top of either."""
+
+    min_acceptance_length: float | None = None
+    min_acceptance_rate: float | None = None
+    min_per_position: str | None = None  # comma-separated rates, e.g. "0.7,0.5,0.3" (--min-per-position)
+    policy: str | Path | None = None
+    expected: float | None = None
+    expected_convention: str = "sglang"
+    tolerance: float = 0.1
+
+    def resolve(self, *, target: str, prompts: str, k: int) -> Thresholds:
+        if self.policy:
+            th = load_policy(self.policy, target=target, prompt_set=load_prompts(prompts)[0], k=k)
+        else:
+            th = Thresholds(min_acceptance_length=self.min_acceptance_length,
+                            min_acceptance_rate=self.min_acceptance_rate,
+                            min_per_position=_rates(self.min_per_position, "--min-per-position"))
+        if self.expected is not None:
+            apply_expected(th, self.expected, self.expected_convention, self.tolerance, "--expected-accept-length")
+        return th
+
+
+def _rates(text: str | None, what: str) -> list[float]:
+    if not text:
+        return []
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"{what} {text!r}: comma-separated numbers, e.g. 0.7,0.5,0.3") from None
 
 
 @dataclass

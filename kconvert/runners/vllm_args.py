@@ -7,15 +7,34 @@ takes the configs as values (`kconvert.runners.engine_setup` reads them and patc
 """
 from __future__ import annotations
 
+import json
 import os
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from kconvert.engines.live_run import LiveRequest
+from kconvert.errors import UsageError
 
 # CPU-platform defaults (docs/vllm-cpu.md#engine-settings: the errors without them).
 CPU_KVCACHE_SPACE_GIB = "1"  # vLLM's CPU default sizes the KV cache from free RAM, far too much beside a trainer
 CPU_GPU_MEMORY_UTILIZATION = 0.5  # 0.92 default: "Available memory on node 0 ... is less than desired ..."
 CPU_MAX_MODEL_LEN = 512
+
+
+def parse_engine_args(items: Iterable[str] | None, flag: str = "--engine-arg") -> dict[str, Any]:
+    """`--engine-arg KEY=VALUE` items (verify, trace, matrix --live) as `vllm.LLM` keyword arguments: the key as
+    EngineArgs names it (`max-model-len` and `--max-model-len` become `max_model_len`), the value as JSON when it
+    parses (`4096`, `true`, `{"backend": "FLASH_ATTN"}`), else the string (`float32`). A later item wins."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        key = key.strip().lstrip("-").replace("-", "_")
+        if not sep or not key:
+            raise UsageError(f"{flag} {item!r}: use KEY=VALUE (VALUE as JSON when it parses, else a string)")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
 
 
 def _is_mla(config: Mapping[str, Any] | None) -> bool:

@@ -71,7 +71,8 @@ def fix_outcome(res) -> dict:
     from kconvert.errors import AmbiguityError, UnfixableError
 
     if isinstance(res, AmbiguityError):
-        # fix names the deciding flag after "decide with" (kconvert/commands/fix.py); other messages name one flag
+        # fix names the deciding flag after "decide with" (kconvert/commands/fix/__init__.py); other messages
+        # name one flag
         flags = re.findall(r"decide with (--[a-z][a-z-]+)", res.message) or _FLAG.findall(res.message)
         return {"outcome": "needs", "flag": flags[0] if flags else res.message}
     if isinstance(res, UnfixableError):

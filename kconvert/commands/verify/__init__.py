@@ -8,6 +8,7 @@ comparison with the target alone; `diagnosis` the candidate readings of `--diagn
 """
 from kconvert.results.verify import VerifyResult, VerifySettings, build_verify_report
 from kconvert.commands.verify.lossless import compare_outputs
-from kconvert.commands.verify.run import verify
+from kconvert.commands.verify.run import replay_serve_line, verify
 
-__all__ = ["VerifyResult", "VerifySettings", "build_verify_report", "compare_outputs", "verify"]
+__all__ = ["VerifyResult", "VerifySettings", "build_verify_report", "compare_outputs",
+           "replay_serve_line", "verify"]

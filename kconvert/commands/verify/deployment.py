@@ -2,6 +2,8 @@
 (`kconvert verify --server`), or a vLLM server's saved `/metrics` scrapes (`kconvert acceptance`)."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 from kconvert.engines.acceptance import summarize
@@ -26,6 +28,34 @@ def measure_server(url: str, *, engine: str, prompts: str, k: int, max_tokens: i
     else:
         raise UsageError(f"--engine {engine!r}: choose vllm or sglang")
     return {"server": url, "engine": engine, "prompt_set": set_name, **result}
+
+
+def acceptance_from_files(metrics: str, before: str | None = None, *, model: str | None = None,
+                          k: int | None = None) -> dict[str, Any]:
+    """`kconvert acceptance METRICS [--before BEFORE]`: the acceptance document of saved scrapes (a path, or '-'
+    for standard input), with the names it read them from."""
+    if before is not None and before == metrics == "-":
+        raise UsageError("only one of the scrapes can come from stdin")
+    doc = acceptance_from_scrapes(read_scrape(metrics, "metrics file"),
+                                  read_scrape(before, "--before file") if before is not None else None,
+                                  model=model, k=k, after_name=metrics, before_name=before or "before")
+    return {"metrics": metrics, "before": before, **doc}
+
+
+def read_scrape(path: str, what: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{path}: no such file (the {what}); save a scrape first: "
+                         "curl -s http://HOST:8000/metrics > metrics.txt, or pass '-' to read stdin")
+    if not p.is_file():
+        raise InputError(f"{path}: not a regular file (a folder or device), so not a {what}; save a scrape to a "
+                         "file first: curl -s http://HOST:8000/metrics > metrics.txt, or pass '-' to read stdin")
+    try:
+        return p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {what} {path}: {exc}") from None
 
 
 def acceptance_from_scrapes(after_text: str, before_text: str | None = None, *, model: str | None = None,

@@ -11,14 +11,15 @@ from kconvert._version import install_hint
 from kconvert.engines.expectations import engine_rules, other_runner
 from kconvert.engines.installed import detect_platform, installed_version
 from kconvert.engines.live_run import LiveRequest
-from kconvert.engines.serve_lines import serve_lines
+from kconvert.engines.serve_lines import parse_speculative_config, serve_lines, sglang_next_lines
 from kconvert.errors import EXIT_ENGINE, UsageError
 from kconvert.prompts import load_prompts
 from kconvert.commands.inspect import analyse, open_draft
 from kconvert.commands.verify.diagnosis import diagnose as run_diagnosis
 from kconvert.commands.verify.diagnosis import plan_diagnosis
 from kconvert.results.inspection import Inspection
-from kconvert.results.thresholds import Thresholds, evaluate
+from kconvert.results.next_steps import TARGET_PLACEHOLDER
+from kconvert.results.thresholds import Gate, Thresholds, evaluate
 from kconvert.results.verify import VerifyResult, VerifySettings
 from kconvert.rules import Decisions
 from kconvert.rules.decisions import given
@@ -32,6 +33,33 @@ from kconvert.commands.verify.lossless import compare_outputs
 from kconvert.commands.verify.runner import runner_block
 
 Progress = Callable[[str], None]
+
+
+def sglang_next_step_error(launch: str, measure: str) -> UsageError:
+    """verify starts vLLM only: for SGLang, a `UsageError` carrying the launch line and the `kconvert verify
+    --server` line that measures the server it starts (`.next_lines`, which the command line prints; the hint
+    names both). A plain UsageError, as the JSON error's type has always been."""
+    err = UsageError("live verify starts vLLM only; verify an SGLang deployment with --server: start SGLang with "
+                     "the first line, then measure it with the second", hint=f"{launch} ; then: {measure}")
+    err.next_lines = [launch, measure]  # type: ignore[attr-defined]
+    return err
+
+
+def replay_serve_line(st: VerifySettings, spec_json: str) -> VerifySettings:
+    """`st` with a production `--speculative-config` applied; a -k or draft TP given with another value is refused
+    rather than silently overridden (k 3 is the default, not a choice)."""
+    try:
+        rp = parse_speculative_config(spec_json)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    k = st.num_speculative_tokens
+    if rp.num_speculative_tokens is not None and k != 3 and k != rp.num_speculative_tokens:
+        raise UsageError(f"-k {k} contradicts --speculative-config num_speculative_tokens "
+                         f"{rp.num_speculative_tokens}: give one of them")
+    if rp.draft_tp is not None and st.draft_tp is not None and st.draft_tp != rp.draft_tp:
+        raise UsageError(f"--draft-tp {st.draft_tp} contradicts --speculative-config draft_tensor_parallel_size "
+                         f"{rp.draft_tp}: give one of them")
+    return st.replay(rp)
 
 
 def resolve_target(ref: str) -> tuple[TargetModel, str]:
@@ -67,23 +95,33 @@ def refuse_parallel_split(res: Inspection, st: VerifySettings) -> None:
                          hint="choose a TP the heads divide by (the draft can stay on one rank with --draft-tp 1)")
 
 
-def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str | None = None,
-           settings: VerifySettings | None = None, thresholds: Thresholds | None = None,
+def verify(draft: str | None, target: str | None, *, engine: str = "vllm", engine_version: str | None = None,
+           settings: VerifySettings | None = None, thresholds: Thresholds | Gate | None = None,
            decisions: Decisions | None = None, options: Decisions | None = None, progress: Progress | None = None,
            fail_on: str = "error", selection: Selection | None = None,
-           dry_run: bool = False, diagnose: bool = False, notify: Progress | None = None) -> VerifyResult:
+           dry_run: bool = False, diagnose: bool = False, notify: Progress | None = None,
+           speculative_config: str | None = None) -> VerifyResult:
     """Static checks, then the draft next to `target` in a real vLLM engine (child process, hard timeout):
     acceptance from the engine's own counters, the optional lossless check, and the gate.
 
     target: a folder, a Hub id, or a profile name (mapped to its Hub id for the engine).
     settings: `kconvert.VerifySettings` (tp, k, prompts, max tokens, engine args, timeout, lossless, ...).
-    thresholds: `kconvert.Thresholds` to gate on (None: no gate). fail_on: "error" or "warning" for the static
-    checks (failing findings stop before the engine starts unless `settings.skip_static`). dry_run: the static
-    checks and the planned engine arguments and serve line (`.planned`); nothing started, no engine imported.
+    speculative_config: the JSON of a production `vllm serve --speculative-config`, replayed on `settings` (its k
+    and draft TP; a -k or draft TP that contradicts it is a `UsageError`).
+    thresholds: `kconvert.Thresholds` to gate on, or a `Gate` (verify's flags: a policy file, floors, an
+    expected value) resolved once k is known (None: no gate); its notes go to `notify`. fail_on: "error" or
+    "warning" for the static checks (failing findings stop before the engine starts unless
+    `settings.skip_static`). dry_run: the static checks and the planned engine arguments and serve line
+    (`.planned`); nothing started, no engine imported.
     diagnose: after the live run, when acceptance is low or a convention is unsettled, run the candidate readings
     (one engine run each) and name the best with its `kconvert fix` command in `.diagnosis`, as `kconvert verify
     --diagnose` does (with `dry_run`, `.planned` says it would). progress: each stage as it starts; notify: a line
-    worth keeping on screen, the diagnosis plan with its time estimate before its runs start (default: progress).
+    worth keeping on screen, the gate's notes, the lossless check, the diagnosis plan with its time estimate before
+    its runs start (default: progress).
+
+    engine "sglang" without `dry_run` starts nothing: kconvert starts vLLM only, so an EAGLE-3 draft raises a
+    `UsageError` whose `.next_lines` are SGLang's launch line and the `verify --server` line (placeholders for a
+    draft or target not given); another method's checkpoint (K105) is refused as on vLLM.
 
     Returns a `VerifyResult` (`.acceptance`, `.verdict`, `.exit_code`, `.to_dict()` = `kconvert verify --json`).
     Raises `EngineError` when the engine could not run, and the other `KConvertError` subclasses.
@@ -91,8 +129,23 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
     decisions = given(decisions, options)
     st = settings or VerifySettings()
     say = progress or (lambda _s: None)
+    tell = notify or say
+    # SGLang first, from the flags as given: its lines need neither the target's facts nor a replayed vLLM line
+    ckpt = sglang_next_step(draft, target, st, engine_version, selection) if engine == "sglang" and not dry_run \
+        else None
+    if draft is None or target is None:
+        raise UsageError("verify needs a DRAFT and --target TARGET (or --server URL to measure a running deployment)")
+    if speculative_config is not None:
+        st = replay_serve_line(st, speculative_config)
+    if isinstance(thresholds, Gate):
+        resolved = thresholds.resolve(target=target, prompts=st.prompts, k=st.num_speculative_tokens)
+        thresholds = None if resolved.empty else resolved
+    for note in thresholds.notes if thresholds is not None else []:
+        tell(note)
+    if st.lossless:
+        tell("lossless check on: one more engine run without the draft")
     tgt, engine_target = resolve_target(target)
-    ckpt = open_draft(draft)
+    ckpt = ckpt or open_draft(draft)
     decided = replace(decisions or Decisions(), tp=st.tp, draft_tp=st.draft_tp)
     res = analyse(ckpt, tgt, engine_rules(engine, engine_version), decided, fail_on=fail_on, selection=selection)
     refuse_parallel_split(res, st)
@@ -142,6 +195,18 @@ def verify(draft: str, target: str, *, engine: str = "vllm", engine_version: str
             (notify or say)(f"diagnose: {plan.summary()}")
         out.diagnosis = run_diagnosis(out, plan, progress=say)
     return out
+
+
+def sglang_next_step(draft: str | None, target: str | None, st: VerifySettings, engine_version: str | None,
+                     selection: Selection | None):
+    """Raise `sglang_next_step_error` for an EAGLE-3 draft (or no draft named); return the opened checkpoint of another
+    method's (K105), which verify then refuses with its report instead of printing an EAGLE-3 launch line."""
+    ckpt = open_draft(draft) if draft is not None else None
+    if ckpt is None or analyse(ckpt, None, engine_rules("sglang", engine_version),
+                               selection=selection).refusal("verify") is None:
+        raise sglang_next_step_error(*sglang_next_lines(draft or "<draft>", target or TARGET_PLACEHOLDER,
+                                                k=st.num_speculative_tokens, tp=st.tp))
+    return ckpt
 
 
 def plan_live(out: VerifyResult, draft_dir: str, tgt: TargetModel) -> dict[str, Any]:

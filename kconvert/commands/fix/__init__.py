@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from kconvert.engines.expectations import engine_rules
 from kconvert.errors import AmbiguityError, SelfCheckError, UnfixableError, UsageError
+from kconvert.commands.fix.decided_by import decision
 from kconvert.commands.inspect import analyse, open_draft
 from kconvert.plan import Plan, build_fix_plan
 from kconvert.results.fix import FixResult, left_as_is_entry, remaining_fixable
@@ -41,8 +42,9 @@ def fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | T
         engine: str = "vllm", engine_version: str | None = None, decisions: Decisions | None = None,
         options: Decisions | None = None, only: set[str] | None = None, dry_run: bool = False, partial: bool = False,
         force: bool = False, to_format: str | None = None, progress: Callable[[int, int, str], None] | None = None,
-        durable: bool = True, from_pickle: bool = False, decided_by: dict[str, Any] | None = None,
-        selection: Selection | None = None, fail_on: str = "error") -> FixResult:
+        durable: bool = True, from_pickle: bool = False, decided_by: str | Path | None = None,
+        selection: Selection | None = None, fail_on: str = "error",
+        notify: Callable[[str], None] | None = None) -> FixResult:
     """Write a corrected copy of a draft that `engine` loads with the intended meaning.
 
     Streams the tensors (unchanged ones by byte range), keeps sharding, writes into a temporary folder beside
@@ -60,17 +62,24 @@ def fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | T
         "speculators". progress(done_bytes, total_bytes, message). durable: fsync before the rename.
         from_pickle: convert PyTorch pickle weights (.bin/.pt) to safetensors through
         `torch.load(weights_only=True)` after the static opcode check (without it such a draft is refused).
-        decided_by: the measurement behind the decision flags (`kconvert.score.cite.decision` of a
-        `kconvert score --diagnose` report), recorded in kconvert.json.
+        decided_by: a `kconvert score --diagnose` report of this draft: the decision flags are taken from the
+        reading it measured best (or checked against it: a contradiction is a `UsageError`, as is a report of
+        other files), and which trace decided is recorded in kconvert.json (`kconvert.commands.fix.decided_by`).
+        notify: a line worth keeping on screen (the decision `decided_by` took, with its acceptance lengths).
 
     Returns a `FixResult` (`.plan`, `.written`, `.verdict`, `.to_dict()` = `kconvert fix --json`). Raises
     `AmbiguityError` where a flag must decide (the message names it), `UnfixableError`, `UsageError`, `InputError`.
     """
     check_fail_on(fail_on)
-    result = _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version,
-                  decisions=given(decisions, options),
+    decisions, record = given(decisions, options), None
+    if decided_by is not None:
+        source = source if isinstance(source, Checkpoint) else open_draft(source)  # opened once, for both
+        record, decisions = decision(str(decided_by), source, decisions or Decisions())
+        if notify is not None:
+            notify(record["summary"])
+    result = _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version, decisions=decisions,
                   only=only, dry_run=dry_run, partial=partial, force=force, to_format=to_format, progress=progress,
-                  durable=durable, from_pickle=from_pickle, decided_by=decided_by, selection=selection)
+                  durable=durable, from_pickle=from_pickle, decided_by=record, selection=selection)
     result.fail_on = fail_on
     return result
 
