@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -44,7 +44,6 @@ class TraceResult:
     meta: dict[str, Any] | None = None  # its trace.json, as written
     estimate: Any = None  # kconvert.trace.estimate.TraceEstimate
     positions_from: str | None = None  # how the estimate's positions were counted
-    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """What `kconvert trace --json` prints: trace.json without the target's config (or the estimate)."""
@@ -57,7 +56,9 @@ class TraceResult:
 
 def trace(request: Any, *, for_drafts: list[str] | None = None,
           progress: Callable[[str], None] | None = None) -> TraceResult:
-    """Record (or estimate) the trace `request` asks for; see the module's docstring."""
+    """Record (or estimate) the trace `request` asks for; see the module's docstring. `for_drafts` replaces
+    `request.layers` (the request is updated in place); a TraceRequest's `continuations_from` is read into its
+    `continuations` when they are not given."""
     if for_drafts:
         from kconvert.trace.estimate import draft_layers
 
