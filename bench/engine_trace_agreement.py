@@ -25,8 +25,8 @@ from score_agreement import DRAFTS, TARGET, TINY, greedy_trace, live, log, score
 
 
 def engine_trace(path: str, dtype: str, work: Path) -> tuple[Path, float]:
-    from kconvert.score.engine_record import record_trace_vllm
-    from kconvert.score.record import TraceRequest
+    from kconvert.trace.record_vllm import record_trace_vllm
+    from kconvert.trace.request import TraceRequest
 
     name = "nomla" if os.environ.get("VLLM_MLA_DISABLE") == "1" else "mla"
     out = work / "traces" / f"engine.{name}.{dtype}"
@@ -40,7 +40,7 @@ def engine_trace(path: str, dtype: str, work: Path) -> tuple[Path, float]:
 
 
 def _same(trace: Path, lv: dict) -> int | None:
-    from kconvert.score.trace import open_trace
+    from kconvert.trace.format import open_trace
 
     if not lv.get("output_token_ids"):
         return None

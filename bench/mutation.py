@@ -53,7 +53,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # The scope of issue #30: the modules whose mistakes change a verdict, a file or a figure.
 SCOPE = [
     "kconvert/rules/*", "kconvert/writer/*", "kconvert/plan/*",
-    "kconvert/score/run.py", "kconvert/score/draft.py",
+    "kconvert/score/walk.py", "kconvert/score/runner.py", "kconvert/score/weights.py",
+    "kconvert/source/tensor_read.py", "kconvert/score/draft.py",
     "kconvert/hub/binding.py", "kconvert/hub/upload.py",
     "kconvert/matrix/cache.py", "kconvert/matrix/spec.py",
     "kconvert/engines/acceptance.py", "kconvert/engines/metrics.py",

@@ -83,7 +83,8 @@ def live(name: str, path: str, dtype: str, work: Path) -> dict | None:
 
 
 def greedy_trace(dtype: str, work: Path) -> Path:
-    from kconvert.score.record import TraceRequest, record_trace
+    from kconvert.trace.record_hf import record_trace
+    from kconvert.trace.request import TraceRequest
 
     out = work / "traces" / f"greedy.{dtype}"
     if not (out / "trace.json").exists():
@@ -94,7 +95,8 @@ def greedy_trace(dtype: str, work: Path) -> Path:
 
 
 def forced_trace(name: str, dtype: str, lv: dict, work: Path) -> Path:
-    from kconvert.score.record import TraceRequest, record_trace
+    from kconvert.trace.record_hf import record_trace
+    from kconvert.trace.request import TraceRequest
 
     out = work / "traces" / f"forced.{name}.{dtype}"
     if not (out / "trace.json").exists():
@@ -164,7 +166,7 @@ def main() -> int:
     rows = []
     for dtype in a.dtypes:
         ga = greedy_trace(dtype, work)
-        from kconvert.score.trace import open_trace
+        from kconvert.trace.format import open_trace
 
         tr = open_trace(ga)
         greedy_outputs = []

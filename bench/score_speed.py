@@ -167,7 +167,7 @@ def kimi_draft(folder: Path, seed: int = 0) -> int:
 def kimi_trace(folder: Path, seed: int = 0) -> int:
     import torch
 
-    from kconvert.score.trace import TraceMeta, TraceWriter
+    from kconvert.trace.format import TraceMeta, TraceWriter
     from kconvert.targets import load_profile
 
     k = KIMI

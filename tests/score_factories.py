@@ -1,6 +1,6 @@
 """Traces and targets for the score tests, built by small functions (no shipped example, no engine).
 
-- `write_trace`: a trace folder from explicit sequences and hidden states (kconvert.score.trace.TraceWriter);
+- `write_trace`: a trace folder from explicit sequences and hidden states (kconvert.trace.format.TraceWriter);
 - `random_trace`: random states and tokens;
 - `consistent_trace`: a trace whose greedy continuation is what a given draft predicts at step 0 under a given
   reading (computed by tests/eagle3_reference.py, not by kconvert's runner), so that reading accepts (at least)
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from kconvert.score.trace import TraceMeta, TraceWriter
+from kconvert.trace.format import TraceMeta, TraceWriter
 
 H, V, L = 64, 512, 8  # tests/factories.py TINY shape
 

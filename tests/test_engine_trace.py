@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("torch")
 
 from kconvert.cli import main  # noqa: E402
-from kconvert.score import engine_record  # noqa: E402
+from kconvert.trace import record_vllm as engine_record  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = str(ROOT / "examples" / "tiny" / "target")

@@ -18,9 +18,9 @@ pytest.importorskip("vllm")
 pytest.importorskip("torch")
 
 from kconvert.score import ScoreSettings, score  # noqa: E402
-from kconvert.score.engine_record import record_trace_vllm  # noqa: E402
-from kconvert.score.record import TraceRequest  # noqa: E402
-from kconvert.score.trace import open_trace  # noqa: E402
+from kconvert.trace.record_vllm import record_trace_vllm  # noqa: E402
+from kconvert.trace.request import TraceRequest  # noqa: E402
+from kconvert.trace.format import open_trace  # noqa: E402
 from tests.live_runs import FP32, GOOD, TARGET, TINY, al, run_verify  # noqa: E402
 
 pytestmark = pytest.mark.live

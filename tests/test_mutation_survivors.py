@@ -10,7 +10,7 @@ import pytest
 
 from kconvert.errors import GateError
 from kconvert.hub.binding import LocalFile
-from kconvert.score.run import ReadingScore
+from kconvert.score.walk import ReadingScore
 from kconvert.writer.atomic import TempFolder
 
 

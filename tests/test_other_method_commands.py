@@ -192,12 +192,12 @@ def test_verify_refusal_is_one_printed_line(capsys, drafts):
 @pytest.mark.parametrize("name", ["dflash3", "mtp_ds", "mtp_kimi"])
 @pytest.mark.parametrize("flags", [[], ["--skip-static"], ["--diagnose"]], ids=["", "skip", "diagnose"])
 def test_score_prints_no_figure_for_another_methods_checkpoint(capsys, drafts, trace, monkeypatch, name, row, flags):
-    import kconvert.score.run as score_run
+    import kconvert.score.walk as score_walk
 
     def scored(*a, **k):
         raise AssertionError("the EAGLE-3 proposer ran on another method's checkpoint")
 
-    monkeypatch.setattr(score_run, "score_reading", scored)
+    monkeypatch.setattr(score_walk, "score_reading", scored)
     rc, doc = run_json(capsys, "score", str(drafts[name]), "--trace", str(trace), *engine_flags(row), *flags)
     assert rc == EXIT_DRAFT_FAILED
     assert_refused(doc, name, row, "score", skip_static="--skip-static" in flags)

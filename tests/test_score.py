@@ -24,8 +24,10 @@ from kconvert.formats.read import read_draft  # noqa: E402
 from kconvert.schemas import validate  # noqa: E402
 from kconvert.score import ScoreSettings, build_score_report, score  # noqa: E402
 from kconvert.score.reading import engine_reading  # noqa: E402
-from kconvert.score.run import WeightCache, build_runner, every_position, replay  # noqa: E402
-from kconvert.score.trace import Sequence, open_trace  # noqa: E402
+from kconvert.score.runner import build_runner  # noqa: E402
+from kconvert.score.walk import every_position, replay  # noqa: E402
+from kconvert.score.weights import WeightCache  # noqa: E402
+from kconvert.trace.format import Sequence, open_trace  # noqa: E402
 from kconvert.source import open_checkpoint  # noqa: E402
 from tests.factories import make_draft  # noqa: E402
 from tests.eagle3_reference import ReferenceDraft  # noqa: E402
@@ -345,7 +347,7 @@ def test_reference_llama_layer_equals_transformers_llama_decoder_layer():
 
 
 def test_chained_steps_only_where_the_chain_is_still_accepted_count_the_same(tmp_path):
-    from kconvert.score.run import reference_tokens, sequence_inputs
+    from kconvert.score.walk import reference_tokens, sequence_inputs
 
     good, trace = _good_and_trace(tmp_path)
     d, reading = _reading(good)
@@ -584,7 +586,8 @@ def _hf_model(path):
 
 def test_recorded_trace_is_the_targets_greedy_continuation_with_its_own_states(tmp_path, hf_target):
     from tests.score_factories import prompts_file
-    from kconvert.score.record import TraceRequest, record_trace
+    from kconvert.trace.record_hf import record_trace
+    from kconvert.trace.request import TraceRequest
 
     prompts = prompts_file(tmp_path / "p.txt", 5)
     out = record_trace(TraceRequest(target=str(hf_target), out=str(tmp_path / "tr"), prompts=str(prompts),
@@ -615,7 +618,8 @@ def test_recorded_trace_is_the_targets_greedy_continuation_with_its_own_states(t
 def test_recorder_never_reads_pickles_nor_runs_unknown_architectures(tmp_path, hf_target):
     import shutil
 
-    from kconvert.score.record import TraceRequest, record_trace
+    from kconvert.trace.record_hf import record_trace
+    from kconvert.trace.request import TraceRequest
 
     t = tmp_path / "target"
     shutil.copytree(hf_target, t)
@@ -661,7 +665,7 @@ def _last_prenorm(model, ids):
 
 
 def test_speculators_dump_becomes_a_trace_with_the_targets_greedy_labels(tmp_path, hf_target):
-    from kconvert.score.dumps import DumpRequest, trace_from_dump
+    from kconvert.trace.from_dump import DumpRequest, trace_from_dump
 
     model = _hf_model(hf_target)
     dump = _dump(tmp_path / "dump", model)
@@ -679,7 +683,7 @@ def test_speculators_dump_becomes_a_trace_with_the_targets_greedy_labels(tmp_pat
 
 
 def test_dump_of_pickles_is_refused_with_the_way_out(tmp_path, hf_target):
-    from kconvert.score.dumps import DumpRequest, trace_from_dump
+    from kconvert.trace.from_dump import DumpRequest, trace_from_dump
 
     d = tmp_path / "specforge" / "rows_0-5000"
     d.mkdir(parents=True)
@@ -689,7 +693,7 @@ def test_dump_of_pickles_is_refused_with_the_way_out(tmp_path, hf_target):
 
 
 def test_dump_streams_must_match_what_the_user_says(tmp_path, hf_target):
-    from kconvert.score.dumps import DumpRequest, trace_from_dump
+    from kconvert.trace.from_dump import DumpRequest, trace_from_dump
 
     dump = _dump(tmp_path / "dump", _hf_model(hf_target), n_files=1)
     with pytest.raises(UsageError, match="holds 3 streams"):
@@ -786,7 +790,7 @@ def test_read_span_converts_while_reading_what_safetensors_reads(tmp_path, monke
     chunk (READ_CHUNK made small so a tensor takes many chunks), and a truncated file refused."""
     from safetensors.torch import load_file, save_file
 
-    import kconvert.score.run as run
+    import kconvert.source.tensor_read as run
     from kconvert.source.safetensors_header import read_header
 
     g = torch.Generator().manual_seed(0)

@@ -309,8 +309,9 @@ def test_runner_drafts_what_the_eagle3_definition_drafts(tmp_path, monkeypatch, 
     from kconvert.engines.expectations import engine_rules
     from kconvert.formats.read import read_draft
     from kconvert.score.reading import engine_reading
-    from kconvert.score.run import WeightCache, build_runner
-    from kconvert.score.trace import open_trace
+    from kconvert.score.runner import build_runner
+    from kconvert.score.weights import WeightCache
+    from kconvert.trace.format import open_trace
     from kconvert.source import open_checkpoint
     from tests.eagle3_reference import ReferenceDraft
     from tests.factories import make_draft

@@ -29,8 +29,9 @@ pytest.importorskip("vllm")
 torch = pytest.importorskip("torch")
 
 from kconvert.score import ScoreSettings, score  # noqa: E402
-from kconvert.score.record import TraceRequest, record_trace  # noqa: E402
-from kconvert.score.trace import open_trace  # noqa: E402
+from kconvert.trace.record_hf import record_trace  # noqa: E402
+from kconvert.trace.request import TraceRequest  # noqa: E402
+from kconvert.trace.format import open_trace  # noqa: E402
 from tests.live_runs import FP32, GOOD, TARGET, TINY, al, qwen3_layer_draft, run_verify  # noqa: E402
 
 pytestmark = pytest.mark.live

@@ -1,4 +1,5 @@
-"""kconvert/score/run.py (the weights reader, the engine's reading of a draft, the verify-step walks) against
+"""kconvert/score/walk.py, runner.py and weights.py, kconvert/source/tensor_read.py and kconvert/trace/device.py
+(the weights reader, the engine's reading of a draft, the verify-step walks, torch's device and threads) against
 facts outside it:
 
 - verify steps and acceptance counters derived by hand from vLLM 0.32's greedy rule
@@ -28,12 +29,17 @@ torch = pytest.importorskip("torch")
 from kconvert.engines.expectations import engine_rules  # noqa: E402
 from kconvert.errors import InputError, UsageError  # noqa: E402
 from kconvert.formats.read import read_draft  # noqa: E402
-from kconvert.score import run  # noqa: E402
+from kconvert.score import runner as score_runner  # noqa: E402
+from kconvert.score import walk as score_walk  # noqa: E402
+from kconvert.score import weights as score_weights  # noqa: E402
+from kconvert.source import tensor_read  # noqa: E402
+from kconvert.trace import device as torch_device  # noqa: E402
 from kconvert.score.reading import engine_reading  # noqa: E402
-from kconvert.score.run import (  # noqa: E402
-    ReadingScore, SequenceScore, WeightCache, every_position, expected_shape, reference_tokens, replay,
-    required_weights, score_reading, sequence_inputs)
-from kconvert.score.trace import Sequence, open_trace  # noqa: E402
+from kconvert.score.runner import expected_shape, required_weights  # noqa: E402
+from kconvert.score.walk import (  # noqa: E402
+    ReadingScore, SequenceScore, every_position, reference_tokens, replay, score_reading, sequence_inputs)
+from kconvert.score.weights import WeightCache  # noqa: E402
+from kconvert.trace.format import Sequence, open_trace  # noqa: E402
 from kconvert.source import open_checkpoint  # noqa: E402
 from tests.score_factories import HAND_COUNTERS, V, constant_proposer, hand_pattern, pattern_trace  # noqa: E402
 
@@ -283,7 +289,7 @@ def test_score_reading_of_sequences_with_nothing_to_draft(tmp_path, control):
 
 def test_score_reading_of_some_sequences_in_small_batches(control, monkeypatch):
     d, reading, tr, steps = control
-    monkeypatch.setattr(run, "BATCH_ROWS", 20)  # 14 positions a sequence: one sequence a batch
+    monkeypatch.setattr(score_walk, "BATCH_ROWS", 20)  # 14 positions a sequence: one sequence a batch
     out = score_reading(d, reading, tr, _weights(d), k=3, mode="replay", sequences=[2, 0])
     assert [s.index for s in out.sequences] == [2, 0]
     assert [s.steps for s in out.sequences] == [steps[2], steps[0]]
@@ -292,18 +298,18 @@ def test_score_reading_of_some_sequences_in_small_batches(control, monkeypatch):
 def test_batches_hold_up_to_batch_rows_positions_a_longer_sequence_alone(control, monkeypatch):
     d, reading, tr, _ = control
     # each pattern_trace sequence: prompt 4, output 12: replay needs positions 0 .. stop - 3 = 13, 14 rows
-    monkeypatch.setattr(run, "BATCH_ROWS", 28)
-    groups = list(run._batches(tr, [0, 1, 2], reading.aux_ids, "replay", 3))
+    monkeypatch.setattr(score_walk, "BATCH_ROWS", 28)
+    groups = list(score_walk._batches(tr, [0, 1, 2], reading.aux_ids, "replay", 3))
     assert [[g[0].index for g in grp] for grp in groups] == [[0, 1], [2]]  # 14 + 14 = 28 fits, + 14 does not
     assert [g[2] for grp in groups for g in grp] == [3, 3, 3]  # the first cursor, P - 1
-    monkeypatch.setattr(run, "BATCH_ROWS", 27)
-    groups = list(run._batches(tr, [0, 1, 2], reading.aux_ids, "replay", 3))
+    monkeypatch.setattr(score_walk, "BATCH_ROWS", 27)
+    groups = list(score_walk._batches(tr, [0, 1, 2], reading.aux_ids, "replay", 3))
     assert [[g[0].index for g in grp] for grp in groups] == [[0], [1], [2]]
-    monkeypatch.setattr(run, "BATCH_ROWS", 10)  # shorter than a sequence: each alone, none empty
-    groups = list(run._batches(tr, [0, 1, 2], reading.aux_ids, "replay", 3))
+    monkeypatch.setattr(score_walk, "BATCH_ROWS", 10)  # shorter than a sequence: each alone, none empty
+    groups = list(score_walk._batches(tr, [0, 1, 2], reading.aux_ids, "replay", 3))
     assert [[g[0].index for g in grp] for grp in groups] == [[0], [1], [2]]
-    monkeypatch.setattr(run, "BATCH_ROWS", 42)
-    groups = list(run._batches(tr, [0, 1, 2, 0], reading.aux_ids, "replay", 3))
+    monkeypatch.setattr(score_walk, "BATCH_ROWS", 42)
+    groups = list(score_walk._batches(tr, [0, 1, 2, 0], reading.aux_ids, "replay", 3))
     assert [[g[0].index for g in grp] for grp in groups] == [[0, 1, 2], [0]]
     # the reference tokens of each sequence go with it: replay's x[c + 2 + j] (pattern_trace: u = x[5:])
     ref = groups[0][2][1].reference
@@ -324,7 +330,7 @@ def test_a_sequence_with_nothing_to_draft_keeps_its_place(tmp_path, control):
         seqs.append({"ids": ids, "next": ids[1:] + [21], "prompt_len": 4, "output_len": out_len,
                      "hidden": {k: torch.randn(n, 64, generator=g) for k in m.layers}})
     t = open_trace(write_trace(tmp_path / "t", seqs, m, torch.randn(V, 64, generator=g)))
-    groups = list(run._batches(t, [0, 1, 2], reading.aux_ids, "replay", 3))
+    groups = list(score_walk._batches(t, [0, 1, 2], reading.aux_ids, "replay", 3))
     assert [[(x[0].index, x[1] is None) for x in grp] for grp in groups] == [[(0, False), (1, True), (2, False)]]
     out = score_reading(d, reading, t, _weights(d), k=3, mode="replay")
     # output 3: the engine emitted x4 after the prefill; it verifies at cursors 3 and (after a rejection) 4:
@@ -447,41 +453,41 @@ def test_read_span_refuses_what_it_cannot_read_in_the_users_words(tmp_path):
     f, infos = _st_file(tmp_path, {"a": torch.arange(300 * 7, dtype=torch.float32).reshape(300, 7),
                                    "d": torch.zeros(3, dtype=torch.float64)})
     with pytest.raises(InputError) as e:
-        run.read_span(f, infos["d"])
+        tensor_read.read_span(f, infos["d"])
     assert str(e.value) == "d: dtype F64 is not one score reads"
     with pytest.raises(InputError) as e:
-        run.read_span(f, infos["a"], 5, 296)
+        tensor_read.read_span(f, infos["a"], 5, 296)
     assert str(e.value) == "a: rows 5..301 outside 0..300"
     with pytest.raises(InputError) as e:
-        run.read_span(f, infos["a"], 301)
+        tensor_read.read_span(f, infos["a"], 301)
     assert str(e.value) == "a: rows 301..300 outside 0..300"
     with pytest.raises(InputError) as e:
-        run.read_span(tmp_path / "gone.safetensors", infos["a"])
+        tensor_read.read_span(tmp_path / "gone.safetensors", infos["a"])
     assert str(e.value) == f"m.safetensors [a]: cannot read: {os.strerror(errno.ENOENT)}"
     with open(f, "r+b") as fh:
         fh.truncate(infos["a"].start + 1000)
     with pytest.raises(InputError) as e:
-        run.read_span(f, infos["a"])
+        tensor_read.read_span(f, infos["a"])
     assert str(e.value) == "m.safetensors [a]: only 1000 of 8400 bytes (truncated)"  # 300 x 7 x 4 bytes
     with pytest.raises(InputError) as e:
-        run.read_span(f, infos["a"], as_dtype=torch.bfloat16)
+        tensor_read.read_span(f, infos["a"], as_dtype=torch.bfloat16)
     assert str(e.value) == "m.safetensors [a]: only 1000 of 8400 bytes (truncated)"
 
 
 def test_read_span_of_zero_rows_and_the_last_rows(tmp_path):
     a = torch.arange(300 * 7, dtype=torch.float32).reshape(300, 7)
     f, infos = _st_file(tmp_path, {"a": a, "i": torch.arange(5, dtype=torch.int32)})
-    got = run.read_span(f, infos["a"], 300)
+    got = tensor_read.read_span(f, infos["a"], 300)
     assert got.shape == (0, 7) and got.dtype == torch.float32
-    got = run.read_span(f, infos["a"], 10, 0, as_dtype=torch.bfloat16)
+    got = tensor_read.read_span(f, infos["a"], 10, 0, as_dtype=torch.bfloat16)
     assert got.shape == (0, 7) and got.dtype == torch.bfloat16
-    assert torch.equal(run.read_span(f, infos["a"], 298), a[298:])
-    assert torch.equal(run.read_span(f, infos["a"], 298, as_dtype=torch.float64), a[298:].double())
-    got = run.read_span(f, infos["i"], 1, 3, as_dtype=torch.float32)  # integers stay integers
+    assert torch.equal(tensor_read.read_span(f, infos["a"], 298), a[298:])
+    assert torch.equal(tensor_read.read_span(f, infos["a"], 298, as_dtype=torch.float64), a[298:].double())
+    got = tensor_read.read_span(f, infos["i"], 1, 3, as_dtype=torch.float32)  # integers stay integers
     assert got.dtype == torch.int32 and got.tolist() == [1, 2, 3]
-    got = run.read_span(f, infos["i"], 5)  # no rows left: an empty tensor of the stored dtype
+    got = tensor_read.read_span(f, infos["i"], 5)  # no rows left: an empty tensor of the stored dtype
     assert got.shape == (0,) and got.dtype == torch.int32
-    got = run.read_span(f, infos["a"], 0, 2, as_dtype=torch.float64)
+    got = tensor_read.read_span(f, infos["a"], 0, 2, as_dtype=torch.float64)
     assert got.dtype == torch.float64 and got.tolist() == a[:2].tolist()
 
 
@@ -489,7 +495,7 @@ def test_read_span_rows_of_a_three_dimensional_tensor(tmp_path):
     # a row of a [2, 3, 4] tensor is 3 x 4 = 12 elements (the safetensors layout is row-major, C order)
     t = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)
     f, infos = _st_file(tmp_path, {"t": t})
-    got = run.read_span(f, infos["t"], 1, 1)
+    got = tensor_read.read_span(f, infos["t"], 1, 1)
     assert got.shape == (1, 3, 4) and got.flatten().tolist() == list(range(12, 24))
 
 
@@ -508,18 +514,18 @@ def test_read_span_survives_short_reads(tmp_path, monkeypatch):
         return real(fd, [b[:7]], offset)  # 7 bytes at most a call, odd: a call ends inside an element
 
     monkeypatch.setattr(os, "preadv", lambda fd, bufs, offset: real(fd, [bufs[0][:1]], offset))  # 1 byte a call
-    assert torch.equal(run.read_span(f, infos["a"], 10, 2), want[10:12])
+    assert torch.equal(tensor_read.read_span(f, infos["a"], 10, 2), want[10:12])
     monkeypatch.setattr(os, "preadv", short)
-    monkeypatch.setattr(run, "READ_CHUNK", 101)  # chunks of 100 bytes (a whole number of 2-byte elements)
-    assert torch.equal(run.read_span(f, infos["a"]), want)
-    assert torch.equal(run.read_span(f, infos["a"], as_dtype=torch.float32), want.float())
-    assert torch.equal(run.read_span(f, infos["a"], 3, 40, as_dtype=torch.float32), want[3:43].float())
+    monkeypatch.setattr(tensor_read, "READ_CHUNK", 101)  # chunks of 100 bytes (a whole number of 2-byte elements)
+    assert torch.equal(tensor_read.read_span(f, infos["a"]), want)
+    assert torch.equal(tensor_read.read_span(f, infos["a"], as_dtype=torch.float32), want.float())
+    assert torch.equal(tensor_read.read_span(f, infos["a"], 3, 40, as_dtype=torch.float32), want[3:43].float())
     # 4-byte elements and a chunk of 1001 bytes: chunks of 1000 (250 elements), never ending inside an element
     b = torch.randn(30, 33, generator=g)
     (tmp_path / "b").mkdir()
     f2, infos2 = _st_file(tmp_path / "b", {"b": b})
-    monkeypatch.setattr(run, "READ_CHUNK", 1001)
-    got = run.read_span(f2, infos2["b"], as_dtype=torch.float64)
+    monkeypatch.setattr(tensor_read, "READ_CHUNK", 1001)
+    got = tensor_read.read_span(f2, infos2["b"], as_dtype=torch.float64)
     assert got.dtype == torch.float64 and torch.equal(got, load_file(str(f2))["b"].double())
 
 
@@ -528,30 +534,30 @@ def test_read_span_survives_short_reads(tmp_path, monkeypatch):
 def test_threads_device_and_dtype_settings_in_the_users_words(monkeypatch):
     calls = []
     monkeypatch.setattr(torch, "set_num_threads", calls.append)
-    run.set_threads(None)
-    run.set_threads(1)
-    run.set_threads(3)
+    torch_device.set_threads(None)
+    torch_device.set_threads(1)
+    torch_device.set_threads(3)
     assert calls == [1, 3]
     with pytest.raises(UsageError) as e:
-        run.set_threads(0)
+        torch_device.set_threads(0)
     assert str(e.value) == "--threads must be at least 1"
-    assert run.resolve_device("cpu") == torch.device("cpu")
+    assert torch_device.resolve_device("cpu") == torch.device("cpu")
     with pytest.raises(UsageError) as e:
-        run.resolve_device("tpu-ish")
+        torch_device.resolve_device("tpu-ish")
     assert str(e.value) == "--device 'tpu-ish': cpu, cuda or cuda:N"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert run.resolve_device(None) == torch.device("cpu") and run.resolve_device("auto") == torch.device("cpu")
+    assert torch_device.resolve_device(None) == torch.device("cpu") and torch_device.resolve_device("auto") == torch.device("cpu")
     with pytest.raises(UsageError) as e:
-        run.resolve_device("cuda:1")
+        torch_device.resolve_device("cuda:1")
     assert str(e.value) == "--device cuda: no GPU is visible to torch"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert run.resolve_device("auto") == torch.device("cuda")
-    assert run.resolve_device("cuda:1") == torch.device("cuda", 1)
+    assert torch_device.resolve_device("auto") == torch.device("cuda")
+    assert torch_device.resolve_device("cuda:1") == torch.device("cuda", 1)
     tr = SimpleNamespace(meta=SimpleNamespace(dtype="bfloat16"))
-    assert run.resolve_dtype(None, tr) is torch.bfloat16
-    assert run.resolve_dtype("float16", tr) is torch.float16
+    assert score_weights.resolve_dtype(None, tr) is torch.bfloat16
+    assert score_weights.resolve_dtype("float16", tr) is torch.float16
     with pytest.raises(UsageError) as e:
-        run.resolve_dtype("fp8", tr)
+        score_weights.resolve_dtype("fp8", tr)
     assert str(e.value) == "--dtype 'fp8': choose bfloat16, float16 or float32"
 
 
@@ -570,7 +576,7 @@ def _build(d, tr, loader=None, **kw):
     """A runner for draft d on trace tr under vLLM 0.32's reading, with the choices in kw changed; `loader`: the
     --lm-head-from reader."""
     reading = engine_reading(d, VLLM, 8, V)
-    return run.build_runner(d, reading.with_(**kw) if kw else reading, tr, _weights(d), loader)
+    return score_runner.build_runner(d, reading.with_(**kw) if kw else reading, tr, _weights(d), loader)
 
 
 def _failure(d, tr, **kw) -> str:
@@ -722,7 +728,7 @@ def test_build_runner_shares_the_targets_lm_head_from_the_trace(tmp_path, contro
                                                  "hidden": {k: torch.randn(9, 64, generator=g) for k in m.layers}}],
                                m, torch.randn(V, 64, generator=g), lm_head=head))
     d = _draft(tmp_path, tensors=lambda t: t.pop("lm_head.weight"))
-    r = run.build_runner(d, engine_reading(d, VLLM, 8, V), t, WeightCache(d, torch.float64, torch.device("cpu")))
+    r = score_runner.build_runner(d, engine_reading(d, VLLM, 8, V), t, WeightCache(d, torch.float64, torch.device("cpu")))
     # the target's [512, 64] head in the compute dtype, no d2t mapping (the full vocabulary)
     assert r.lm_head.dtype == torch.float64 and torch.equal(r.lm_head, head.double())
     assert r.target_ids is None
@@ -786,12 +792,12 @@ def test_d2t_stored_as_floats_is_read_as_the_integers_it_holds(tmp_path, control
     off[0], off[1] = 301.0, 299.0
     d = _draft(tmp_path, tensors=lambda t: t.update(d2t=("F32", (128,), off)))
     w = WeightCache(d, torch.bfloat16, torch.device("cpu"))
-    r = run.build_runner(d, engine_reading(d, VLLM, 8, V), tr, w)
+    r = score_runner.build_runner(d, engine_reading(d, VLLM, 8, V), tr, w)
     assert r.target_ids[:3].tolist() == [301, 300, 2] and r.target_ids.dtype == torch.long
     full = torch.arange(512, dtype=torch.float32)[:, None].repeat(1, 64)
     nolm = _draft(tmp_path / "b", tensors=lambda t: (t.pop("lm_head.weight"), t.update(d2t=("F32", (128,), off))))
     w = WeightCache(nolm, torch.bfloat16, torch.device("cpu"))
-    r = run.build_runner(nolm, engine_reading(nolm, VLLM, 8, V).with_(lm_head="reselected", lm_head_source="x"),
+    r = score_runner.build_runner(nolm, engine_reading(nolm, VLLM, 8, V).with_(lm_head="reselected", lm_head_source="x"),
                          tr, w, lambda p: full)
     assert r.lm_head[:3, 0].tolist() == [300.0, 300.0, 2.0]  # rows 301, 300, 2; 301 in bfloat16 is 300
     assert r.target_ids[:3].tolist() == [301, 300, 2]  # d2t as read for the re-selection: not rounded either
@@ -803,7 +809,7 @@ def test_lm_head_from_a_full_vocabulary_draft(tmp_path):
     from tests.factories import make_draft
 
     full = make_draft(tmp_path / "full", "torchspec", full_vocab=True)
-    load = run.lm_head_loader()
+    load = score_weights.lm_head_loader()
     got = load(str(full))
     with safe_open(str(full / "model.safetensors"), "pt") as f:
         want = f.get_tensor("lm_head.weight")
@@ -833,15 +839,15 @@ def test_read_tensor_by_name_in_the_users_words(tmp_path):
     d = _draft(tmp_path)
     with safe_open(str(tmp_path / "d" / "model.safetensors"), "pt") as f:
         want = f.get_tensor("fc.weight")
-    got = run.read_tensor(d, "fc.weight", as_dtype=torch.float32)  # a floating tensor in as_dtype when given
+    got = score_weights.read_tensor(d, "fc.weight", as_dtype=torch.float32)  # a floating tensor in as_dtype when given
     assert got.dtype == torch.float32 and torch.equal(got, want.float())
-    assert run.read_tensor(d, "fc.weight").dtype == torch.bfloat16  # else as stored
+    assert score_weights.read_tensor(d, "fc.weight").dtype == torch.bfloat16  # else as stored
     with pytest.raises(InputError) as e:
-        run.read_tensor(d, "nope.weight")
+        score_weights.read_tensor(d, "nope.weight")
     assert str(e.value) == "nope.weight: not in the draft's files"
     d.checkpoint.local_path = lambda f: None  # a Hub draft whose files were not downloaded
     with pytest.raises(UsageError) as e:
-        run.read_tensor(d, "fc.weight")
+        score_weights.read_tensor(d, "fc.weight")
     assert str(e.value) == (f"{tmp_path / 'd'}: score needs the draft's weights on disk (model.safetensors is not "
                             "local); download the draft first")
 
@@ -851,18 +857,18 @@ def test_the_runners_tensors_are_on_the_chosen_device_in_the_chosen_dtype(tmp_pa
     tr = control[2]
     meta = torch.device("meta")
     d = _draft(tmp_path)
-    r = run.build_runner(d, engine_reading(d, VLLM, 8, V), tr, WeightCache(d, torch.float64, meta))
+    r = score_runner.build_runner(d, engine_reading(d, VLLM, 8, V), tr, WeightCache(d, torch.float64, meta))
     assert {t.device for t in r.w.values()} == {meta}
     assert (r.lm_head.device, r.target_ids.device, r.embed.rows.device, r.embed.index.device) == (meta,) * 4
     assert r.embed.rows.dtype == torch.float64 and r.lm_head.dtype == torch.float64
     nolm = _draft(tmp_path / "b", tensors=lambda t: t.pop("lm_head.weight"))
     full = torch.zeros(V, 64)
-    r = run.build_runner(nolm, engine_reading(nolm, VLLM, 8, V).with_(lm_head="reselected", lm_head_source="x"),
+    r = score_runner.build_runner(nolm, engine_reading(nolm, VLLM, 8, V).with_(lm_head="reselected", lm_head_source="x"),
                          tr, WeightCache(nolm, torch.float64, meta), lambda p: full)
     assert r.lm_head.device == meta and r.lm_head.dtype == torch.float64
     rows = (np.arange(512 * 64, dtype=np.float32).reshape(512, 64) % 97) - 48
     own = _draft(tmp_path / "c", tensors=_set("embed_tokens.weight", (512, 64), rows))
-    r = run.build_runner(own, engine_reading(own, VLLM, 8, V).with_(embeddings="draft"), tr,
+    r = score_runner.build_runner(own, engine_reading(own, VLLM, 8, V).with_(embeddings="draft"), tr,
                          WeightCache(own, torch.float64, meta))
     assert r.embed.rows.device == meta and r.embed.rows.dtype == torch.float64
 

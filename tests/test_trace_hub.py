@@ -133,7 +133,7 @@ def test_estimate_of_kimi_k25_is_the_arithmetic_written_out():
 def test_estimate_is_the_size_of_the_recorded_trace(traces):
     """Given the recorded counts (positions, sequences, distinct tokens), the estimate is the data bytes of the
     files on disk to the byte; from the positions alone it bounds them."""
-    from kconvert.score.estimate import estimate
+    from kconvert.trace.estimate import estimate
 
     for t in traces:
         doc = json.loads((t / "trace.json").read_text())
@@ -241,7 +241,7 @@ def test_a_trace_pushed_to_the_hub_scores_as_the_local_folder(tmp_path, monkeypa
 
 
 def test_an_existing_folder_wins_over_a_hub_id(tmp_path, traces, monkeypatch):
-    from kconvert.score.trace import open_trace
+    from kconvert.trace.format import open_trace
 
     shutil.copytree(traces[1], tmp_path / REPO)
     monkeypatch.chdir(tmp_path)
@@ -279,7 +279,7 @@ def _newer_major(src: Path, dst: Path) -> Path:
 
 
 def test_a_newer_major_version_is_refused_naming_the_kconvert_that_reads_it(tmp_path, traces, monkeypatch):
-    from kconvert.score.trace import open_trace
+    from kconvert.trace.format import open_trace
 
     t = _newer_major(traces[1], tmp_path / "t2")
     with pytest.raises(InputError, match=r"trace format 2\.0 is newer than this kconvert .* up to 1\.1\); it was "
@@ -294,7 +294,7 @@ def test_a_newer_major_version_is_refused_naming_the_kconvert_that_reads_it(tmp_
 
 
 def test_a_newer_minor_version_is_read(tmp_path, traces):
-    from kconvert.score.trace import open_trace
+    from kconvert.trace.format import open_trace
 
     t = tmp_path / "t12"
     shutil.copytree(traces[1], t)
@@ -306,7 +306,7 @@ def test_a_newer_minor_version_is_read(tmp_path, traces):
 
 
 def test_a_trace_written_before_the_versioning_reads_as_1_0():
-    from kconvert.score.trace import open_trace
+    from kconvert.trace.format import open_trace
 
     legacy = ROOT / "tests" / "data" / "trace-1.0"
     assert json.loads((legacy / "trace.json").read_text())["version"] == 1  # what the 1.0 writer wrote

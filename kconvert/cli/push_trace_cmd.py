@@ -45,7 +45,7 @@ def push_trace_command(
     target and its revision, dtype, recording engine and version, prompt set, layers, positions and size, in one
     commit. A file that changes after the check is refused. Exit 0, 2 bad input or a Hub error.
     """
-    from kconvert.score.publish import push_trace
+    from kconvert.trace import push_trace
 
     begin("push-trace", "json" if as_json else "full", source=folder)
     quiet = as_json or not err_console.is_terminal

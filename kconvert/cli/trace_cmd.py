@@ -1,9 +1,7 @@
 """`kconvert trace`."""
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -139,81 +137,58 @@ def trace_command(
     (schemas/trace.schema.json), never a pickle. --estimate prints its size first (positions x layers x
     hidden x dtype, plus the embedding rows and --lm-head). Exit 0, 2 bad input, 3 the engine could not record.
     """
-    from kconvert.errors import UsageError
     from kconvert.rules.decisions import parse_aux_ids, parse_layers
+    from kconvert.trace import DumpRequest, EstimateRequest, TraceRequest, trace
 
-    lay = parse_layers(layers)
-    ids, _ = parse_aux_ids(aux_ids)
-    shard = parse_size(shard_size)
-    if for_drafts:
-        if layers:
-            raise UsageError("--for-drafts chooses the layers: give it or --layers, not both")
-        lay = _draft_layers(target, for_drafts)
+    lay, (ids, _), shard = parse_layers(layers), parse_aux_ids(aux_ids), parse_size(shard_size)
+    if for_drafts and layers:
+        raise UsageError("--for-drafts chooses the layers: give it or --layers, not both")
     if estimate:
-        _print_estimate(target, lay, ids, dtype, lm_head, shard, positions, prompts, max_prompts, max_tokens,
-                        lookahead, continuations, as_json)
+        result = trace(EstimateRequest(target=target, layers=lay, aux_ids=ids, dtype=dtype, lm_head=lm_head,
+                                       shard_size=shard, positions=positions, prompts=prompts,
+                                       max_prompts=max_prompts, max_tokens=max_tokens, lookahead=lookahead,
+                                       continuations=continuations), for_drafts=for_drafts)
+        if as_json:
+            emit_json(result.to_dict())
+        else:
+            _print_estimate(result.estimate, result.positions_from)
         raise typer.Exit(0)
     if positions is not None:
         raise UsageError("--positions goes with --estimate")
     if not output:
         raise UsageError("--output/-o: the trace folder to write is required (unless --estimate)")
     if push:
-        from kconvert.score.publish import check_repo_id
+        from kconvert.trace.publish import check_repo_id
 
         check_repo_id(push)  # before the recording, not after it
-    from kconvert.score import require_torch
-
-    # each path asks for what it needs, named with its own command and extra: the vLLM recorder checks for vLLM
-    # (score/engine_record.py check_recording_vllm: the live extra, which brings torch), the others torch
     if from_dump:
-        require_torch("kconvert trace --from-dump", "trace")
-    elif engine != "vllm":
-        require_torch("kconvert trace", "trace")
+        req = DumpRequest(target=target, dump=from_dump, out=output, format=dump_format,
+                          aux_ids=parse_aux_ids(dump_aux_ids)[0], dtype=None, force=force, lm_head=lm_head,
+                          threads=threads, device=device, shard_size=shard)
+    else:
+        from kconvert.cli.verify_cmd import parse_engine_args
+
+        req = TraceRequest(target=target, out=output, prompts=prompts, max_prompts=max_prompts, max_tokens=max_tokens,
+                           layers=lay, aux_ids=ids, dtype=dtype, device=device, lookahead=lookahead,
+                           batch_size=batch_size, lm_head=lm_head, force=force, threads=threads, shard_size=shard,
+                           tp=tp, engine_args=parse_engine_args(engine_arg), timeout_s=timeout, engine=engine,
+                           continuations_from=continuations)
     quiet = as_json or not err_console.is_terminal
     with err_console.status("trace", spinner="dots") if not quiet else NoStatus() as status:
-        def progress(stage: str) -> None:
-            if not quiet:
-                status.update(f"trace: {stage}")
-        if from_dump:
-            from kconvert.score.dumps import DumpRequest, trace_from_dump
-
-            dids, _ = parse_aux_ids(dump_aux_ids)
-            out = trace_from_dump(DumpRequest(target=target, dump=from_dump, out=output, format=dump_format,
-                                              aux_ids=dids, dtype=None, force=force, lm_head=lm_head,
-                                              threads=threads, device=device, shard_size=shard),
-                                  progress=progress)
-        else:
-            from kconvert.cli.verify_cmd import parse_engine_args
-            from kconvert.score.record import TraceRequest, record_trace
-
-            if engine not in ("hf", "vllm"):
-                raise UsageError(f"--engine {engine!r}: choose hf or vllm")
-            if engine == "hf" and (tp != 1 or engine_arg):
-                raise UsageError("--tp and --engine-arg set up vLLM: give them with --engine vllm")
-            req = TraceRequest(target=target, out=output, prompts=prompts, max_prompts=max_prompts,
-                               max_tokens=max_tokens, layers=lay, aux_ids=ids, dtype=dtype, device=device,
-                               lookahead=lookahead, batch_size=batch_size, lm_head=lm_head, force=force,
-                               threads=threads, shard_size=shard, tp=tp, engine_args=parse_engine_args(engine_arg),
-                               timeout_s=timeout)
-            if continuations:
-                from kconvert.prompts import read_continuations
-
-                req.continuations = read_continuations(continuations)
-                req.continuations_from = continuations
-            if engine == "vllm":
-                from kconvert.score.engine_record import record_trace_vllm
-
-                out = record_trace_vllm(req, progress=progress)
-            else:
-                out = record_trace(req, progress=progress)
-    doc = json.loads((Path(out) / "trace.json").read_text())
-    doc["target"].pop("config", None)
-    pushed = _push(out, push, private, quiet) if push else None
+        result = trace(req, for_drafts=for_drafts,
+                       progress=None if quiet else lambda stage: status.update(f"trace: {stage}"))
+    pushed = _push(result.path, push, private, quiet) if push else None
     if as_json:
-        emit_json(doc | ({"push": pushed.to_dict()} if pushed else {}))
+        emit_json(result.to_dict() | ({"push": pushed.to_dict()} if pushed else {}))
         raise typer.Exit(0)
+    _print_written(result, pushed)
+    raise typer.Exit(0)
+
+
+def _print_written(result, pushed) -> None:
     from kconvert.hub.trace_card import data_bytes
 
+    out, doc = result.path, result.meta
     files = doc["data"].get("files") or [doc["data"]]
     console.print(f"[green]wrote[/] {escape(str(out))}: {doc['num_sequences']} sequences, {doc['num_positions']} "
                   f"positions, layers {doc['layers']}, {doc['dtype']}, {data_bytes(doc) / 1e6:.1f} MB in "
@@ -222,44 +197,11 @@ def trace_command(
     if pushed:
         console.print(f"[green]pushed[/] {escape(pushed.commit_url or pushed.repo_id)}", highlight=False)
     console.print(f"score drafts against it: kconvert score DRAFT --trace {escape(ref)}", highlight=False)
-    raise typer.Exit(0)
 
 
-def _draft_layers(target: str, drafts: list[str]) -> list[int]:
-    from kconvert.score.estimate import layers_for_drafts
-    from kconvert.targets import load_target
+def _print_estimate(est, how: str) -> None:
+    from kconvert.trace.estimate import human_bytes
 
-    refs = [d for item in drafts for d in item.split(",") if d]
-    layers, _ = layers_for_drafts(refs, load_target(target).num_hidden_layers)
-    return layers
-
-
-def _print_estimate(target: str, layers, aux_ids, dtype: str, lm_head: bool, shard: int | None,
-                    positions: int | None, prompts: str, max_prompts: int | None, max_tokens: int, lookahead: int,
-                    continuations: str | None, as_json: bool) -> None:
-    from kconvert.score.estimate import estimate, human_bytes
-
-    if continuations:
-        from kconvert.prompts import read_continuations
-
-        items = read_continuations(continuations)
-        n = len(items)
-        counted = sum(len(it["prompt_token_ids"]) + len(it["output_token_ids"]) + lookahead for it in items)
-        how = "the continuations' tokens and lookahead"
-    else:
-        from kconvert.prompts import load_prompts
-
-        _, texts = load_prompts(prompts)
-        n = len(texts[:max_prompts] if max_prompts else texts)
-        counted = n * (max_tokens + lookahead)
-        how = f"{n} prompts x (max_tokens {max_tokens} + lookahead {lookahead}); prompt tokens not counted"
-    if positions is not None:
-        counted, how = positions, "given (--positions)"
-    est = estimate(target, positions=counted, sequences=min(n, counted), layers=layers, aux_ids=aux_ids,
-                   dtype=dtype, lm_head=lm_head, shard_size=shard)
-    if as_json:
-        emit_json(est.to_dict() | {"positions_from": how})
-        return
     b = est.tensor_bytes
     console.print(f"trace of {escape(est.target)} (hidden {est.hidden_size}, vocab {est.vocab_size}, "
                   f"{est.num_hidden_layers} layers), {est.dtype}", highlight=False)
@@ -282,15 +224,8 @@ def _print_estimate(target: str, layers, aux_ids, dtype: str, lm_head: bool, sha
 
 def _push(out, repo_id: str, private: bool, quiet: bool):
     from kconvert.cli._output import byte_progress
-    from kconvert.score.publish import push_trace
+    from kconvert.trace.publish import push_recorded
 
-    from kconvert.errors import KConvertError
-
-    try:
-        with byte_progress("uploading", quiet=quiet) as progress:
-            return push_trace(out, repo_id, private=True if private else None,
-                              on_upload=lambda done, total: progress(done, total, f"uploading to {repo_id}"))
-    except KConvertError as e:
-        # the recording is done and kept: say how to push it again without recording it again
-        e.hint = (f"{e.hint}; " if e.hint else "") + f"the trace is written: kconvert push-trace {out} {repo_id}"
-        raise
+    with byte_progress("uploading", quiet=quiet) as progress:
+        return push_recorded(out, repo_id, private=private,
+                             on_upload=lambda done, total: progress(done, total, f"uploading to {repo_id}"))

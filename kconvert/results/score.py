@@ -34,6 +34,7 @@ class ScoreResult(Gated):
     settings: ScoreSettings
     reading: Any = None  # Reading as the engine loads the files
     result: Any = None  # ReadingScore
+    weights: Any = None  # the draft's WeightCache (kconvert.score.weights): read once, reused by diagnose
     static_blocked: bool = False
     thresholds: Any = None
     checks: list[Any] = field(default_factory=list)

@@ -73,7 +73,7 @@ def spec_counters(raw: list[dict[str, Any]]) -> dict[str, Any]:
     return {"drafts": drafts, "draft_tokens": draft_tokens, "accepted": accepted, "accepted_per_pos": per_pos}
 
 
-def _render_prompts(tokenizer: Any, prompts: list[str], chat_template: bool | None) -> tuple[list[list[int]], bool]:
+def render_prompts(tokenizer: Any, prompts: list[str], chat_template: bool | None) -> tuple[list[list[int]], bool]:
     has_template = bool(getattr(tokenizer, "chat_template", None))
     if chat_template is True and not has_template:
         raise ValueError("the target tokenizer has no chat template (chat_template=True was requested)")
@@ -134,7 +134,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     attention_backends = _attention_backends(llm) if probe else None
 
     tokenizer = llm.get_tokenizer()
-    token_ids, applied = _render_prompts(tokenizer, spec["prompts"], spec.get("chat_template"))
+    token_ids, applied = render_prompts(tokenizer, spec["prompts"], spec.get("chat_template"))
     sampling = SamplingParams(**spec["sampling"])
     _stage("generating")
     t1 = time.perf_counter()

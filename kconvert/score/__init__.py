@@ -7,15 +7,16 @@ target's tokens) and the report has verify's acceptance fields. `score --diagnos
 files (aux ids shifted, d2t as absolute ids, whose embeddings, re-selected lm_head rows, norm_before_residual)
 and names the best by measured acceptance.
 
-Layers: kconvert.score uses formats, source, target, rules (through kconvert.commands.inspect), engines and results;
-torch is needed only here (and transformers only for recording).
+Layers: kconvert.score uses kconvert.trace (the traces it reads, torch's device setup), formats, source, targets,
+rules (through kconvert.commands.inspect), engines and results; torch is needed only here and in kconvert.trace
+(transformers only for recording).
 """
 from __future__ import annotations
 
 import time
 from typing import Any, Callable
 
-from kconvert.errors import MissingPackageError, UsageError
+from kconvert.errors import UsageError
 from kconvert.commands.inspect import analyse, open_draft
 from kconvert.engines.expectations import engine_rules
 from kconvert.results.score import ScoreResult, ScoreSettings, build_score_report, score_section
@@ -23,17 +24,10 @@ from kconvert.results.thresholds import evaluate
 from kconvert.rules import Options
 from kconvert.score.diagnose import run_diagnosis
 from kconvert.score.reading import engine_reading
+from kconvert.trace.sources import require_torch
 from kconvert.targets import from_config, load_target
 
 Progress = Callable[[str], None]
-
-
-def require_torch(step: str = "kconvert score", extra: str = "score") -> None:
-    """MissingPackageError (exit 3) naming the command that needs torch and the extra that installs it."""
-    try:
-        import torch  # noqa: F401
-    except ModuleNotFoundError:
-        raise MissingPackageError(step, "torch", extra) from None
 
 
 def target_from_trace(trace: Any):
@@ -50,7 +44,7 @@ def _embeddings_equal(d: Any, trace: Any) -> bool:
     import numpy as np
     import torch
 
-    from kconvert.score.run import read_span
+    from kconvert.source.tensor_read import read_span
 
     info = d.tensors.get("embed_tokens.weight")
     if info is None or info.shape != (trace.meta.vocab_size, trace.meta.hidden_size):
@@ -84,7 +78,7 @@ def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str |
     if (readings or search_aux) and not diagnose:
         raise UsageError("--try, --search-aux and --lm-head-from go with --diagnose")
     # deferred: the trace reader loads numpy; torch comes below, once the static checks let the draft be scored
-    from kconvert.score.trace import open_trace
+    from kconvert.trace.format import open_trace
 
     st = settings or ScoreSettings()
     say = progress or (lambda _s: None)
@@ -114,8 +108,9 @@ def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str |
     # of asking for torch (exit 3) to be told the same afterwards.
     require_torch()
     # deferred: torch (~0.8 s), loaded only after require_torch() said it is there
-    from kconvert.score.run import (WeightCache, lm_head_loader, resolve_device, resolve_dtype, score_reading,
-                                    set_threads)
+    from kconvert.score.walk import score_reading
+    from kconvert.score.weights import WeightCache, lm_head_loader, resolve_dtype
+    from kconvert.trace.device import resolve_device, set_threads
 
     set_threads(st.threads)
     d = res.draft
@@ -143,7 +138,7 @@ def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str |
     out.timings["score_s"] = time.perf_counter() - t1
     out.timings["weights_bytes"] = float(weights.bytes_read)
     out.timings["flops"] = float(out.result.flops)
-    out._weights = weights  # reused by diagnose
+    out.weights = weights
     acc = out.acceptance
     if thresholds is not None and acc is not None:
         out.checks = evaluate(thresholds, acc)

@@ -180,7 +180,7 @@ def run_diagnosis(sr: Any, *, asked: set[str], lm_head_from: str | None, search:
 
 def _search_aux_candidates(sr: Any, cands: list, say: Callable[[str], None]) -> list[dict[str, Any]]:
     """Search the aux layer sets on part of the trace; the few best join `cands` (scored in full with the others)."""
-    from kconvert.score.run import score_reading  # deferred: torch (~0.8 s) is loaded only once a draft is really scored
+    from kconvert.score.walk import score_reading  # deferred: torch (~0.8 s) is loaded only once a draft is really scored
 
     tr, d, base, k = sr.trace, sr.inspect.draft, sr.reading, sr.settings.num_speculative_tokens
     say("diagnose: searching aux layers")
@@ -192,7 +192,7 @@ def _search_aux_candidates(sr: Any, cands: list, say: Callable[[str], None]) -> 
         # and acceptance at every position (2.95-2.97 for all of them) is dominated by the easy, repetitive
         # positions, while the cursors an engine visits are those right after a rejection, where the other
         # streams matter (acceptance length 2.50 for [2, 5, 7] vs 2.21 for [2, 4, 7]).
-        r = score_reading(d, base.with_(aux_ids=ids), tr, sr._weights, k=k, mode=sr.result.mode, sequences=sub)
+        r = score_reading(d, base.with_(aux_ids=ids), tr, sr.weights, k=k, mode=sr.result.mode, sequences=sub)
         return None if r.error else r.mean_acceptance_length
 
     search_log = search_aux(objective, base.aux_ids, [x for x in tr.meta.layers if x >= 1])
@@ -208,7 +208,8 @@ def _search_aux_candidates(sr: Any, cands: list, say: Callable[[str], None]) -> 
 
 def _score_candidates(sr: Any, cands: list, say: Callable[[str], None]) -> list[dict[str, Any]]:
     """Each candidate reading scored on the same sequences as the draft as loaded, with its paired gain."""
-    from kconvert.score.run import lm_head_loader, score_reading  # deferred: torch (~0.8 s), as above
+    from kconvert.score.walk import score_reading  # deferred: torch (~0.8 s), as above
+    from kconvert.score.weights import lm_head_loader
 
     tr, d, base, k = sr.trace, sr.inspect.draft, sr.reading, sr.settings.num_speculative_tokens
     seqs = list(range(min(tr.num_sequences, sr.settings.max_sequences))) if sr.settings.max_sequences else None
@@ -218,7 +219,7 @@ def _score_candidates(sr: Any, cands: list, say: Callable[[str], None]) -> list[
     entries = []
     for c in cands:
         say(f"diagnose: {c.name}")
-        r = score_reading(d, c.reading, tr, sr._weights, k=k, mode=sr.result.mode, lm_head_source=loader,
+        r = score_reading(d, c.reading, tr, sr.weights, k=k, mode=sr.result.mode, lm_head_source=loader,
                           sequences=seqs)
         entry: dict[str, Any] = {"candidate": c.name, "description": c.description, "reading": c.reading.describe(),
                                  "changes": c.reading.differs(base), "error": r.error,

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kconvert.engines.expectations import EngineRules
-from kconvert.formats.aux import AUX_KEY, get_path
+from kconvert.engines.fed_streams import declared_ids, fed_ids
+from kconvert.formats.aux import AUX_KEY
 from kconvert.formats.model import DraftModel
 
 D2T_MODES = ("offsets", "absolute", "none")
@@ -56,28 +57,11 @@ def _bool(v: Any, default: bool) -> bool:
     return v if isinstance(v, bool) else default
 
 
-def declared_ids(d: DraftModel, engine: EngineRules) -> list[int] | None:
-    """The ids the engine reads from the config (first path that holds a list wins)."""
-    for path in engine.aux_read_paths:
-        v = get_path(d.config, path)
-        if isinstance(v, list) and v and all(isinstance(i, int) and not isinstance(i, bool) for i in v):
-            return list(v)
-    return None
-
-
 def engine_reading(d: DraftModel, engine: EngineRules, num_target_layers: int, target_vocab: int,
                    embeddings_equal_target: bool = False) -> Reading:
     """What the engine does with these files, choice by choice (vLLM 0.32 unless `engine` says otherwise)."""
-    notes: list[str] = []
-    ids = declared_ids(d, engine)
-    if ids is None:
-        fed = engine.default_physical_ids(num_target_layers)
-        notes.append(f"no aux ids in the config: the engine feeds its defaults {fed}")
-    else:
-        fed = engine.physical_ids(ids)
-    # vLLM collects the aux states layer by layer (`set_aux_hidden_state_layers`: sorted(set(ids))), so fc
-    # always sees them in layer order, whatever order the config lists them in.
-    phys = tuple(sorted(set(fed))) if engine.engine == "vllm" else tuple(fed)
+    phys, note = fed_ids(d, engine, num_target_layers)
+    notes: list[str] = [note] if note else []
     cfg = d.config
     ec = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
     if d.is_speculators:

@@ -48,7 +48,7 @@ class TracePush:
 def trace_files(folder: str | Path) -> tuple[dict[str, Any], list[LocalFile]]:
     """(trace.json as a dict, the files to publish) of a trace folder, validated and hashed: trace.json by the
     bytes just read, every data file checked against the sha256 trace.json records."""
-    from kconvert.score.trace import META_NAME, open_trace
+    from kconvert.trace.format import META_NAME, open_trace
 
     root = Path(folder).expanduser()
     if not root.is_dir():
@@ -95,4 +95,17 @@ def push_trace(folder: str | Path, repo_id: str, *, revision: str | None = None,
     return out
 
 
-__all__ = ["TracePush", "check_repo_id", "push_trace", "trace_files"]
+def push_recorded(folder: str | Path, repo_id: str, *, private: bool = False,
+                  on_upload: Callable[[int, int], None] | None = None) -> TracePush:
+    """`kconvert trace --push`: push_trace right after a recording. A failure keeps the recording and says how to
+    push it again without recording it again."""
+    from kconvert.errors import KConvertError
+
+    try:
+        return push_trace(folder, repo_id, private=True if private else None, on_upload=on_upload)
+    except KConvertError as e:
+        e.hint = (f"{e.hint}; " if e.hint else "") + f"the trace is written: kconvert push-trace {folder} {repo_id}"
+        raise
+
+
+__all__ = ["TracePush", "check_repo_id", "push_recorded", "push_trace", "trace_files"]

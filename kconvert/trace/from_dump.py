@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from kconvert._version import __version__
 from kconvert.errors import InputError, UsageError
-from kconvert.score.trace import TraceMeta, TraceWriter
+from kconvert.trace.format import TraceMeta, TraceWriter
 
 MAX_DUMP_FILES = 1_000_000
 ST_DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
@@ -75,7 +75,7 @@ def dump_files(root: Path) -> list[Path]:
     return files
 
 
-class _TargetTensors:
+class TargetTensors:
     """The few target tensors a dump trace needs, read by byte range from its validated safetensors headers."""
 
     def __init__(self, ref: str):
@@ -88,9 +88,9 @@ class _TargetTensors:
         self.config = cfg
         self.text = cfg["text_config"] if isinstance(cfg.get("text_config"), dict) else cfg
         names = set(self.ckpt.tensors)
-        from kconvert.score.record import _weight_prefix
+        from kconvert.trace.hf_target import weight_prefix
 
-        self.prefix = _weight_prefix(sorted(names))
+        self.prefix = weight_prefix(sorted(names))
         self.embed = self._info(f"{self.prefix}model.embed_tokens.weight")
         self.norm = self._info(f"{self.prefix}model.norm.weight", required=False)
         self.lm_head = self._info(f"{self.prefix}lm_head.weight", required=False)
@@ -104,7 +104,7 @@ class _TargetTensors:
         return info
 
     def read(self, info, first: int = 0, rows: int | None = None):
-        from kconvert.score.run import read_span
+        from kconvert.source.tensor_read import read_span
 
         return read_span(self.ckpt.root / info.file, info, first, rows)
 
@@ -120,7 +120,7 @@ class DumpLayout:
     streams: list[int]
 
 
-def dump_layout(first: Path, tgt: _TargetTensors, aux_ids: list[int] | None) -> DumpLayout:
+def dump_layout(first: Path, tgt: TargetTensors, aux_ids: list[int] | None) -> DumpLayout:
     from kconvert.engines.expectations import EngineRules
     from kconvert.source.safetensors_header import read_header
 
@@ -143,7 +143,7 @@ def read_dump_file(f: Path, lay: DumpLayout) -> tuple[Any, dict[int, Any]]:
     """(token_ids [T] int64, {stream: [T, H]}) of one dump file, validated against the layout."""
     import torch
 
-    from kconvert.score.run import read_span
+    from kconvert.source.tensor_read import read_span
     from kconvert.source.safetensors_header import read_header
 
     h = read_header(f, f.name)
@@ -162,14 +162,14 @@ def read_dump_file(f: Path, lay: DumpLayout) -> tuple[Any, dict[int, Any]]:
     return ids, {s: states[:, j, :] for j, s in enumerate(lay.streams)}
 
 
-def target_meta(ref: str, tgt: _TargetTensors) -> dict[str, Any]:
+def target_meta(ref: str, tgt: TargetTensors) -> dict[str, Any]:
     cfg = tgt.config
     return {"source": ref, "revision": None, "commit": None,
             "architectures": [a for a in cfg.get("architectures") or [] if isinstance(a, str)],
             "model_type": cfg.get("model_type"), "config": cfg}
 
 
-def finish_from_target(writer: TraceWriter, tgt: _TargetTensors, lm_head: bool) -> Path:
+def finish_from_target(writer: TraceWriter, tgt: TargetTensors, lm_head: bool) -> Path:
     """The trace's embedding rows (and lm_head) read from the target's safetensors, then the trace written."""
     import torch
 
@@ -183,7 +183,7 @@ class Labeller:
     """The target's greedy next tokens from the stream after its last layer (final norm, then lm_head read block
     by block), where the states hold it and the target has both; else None."""
 
-    def __init__(self, tgt: _TargetTensors, streams: list[int], device: Any):
+    def __init__(self, tgt: TargetTensors, streams: list[int], device: Any):
         L = int(tgt.text["num_hidden_layers"])
         self.on = L in streams and tgt.norm is not None and tgt.lm_head is not None
         self.tgt, self.L, self.device = tgt, L, device
@@ -191,16 +191,22 @@ class Labeller:
         self.norm = tgt.read(tgt.norm).to(device).float() if self.on else None
 
     def __call__(self, hidden: dict[int, Any]) -> Any:
-        from kconvert.score.draft import rms_norm
-
-        normed = rms_norm(hidden[self.L].to(self.device).float(), self.norm, self.eps)
+        normed = final_norm(hidden[self.L].to(self.device).float(), self.norm, self.eps)
         return _greedy_labels(self.tgt, normed, int(self.tgt.text["vocab_size"]), self.device)
+
+
+def final_norm(x: Any, w: Any, eps: float) -> Any:
+    """The target's final RMSNorm in float32, the arithmetic of kconvert.score.draft.rms_norm on float32 inputs
+    (x * rsqrt(mean(x^2) + eps) * w; tests/test_trace_sources.py checks the two agree bit for bit)."""
+    import torch
+
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
 def trace_from_dump(req: DumpRequest, progress: Callable[[str], None] | None = None) -> Path:
     import torch
 
-    from kconvert.score.run import resolve_device, set_threads
+    from kconvert.trace.device import resolve_device, set_threads
 
     say = progress or (lambda _s: None)
     if req.format != "speculators":
@@ -209,7 +215,7 @@ def trace_from_dump(req: DumpRequest, progress: Callable[[str], None] | None = N
     set_threads(req.threads)
     device = resolve_device(req.device)
     t0 = time.perf_counter()
-    tgt = _TargetTensors(req.target)
+    tgt = TargetTensors(req.target)
     files = dump_files(Path(req.dump))[: req.max_files or None]
     lay = dump_layout(files[0], tgt, req.aux_ids)
     labels = Labeller(tgt, lay.streams, device)
@@ -238,7 +244,7 @@ def trace_from_dump(req: DumpRequest, progress: Callable[[str], None] | None = N
         return finish_from_target(writer, tgt, req.lm_head)
 
 
-def _greedy_labels(tgt: _TargetTensors, normed: Any, V: int, device: Any) -> Any:
+def _greedy_labels(tgt: TargetTensors, normed: Any, V: int, device: Any) -> Any:
     """argmax over the target's lm_head, read and applied block by block (memory bounded by one block)."""
     import torch
 

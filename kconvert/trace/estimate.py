@@ -1,6 +1,6 @@
 """How big a trace will be, before it is recorded, from the target's config alone; and the layers drafts need.
 
-A trace's bytes are its tensors (kconvert.score.trace.tensor_shapes) plus one safetensors header per file (a few
+A trace's bytes are its tensors (kconvert.trace.format.tensor_shapes) plus one safetensors header per file (a few
 hundred bytes) and trace.json (the target's config, a few kB):
 
     hidden states   positions x layers x hidden_size x bytes(dtype)
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from kconvert.errors import UsageError
-from kconvert.score.trace import HIDDEN_DTYPES, shard_groups, tensor_shapes
+from kconvert.trace.format import HIDDEN_DTYPES, shard_groups, tensor_shapes
 from kconvert.source.safetensors_header import DTYPE_SIZES
 
 
@@ -63,7 +63,7 @@ def estimate(target: str, *, positions: int, sequences: int, layers: list[int] |
              unique_tokens: int | None = None, shard_size: int | None = None) -> TraceEstimate:
     """The bytes of a trace of `target` (a profile, folder or Hub id: config.json only) over `positions` tokens in
     `sequences` sequences, at `layers` (None: the recorder's defaults, the engines' aux ids ±1)."""
-    from kconvert.score.record import default_layers
+    from kconvert.trace.request import default_layers
     from kconvert.targets import load_target
 
     if dtype not in HIDDEN_DTYPES:
@@ -106,22 +106,32 @@ def layers_for_drafts(drafts: Iterable[str], num_hidden_layers: int, *, engine: 
     numbering; the engine's defaults for a draft that declares none): the only layers `score` reads for them."""
     from kconvert.commands.inspect import open_draft
     from kconvert.engines.expectations import engine_rules
+    from kconvert.engines.fed_streams import fed_ids
     from kconvert.formats.read import read_draft
-    from kconvert.score.reading import engine_reading
 
     rules = engine_rules(engine, engine_version)
     per: dict[str, list[int]] = {}
     for ref in drafts:
         d = read_draft(open_draft(ref))
-        r = engine_reading(d, rules, num_hidden_layers, d.vocab_size or 1)
-        bad = [k for k in r.aux_ids if not 0 <= k <= num_hidden_layers]
+        aux_ids, _ = fed_ids(d, rules, num_hidden_layers)
+        bad = [k for k in aux_ids if not 0 <= k <= num_hidden_layers]
         if bad:
-            raise UsageError(f"--for-drafts {ref}: the engine would feed it streams {list(r.aux_ids)}, outside "
+            raise UsageError(f"--for-drafts {ref}: the engine would feed it streams {list(aux_ids)}, outside "
                              f"0..{num_hidden_layers} of this target (run `kconvert inspect` on it)")
-        per[ref] = list(r.aux_ids)
+        per[ref] = list(aux_ids)
     if not per:
         raise UsageError("--for-drafts needs at least one draft")
     return sorted({k for ids in per.values() for k in ids}), per
+
+
+def draft_layers(target: str, drafts: list[str]) -> list[int]:
+    """`--for-drafts`: the streams the engine feeds these drafts (references, repeated or comma-separated) on
+    `target` (a profile, folder or Hub id: its layer count from config.json)."""
+    from kconvert.targets import load_target
+
+    refs = [d for item in drafts for d in item.split(",") if d]
+    layers, _ = layers_for_drafts(refs, load_target(target).num_hidden_layers)
+    return layers
 
 
 def human_bytes(n: int) -> str:
@@ -131,4 +141,4 @@ def human_bytes(n: int) -> str:
     return f"{n} B"
 
 
-__all__ = ["TraceEstimate", "estimate", "human_bytes", "layers_for_drafts"]
+__all__ = ["TraceEstimate", "draft_layers", "estimate", "human_bytes", "layers_for_drafts"]

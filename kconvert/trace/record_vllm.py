@@ -7,7 +7,7 @@ recording method, `speculative_config={"method": "extract_hidden_states", "num_s
 #33736): the model runner hands the residual streams entering the recorded layers of every scheduled token to a
 cache-only layer, and the hidden-states connector writes each finished request to one safetensors file,
 `token_ids` [T] (the prompt and the output but its last token: with `include_output_tokens`) and
-`hidden_states` [T, n, H], the speculators dump format `kconvert trace --from-dump` reads (kconvert.score.dumps;
+`hidden_states` [T, n, H], the speculators dump format `kconvert trace --from-dump` reads (kconvert.trace.from_dump;
 its reader is used here). On vLLM's CPU platform the connector's CUDA-only copy is replaced
 (kconvert.runners.hidden_states_connector); the rest is vLLM's, at TP 1 to 8 on CPU and on GPUs alike.
 
@@ -31,10 +31,11 @@ from typing import Any, Callable
 
 from kconvert._version import __version__
 from kconvert.errors import EngineError, UsageError
-from kconvert.score.dumps import (DumpLayout, Labeller, _TargetTensors, dump_layout, finish_from_target,
-                                  read_dump_file, target_meta)
-from kconvert.score.record import TraceRequest, _resolve_folder, check_request, resolve_layers, target_eos_ids
-from kconvert.score.trace import TraceMeta, TraceWriter
+from kconvert.trace.from_dump import (DumpLayout, Labeller, TargetTensors, dump_layout, finish_from_target,
+                                     read_dump_file, target_meta)
+from kconvert.trace.hf_target import resolve_folder, target_eos_ids
+from kconvert.trace.request import TraceRequest, check_request, resolve_layers
+from kconvert.trace.format import TraceMeta, TraceWriter
 
 # vLLM's recording parts (vLLM PR #33736); an installed vLLM without them cannot record
 RECORDING_MODULES = ("v1/spec_decode/extract_hidden_states.py",
@@ -77,8 +78,8 @@ def record_trace_vllm(req: TraceRequest, progress: Callable[[str], None] | None 
     check_destination(Path(req.out), force=req.force, input_root=None)  # before minutes of engine, not after
     t0 = time.perf_counter()
     # the engine loads the target as verify gives it; the embedding rows come from the same files, fetched here
-    root, revision, commit = _resolve_folder(req.target)
-    tgt = _TargetTensors(str(root))
+    root, revision, commit = resolve_folder(req.target)
+    tgt = TargetTensors(str(root))
     L = int(tgt.text["num_hidden_layers"])
     layers = resolve_layers(req, L)
     set_name, prompts = load_prompts(req.prompts)
@@ -120,7 +121,7 @@ def _dump_paths(live: Any, dump: Path) -> list[Path]:
     return files
 
 
-def _engine_meta(req: TraceRequest, tgt: _TargetTensors, live: Any, lay: DumpLayout, layers: list[int],
+def _engine_meta(req: TraceRequest, tgt: TargetTensors, live: Any, lay: DumpLayout, layers: list[int],
                  prompts: list[str], set_name: str, revision: str | None, commit: str | None) -> TraceMeta:
     import torch
 
@@ -154,7 +155,7 @@ def _engine_env(auto: dict[str, str]) -> dict[str, str]:
     return {**{k: v for k, v in os.environ.items() if k.startswith("VLLM_")}, **auto}
 
 
-def _eos_ids(tgt: _TargetTensors) -> list[int]:
+def _eos_ids(tgt: TargetTensors) -> list[int]:
     tok = None
     try:
         from transformers import AutoTokenizer
@@ -165,7 +166,7 @@ def _eos_ids(tgt: _TargetTensors) -> list[int]:
     return target_eos_ids(Path(tgt.ckpt.root), tok)
 
 
-def _add_engine_sequences(writer: TraceWriter, live: Any, files: list[Path], lay: DumpLayout, tgt: _TargetTensors,
+def _add_engine_sequences(writer: TraceWriter, live: Any, files: list[Path], lay: DumpLayout, tgt: TargetTensors,
                           req: TraceRequest, say: Callable[[str], None]) -> None:
     """One sequence per request: prompt, output (to EOS inclusive or max_tokens) and lookahead, from its dump."""
     import torch
