@@ -13,14 +13,11 @@ from kconvert.errors import EXIT_INTERNAL, EXIT_USAGE, KConvertError
 
 
 def _register() -> None:
-    from kconvert.cli import fix_cmd, inspect_cmd, rules_cmd  # noqa: F401
-
-    for mod in ("verify_cmd", "acceptance_cmd", "push_cmd", "score_cmd", "trace_cmd", "push_trace_cmd", "matrix_cmd"):
-        try:
-            __import__(f"kconvert.cli.{mod}")
-        except ModuleNotFoundError as e:
-            if e.name != f"kconvert.cli.{mod}":
-                raise
+    """Register every command on `app` (each module's @app.command runs at its import). Imported here, at the first
+    `main`, not at `import kconvert.cli`: a library user importing `kconvert.cli.app` or `main` pays for the
+    commands only when the command line runs; an import error in a command is an error, never hidden."""
+    from kconvert.cli import (acceptance_cmd, fix_cmd, inspect_cmd, matrix_cmd, push_cmd,  # noqa: F401
+                              push_trace_cmd, rules_cmd, score_cmd, trace_cmd, verify_cmd)
 
 
 _COMMAND = None
