@@ -67,12 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     input, 3 this machine cannot run the step, 70 a kconvert bug)."""
     _register()
     args = sys.argv[1:] if argv is None else list(argv)
-    _output.reset()
     done = _completion(args)
     if done is not None:
         return done
+    run = _output.Run()  # the command and format `begin` records, for the failure path below
     try:
-        rc = _click_command().main(args=args, standalone_mode=False, prog_name="kconvert")
+        rc = _click_command().main(args=args, standalone_mode=False, prog_name="kconvert", obj=run)
     except KConvertError as e:
         _output.error_line(e.message, e.hint)
         last = getattr(e, "last_lines", None)
@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
             _output.err_console.print("[dim]engine's last lines:[/]")
             for line in last:
                 _output.err_console.print(f"  {line}", highlight=False, markup=False)
-        _output.emit_failure(type(e).__name__, e.message, e.exit_code, hint=e.hint, last_lines=last)
+        _output.emit_failure(run.failure(type(e).__name__, e.message, e.exit_code, hint=e.hint, last_lines=last),
+                             run.format)
         return e.exit_code
     except typer.Exit as e:
         return e.exit_code
@@ -94,9 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             typer.echo(e.ctx.get_help())  # bare `kconvert`: the help on stdout, as --help prints it
         else:
             e.show()
-        fmt = _output.format_from_argv(args)
-        if fmt is not None and not (fmt == "full" or fmt == "concise"):
-            _output.emit_failure("UsageError", e.format_message(), EXIT_USAGE, fmt=fmt)
+        # a machine format answers on stdout (emit_failure: full and concise print nothing there)
+        _output.emit_failure(run.failure("UsageError", e.format_message(), EXIT_USAGE), _output.format_from_argv(args))
         return EXIT_USAGE
     except BrokenPipeError:
         # `kconvert inspect ... | head -1`: the reader left; say nothing more on a closed pipe
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         message = f"internal error: {type(e).__name__}: {e}"
         _output.error_line(message, "this is a kconvert bug; rerun with KCONVERT_DEBUG=1 for the traceback and "
                                     "report it")
-        _output.emit_failure("InternalError", message, EXIT_INTERNAL)
+        _output.emit_failure(run.failure("InternalError", message, EXIT_INTERNAL), run.format)
         return EXIT_INTERNAL
     return rc if isinstance(rc, int) else 0
 

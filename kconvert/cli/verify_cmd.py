@@ -10,7 +10,7 @@ from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
                                   ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
-                                  SelectOpt, project_settings)
+                                  SelectOpt, file_outputs, project_settings, write_outputs)
 from kconvert.cli._output import NoStatus, begin, console, emit_report, err_console, write
 from kconvert.errors import UsageError
 
@@ -76,6 +76,7 @@ def _floats(s: str | None, what: str) -> list[float]:
 
 
 @app.command("verify", epilog=help_examples(EXAMPLES))
+@file_outputs("verify")  # --report, --junit, --markdown, --sarif: kconvert.report.formats
 def verify_command(
     draft: Annotated[Optional[str], typer.Argument(help="Draft checkpoint folder (or Hub id in the cache); not "
                                                         "needed with --server.", show_default=False)] = None,
@@ -138,11 +139,6 @@ def verify_command(
                                           "the target and print the engine arguments and the serve line (with "
                                           "--server: what would be measured); start nothing. Exit 0/1 by the "
                                           "static verdict, 2 bad input.")] = False,
-    report: Annotated[Optional[str], typer.Option("--report", help="Write the JSON report here.")] = None,
-    junit: Annotated[Optional[str], typer.Option("--junit", help="Write JUnit XML here.")] = None,
-    markdown: Annotated[Optional[str], typer.Option("--markdown", help="Write the model-card section here.")] = None,
-    sarif: Annotated[Optional[str], typer.Option("--sarif", help="Write SARIF 2.1.0 here (for GitHub code "
-                                                 "scanning), whatever --output-format prints.")] = None,
     fail_on: FailOnOpt = None,
     select: SelectOpt = None,
     ignore: IgnoreOpt = None,
@@ -151,6 +147,7 @@ def verify_command(
     isolated: IsolatedOpt = False,
     output_format: OutputFormatOpt = None,
     as_json: JsonOpt = False,
+    outputs: dict[str, str] | None = None,
 ) -> None:
     """Load the draft next to the target in a real engine and measure acceptance live.
 
@@ -180,7 +177,7 @@ def verify_command(
         from kconvert.cli.server_mode import run_server_mode
 
         run_server_mode(server, engine=ps.engine, prompts=prompts, k=k, max_tokens=max_tokens, max_prompts=max_prompts,
-                        fmt=fmt, report=report, dry_run=dry_run)
+                        fmt=fmt, report=(outputs or {}).get("json"), dry_run=dry_run)
         return
     settings = VerifySettings(tp=tp, draft_tp=draft_tp, num_speculative_tokens=k, prompts=prompts,
                               max_tokens=max_tokens, trust_remote_code=trust_remote_code,
@@ -215,7 +212,7 @@ def verify_command(
                     selection=ps.selection, dry_run=dry_run, diagnose=diagnose,
                     notify=lambda line: err_console.print(line, markup=False, highlight=False))
     doc = vr.to_dict()
-    _write_reports(doc, report, junit, markdown, sarif)
+    write_outputs("verify", doc, outputs or {})
     from kconvert.report.terminal import render_verify  # deferred: the rich report modules, not for --help
 
     emit_report(doc, fmt, lambda: render_verify(console, doc))
@@ -245,24 +242,3 @@ def _sglang_next_step(draft: str | None, target: str | None, *, k: int, tp: int,
     raise UsageError("live verify starts vLLM only; verify an SGLang deployment with --server: start SGLang with "
                      "the first line, then measure it with the second",
                      hint=f"{launch} ; then: {measure}")
-
-
-def _write_reports(doc: dict, report: str | None, junit: str | None, markdown: str | None,
-                   sarif: str | None = None) -> None:
-    # deferred, each its own: a renderer loads the report package and the rules, only when its file is asked for
-    from kconvert.report.files import write_json_atomic, write_text_atomic
-
-    if sarif:
-        from kconvert.report.sarif import render_sarif
-
-        write_text_atomic(sarif, render_sarif(doc))
-    if report:
-        write_json_atomic(report, doc)
-    if junit:
-        from kconvert.report.junit import render_junit
-
-        write_text_atomic(junit, render_junit(doc))
-    if markdown:
-        from kconvert.report.markdown import render_markdown_section
-
-        write_text_atomic(markdown, render_markdown_section(doc))
