@@ -18,7 +18,8 @@ import jsonschema
 import pytest
 
 from kconvert.cli import main
-from kconvert.cli._output import FORMATS, choose_format, default_format, format_from_argv
+from kconvert.cli._common import FORMATS
+from kconvert.cli._output import choose_format, default_format, format_from_argv
 from kconvert.errors import UsageError
 from kconvert.report.concise import evidence_text
 from kconvert.results.locations import key_lines

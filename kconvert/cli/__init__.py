@@ -13,14 +13,11 @@ from kconvert.errors import EXIT_INTERNAL, EXIT_USAGE, KConvertError
 
 
 def _register() -> None:
-    from kconvert.cli import fix_cmd, inspect_cmd, rules_cmd  # noqa: F401
-
-    for mod in ("verify_cmd", "acceptance_cmd", "push_cmd", "score_cmd", "trace_cmd", "push_trace_cmd", "matrix_cmd"):
-        try:
-            __import__(f"kconvert.cli.{mod}")
-        except ModuleNotFoundError as e:
-            if e.name != f"kconvert.cli.{mod}":
-                raise
+    """Register every command on `app` (each module's @app.command runs at its import). Imported here, at the first
+    `main`, not at `import kconvert.cli`: a library user importing `kconvert.cli.app` or `main` pays for the
+    commands only when the command line runs; an import error in a command is an error, never hidden."""
+    from kconvert.cli import (acceptance_cmd, fix_cmd, inspect_cmd, matrix_cmd, push_cmd,  # noqa: F401
+                              push_trace_cmd, rules_cmd, score_cmd, trace_cmd, verify_cmd)
 
 
 _COMMAND = None
@@ -70,12 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     input, 3 this machine cannot run the step, 70 a kconvert bug)."""
     _register()
     args = sys.argv[1:] if argv is None else list(argv)
-    _output.reset()
     done = _completion(args)
     if done is not None:
         return done
+    run = _output.Run()  # the command and format `begin` records, for the failure path below
     try:
-        rc = _click_command().main(args=args, standalone_mode=False, prog_name="kconvert")
+        rc = _click_command().main(args=args, standalone_mode=False, prog_name="kconvert", obj=run)
     except KConvertError as e:
         _output.error_line(e.message, e.hint)
         last = getattr(e, "last_lines", None)
@@ -83,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
             _output.err_console.print("[dim]engine's last lines:[/]")
             for line in last:
                 _output.err_console.print(f"  {line}", highlight=False, markup=False)
-        _output.emit_failure(type(e).__name__, e.message, e.exit_code, hint=e.hint, last_lines=last)
+        _output.emit_failure(run.failure(type(e).__name__, e.message, e.exit_code, hint=e.hint, last_lines=last),
+                             run.format)
         return e.exit_code
     except typer.Exit as e:
         return e.exit_code
@@ -97,9 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             typer.echo(e.ctx.get_help())  # bare `kconvert`: the help on stdout, as --help prints it
         else:
             e.show()
-        fmt = _output.format_from_argv(args)
-        if fmt is not None and not (fmt == "full" or fmt == "concise"):
-            _output.emit_failure("UsageError", e.format_message(), EXIT_USAGE, fmt=fmt)
+        # a machine format answers on stdout (emit_failure: full and concise print nothing there)
+        _output.emit_failure(run.failure("UsageError", e.format_message(), EXIT_USAGE), _output.format_from_argv(args))
         return EXIT_USAGE
     except BrokenPipeError:
         # `kconvert inspect ... | head -1`: the reader left; say nothing more on a closed pipe
@@ -111,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         message = f"internal error: {type(e).__name__}: {e}"
         _output.error_line(message, "this is a kconvert bug; rerun with KCONVERT_DEBUG=1 for the traceback and "
                                     "report it")
-        _output.emit_failure("InternalError", message, EXIT_INTERNAL)
+        _output.emit_failure(run.failure("InternalError", message, EXIT_INTERNAL), run.format)
         return EXIT_INTERNAL
     return rc if isinstance(rc, int) else 0
 

@@ -2,12 +2,16 @@
 (the habit of huggingface_hub's cli/_cli_utils.py)."""
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from enum import Enum
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 
-from kconvert.cli._output import ENV_FORMAT, OutputFormat
+from kconvert.cli._output import ENV_FORMAT
+from kconvert.report.formats import file_options, output_formats, render
 
 if TYPE_CHECKING:  # the annotation only: importing the selection loads the rule registry
     from kconvert.rules.selection import Selection
@@ -45,12 +49,60 @@ def json_opt(schema: str) -> Any:
                                                        "failure prints a JSON error object (schemas/error.schema.json).")]
 
 
+def _choice_type() -> Any:
+    """`--output-format`'s typer-visible choices: an Enum of the formats of kconvert.report.formats that print."""
+    return Enum("OutputFormat", [(f.name, f.name) for f in output_formats()], type=str, module=__name__)
+
+
+def format_help() -> str:
+    """`--output-format`'s help: each format's line, in the registry's order."""
+    return "; ".join(f"{f.name}: {f.help}" for f in output_formats()) + (
+        ". Default: github when GITHUB_ACTIONS=true, full on a terminal, concise otherwise.")
+
+
+OutputFormat = _choice_type()
+FORMATS = tuple(f.value for f in OutputFormat)
+
+# the choices and their help from kconvert.report.formats: a new format module is listed here by itself
 OutputFormatOpt = Annotated[Optional[OutputFormat], typer.Option(
-    "--output-format", case_sensitive=False, envvar=ENV_FORMAT, show_default=False,
-    help="full: the rich view; concise: one line per finding (path:line: ID severity [category] message "
-         "(evidence) [fixable]); github: workflow commands that GitHub shows as pull-request annotations; gitlab: GitLab Code "
-         "Quality JSON; json: the report (schemas/report.schema.json); junit: JUnit XML; sarif: SARIF 2.1.0 for "
-         "GitHub code scanning. Default: github when GITHUB_ACTIONS=true, full on a terminal, concise otherwise.")]
+    "--output-format", case_sensitive=False, envvar=ENV_FORMAT, show_default=False, help=format_help())]
+
+
+def file_outputs(document: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A command's file options (`--report`, `--sarif`, `--junit`, `--markdown`, `--html`, `--csv`), one per format
+    of kconvert.report.formats that writes `document` to a file, added to the command's signature after its own
+    options. The command receives them as `outputs`: {format name: path} for the options given."""
+
+    def add(command: Callable[..., Any]) -> Callable[..., Any]:
+        sig = inspect.signature(command, eval_str=True)  # typer reads annotations evaluated, as they are here
+        own = [p for p in sig.parameters.values() if p.name != "outputs"]
+        formats = {f"{fmt.name}_file": (fmt, opt) for fmt, opt in file_options(document)}  # parameter -> format
+        added = [inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                   annotation=Annotated[Optional[str], typer.Option(opt.flag, help=opt.help)])
+                 for param, (_, opt) in formats.items()]
+
+        @functools.wraps(command)
+        def run(**kwargs: Any) -> Any:
+            paths = {formats[p][0].name: kwargs.pop(p) for p in list(kwargs) if p in formats}
+            return command(**kwargs, outputs={name: path for name, path in paths.items() if path})
+
+        run.__signature__ = sig.replace(parameters=own + added)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in own + added}
+        return run
+
+    return add
+
+
+def write_outputs(document: str, doc: dict[str, Any], outputs: dict[str, str]) -> None:
+    """Write each file option given (`file_outputs`), atomically, in the registry's order."""
+    # deferred: the writer of report files, only when one is asked for
+    from kconvert.report.files import write_text_atomic
+
+    for fmt, _ in file_options(document):
+        if fmt.name in outputs:
+            write_text_atomic(outputs[fmt.name], render(fmt.name, document, doc))
+
+
 FailOnOpt = Annotated[Optional[str], typer.Option(
     "--fail-on", help="Least severe finding that fails (exit 1): error, or warning for a strict gate. Default: "
                       "the configuration's, else error.")]

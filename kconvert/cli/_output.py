@@ -1,7 +1,8 @@
 """All output goes through here: the full view (rich), the CI formats (concise, github, gitlab, junit, sarif) and
-JSON. Commands never print directly.
+JSON, each a format of kconvert.report.formats. Commands never print directly.
 
-A command records the output format it was asked for (`begin`) before it does any work, so that a failure
+A command records the output format it was asked for (`begin`) before it does any work, in the `Run` that
+`kconvert.cli.main` makes for each call (this module keeps no run's state), so that a failure
 (`KConvertError`, a usage error, a bug) is answered in that format too: under `--json` a JSON error object on
 stdout, under `sarif` a run with `executionSuccessful: false`, and so on, always with the same exit code and the
 one-line error on stderr.
@@ -19,27 +20,16 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from rich.console import Console
 from rich.markup import escape
 
-from kconvert._version import __version__
+from typer._click.globals import get_current_context  # typer 0.29 bundles click: its context, not click's
+
 from kconvert.errors import UsageError
+from kconvert.report.formats import DOCUMENTS, Failure, get, output_formats
 
 
 console = Console()
 err_console = Console(stderr=True)
 
 ENV_FORMAT = "KCONVERT_OUTPUT_FORMAT"
-
-
-class OutputFormat(str, Enum):
-    full = "full"
-    concise = "concise"
-    github = "github"
-    gitlab = "gitlab"
-    json = "json"
-    junit = "junit"
-    sarif = "sarif"
-
-
-FORMATS = tuple(f.value for f in OutputFormat)
 
 
 def default_format(*, isatty: bool | None = None, environ: Mapping[str, str] | None = None) -> str:
@@ -51,9 +41,9 @@ def default_format(*, isatty: bool | None = None, environ: Mapping[str, str] | N
     return "full" if tty else "concise"
 
 
-def choose_format(requested: OutputFormat | str | None, as_json: bool = False, *, isatty: bool | None = None,
+def choose_format(requested: Enum | str | None, as_json: bool = False, *, isatty: bool | None = None,
                   environ: Mapping[str, str] | None = None) -> str:
-    fmt = requested.value if isinstance(requested, OutputFormat) else requested
+    fmt = requested.value if isinstance(requested, Enum) else requested
     if as_json:
         if fmt not in (None, "json"):
             raise UsageError(f"--json and --output-format {fmt} disagree: --json is --output-format json")
@@ -62,28 +52,40 @@ def choose_format(requested: OutputFormat | str | None, as_json: bool = False, *
 
 
 @dataclass
-class Requested:
+class Run:
+    """One `kconvert.cli.main` call: the command and the output format it asked for, recorded by `begin` for the
+    failure path. `main` makes one per call and hands it to click as the context's `obj`."""
+
     command: str | None = None
     format: str | None = None
     source: str | None = None
 
+    def failure(self, kind: str, message: str, exit_code: int, *, hint: str | None = None,
+                last_lines: list[str] | None = None) -> Failure:
+        return Failure(kind, message, exit_code, hint=hint, command=self.command, source=self.source,
+                       last_lines=last_lines)
 
-requested = Requested()
+
+def current_run() -> Run | None:
+    """The `Run` of the command line being executed (None when a command function is called outside `main`)."""
+    ctx = get_current_context(silent=True)
+    obj = ctx.find_root().obj if ctx is not None else None
+    return obj if isinstance(obj, Run) else None
 
 
-def begin(command: str, fmt: OutputFormat | str | None = None, as_json: bool = False,
+def begin(command: str, fmt: Enum | str | None = None, as_json: bool = False,
           source: str | None = None) -> str:
-    """Record the command and its output format (chosen from `--output-format`, `--json` and the defaults) for
-    the failure path, and return the format."""
-    requested.command, requested.source = command, source
+    """Record the command and its output format (chosen from `--output-format`, `--json` and the defaults) in the
+    current `Run` for the failure path, and return the format."""
+    run = current_run() or Run()
+    run.command, run.source = command, source
     # --json asks for JSON even when it contradicts --output-format: the refusal itself is then a JSON error
-    requested.format = "json" if as_json else None
-    requested.format = choose_format(fmt, as_json)
-    return requested.format
-
-
-def reset() -> None:
-    requested.command = requested.format = requested.source = None
+    run.format = "json" if as_json else None
+    run.format = choose_format(fmt, as_json)
+    if fmt is not None and command in DOCUMENTS and not get(run.format).renders(command):
+        able = ", ".join(f.name for f in output_formats() if f.renders(command))
+        raise UsageError(f"--output-format {run.format} does not render a {command} report; choose one of {able}")
+    return run.format
 
 
 def format_from_argv(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> str | None:
@@ -100,7 +102,7 @@ def format_from_argv(argv: Sequence[str], environ: Mapping[str, str] | None = No
         elif a.startswith("--output-format="):
             fmt = a.split("=", 1)[1]
     fmt = fmt or env.get(ENV_FORMAT)
-    return fmt.lower() if fmt and fmt.lower() in FORMATS else None
+    return fmt.lower() if fmt and fmt.lower() in {f.name for f in output_formats()} else None
 
 
 def write(text: str) -> None:
@@ -113,34 +115,13 @@ def emit_json(doc: Any) -> None:
 
 
 def emit_report(doc: dict[str, Any], fmt: str, full: Callable[[], None]) -> None:
-    """One report in the chosen format; `full` draws the rich view."""
-    # deferred, each branch its own: the renderers load the checkpoint readers and the rules (not for --help)
-    if fmt == "full":
+    """One report (its `command`: inspect, fix, verify, score) in the chosen format (kconvert.report.formats);
+    `full` draws the rich view."""
+    chosen = get(fmt)
+    if chosen.render is None:
         full()
-    elif fmt == "json":
-        emit_json(doc)
-    elif fmt == "concise":
-        from kconvert.report.concise import render_concise
-
-        write(render_concise(doc))
-    elif fmt == "github":
-        from kconvert.report.github import render_github
-
-        write(render_github(doc))
-    elif fmt == "gitlab":
-        from kconvert.report.gitlab import render_gitlab
-
-        write(render_gitlab(doc))
-    elif fmt == "junit":
-        from kconvert.report.junit import render_junit
-
-        write(render_junit(doc))
-    elif fmt == "sarif":
-        from kconvert.report.sarif import render_sarif
-
-        write(render_sarif(doc))
-    else:  # choose_format only returns the names above
-        raise ValueError(fmt)
+    else:
+        write(chosen.render(doc["command"], doc))
 
 
 def error_line(message: str, hint: str | None = None) -> None:
@@ -154,41 +135,14 @@ def error_line(message: str, hint: str | None = None) -> None:
         err_console.print(f"[dim]hint: {escape(hint.translate(LINE_BREAKS))}[/]", highlight=False, soft_wrap=True)
 
 
-def error_document(kind: str, message: str, exit_code: int, *, hint: str | None = None,
-                   command: str | None = None, last_lines: list[str] | None = None) -> dict[str, Any]:
-    """The JSON error object (schemas/error.schema.json) printed on stdout when a `--json` run fails."""
-    err: dict[str, Any] = {"type": kind, "message": message, "hint": hint}
-    if last_lines:
-        err["engine_last_lines"] = list(last_lines)
-    return {"schema_version": 1, "tool": {"name": "kconvert", "version": __version__}, "command": command,
-            "verdict": "error", "exit_code": exit_code, "error": err}
-
-
-def emit_failure(kind: str, message: str, exit_code: int, *, hint: str | None = None,
-                 last_lines: list[str] | None = None, fmt: str | None = None) -> None:
-    """The stdout side of a failure in the requested machine format (the stderr line is printed separately)."""
-    fmt = fmt or requested.format
-    command = requested.command
-    # deferred, each branch its own: the renderers load the checkpoint readers and the rules (not for --help)
-    if fmt == "json":
-        emit_json(error_document(kind, message, exit_code, hint=hint, command=command, last_lines=last_lines))
-    elif fmt == "sarif":
-        from kconvert.report.sarif import render_sarif_error
-
-        write(render_sarif_error(message, exit_code, hint))
-    elif fmt == "junit":
-        from kconvert.report.junit import render_junit_error
-
-        write(render_junit_error(command or "kconvert", kind, message, hint))
-    elif fmt == "gitlab":
-        from kconvert.report.gitlab import render_gitlab_error
-
-        write(render_gitlab_error(requested.source, message))
-    elif fmt == "github":
-        from kconvert.report.github import command as workflow_command
-
-        write(workflow_command("error", message + (f"\nhint: {hint}" if hint else ""),
-                               title=f"kconvert {command or ''}".strip() + f" (exit {exit_code})") + "\n")
+def emit_failure(failure: Failure, fmt: str | None) -> None:
+    """The stdout side of a failure in the requested machine format (the stderr line is printed separately); a
+    format without a failure rendering (full, concise) prints nothing on stdout."""
+    if fmt is None:
+        return
+    chosen = get(fmt)
+    if chosen.render_failure is not None:
+        write(chosen.render_failure(failure))
 
 
 class NoStatus:

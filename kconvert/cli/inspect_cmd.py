@@ -9,7 +9,7 @@ from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
                                   ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
-                                  SelectOpt, SourceArg, TargetOpt, project_settings)
+                                  SelectOpt, SourceArg, TargetOpt, file_outputs, project_settings, write_outputs)
 from kconvert.cli._output import begin, console, emit_report
 from kconvert.errors import UsageError
 
@@ -29,6 +29,7 @@ Examples:
 
 
 @app.command("inspect", epilog=help_examples(EXAMPLES))
+@file_outputs("inspect")  # --report, --sarif: kconvert.report.formats
 def inspect_command(
     source: SourceArg,
     target: TargetOpt = None,
@@ -47,7 +48,6 @@ def inspect_command(
     as_json: JsonOpt = False,
     hashes: Annotated[bool, typer.Option("--hash", help="Also compute the sha256 of every local file "
                                                          "(reads all bytes; off by default).")] = False,
-    report: Annotated[Optional[str], typer.Option("--report", help="Also write the JSON report to this file.")] = None,
     tp: Annotated[Optional[int], typer.Option(
         "--tp", "--tensor-parallel-size", min=1,
         help="Tensor-parallel size the draft will be served at: K304 checks that its heads, KV heads and draft "
@@ -55,8 +55,7 @@ def inspect_command(
     draft_tp: Annotated[Optional[int], typer.Option(
         "--draft-tp", min=1, help="draft_tensor_parallel_size, when it differs from --tp (vLLM accepts 1 or --tp).")
     ] = None,
-    sarif: Annotated[Optional[str], typer.Option("--sarif", help="Also write SARIF 2.1.0 to this file (for GitHub "
-                                                 "code scanning), whatever --output-format prints.")] = None,
+    outputs: dict[str, str] | None = None,
 ) -> None:
     """Describe a draft, name its producer and list every incompatibility with the target and engine.
 
@@ -66,7 +65,6 @@ def inspect_command(
     """
     # deferred: the library and its renderers load the rules and the readers, which --help never needs
     from kconvert.commands.inspect import inspect
-    from kconvert.report.files import write_json_atomic, write_text_atomic
     from kconvert.report.terminal import render_report
 
     fmt = begin("inspect", output_format, as_json, source)
@@ -81,11 +79,6 @@ def inspect_command(
     result = inspect(source, target=ps.target, engine=ps.engine, engine_version=ps.engine_version,
                      decisions=decisions, fail_on=ps.fail_on, selection=ps.selection)
     doc = result.to_dict(hashes=hashes)
-    if report:
-        write_json_atomic(report, doc)
-    if sarif:
-        from kconvert.report.sarif import render_sarif
-
-        write_text_atomic(sarif, render_sarif(doc))
+    write_outputs("inspect", doc, outputs or {})
     emit_report(doc, fmt, lambda: render_report(console, doc))
     raise typer.Exit(result.exit_code)

@@ -8,7 +8,7 @@ import typer
 
 from kconvert.cli._app import app
 from kconvert.cli._common import (ConfigOpt, ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, SelectOpt, json_opt,
-                                  project_settings)
+                                  project_settings, file_outputs, write_outputs)
 from kconvert.cli._help import help_examples
 from kconvert.cli._output import begin, console, emit_json, err_console, write
 from kconvert.errors import MissingPackageError, UsageError
@@ -191,6 +191,7 @@ def render_footer(doc: dict[str, Any]) -> None:
 
 
 @app.command("matrix", epilog=help_examples(EXAMPLES))
+@file_outputs("matrix")  # --markdown, --html, --csv, --report: kconvert.report.formats
 def matrix_command(
     drafts: Annotated[Optional[list[str]], typer.Argument(
         help="Drafts: local folders, globs (runs/*/epoch_*, quoted or not), Hub ids org/name[@rev].",
@@ -249,10 +250,6 @@ def matrix_command(
         "--cache", help="The cell cache (sqlite); off for none. Default $XDG_CACHE_HOME/kconvert/matrix.sqlite.")
     ] = None,
     refresh: Annotated[bool, typer.Option("--refresh", help="Recompute every cell (and store it).")] = False,
-    markdown: Annotated[Optional[str], typer.Option("--markdown", help="Also write the table as Markdown.")] = None,
-    html: Annotated[Optional[str], typer.Option("--html", help="Also write one self-contained HTML page.")] = None,
-    csv: Annotated[Optional[str], typer.Option("--csv", help="Also write one CSV row per cell.")] = None,
-    report: Annotated[Optional[str], typer.Option("--report", help="Also write the JSON document here.")] = None,
     select: SelectOpt = None,
     ignore: IgnoreOpt = None,
     extend_ignore: ExtendIgnoreOpt = None,
@@ -260,6 +257,7 @@ def matrix_command(
     config: ConfigOpt = None,
     isolated: IsolatedOpt = False,
     as_json: json_opt("matrix") = False,
+    outputs: dict[str, str] | None = None,
 ) -> None:
     """Every draft x every engine row: inspect's verdict per cell, a score per draft against a trace, live cells.
 
@@ -271,15 +269,12 @@ def matrix_command(
     2 on bad usage or an unreadable draft, 3 when a live cell's engine could not run.
     """
     from kconvert.matrix import CellCache, MatrixRequest, run_matrix
-    from kconvert.report.files import write_json_atomic, write_text_atomic
 
     fmt = begin("matrix", None, as_json)
     if best and not trace:
         raise UsageError("--best ranks by scored acceptance length: give --trace")
     if hub_search is not None and not hub_search.strip():
         raise UsageError("--hub-search: give the text to search for")
-    wanted = {kind: path for kind, path in (("markdown", markdown), ("html", html), ("csv", csv)) if path}
-    render = {kind: renderer(kind) for kind in wanted}
     args: dict[str, Any] = {}
     for item in engine_arg or []:
         key, sep, value = item.partition("=")
@@ -313,10 +308,7 @@ def matrix_command(
                 doc = run_matrix(req, executor=ex, cache=store, on_cell=on_cell)
     finally:
         store.close()
-    for kind, path in wanted.items():
-        write_text_atomic(path, render[kind](doc))
-    if report:
-        write_json_atomic(report, doc)
+    write_outputs("matrix", doc, outputs or {})
     if best:
         chosen = (doc.get("ranking") or {}).get("best")
         if chosen is None:

@@ -8,7 +8,8 @@ import typer
 from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxIdsOpt, ConfigOpt, EngineOpt, EngineVersionOpt, ExtendIgnoreOpt, IgnoreOpt,
-                                  IsolatedOpt, JsonOpt, OutputFormatOpt, SelectOpt, project_settings)
+                                  IsolatedOpt, JsonOpt, OutputFormatOpt, SelectOpt, file_outputs, project_settings,
+                                  write_outputs)
 from kconvert.cli._output import NoStatus, begin, console, emit_report, err_console
 from kconvert.errors import UsageError
 
@@ -28,6 +29,7 @@ Examples:
 
 
 @app.command("score", epilog=help_examples(EXAMPLES))
+@file_outputs("score")  # --report: kconvert.report.formats
 def score_command(
     draft: Annotated[str, typer.Argument(help="Draft checkpoint folder (or a Hub id in the cache).",
                                          show_default=False)],
@@ -71,7 +73,6 @@ def score_command(
                                                     "acceptance length (vLLM's, bonus token included).")] = None,
     min_rate: Annotated[Optional[float], typer.Option("--min-acceptance-rate", help="Gate: minimum acceptance "
                                                       "rate.")] = None,
-    report: Annotated[Optional[str], typer.Option("--report", help="Write the JSON report here.")] = None,
     select: SelectOpt = None,
     ignore: IgnoreOpt = None,
     extend_ignore: ExtendIgnoreOpt = None,
@@ -79,6 +80,7 @@ def score_command(
     isolated: IsolatedOpt = False,
     output_format: OutputFormatOpt = None,
     as_json: JsonOpt = False,
+    outputs: dict[str, str] | None = None,
 ) -> None:
     """Measure a draft's acceptance against a recorded target trace, without the target.
 
@@ -94,6 +96,7 @@ def score_command(
     from kconvert.results.thresholds import Thresholds
 
     fmt = begin("score", output_format, as_json, draft)
+    report = (outputs or {}).get("json")
     ids, default = parse_aux_ids(aux_ids)
     if default:
         raise UsageError("--aux-ids default: score already feeds the engine's defaults when the config has no ids")
@@ -120,10 +123,7 @@ def score_command(
                    selection=ps.selection, diagnose=diagnose, readings=asked, search_aux=search_aux,
                    report_ref=report)
     doc = build_score_report(sr)
-    if report:
-        from kconvert.report.files import write_json_atomic
-
-        write_json_atomic(report, doc)
+    write_outputs("score", doc, outputs or {})
     from kconvert.report.terminal import render_score
 
     emit_report(doc, fmt, lambda: render_score(console, doc))

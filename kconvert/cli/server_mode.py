@@ -10,14 +10,16 @@ from kconvert.commands.verify.deployment import measure_server
 from kconvert.errors import UsageError
 from kconvert.prompts import load_prompts
 from kconvert.report.files import write_json_atomic
+from kconvert.report.formats import get, output_formats
 
 
 def run_server_mode(url: str, *, engine: str, prompts: str, k: int, max_tokens: int, max_prompts: int | None,
                     fmt: str, report: str | None, dry_run: bool = False) -> None:
-    if fmt not in ("full", "concise", "github", "json"):
+    if not get(fmt).server:
         # gitlab, junit and sarif carry a checkpoint's findings; a running server has none to report
+        able = [f.name for f in output_formats() if f.server]
         raise UsageError(f"--server: --output-format {fmt} reports a checkpoint's findings and a server "
-                         "measurement has none; use full, concise, github or json")
+                         f"measurement has none; use {', '.join(able[:-1])} or {able[-1]}")
     if dry_run:
         _dry_run(url, engine=engine, prompts=prompts, k=k, max_tokens=max_tokens, max_prompts=max_prompts, fmt=fmt)
     result = measure_server(url, engine=engine, prompts=prompts, k=k, max_tokens=max_tokens, max_prompts=max_prompts)

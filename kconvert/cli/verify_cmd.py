@@ -9,7 +9,7 @@ from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
                                   ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
-                                  SelectOpt, project_settings)
+                                  SelectOpt, file_outputs, project_settings, write_outputs)
 from kconvert.cli._output import NoStatus, begin, console, emit_report, err_console, write
 from kconvert.errors import UsageError
 
@@ -41,6 +41,7 @@ def parse_engine_args(items: list[str] | None) -> dict:
 
 
 @app.command("verify", epilog=help_examples(EXAMPLES))
+@file_outputs("verify")  # --report, --junit, --markdown, --sarif: kconvert.report.formats
 def verify_command(
     draft: Annotated[Optional[str], typer.Argument(help="Draft checkpoint folder (or Hub id in the cache); not "
                                                         "needed with --server.", show_default=False)] = None,
@@ -103,11 +104,6 @@ def verify_command(
                                           "the target and print the engine arguments and the serve line (with "
                                           "--server: what would be measured); start nothing. Exit 0/1 by the "
                                           "static verdict, 2 bad input.")] = False,
-    report: Annotated[Optional[str], typer.Option("--report", help="Write the JSON report here.")] = None,
-    junit: Annotated[Optional[str], typer.Option("--junit", help="Write JUnit XML here.")] = None,
-    markdown: Annotated[Optional[str], typer.Option("--markdown", help="Write the model-card section here.")] = None,
-    sarif: Annotated[Optional[str], typer.Option("--sarif", help="Write SARIF 2.1.0 here (for GitHub code "
-                                                 "scanning), whatever --output-format prints.")] = None,
     fail_on: FailOnOpt = None,
     select: SelectOpt = None,
     ignore: IgnoreOpt = None,
@@ -116,6 +112,7 @@ def verify_command(
     isolated: IsolatedOpt = False,
     output_format: OutputFormatOpt = None,
     as_json: JsonOpt = False,
+    outputs: dict[str, str] | None = None,
 ) -> None:
     """Load the draft next to the target in a real engine and measure acceptance live.
 
@@ -141,7 +138,7 @@ def verify_command(
         from kconvert.cli.server_mode import run_server_mode
 
         run_server_mode(server, engine=ps.engine, prompts=prompts, k=k, max_tokens=max_tokens, max_prompts=max_prompts,
-                        fmt=fmt, report=report, dry_run=dry_run)
+                        fmt=fmt, report=(outputs or {}).get("json"), dry_run=dry_run)
         return
     settings = VerifySettings(tp=tp, draft_tp=draft_tp, num_speculative_tokens=k, prompts=prompts,
                               max_tokens=max_tokens, trust_remote_code=trust_remote_code,
@@ -168,29 +165,9 @@ def verify_command(
             write("\n".join(e.next_lines) + "\n")  # SGLang's launch line, then the `verify --server` line
         raise
     doc = vr.to_dict()
-    _write_reports(doc, report, junit, markdown, sarif)
+    write_outputs("verify", doc, outputs or {})
     from kconvert.report.terminal import render_verify  # deferred: the rich report modules, not for --help
 
     emit_report(doc, fmt, lambda: render_verify(console, doc))
     raise typer.Exit(vr.exit_code)
 
-
-def _write_reports(doc: dict, report: str | None, junit: str | None, markdown: str | None,
-                   sarif: str | None = None) -> None:
-    # deferred, each its own: a renderer loads the report package and the rules, only when its file is asked for
-    from kconvert.report.files import write_json_atomic, write_text_atomic
-
-    if sarif:
-        from kconvert.report.sarif import render_sarif
-
-        write_text_atomic(sarif, render_sarif(doc))
-    if report:
-        write_json_atomic(report, doc)
-    if junit:
-        from kconvert.report.junit import render_junit
-
-        write_text_atomic(junit, render_junit(doc))
-    if markdown:
-        from kconvert.report.markdown import render_markdown_section
-
-        write_text_atomic(markdown, render_markdown_section(doc))

@@ -1,0 +1,133 @@
+"""The output formats, one registry: every format kconvert prints (`--output-format`) or writes to a file (`--sarif`,
+`--junit`, `--markdown`, `--html`, `--csv`, `--report`) is one module in this package that calls `register` with a
+`Format`. The command line reads its choices, its help, the file options of inspect, verify, score and matrix and the
+server mode's allow-list from here; adding a format is one module here plus its test (CONTRIBUTING.md).
+
+A format module is imported at start-up (the CLI's options are built from it): it holds the declaration only and
+imports its renderer inside the render function.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Mapping
+
+# The documents a format can render: each command's report (`inspect`, `fix`, `verify`, `score`) and the matrix.
+DOCUMENTS = ("inspect", "fix", "verify", "score", "matrix")
+
+
+# Plain classes, not dataclasses: this package is imported at start-up (every command's options), and a dataclass
+# costs ~0.5 ms to build; these are three.
+
+class Failure:
+    """A failed run, as a machine format answers it on stdout (the one-line error goes to stderr separately)."""
+
+    __slots__ = ("kind", "message", "exit_code", "hint", "command", "source", "last_lines")
+
+    def __init__(self, kind: str, message: str, exit_code: int, *, hint: str | None = None,
+                 command: str | None = None, source: str | None = None, last_lines: list[str] | None = None):
+        self.kind = kind  # the exception's class name: UsageError, InputError, InternalError, ...
+        self.message = message
+        self.exit_code = exit_code
+        self.hint = hint
+        self.command = command  # the command that failed (None: the command line did not parse)
+        self.source = source  # the checkpoint it was given, if any
+        self.last_lines = last_lines  # an engine's last log lines
+
+
+class FileOption:
+    """`--sarif PATH` and the like: the option that writes a format's rendering of one document to a file."""
+
+    __slots__ = ("flag", "help")
+
+    def __init__(self, flag: str, help: str):
+        self.flag = flag
+        self.help = help
+
+
+class Format:
+    """One output format. `render(document, doc)` returns the text (None: the command draws its own rich view, the
+    `full` format); `help` is its line in `--output-format`'s help (a format without one is written to files
+    only); `files` maps a document to its file option on that command; `server` lets `verify --server` print in
+    it (a server measurement carries no findings); `render_failure` answers a failed run on stdout (None: the
+    stderr line only); `rank` orders the choices and the help (lower first, ties by name)."""
+
+    __slots__ = ("name", "documents", "render", "extension", "help", "server", "files", "render_failure", "rank")
+
+    def __init__(self, *, name: str, documents: tuple[str, ...],
+                 render: Callable[[str, dict[str, Any]], str] | None, extension: str, help: str = "",
+                 server: bool = False, files: Mapping[str, FileOption] | None = None,
+                 render_failure: Callable[[Failure], str] | None = None, rank: int = 50):
+        self.name = name
+        self.documents = tuple(documents)
+        self.render = render
+        self.extension = extension  # of the file it writes ("" when it writes none)
+        self.help = help
+        self.server = server
+        self.files = dict(files or {})
+        self.render_failure = render_failure
+        self.rank = rank
+
+    def __repr__(self) -> str:
+        return f"Format({self.name!r})"
+
+    @property
+    def stdout(self) -> bool:
+        """A choice of `--output-format`."""
+        return bool(self.help)
+
+    def renders(self, document: str) -> bool:
+        return document in self.documents
+
+
+_REGISTRY: dict[str, Format] = {}
+_LOADED: list[bool] = []
+
+
+def register(fmt: Format) -> Format:
+    """Add a format (a format module calls it once, at import); a second format of the same name is refused."""
+    unknown = set(fmt.documents) - set(DOCUMENTS) or set(fmt.files) - set(fmt.documents)
+    if unknown:
+        raise ValueError(f"format {fmt.name!r}: {sorted(unknown)} not among the documents it renders {DOCUMENTS}")
+    if fmt.name in _REGISTRY and _REGISTRY[fmt.name] is not fmt:
+        raise ValueError(f"format {fmt.name!r} is registered twice")
+    _REGISTRY[fmt.name] = fmt
+    return fmt
+
+
+def _load() -> None:
+    """Import every format module of this package once (a directory listing: no module list to keep)."""
+    if _LOADED:
+        return
+    _LOADED.append(True)
+    here = os.path.dirname(__file__)
+    for entry in sorted(os.listdir(here)):
+        if entry.endswith(".py") and not entry.startswith("_"):
+            __import__(f"{__name__}.{entry[:-3]}")
+
+
+def formats() -> tuple[Format, ...]:
+    """Every registered format, in help order."""
+    _load()
+    return tuple(sorted(_REGISTRY.values(), key=lambda f: (f.rank, f.name)))
+
+
+def get(name: str) -> Format:
+    _load()
+    return _REGISTRY[name]
+
+
+def output_formats() -> tuple[Format, ...]:
+    """The choices of `--output-format`."""
+    return tuple(f for f in formats() if f.stdout)
+
+
+def file_options(document: str) -> tuple[tuple[Format, FileOption], ...]:
+    """The file options of the command that renders `document` (`--report`, `--sarif`, ...)."""
+    return tuple((f, f.files[document]) for f in formats() if document in f.files)
+
+
+def render(name: str, document: str, doc: dict[str, Any]) -> str:
+    fmt = get(name)
+    if fmt.render is None or not fmt.renders(document):
+        raise ValueError(f"format {name!r} does not render a {document} document")
+    return fmt.render(document, doc)

@@ -1,0 +1,25 @@
+"""`sarif`: SARIF 2.1.0 for GitHub code scanning (kconvert.report.sarif)."""
+from typing import Any
+
+from kconvert.report.formats import Failure, FileOption, Format, register
+
+
+def render(document: str, doc: dict[str, Any]) -> str:
+    from kconvert.report.sarif import render_sarif  # deferred: loads the rule registry, not for --help
+
+    return render_sarif(doc)
+
+
+def render_failure(f: Failure) -> str:
+    from kconvert.report.sarif import render_sarif_error  # deferred: loads the rule registry, not for --help
+
+    return render_sarif_error(f.message, f.exit_code, f.hint)
+
+
+register(Format(name="sarif", help="SARIF 2.1.0 for GitHub code scanning",
+                documents=("inspect", "fix", "verify", "score"), render=render, render_failure=render_failure,
+                extension=".sarif",
+                files={"inspect": FileOption("--sarif", "Also write SARIF 2.1.0 to this file (for GitHub code "
+                                                        "scanning), whatever --output-format prints."),
+                       "verify": FileOption("--sarif", "Write SARIF 2.1.0 here (for GitHub code scanning), "
+                                                       "whatever --output-format prints.")}))
