@@ -282,7 +282,7 @@ def test_the_code_digest_follows_content_not_file_times_or_bytecode(tmp_path):
     assert code_digest(root) == base
     rule.write_text(rule.read_text() + "# one more line\n")
     assert code_digest(root) != base
-    profile = root / "target" / "profiles" / "kimi-k2.5.json"
+    profile = root / "targets" / "profiles" / "kimi-k2.5.json"
     rule.write_text((PACKAGE / "rules" / "vocab.py").read_text())
     assert code_digest(root) == base
     profile.write_text(profile.read_text().replace("163840", "163841"))
