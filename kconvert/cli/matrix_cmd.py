@@ -1,7 +1,6 @@
 """`kconvert matrix`: parse, call `kconvert.matrix.run_matrix`, render (terminal table, JSON, files)."""
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Optional
 
 import typer
@@ -11,7 +10,7 @@ from kconvert.cli._common import (ConfigOpt, ExtendIgnoreOpt, FailOnOpt, IgnoreO
                                   project_settings)
 from kconvert.cli._help import help_examples
 from kconvert.cli._output import begin, console, emit_json, err_console, write
-from kconvert.errors import MissingPackageError, UsageError
+from kconvert.errors import UsageError
 
 EXAMPLES = """
 Examples:
@@ -44,34 +43,6 @@ def renderer(kind: str):
     from kconvert.report import matrix_table
 
     return {"markdown": matrix_table.render_markdown, "csv": matrix_table.render_csv}[kind]
-
-
-def make_executor(name: str, workers: int, address: str | None, runtime_env: str | None):
-    if name == "local":
-        if address or runtime_env:
-            raise UsageError("--ray-address and --ray-runtime-env go with --executor ray")
-        from kconvert.matrix.executors.local import LocalExecutor
-
-        return LocalExecutor(workers=workers)
-    if name != "ray":
-        raise UsageError(f"--executor {name!r}: choose local or ray")
-    env = None
-    if runtime_env:
-        try:
-            env = json.loads(runtime_env)
-        except ValueError as e:
-            raise UsageError(f"--ray-runtime-env: not JSON: {e}") from None
-        if not isinstance(env, dict):
-            raise UsageError("--ray-runtime-env: a JSON object, e.g. '{\"pip\": [\"vllm==0.33.0\"]}'")
-    import importlib
-
-    try:
-        ray_executor = importlib.import_module("kconvert.matrix.executors.ray")
-        importlib.import_module("ray")  # the executor module may defer it; the extra is what is missing either way
-    except ImportError:
-        # the same exit as every optional package that is missing (MissingPackageError: 3), as the executor says
-        raise MissingPackageError("--executor ray", "Ray", "ray") from None
-    return ray_executor.RayExecutor(address=address, runtime_env=env, workers=workers)
 
 
 def _cell_text(c: dict[str, Any]) -> str:
@@ -271,6 +242,7 @@ def matrix_command(
     2 on bad usage or an unreadable draft, 3 when a live cell's engine could not run.
     """
     from kconvert.matrix import CellCache, MatrixRequest, run_matrix
+    from kconvert.matrix.executors import ExecutorOptions, make_executor
     from kconvert.report.files import write_json_atomic, write_text_atomic
 
     fmt = begin("matrix", None, as_json)
@@ -290,7 +262,7 @@ def matrix_command(
     # give the same verdict and exit code in both
     ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,
                           target=target, fail_on=fail_on)
-    ex = make_executor(executor, workers, ray_address, ray_runtime_env)
+    ex = make_executor(executor, ExecutorOptions(workers=workers, address=ray_address, runtime_env=ray_runtime_env))
     req = MatrixRequest(drafts=list(drafts or []), from_file=from_file, hub_search=hub_search,
                         hub_author=hub_author, hub_limit=hub_limit, target=ps.target,
                         selection=None if ps.selection.is_default else ps.selection, fail_on=ps.fail_on, engines=engines, trace=trace, live=live, k=k,
