@@ -1,4 +1,5 @@
-"""`kconvert matrix`: parse, call `kconvert.matrix.run_matrix`, render (terminal table, JSON, files)."""
+"""`kconvert matrix`: parse, call `kconvert.matrix.run_matrix`, render (the terminal table of
+kconvert.report.matrix_terminal, JSON, files)."""
 from __future__ import annotations
 
 from typing import Annotated, Any, Optional
@@ -29,136 +30,16 @@ Examples:
 """
 
 def renderer(kind: str):
-    """The page's renderers (kconvert.report.matrix_page / matrix_table / matrix_plot), imported when a run
-    writes that output."""
+    """The page's renderers (kconvert.report.matrix_page / matrix_table), imported when a run writes that
+    output."""
     # deferred: the page renderers are only needed for the outputs asked for
     if kind == "html":
         from kconvert.report.matrix_page import render_html
 
         return render_html
-    if kind == "plot":
-        from kconvert.report.matrix_plot import text_plot
-
-        return text_plot
     from kconvert.report import matrix_table
 
     return {"markdown": matrix_table.render_markdown, "csv": matrix_table.render_csv}[kind]
-
-
-def _cell_text(c: dict[str, Any]) -> str:
-    colour = {"pass": "green", "warn": "yellow", "fail": "red", "error": "magenta", "skipped": "dim"}[c["state"]]
-    # info findings (a note that target checks were skipped, that headers came from the Hub) are in the JSON only
-    ids = sorted({f["id"] for f in c["findings"] if f["severity"] != "info"}) if "findings" in c \
-        else c.get("finding_ids", [])
-    # whether a cell came from the cache is said once, in the summary line ("N from the cache")
-    return f"[{colour}]{c['state']}[/]" + (f" {', '.join(ids)}" if ids else "")
-
-
-def render_table(doc: dict[str, Any]) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    from rich import box
-
-    # At 80 columns six engine rows leave little room: a simple box, and each draft by its folder name when those
-    # are unique (the document and --json keep the path as given).
-    names = [d["draft"].rstrip("/").rsplit("/", 1)[-1] for d in doc["drafts"]]
-    short = dict(zip([d["draft"] for d in doc["drafts"]], names)) if len(set(names)) == len(names) else {}
-    if 14 + 16 * len(doc["engines"]) > console.width:
-        render_stacked(doc, short)
-    else:
-        render_grid(doc, short)
-    render_footer(doc)
-
-
-def render_stacked(doc: dict[str, Any], short: dict[str, str]) -> None:
-    """Too many engine rows for the terminal (six at 80 columns): one block per draft, one line per engine row,
-    so no finding id is cut and no name breaks mid-word."""
-    from rich.markup import escape
-
-    n = doc["summary"]["cells"]
-    console.print(f"[bold]kconvert matrix: {n} cell{'' if n == 1 else 's'}[/]")
-    width = max(len(f"{e['engine']} {e['engine_version']}") for e in doc["engines"]) + 2
-    for d in doc["drafts"]:
-        console.print(f"[bold]{escape(short.get(d['draft'], d['draft']))}[/]", soft_wrap=True, highlight=False)
-        mine = {(c["engine"], c["engine_version"], c.get("kind", "static")): c for c in doc["cells"]
-                if c["draft"] == d["draft"]}
-        for e in doc["engines"]:
-            c = mine.get((e["engine"], e["engine_version"], "static"))
-            label = f"{e['engine']} {e['engine_version']}" + (" *" if e["installed"] else "")
-            console.print(f"  {label:<{width}} " + (_cell_text(c) if c else ""), soft_wrap=True, highlight=False)
-        live = next((c for k, c in mine.items() if k[2] == "live"), None)
-        if live is not None:
-            console.print("  live AL " + (f"{live['live']['acceptance_length']:.4f}" if live.get("live")
-                                          else _cell_text(live)), soft_wrap=True, highlight=False)
-        if d.get("score"):
-            console.print(f"  score AL {d['score']['acceptance_length']:.4f}, rank {d.get('rank') or '-'}",
-                          highlight=False)
-
-
-def render_grid(doc: dict[str, Any], short: dict[str, str]) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    from rich import box
-
-    n = doc["summary"]["cells"]
-    title = f"kconvert matrix: {n} cell{'' if n == 1 else 's'}"
-    # never narrower than its title: a one-column grid (`--engines vllm:0.32`) would fold "1 cell" over two lines
-    t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, min_width=len(title))
-    t.add_column("draft", overflow="fold", min_width=12)
-    for e in doc["engines"]:
-        t.add_column(f"{e['engine']}\n{e['engine_version']}" + (" *" if e["installed"] else ""), overflow="fold")
-    has_live = any(c.get("kind") == "live" for c in doc["cells"])
-    if has_live:
-        t.add_column("live AL", overflow="fold")
-    if doc.get("ranking"):
-        t.add_column("score AL", justify="right")
-        t.add_column("rank", justify="right")
-    for d in doc["drafts"]:
-        mine = {(c["engine"], c["engine_version"], c.get("kind", "static")): c for c in doc["cells"]
-                if c["draft"] == d["draft"]}
-        row = [escape(short.get(d["draft"], d["draft"]))]
-        for e in doc["engines"]:
-            c = mine.get((e["engine"], e["engine_version"], "static"))
-            row.append(_cell_text(c) if c else "")
-        if has_live:
-            live = next((c for k, c in mine.items() if k[2] == "live"), None)
-            row.append("" if live is None else (f"{live['live']['acceptance_length']:.4f}" if live.get("live")
-                                                else _cell_text(live)))
-        if doc.get("ranking"):
-            s = d.get("score")
-            row.append(f"{s['acceptance_length']:.4f}" if s else "-")
-            row.append(str(d["rank"]) if d.get("rank") else "-")
-        t.add_row(*row)
-    console.print(t)
-
-
-def render_footer(doc: dict[str, Any]) -> None:
-    from rich.markup import escape
-
-    s = doc["summary"]
-    aside = sorted({i for c in doc["cells"] for i in c.get("set_aside") or []})
-    console.print(f"{s['pass']} pass, {s['warn']} warn, {s['fail']} fail, {s['error']} error, {s['skipped']} "
-                  f"skipped; {doc['timings'].get('from_cache', 0)} from the cache; * = installed engine"
-                  + (f"; set aside by the rule selection: {', '.join(aside)}" if aside else ""))
-    for d in doc["drafts"]:
-        if d["target"]["state"] != "given":
-            what = d["target"]["id"] or "unknown"
-            console.print(f"[dim]{escape(d['draft'])}: target {escape(what)} ({d['target']['state']}: "
-                          f"{escape('; '.join(d['target']['evidence']))})[/]")
-        if d.get("error"):
-            console.print(f"[magenta]{escape(d['draft'])}[/]: {escape(d['error'])}")
-    if doc.get("ranking") and doc["ranking"].get("best"):
-        console.print(f"best by scored acceptance length: [bold]{escape(doc['ranking']['best'])}[/]")
-        plot = renderer("plot")
-        if plot is not None:
-            console.print(plot(doc), markup=False, highlight=False)
-    # one fix per engine row asked for (each its own output folder), printed unwrapped so a copy stays one command
-    for c in doc["cells"]:
-        command = (c.get("fix") or {}).get("command")
-        if command and c.get("kind", "static") == "static" and c["state"] in ("fail", "warn"):
-            console.print(f"next: {command}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("matrix", epilog=help_examples(EXAMPLES))
@@ -244,6 +125,7 @@ def matrix_command(
     from kconvert.matrix import CellCache, MatrixRequest, run_matrix
     from kconvert.matrix.executors import ExecutorOptions, make_executor
     from kconvert.report.files import write_json_atomic, write_text_atomic
+    from kconvert.report.matrix_terminal import render_matrix
 
     fmt = begin("matrix", None, as_json)
     if best and not trace:
@@ -300,7 +182,7 @@ def matrix_command(
     if fmt == "json":
         emit_json(doc)
     else:
-        render_table(doc)
+        render_matrix(console, doc)
     if doc.get("interrupted"):
         err_console.print("interrupted: the matrix above holds the cells finished before it", markup=False)
         raise typer.Exit(130)
