@@ -79,6 +79,14 @@ def test_a_registered_executor_runs_the_matrix_and_gives_the_local_executors_doc
     assert comparable(doc) == comparable(local) and rc == rc_local
 
 
+def test_the_library_call_takes_a_registered_name_too(recording):
+    from kconvert.matrix import matrix
+
+    doc = matrix(DRAFTS[:1], target=str(TINY / "target"), engines="vllm:0.32", isolated=True, cache="off",
+                 executor="recording", workers=2)
+    assert [e.options.workers for e in recording] == [2] and len(recording[0].keys) == len(doc["cells"]) == 1
+
+
 def test_an_unknown_name_lists_every_executor_including_a_registered_one(capsys, recording):
     rc, out, err = run(capsys, DRAFTS[0], "--executor", "nope", "--cache", "off")
     assert rc == 2 and "--executor 'nope': choose local, ray or recording" in " ".join(err.split())

@@ -1,5 +1,6 @@
 """The project settings as a library caller reads them (kconvert/project.py): the configuration found upward
-from the working directory, the caller's values over it, its refusals as UsageError naming the file. The CLI's side (messages, exit codes) is in
+from the working directory, the caller's values over it, its refusals as UsageError naming the file, and
+`kconvert.matrix.matrix` resolving them as `kconvert matrix` does. The CLI's side (messages, exit codes) is in
 tests/test_cli_habits.py and tests/test_first_hour.py."""
 from __future__ import annotations
 
@@ -48,3 +49,11 @@ def test_a_bad_key_is_a_usage_error_naming_the_file(project):
     with pytest.raises(UsageError, match=r"kconvert\.toml: fail-on = 'warnings'.*did you mean 'warning'"):
         project_settings()
 
+
+def test_the_library_matrix_reads_the_configuration_as_the_command(project):
+    from kconvert.matrix import matrix
+
+    doc = matrix([str(TINY / "drafts" / "mla-torchspec")], engines="vllm:0.32", cache="off")
+    assert [c["target"] for c in doc["cells"]] == [str(TINY / "target")]
+    assert matrix([str(TINY / "drafts" / "mla-torchspec")], engines="vllm:0.32", cache="off",
+                  isolated=True)["cells"][0]["target"] is None

@@ -1,14 +1,15 @@
-"""`kconvert matrix`: parse, call `kconvert.matrix.run_matrix`, render (the terminal table of
+"""`kconvert matrix`: parse, call `kconvert.matrix.matrix`, render what it returns (the terminal table of
 kconvert.report.matrix_terminal, JSON, files)."""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any, Optional
 
 import typer
 
 from kconvert.cli._app import app
-from kconvert.cli._common import (ConfigOpt, ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, SelectOpt, json_opt,
-                                  project_settings)
+from kconvert.cli._common import ConfigOpt, ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, SelectOpt, json_opt
 from kconvert.cli._help import help_examples
 from kconvert.cli._output import begin, console, emit_json, err_console, write
 from kconvert.errors import UsageError
@@ -40,6 +41,22 @@ def renderer(kind: str):
     from kconvert.report import matrix_table
 
     return {"markdown": matrix_table.render_markdown, "csv": matrix_table.render_csv}[kind]
+
+
+@contextmanager
+def progress(quiet: bool) -> Iterator[Callable[[dict[str, Any]], None] | None]:
+    """The spinner on stderr that counts the cells as they finish (none when quiet), as the `on_cell` callback."""
+    if quiet:
+        yield None
+        return
+    with err_console.status("matrix", spinner="dots") as status:
+        n = [0]
+
+        def on_cell(c: dict[str, Any]) -> None:
+            n[0] += 1
+            status.update(f"matrix: {n[0]} cell{'' if n[0] == 1 else 's'} ({c['draft']} on {c['engine']} {c['engine_version']})")
+
+        yield on_cell
 
 
 @app.command("matrix", epilog=help_examples(EXAMPLES))
@@ -122,16 +139,14 @@ def matrix_command(
     row, kconvert's version and the trace's digest. Exit 0 when every cell passes or warns, 1 when any fails,
     2 on bad usage or an unreadable draft, 3 when a live cell's engine could not run.
     """
-    from kconvert.matrix import CellCache, MatrixRequest, run_matrix
-    from kconvert.matrix.executors import ExecutorOptions, make_executor
+    # deferred: the matrix loads the rules, the engines' facts and rich's tables, which --help never needs
+    from kconvert.matrix import matrix
     from kconvert.report.files import write_json_atomic, write_text_atomic
     from kconvert.report.matrix_terminal import render_matrix
 
     fmt = begin("matrix", None, as_json)
     if best and not trace:
         raise UsageError("--best ranks by scored acceptance length: give --trace")
-    if hub_search is not None and not hub_search.strip():
-        raise UsageError("--hub-search: give the text to search for")
     wanted = {kind: path for kind, path in (("markdown", markdown), ("html", html), ("csv", csv)) if path}
     render = {kind: renderer(kind) for kind in wanted}
     args: dict[str, Any] = {}
@@ -140,33 +155,14 @@ def matrix_command(
         if not sep or not key:
             raise UsageError(f"--engine-arg {item!r}: K=V")
         args[key] = value
-    # the project configuration and the gate flags, resolved as inspect resolves them: the same draft and row
-    # give the same verdict and exit code in both
-    ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,
-                          target=target, fail_on=fail_on)
-    ex = make_executor(executor, ExecutorOptions(workers=workers, address=ray_address, runtime_env=ray_runtime_env))
-    req = MatrixRequest(drafts=list(drafts or []), from_file=from_file, hub_search=hub_search,
-                        hub_author=hub_author, hub_limit=hub_limit, target=ps.target,
-                        selection=None if ps.selection.is_default else ps.selection, fail_on=ps.fail_on, engines=engines, trace=trace, live=live, k=k,
-                        score_threads=score_threads, max_sequences=max_sequences, prompts=prompts,
-                        max_prompts=max_prompts, max_tokens=max_tokens, engine_args=args, timeout_s=timeout,
-                        trust_remote_code=trust_remote_code, refresh=refresh)
-    store = CellCache.from_option(cache)
-    quiet = fmt != "full" or best or not err_console.is_terminal
-    try:
-        if quiet:
-            doc = run_matrix(req, executor=ex, cache=store)
-        else:
-            with err_console.status("matrix", spinner="dots") as status:
-                n = [0]
-
-                def on_cell(c: dict[str, Any]) -> None:
-                    n[0] += 1
-                    status.update(f"matrix: {n[0]} cell{'' if n[0] == 1 else 's'} ({c['draft']} on {c['engine']} {c['engine_version']})")
-
-                doc = run_matrix(req, executor=ex, cache=store, on_cell=on_cell)
-    finally:
-        store.close()
+    with progress(fmt != "full" or best or not err_console.is_terminal) as on_cell:
+        doc = matrix(drafts, config=config, isolated=isolated, select=select, ignore=ignore,
+                     extend_ignore=extend_ignore, target=target, fail_on=fail_on, executor=executor, workers=workers,
+                     ray_address=ray_address, ray_runtime_env=ray_runtime_env, cache=cache, on_cell=on_cell,
+                     from_file=from_file, hub_search=hub_search, hub_author=hub_author, hub_limit=hub_limit,
+                     engines=engines, trace=trace, live=live, k=k, score_threads=score_threads,
+                     max_sequences=max_sequences, prompts=prompts, max_prompts=max_prompts, max_tokens=max_tokens,
+                     engine_args=args, timeout_s=timeout, trust_remote_code=trust_remote_code, refresh=refresh)
     for kind, path in wanted.items():
         write_text_atomic(path, render[kind](doc))
     if report:
