@@ -282,7 +282,7 @@ def test_the_code_digest_follows_content_not_file_times_or_bytecode(tmp_path):
     assert code_digest(root) == base
     rule.write_text(rule.read_text() + "# one more line\n")
     assert code_digest(root) != base
-    profile = root / "target" / "profiles" / "kimi-k2.5.json"
+    profile = root / "targets" / "profiles" / "kimi-k2.5.json"
     rule.write_text((PACKAGE / "rules" / "vocab.py").read_text())
     assert code_digest(root) == base
     profile.write_text(profile.read_text().replace("163840", "163841"))
@@ -455,3 +455,13 @@ def test_the_step_is_the_number_a_checkpoints_name_gives_it(name, step):
     from kconvert.matrix.gather import step_of
 
     assert step_of(name) == step
+
+
+def test_an_empty_hub_search_is_refused_by_the_command_and_the_library_alike(capsys):
+    from kconvert.errors import UsageError
+    from kconvert.matrix import matrix
+
+    rc, out, err = cli(capsys, "--hub-search", " ", "--cache", "off")
+    assert rc == 2 and "--hub-search: give the text to search for" in err
+    with pytest.raises(UsageError, match="^--hub-search: give the text to search for$"):
+        matrix(hub_search=" ", cache="off", isolated=True)

@@ -267,3 +267,22 @@ def test_html_writes_as_utf8_whatever_the_strings():
     doc = fleet_doc()
     doc["drafts"][0]["draft"] = "lone \ud800 surrogate"
     render_html(doc).encode("utf-8")
+
+
+def test_terminal_view_of_a_ranking_without_steps_has_no_plot_line():
+    """The terminal view (kconvert/report/matrix_terminal.py) names the best draft; with no training steps there
+    is no plot, and no stray line stands in for it."""
+    from rich.console import Console
+
+    from kconvert.report.matrix_terminal import render_matrix
+
+    doc = run_doc()
+    for d in doc["drafts"]:
+        d["step"] = None
+    validate(doc)
+    assert text_plot(doc) is None
+    con = Console(record=True, width=120, file=io.StringIO())
+    render_matrix(con, doc)
+    lines = con.export_text().splitlines()
+    assert f"best by scored acceptance length: {doc['ranking']['best']}" in lines
+    assert "None" not in lines and not any(line.startswith("AL per training step") for line in lines)

@@ -1,17 +1,19 @@
-"""`kconvert matrix`: parse, call `kconvert.matrix.run_matrix`, render (terminal table, JSON, files)."""
+"""`kconvert matrix`: parse, call `kconvert.matrix.matrix`, render what it returns (the terminal table of
+kconvert.report.matrix_terminal, JSON, files)."""
 from __future__ import annotations
 
-import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any, Optional
 
 import typer
 
 from kconvert.cli._app import app
-from kconvert.cli._common import (ConfigOpt, ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, SelectOpt, json_opt,
-                                  project_settings, file_outputs, write_outputs)
+from kconvert.cli._common import (ConfigOpt, ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, SelectOpt, file_outputs,
+                                  json_opt, write_outputs)
 from kconvert.cli._help import help_examples
 from kconvert.cli._output import begin, console, emit_json, err_console, write
-from kconvert.errors import MissingPackageError, UsageError
+from kconvert.errors import UsageError
 
 EXAMPLES = """
 Examples:
@@ -29,165 +31,20 @@ Examples:
   kconvert matrix --from drafts.txt --workers 2 --cache ./matrix.sqlite --refresh
 """
 
-def renderer(kind: str):
-    """The page's renderers (kconvert.report.matrix_page / matrix_table / matrix_plot), imported when a run
-    writes that output."""
-    # deferred: the page renderers are only needed for the outputs asked for
-    if kind == "html":
-        from kconvert.report.matrix_page import render_html
+@contextmanager
+def progress(quiet: bool) -> Iterator[Callable[[dict[str, Any]], None] | None]:
+    """The spinner on stderr that counts the cells as they finish (none when quiet), as the `on_cell` callback."""
+    if quiet:
+        yield None
+        return
+    with err_console.status("matrix", spinner="dots") as status:
+        n = [0]
 
-        return render_html
-    if kind == "plot":
-        from kconvert.report.matrix_plot import text_plot
+        def on_cell(c: dict[str, Any]) -> None:
+            n[0] += 1
+            status.update(f"matrix: {n[0]} cell{'' if n[0] == 1 else 's'} ({c['draft']} on {c['engine']} {c['engine_version']})")
 
-        return text_plot
-    from kconvert.report import matrix_table
-
-    return {"markdown": matrix_table.render_markdown, "csv": matrix_table.render_csv}[kind]
-
-
-def make_executor(name: str, workers: int, address: str | None, runtime_env: str | None):
-    if name == "local":
-        if address or runtime_env:
-            raise UsageError("--ray-address and --ray-runtime-env go with --executor ray")
-        from kconvert.matrix.executors.local import LocalExecutor
-
-        return LocalExecutor(workers=workers)
-    if name != "ray":
-        raise UsageError(f"--executor {name!r}: choose local or ray")
-    env = None
-    if runtime_env:
-        try:
-            env = json.loads(runtime_env)
-        except ValueError as e:
-            raise UsageError(f"--ray-runtime-env: not JSON: {e}") from None
-        if not isinstance(env, dict):
-            raise UsageError("--ray-runtime-env: a JSON object, e.g. '{\"pip\": [\"vllm==0.33.0\"]}'")
-    import importlib
-
-    try:
-        ray_executor = importlib.import_module("kconvert.matrix.executors.ray")
-        importlib.import_module("ray")  # the executor module may defer it; the extra is what is missing either way
-    except ImportError:
-        # the same exit as every optional package that is missing (MissingPackageError: 3), as the executor says
-        raise MissingPackageError("--executor ray", "Ray", "ray") from None
-    return ray_executor.RayExecutor(address=address, runtime_env=env, workers=workers)
-
-
-def _cell_text(c: dict[str, Any]) -> str:
-    colour = {"pass": "green", "warn": "yellow", "fail": "red", "error": "magenta", "skipped": "dim"}[c["state"]]
-    # info findings (a note that target checks were skipped, that headers came from the Hub) are in the JSON only
-    ids = sorted({f["id"] for f in c["findings"] if f["severity"] != "info"}) if "findings" in c \
-        else c.get("finding_ids", [])
-    # whether a cell came from the cache is said once, in the summary line ("N from the cache")
-    return f"[{colour}]{c['state']}[/]" + (f" {', '.join(ids)}" if ids else "")
-
-
-def render_table(doc: dict[str, Any]) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    from rich import box
-
-    # At 80 columns six engine rows leave little room: a simple box, and each draft by its folder name when those
-    # are unique (the document and --json keep the path as given).
-    names = [d["draft"].rstrip("/").rsplit("/", 1)[-1] for d in doc["drafts"]]
-    short = dict(zip([d["draft"] for d in doc["drafts"]], names)) if len(set(names)) == len(names) else {}
-    if 14 + 16 * len(doc["engines"]) > console.width:
-        render_stacked(doc, short)
-    else:
-        render_grid(doc, short)
-    render_footer(doc)
-
-
-def render_stacked(doc: dict[str, Any], short: dict[str, str]) -> None:
-    """Too many engine rows for the terminal (six at 80 columns): one block per draft, one line per engine row,
-    so no finding id is cut and no name breaks mid-word."""
-    from rich.markup import escape
-
-    n = doc["summary"]["cells"]
-    console.print(f"[bold]kconvert matrix: {n} cell{'' if n == 1 else 's'}[/]")
-    width = max(len(f"{e['engine']} {e['engine_version']}") for e in doc["engines"]) + 2
-    for d in doc["drafts"]:
-        console.print(f"[bold]{escape(short.get(d['draft'], d['draft']))}[/]", soft_wrap=True, highlight=False)
-        mine = {(c["engine"], c["engine_version"], c.get("kind", "static")): c for c in doc["cells"]
-                if c["draft"] == d["draft"]}
-        for e in doc["engines"]:
-            c = mine.get((e["engine"], e["engine_version"], "static"))
-            label = f"{e['engine']} {e['engine_version']}" + (" *" if e["installed"] else "")
-            console.print(f"  {label:<{width}} " + (_cell_text(c) if c else ""), soft_wrap=True, highlight=False)
-        live = next((c for k, c in mine.items() if k[2] == "live"), None)
-        if live is not None:
-            console.print("  live AL " + (f"{live['live']['acceptance_length']:.4f}" if live.get("live")
-                                          else _cell_text(live)), soft_wrap=True, highlight=False)
-        if d.get("score"):
-            console.print(f"  score AL {d['score']['acceptance_length']:.4f}, rank {d.get('rank') or '-'}",
-                          highlight=False)
-
-
-def render_grid(doc: dict[str, Any], short: dict[str, str]) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    from rich import box
-
-    n = doc["summary"]["cells"]
-    title = f"kconvert matrix: {n} cell{'' if n == 1 else 's'}"
-    # never narrower than its title: a one-column grid (`--engines vllm:0.32`) would fold "1 cell" over two lines
-    t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, min_width=len(title))
-    t.add_column("draft", overflow="fold", min_width=12)
-    for e in doc["engines"]:
-        t.add_column(f"{e['engine']}\n{e['engine_version']}" + (" *" if e["installed"] else ""), overflow="fold")
-    has_live = any(c.get("kind") == "live" for c in doc["cells"])
-    if has_live:
-        t.add_column("live AL", overflow="fold")
-    if doc.get("ranking"):
-        t.add_column("score AL", justify="right")
-        t.add_column("rank", justify="right")
-    for d in doc["drafts"]:
-        mine = {(c["engine"], c["engine_version"], c.get("kind", "static")): c for c in doc["cells"]
-                if c["draft"] == d["draft"]}
-        row = [escape(short.get(d["draft"], d["draft"]))]
-        for e in doc["engines"]:
-            c = mine.get((e["engine"], e["engine_version"], "static"))
-            row.append(_cell_text(c) if c else "")
-        if has_live:
-            live = next((c for k, c in mine.items() if k[2] == "live"), None)
-            row.append("" if live is None else (f"{live['live']['acceptance_length']:.4f}" if live.get("live")
-                                                else _cell_text(live)))
-        if doc.get("ranking"):
-            s = d.get("score")
-            row.append(f"{s['acceptance_length']:.4f}" if s else "-")
-            row.append(str(d["rank"]) if d.get("rank") else "-")
-        t.add_row(*row)
-    console.print(t)
-
-
-def render_footer(doc: dict[str, Any]) -> None:
-    from rich.markup import escape
-
-    s = doc["summary"]
-    aside = sorted({i for c in doc["cells"] for i in c.get("set_aside") or []})
-    console.print(f"{s['pass']} pass, {s['warn']} warn, {s['fail']} fail, {s['error']} error, {s['skipped']} "
-                  f"skipped; {doc['timings'].get('from_cache', 0)} from the cache; * = installed engine"
-                  + (f"; set aside by the rule selection: {', '.join(aside)}" if aside else ""))
-    for d in doc["drafts"]:
-        if d["target"]["state"] != "given":
-            what = d["target"]["id"] or "unknown"
-            console.print(f"[dim]{escape(d['draft'])}: target {escape(what)} ({d['target']['state']}: "
-                          f"{escape('; '.join(d['target']['evidence']))})[/]")
-        if d.get("error"):
-            console.print(f"[magenta]{escape(d['draft'])}[/]: {escape(d['error'])}")
-    if doc.get("ranking") and doc["ranking"].get("best"):
-        console.print(f"best by scored acceptance length: [bold]{escape(doc['ranking']['best'])}[/]")
-        plot = renderer("plot")
-        if plot is not None:
-            console.print(plot(doc), markup=False, highlight=False)
-    # one fix per engine row asked for (each its own output folder), printed unwrapped so a copy stays one command
-    for c in doc["cells"]:
-        command = (c.get("fix") or {}).get("command")
-        if command and c.get("kind", "static") == "static" and c["state"] in ("fail", "warn"):
-            console.print(f"next: {command}", markup=False, highlight=False, soft_wrap=True)
+        yield on_cell
 
 
 @app.command("matrix", epilog=help_examples(EXAMPLES))
@@ -268,46 +125,24 @@ def matrix_command(
     row, kconvert's version and the trace's digest. Exit 0 when every cell passes or warns, 1 when any fails,
     2 on bad usage or an unreadable draft, 3 when a live cell's engine could not run.
     """
-    from kconvert.matrix import CellCache, MatrixRequest, run_matrix
+    # deferred: the matrix loads the rules, the engines' facts and rich's tables, which --help never needs
+    from kconvert.matrix import matrix
+    from kconvert.report.matrix_terminal import render_matrix
 
     fmt = begin("matrix", None, as_json)
     if best and not trace:
         raise UsageError("--best ranks by scored acceptance length: give --trace")
-    if hub_search is not None and not hub_search.strip():
-        raise UsageError("--hub-search: give the text to search for")
-    args: dict[str, Any] = {}
-    for item in engine_arg or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--engine-arg {item!r}: K=V")
-        args[key] = value
-    # the project configuration and the gate flags, resolved as inspect resolves them: the same draft and row
-    # give the same verdict and exit code in both
-    ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,
-                          target=target, fail_on=fail_on)
-    ex = make_executor(executor, workers, ray_address, ray_runtime_env)
-    req = MatrixRequest(drafts=list(drafts or []), from_file=from_file, hub_search=hub_search,
-                        hub_author=hub_author, hub_limit=hub_limit, target=ps.target,
-                        selection=None if ps.selection.is_default else ps.selection, fail_on=ps.fail_on, engines=engines, trace=trace, live=live, k=k,
-                        score_threads=score_threads, max_sequences=max_sequences, prompts=prompts,
-                        max_prompts=max_prompts, max_tokens=max_tokens, engine_args=args, timeout_s=timeout,
-                        trust_remote_code=trust_remote_code, refresh=refresh)
-    store = CellCache.from_option(cache)
-    quiet = fmt != "full" or best or not err_console.is_terminal
-    try:
-        if quiet:
-            doc = run_matrix(req, executor=ex, cache=store)
-        else:
-            with err_console.status("matrix", spinner="dots") as status:
-                n = [0]
+    from kconvert.runners.vllm_args import parse_engine_args  # the one --engine-arg parser, verify's too
 
-                def on_cell(c: dict[str, Any]) -> None:
-                    n[0] += 1
-                    status.update(f"matrix: {n[0]} cell{'' if n[0] == 1 else 's'} ({c['draft']} on {c['engine']} {c['engine_version']})")
-
-                doc = run_matrix(req, executor=ex, cache=store, on_cell=on_cell)
-    finally:
-        store.close()
+    args = parse_engine_args(engine_arg)
+    with progress(fmt != "full" or best or not err_console.is_terminal) as on_cell:
+        doc = matrix(drafts, config=config, isolated=isolated, select=select, ignore=ignore,
+                     extend_ignore=extend_ignore, target=target, fail_on=fail_on, executor=executor, workers=workers,
+                     ray_address=ray_address, ray_runtime_env=ray_runtime_env, cache=cache, on_cell=on_cell,
+                     from_file=from_file, hub_search=hub_search, hub_author=hub_author, hub_limit=hub_limit,
+                     engines=engines, trace=trace, live=live, k=k, score_threads=score_threads,
+                     max_sequences=max_sequences, prompts=prompts, max_prompts=max_prompts, max_tokens=max_tokens,
+                     engine_args=args, timeout_s=timeout, trust_remote_code=trust_remote_code, refresh=refresh)
     write_outputs("matrix", doc, outputs or {})
     if best:
         chosen = (doc.get("ranking") or {}).get("best")
@@ -320,7 +155,7 @@ def matrix_command(
     if fmt == "json":
         emit_json(doc)
     else:
-        render_table(doc)
+        render_matrix(console, doc)
     if doc.get("interrupted"):
         err_console.print("interrupted: the matrix above holds the cells finished before it", markup=False)
         raise typer.Exit(130)

@@ -166,7 +166,7 @@ def trace_command(
                           aux_ids=parse_aux_ids(dump_aux_ids)[0], dtype=None, force=force, lm_head=lm_head,
                           threads=threads, device=device, shard_size=shard)
     else:
-        from kconvert.cli.verify_cmd import parse_engine_args
+        from kconvert.runners.vllm_args import parse_engine_args  # deferred: --help loads no runner
 
         req = TraceRequest(target=target, out=output, prompts=prompts, max_prompts=max_prompts, max_tokens=max_tokens,
                            layers=lay, aux_ids=ids, dtype=dtype, device=device, lookahead=lookahead,

@@ -33,13 +33,6 @@ Examples:
 """
 
 
-def parse_engine_args(items: list[str] | None) -> dict:
-    """`kconvert.runners.vllm_args.parse_engine_args`, named here for the commands that import it from here."""
-    from kconvert.runners.vllm_args import parse_engine_args as parse  # deferred: --help loads no runner
-
-    return parse(items)
-
-
 @app.command("verify", epilog=help_examples(EXAMPLES))
 @file_outputs("verify")  # --report, --junit, --markdown, --sarif: kconvert.report.formats
 def verify_command(
@@ -130,6 +123,7 @@ def verify_command(
     from kconvert.commands.verify import VerifySettings, verify
     from kconvert.results.thresholds import Gate
     from kconvert.rules.decisions import decisions_from_flags
+    from kconvert.runners.vllm_args import parse_engine_args
 
     fmt = begin("verify", output_format, as_json, draft)
     ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,

@@ -13,12 +13,21 @@ The contract every executor keeps (the matrix's assembly code depends on nothing
 - tasks that share a `group` (the static cells of one draft) may be run one after another in one worker, so
   what that process keeps (the Hub reads of the draft at its commit, `kconvert.source.hub.READ_CACHE`) serves
   them all; an executor may ignore it: results are the same either way, one per task.
+
+Executors are chosen by name (`kconvert matrix --executor NAME`, `kconvert.matrix.matrix(executor=NAME)`): the
+name is a module of this package, which registers its factory with `@register(NAME)`; `make_executor` imports
+that module the first time the name is asked for (so `ray` costs nothing until used) and calls the factory with
+the run's `ExecutorOptions`. Adding an executor is that one module (CONTRIBUTING.md, "Adding an executor").
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from kconvert.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -80,3 +89,52 @@ def run_unit(calls: list[tuple[Callable[[Any], dict[str, Any]], Any]]) -> list[t
             out.append((False, task_message(e)))
     return out
 
+
+
+@dataclass(frozen=True)
+class ExecutorOptions:
+    """What every executor's factory is given: `--workers`, `--ray-address` and `--ray-runtime-env` (JSON text as
+    given on the command line, or a mapping from a library caller). A factory refuses (UsageError) an option
+    it does not take, so a flag that would be ignored never is."""
+
+    workers: int = 1
+    address: str | None = None
+    runtime_env: str | Mapping[str, Any] | None = None
+
+
+Factory = Callable[[ExecutorOptions], Executor]
+FACTORIES: dict[str, Factory] = {}
+
+
+def register(name: str) -> Callable[[Factory], Factory]:
+    """`@register("local")` over a factory `(ExecutorOptions) -> Executor`: `--executor local` makes one."""
+    def add(factory: Factory) -> Factory:
+        if FACTORIES.get(name, factory) is not factory:
+            raise ValueError(f"executor {name!r} is registered twice")
+        FACTORIES[name] = factory
+        return factory
+
+    return add
+
+
+def _modules() -> list[str]:
+    return [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
+
+
+def names() -> list[str]:
+    """Every executor that can be asked for: the registered ones and this package's modules, local first."""
+    return sorted(set(FACTORIES) | set(_modules()), key=lambda n: (n != "local", n))
+
+
+def make_executor(name: str, options: ExecutorOptions | None = None) -> Executor:
+    """The executor `name` for these options; an unknown name is a UsageError listing the known ones, and a
+    factory's own refusals (an option it does not take, an optional package missing: MissingPackageError,
+    exit 3) come out as it raises them."""
+    if name not in FACTORIES and name in _modules():
+        importlib.import_module(f"{__name__}.{name}")  # the module registers its factory
+    factory = FACTORIES.get(name)
+    if factory is None:
+        known = names()
+        choices = " or ".join(known) if len(known) <= 2 else f"{', '.join(known[:-1])} or {known[-1]}"
+        raise UsageError(f"--executor {name!r}: choose {choices}")
+    return factory(options or ExecutorOptions())

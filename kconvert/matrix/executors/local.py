@@ -16,7 +16,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from kconvert.matrix.executors import Task, run_unit, task_message, units
+from kconvert.errors import UsageError
+from kconvert.matrix.executors import ExecutorOptions, Task, register, run_unit, task_message, units
 
 
 class LocalExecutor:
@@ -96,4 +97,12 @@ class LocalExecutor:
         return broken
 
 
-__all__ = ["LocalExecutor"]
+@register("local")
+def create(options: ExecutorOptions) -> LocalExecutor:
+    """`--executor local` (the default): `--workers` processes; the Ray options are refused, not ignored."""
+    if options.address or options.runtime_env:
+        raise UsageError("--ray-address and --ray-runtime-env go with --executor ray")
+    return LocalExecutor(workers=options.workers)
+
+
+__all__ = ["LocalExecutor", "create"]

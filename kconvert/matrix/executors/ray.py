@@ -38,14 +38,15 @@ The workers of an existing cluster must be able to import kconvert: install it t
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from kconvert.errors import EngineError, MissingPackageError
-from kconvert.matrix.executors import Resources, Task, run_unit, units
+from kconvert.errors import EngineError, MissingPackageError, UsageError
+from kconvert.matrix.executors import ExecutorOptions, Resources, Task, register, run_unit, units
 
 log = logging.getLogger(__name__)
 
@@ -284,3 +285,26 @@ class RayExecutor:
         finally:
             for pg in groups.values():
                 remove_placement_group(pg)
+
+
+def runtime_env(value: str | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """`--ray-runtime-env`: JSON text (or a mapping from a library caller) that is one JSON object, or None."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as e:
+            raise UsageError(f"--ray-runtime-env: not JSON: {e}") from None
+    if not isinstance(value, Mapping):
+        raise UsageError("--ray-runtime-env: a JSON object, e.g. '{\"pip\": [\"vllm==0.33.0\"]}'")
+    return dict(value)
+
+
+@register("ray")
+def create(options: ExecutorOptions) -> RayExecutor:
+    """`--executor ray`: the runtime env checked first, then Ray itself (missing: MissingPackageError, exit 3,
+    before any cell is planned); Ray starts or is joined when the cells run."""
+    env = runtime_env(options.runtime_env)
+    _import_ray()
+    return RayExecutor(address=options.address, runtime_env=env, workers=options.workers)

@@ -1,0 +1,52 @@
+"""`kconvert matrix` as one library call: the project configuration (kconvert.project) under the caller's
+selection, target and gate, an executor chosen by name (kconvert.matrix.executors), the cell cache by its option
+value, then `run_matrix`. The command line only parses into this call and renders what it returns.
+
+    from kconvert.matrix import matrix
+    doc = matrix(["runs/*/epoch_*"], trace="./trace", engines="vllm", workers=2)   # reads kconvert.toml as the CLI
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Callable
+
+from kconvert.errors import UsageError
+from kconvert.matrix.build import MatrixRequest, run_matrix
+from kconvert.matrix.cache import CellCache
+from kconvert.matrix.executors import Executor, ExecutorOptions, make_executor
+from kconvert.project import project_settings
+
+
+def matrix(drafts: list[str] | None = None, *, config: str | None = None, isolated: bool = False,
+           select: str | None = None, ignore: str | None = None, extend_ignore: str | None = None,
+           target: str | None = None, fail_on: str | None = None, executor: str | Executor = "local",
+           workers: int = 1, ray_address: str | None = None, ray_runtime_env: Any = None,
+           cache: str | CellCache | None = None, on_cell: Callable[[dict[str, Any]], None] | None = None,
+           **request: Any) -> dict[str, Any]:
+    """The matrix document (schemas/matrix.schema.json) of `drafts` and the other `MatrixRequest` fields given as
+    `request` (from_file, hub_search, engines, trace, live, k, ...).
+
+    `config` / `isolated` / `select` / `ignore` / `extend_ignore` / `target` / `fail_on`: as inspect takes them,
+    the given values over the project configuration (`kconvert.project.project_settings`), so a draft and row give
+    the same verdict and exit code in both. `executor`: a registered name (`local`, `ray`, ...) made with
+    `workers` / `ray_address` / `ray_runtime_env`, or an executor object. `cache`: a path, `off`, None for the
+    default file, or an open `CellCache` (left open). Refusals are UsageError (exit 2), a missing optional
+    package MissingPackageError (exit 3), before any cell runs."""
+    req = MatrixRequest(drafts=list(drafts or []), **request)
+    if req.hub_search is not None and not req.hub_search.strip():
+        raise UsageError("--hub-search: give the text to search for")
+    ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,
+                          target=target, fail_on=fail_on)
+    ex = executor if not isinstance(executor, str) else make_executor(
+        executor, ExecutorOptions(workers=workers, address=ray_address, runtime_env=ray_runtime_env))
+    req = replace(req, target=ps.target, selection=None if ps.selection.is_default else ps.selection,
+                  fail_on=ps.fail_on)
+    store = cache if isinstance(cache, CellCache) else CellCache.from_option(cache)
+    try:
+        return run_matrix(req, executor=ex, cache=store, on_cell=on_cell)
+    finally:
+        if store is not cache:
+            store.close()
+
+
+__all__ = ["matrix"]
