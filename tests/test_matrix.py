@@ -275,15 +275,15 @@ def test_the_code_digest_follows_content_not_file_times_or_bytecode(tmp_path):
     shutil.copytree(PACKAGE, root, ignore=shutil.ignore_patterns("__pycache__"))
     base = code_digest(root)
     assert base == code_digest(PACKAGE)  # a fresh copy of the same files: the same cells
-    rule = root / "rules" / "vocab.py"
+    rule = root / "rules" / "vocab_mapping.py"
     os.utime(rule, (1, 1))
     (root / "rules" / "__pycache__").mkdir(exist_ok=True)
-    (root / "rules" / "__pycache__" / "vocab.cpython-311.pyc").write_bytes(b"stale bytecode")
+    (root / "rules" / "__pycache__" / "vocab_mapping.cpython-311.pyc").write_bytes(b"stale bytecode")
     assert code_digest(root) == base
     rule.write_text(rule.read_text() + "# one more line\n")
     assert code_digest(root) != base
     profile = root / "targets" / "profiles" / "kimi-k2.5.json"
-    rule.write_text((PACKAGE / "rules" / "vocab.py").read_text())
+    rule.write_text((PACKAGE / "rules" / "vocab_mapping.py").read_text())
     assert code_digest(root) == base
     profile.write_text(profile.read_text().replace("163840", "163841"))
     assert code_digest(root) != base  # a target profile is data the rules judge by

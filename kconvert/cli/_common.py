@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import functools
 import inspect
-from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
 from kconvert.cli._output import ENV_FORMAT
 from kconvert.report.formats import file_options, output_formats, render
-
-if TYPE_CHECKING:  # the annotation only: importing the selection loads the rule registry
-    from kconvert.rules.selection import Selection
 
 SourceArg = Annotated[str, typer.Argument(help="Draft checkpoint: a local folder or a Hub id org/name[@revision].",
                                           show_default=False)]
@@ -138,37 +134,9 @@ HubTokenOpt = Annotated[Optional[str], typer.Option("--token", help="Hub token (
                                                                     "login).")]
 
 
-@dataclass(frozen=True)
-class ProjectSettings:
-    """The run's settings resolved once: the command line over the project configuration over the defaults."""
+def project_settings(config: str | None, isolated: bool, **flags: Any):
+    """The run's settings (`kconvert.project.project_settings`: the command line over the project configuration
+    over the defaults), which library callers resolve the same way."""
+    from kconvert.project import project_settings as resolve  # deferred: it loads the rule registry, not for --help
 
-    selection: Selection
-    engine: str
-    engine_version: str | None
-    target: str | None
-    fail_on: str
-
-
-def project_settings(config: str | None, isolated: bool, *, select: str | None, ignore: str | None,
-                     extend_ignore: str | None, engine: str | None = None, engine_version: str | None = None,
-                     target: str | None = None, fail_on: str | None = None) -> ProjectSettings:
-    """The run's settings: the command line over the project configuration over the defaults; a `--fail-on` (or
-    `fail-on` key) other than error/warning is refused here, before any command starts."""
-    # deferred: the configuration and the selection load the rule registry (~30 modules), which --help never needs
-    from kconvert.cli._config import load_config
-    from kconvert.results.inspection import check_fail_on
-    from kconvert.rules.selection import from_flags
-
-    if target is not None and not target.strip():
-        from kconvert.errors import UsageError
-
-        raise UsageError("--target '': empty; give a profile (kimi-k2.5, ...), a target folder or a Hub id, or leave "
-                         "--target out for the target-less checks")
-    cfg = load_config(config, isolated=isolated)
-    return ProjectSettings(
-        selection=from_flags(select, ignore, extend_ignore, config=cfg.selection()),
-        engine=engine or cfg.get("engine") or "vllm",
-        engine_version=engine_version or cfg.get("engine-version"),
-        target=target or cfg.get("target"),
-        fail_on=check_fail_on(fail_on or cfg.get("fail-on") or "error"),
-    )
+    return resolve(config, isolated, **flags)
