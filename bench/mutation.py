@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCOPE = [
     "kconvert/rules/*", "kconvert/writer/*", "kconvert/plan/*",
     "kconvert/score/walk.py", "kconvert/score/runner.py", "kconvert/score/weights.py",
-    "kconvert/source/tensor_read.py", "kconvert/score/draft.py",
+    "kconvert/source/tensor_read.py", "kconvert/trace/device.py", "kconvert/score/draft.py",
     "kconvert/hub/binding.py", "kconvert/hub/upload.py",
     "kconvert/matrix/cache.py", "kconvert/matrix/spec.py",
     "kconvert/engines/acceptance.py", "kconvert/engines/metrics.py",
