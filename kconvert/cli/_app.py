@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from kconvert._version import __version__
+from kconvert.cli import _coercion
 
 def _wrap_at_spaces() -> None:
     """click wraps help prose with textwrap, which breaks at hyphens: `--output-` / `format` at 80 columns. An
@@ -27,6 +28,7 @@ def _wrap_at_spaces() -> None:
 
 
 _wrap_at_spaces()
+_coercion.install()  # str, int, float and choice values without typer's pydantic adapters (~70-100 ms)
 
 app = typer.Typer(
     name="kconvert",
