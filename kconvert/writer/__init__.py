@@ -9,7 +9,6 @@ The ops it applies are defined here (`kconvert.writer.ops`: the vocabulary rules
 """
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -19,11 +18,11 @@ __all__ = ["WriteResult", "write_checkpoint"]
 
 
 def __getattr__(name: str) -> Any:
-    # Resolved on first use (PEP 562): the rules import `kconvert.writer.ops` (plain data classes) for the fixes
-    # they propose, and importing the package must not load the byte mover (stream, hash cache, sqlite3: ~25 ms)
-    # into `kconvert --help` and `kconvert inspect`.
+    """The package's two names, imported when first asked for (PEP 562: Python calls this only for a name the
+    module lacks): the rules import `kconvert.writer.ops` (plain data classes) for the fixes they propose, and
+    importing the package must not load the byte mover (stream, hash cache, sqlite3: ~25 ms) into
+    `kconvert --help` and `kconvert inspect`."""
     if name in __all__:
-        value = getattr(importlib.import_module("kconvert.writer.write"), name)
-        globals()[name] = value
-        return value
+        from kconvert.writer import write
+        return getattr(write, name)
     raise AttributeError(f"module 'kconvert.writer' has no attribute {name!r}")
