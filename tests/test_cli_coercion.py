@@ -19,7 +19,7 @@ VALUES = ["3", "007", "-2", "+4", "0", "1_000", " 5", "1.5", ".5", "3.", "1e3", 
 
 def _params():
     kconvert.cli._register()
-    root = kconvert.cli._click_command()
+    root = kconvert.cli._click_command([])
     for name, cmd in sorted(root.commands.items()):
         for p in cmd.params:
             if hasattr(p, "type_descriptor"):
@@ -50,7 +50,7 @@ def test_every_parameter_converts_as_typers_adapter_does(cmd, param):
 def test_the_plain_path_covers_kconverts_parameters():
     """Every kconvert parameter takes the plain path (a new type would silently bring pydantic back)."""
     kconvert.cli._register()
-    root = kconvert.cli._click_command()
+    root = kconvert.cli._click_command([])
     others = {f"{name}:{p.name}" for name, cmd in root.commands.items() for p in cmd.params
               if hasattr(p, "type_descriptor")
               and not isinstance(_coercion.build_runtime_param(p.type_descriptor), _coercion.PlainRuntimeParam)}
