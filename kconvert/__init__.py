@@ -38,6 +38,7 @@ def __getattr__(name: str) -> Any:
     the module lacks (PEP 562). Each branch is a plain import: deferred so that `import kconvert`, which every
     `kconvert` command runs first, does not load the rules, formats and readers (~40 ms more on `kconvert --help`).
     The commands live in `kconvert.commands`, whose module names shadow nothing here (docs/design.md#layers)."""
+    # deferred, every branch: `import kconvert` runs first in every command, and these load the rules and readers
     if name == "inspect":
         from kconvert.commands.inspect import inspect
         return inspect
