@@ -29,7 +29,7 @@ def test_inspect_of_a_local_draft_loads_no_torch_vllm_or_transformers():
     loaded = _imported_top_level("inspect", str(TINY / "drafts" / "mla-torchspec"), "--target", str(TINY / "target"))
     assert "numpy" in loaded  # the d2t rule decodes the tiny draft's d2t: proves the rules really ran
     assert not loaded & {"torch", "vllm", "transformers", "safetensors", "huggingface_hub", "jsonschema",
-                         "prometheus_client"}
+                         "prometheus_client", "pydantic"}  # pydantic: typer's adapters (kconvert/cli/_coercion.py)
 
 
 def test_help_loads_no_hub_client_schema_validator_numpy_or_rules():

@@ -1,6 +1,7 @@
 """kconvert's command line: parse, call the library, render. One module per command."""
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -20,7 +21,7 @@ def _register() -> None:
                               push_trace_cmd, rules_cmd, score_cmd, trace_cmd, verify_cmd)
 
 
-_COMMAND = None
+_COMMANDS: dict = {}  # the click command built for each command name (None: all of them)
 
 
 def _completion(args: list[str]) -> int | None:
@@ -47,19 +48,29 @@ def _completion(args: list[str]) -> int | None:
     return 0
 
 
-def _click_command():
+def _click_command(args: list[str]):
     """The click command typer builds from `app`, built once per process: typer rebuilds it on every `app(...)`
-    call (~40 ms of signature introspection), which a program calling `main` many times (tests) pays each time."""
-    global _COMMAND
-    if _COMMAND is None:
-        _COMMAND = typer.main.get_command(app)
-        for cmd in getattr(_COMMAND, "commands", {}).values():
+    call (~40 ms of signature introspection), which a program calling `main` many times (tests) pays each time.
+    When the command line starts with a command's name (`kconvert inspect ...`) only that command is built: the
+    others' parameters are never read (~25 ms); anything else (`--help`, a mistyped name) builds them all."""
+    names = {info.name for info in app.registered_commands}
+    name = args[0] if args and args[0] in names else None
+    if name not in _COMMANDS:
+        everything = app.registered_commands
+        try:
+            if name is not None:
+                app.registered_commands = [info for info in everything if info.name == name]
+            command = typer.main.get_command(app)
+        finally:
+            app.registered_commands = everything
+        for cmd in getattr(command, "commands", {}).values():
             # `kconvert -h` lists each command by its first sentence, whole (click cuts it at ~45 characters
             # with "..."); click wraps the list at the terminal's width
             if not cmd.short_help and cmd.help:
                 first = " ".join(cmd.help.split("\n\n", 1)[0].split())
                 cmd.short_help = first.split(". ", 1)[0].rstrip(".") + "."
-    return _COMMAND
+        _COMMANDS[name] = command
+    return _COMMANDS[name]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         return done
     run = _output.Run()  # the command and format `begin` records, for the failure path below
     try:
-        rc = _click_command().main(args=args, standalone_mode=False, prog_name="kconvert", obj=run)
+        rc = _click_command(args).main(args=args, standalone_mode=False, prog_name="kconvert", obj=run)
     except KConvertError as e:
         _output.error_line(e.message, e.hint)
         last = getattr(e, "last_lines", None)
@@ -123,4 +134,9 @@ _ONE_BLAS_THREAD = {"inspect", "fix", "rules"}
 def entry() -> None:
     if sys.argv[1:2] and sys.argv[1] in _ONE_BLAS_THREAD:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    sys.exit(main())
+    rc = main()
+    # The process ends here: CPython's last cycle collection at exit would walk every object the imports made
+    # (~15 ms of a `kconvert --help`, bench/NOTES.md); frozen objects are skipped, and modules are still torn
+    # down (files closed, atexit handlers run) as usual.
+    gc.freeze()
+    sys.exit(rc)

@@ -2,9 +2,13 @@
 this one, so the command modules and the package import one way)."""
 from __future__ import annotations
 
+import functools
+
 import typer
+import typer.main
 
 from kconvert._version import __version__
+from kconvert.cli import _coercion
 
 def _wrap_at_spaces() -> None:
     """click wraps help prose with textwrap, which breaks at hyphens: `--output-` / `format` at 80 columns. An
@@ -26,7 +30,18 @@ def _wrap_at_spaces() -> None:
     _textwrap.TextWrapper = Wrapper  # click.formatting.wrap_text imports it at each call
 
 
+def _read_signatures_once() -> None:
+    """typer reads each command function's signature twice while it builds the command (its parameters, then its
+    callback), each time evaluating every annotation string twice (`inspect.signature(eval_str=True)` and
+    `get_type_hints`); read once, `kconvert --help` builds its ten commands in ~15 ms instead of ~25. The result
+    is a fresh dict of read-only records: one per function is enough."""
+    if not hasattr(typer.main.get_params_from_function, "cache_info"):
+        typer.main.get_params_from_function = functools.lru_cache(maxsize=None)(typer.main.get_params_from_function)
+
+
 _wrap_at_spaces()
+_read_signatures_once()
+_coercion.install()  # str, int, float and choice values without typer's pydantic adapters (~70-100 ms)
 
 app = typer.Typer(
     name="kconvert",

@@ -2,6 +2,8 @@
 
     write_checkpoint(ckpt, ops, out_dir, *, force=False, provenance=None, progress=None) -> WriteResult
 
+(`WriteResult` is `kconvert.writer.write.WriteResult`.)
+
 The ops it applies are defined here (`kconvert.writer.ops`: the vocabulary rules and the plan write fixes in);
 `writer.config` applies the config ops, `writer.layout` checks the tensor ops and lays out the output shards,
 `writer.stream` moves the bytes, `writer.atomic` makes the output appear complete or not at all, and
@@ -9,21 +11,19 @@ The ops it applies are defined here (`kconvert.writer.ops`: the vocabulary rules
 """
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kconvert.writer.write import WriteResult, write_checkpoint
+    from kconvert.writer.write import WriteResult
 
-__all__ = ["WriteResult", "write_checkpoint"]
+__all__ = ["write_checkpoint"]
 
 
-def __getattr__(name: str) -> Any:
-    # Resolved on first use (PEP 562): the rules import `kconvert.writer.ops` (plain data classes) for the fixes
-    # they propose, and importing the package must not load the byte mover (stream, hash cache, sqlite3: ~25 ms)
-    # into `kconvert --help` and `kconvert inspect`.
-    if name in __all__:
-        value = getattr(importlib.import_module("kconvert.writer.write"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'kconvert.writer' has no attribute {name!r}")
+def write_checkpoint(*args: Any, **kwargs: Any) -> WriteResult:
+    """`kconvert.writer.write.write_checkpoint` (its parameters and result, `WriteResult`, are defined there)."""
+    # deferred: the rules import `kconvert.writer.ops` (plain data classes) for the fixes they propose, and
+    # importing the package must not load the byte mover (stream, hash cache, sqlite3: ~25 ms) into
+    # `kconvert --help` and `kconvert inspect`
+    from kconvert.writer import write
+
+    return write.write_checkpoint(*args, **kwargs)
