@@ -10,7 +10,7 @@ from typer._click.exceptions import BadParameter
 
 import kconvert.cli
 from kconvert.cli import _coercion
-from kconvert.cli._output import OutputFormat
+from kconvert.cli._common import OutputFormat
 
 VALUES = ["3", "007", "-2", "+4", "0", "1_000", " 5", "1.5", ".5", "3.", "1e3", "inf", "nan", "-0", "١٢", "x",
           "", "a\udcff", "json", "JSON", "Sarif", "full ", "9" * 30, 3, 0, -1, 3.0, 2.5, True, OutputFormat.json,
