@@ -163,7 +163,7 @@ def scanned_files() -> list[Path]:
                 continue
             if p.suffix == ".json" and p.stat().st_size > MAX_JSON_BYTES:
                 continue
-            if p.parent == ROOT / "bench" / "mutation-runs":
+            if (ROOT / "bench" / "mutation-runs") in p.parents:
                 continue  # records of past runs: the paths in their commands are those of the run's day
             files.append(p)
     files += sorted((ROOT / COMMENTS_ONLY_DIR).glob("*.py"))
