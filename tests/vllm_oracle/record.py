@@ -326,7 +326,7 @@ def target_folder(ref: str, work: Path, sg) -> str:
         if ref == sg.PRODUCERS_TARGET:
             cfg = json.loads((ROOT / "tests" / "data" / "producers" / "provenance.json").read_text())["target"]
         else:
-            p = json.loads((ROOT / "kconvert" / "target" / "profiles" / f"{ref}.json").read_text())
+            p = json.loads((ROOT / "kconvert" / "targets" / "profiles" / f"{ref}.json").read_text())
             keys = ("num_hidden_layers", "hidden_size", "vocab_size", "num_attention_heads", "num_key_value_heads",
                     "head_dim", "max_position_embeddings", "rms_norm_eps", "torch_dtype", "rope_theta", "rope_scaling",
                     "first_k_dense_replace")
