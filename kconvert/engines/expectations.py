@@ -490,7 +490,7 @@ def engine_info(rules: EngineRules) -> dict[str, Any]:
             "aux_convention": rules.aux_convention, "runner": rules.runner}
 
 
-def _row_for(engine: str, version: str) -> EngineRules | None:
+def row_for(engine: str, version: str) -> EngineRules | None:
     rows = KNOWN[engine]
     if version in rows:
         return rows[version]
@@ -525,13 +525,13 @@ def engine_rules(engine: str = "vllm", version: str | None = None) -> EngineRule
         raise UsageError(f"--engine {engine!r}: choose vllm or sglang{did_you_mean(engine, list(KNOWN))}")
     if version is None:
         inst = installed_version(engine)
-        row = _row_for(engine, inst) if inst else None
+        row = row_for(engine, inst) if inst else None
         row = row or KNOWN[engine][NEWEST[engine]]
         # the installed release's row for the runner vLLM picks here: V1 on the CPU build, V2 on GPUs
         if row.runner is not None and row.runner != default_runner():
             row = other_runner(row) or row
         return row
-    row = _row_for(engine, version.strip())
+    row = row_for(engine, version.strip())
     if row is None:
         names = known_versions(engine) + [a for r in KNOWN[engine].values() for a in r.aliases]
         raise UsageError(f"--engine-version {version!r}: kconvert has no loading rules for {engine} {version}"

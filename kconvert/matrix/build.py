@@ -83,11 +83,11 @@ def installed_row(engine: str = "vllm") -> Any:
     """The row of the installed engine for the model runner it runs here (live cells run on it; score models vLLM):
     the CPU build runs Model Runner V1, so its row is `0.32/v1` (config/vllm.py use_v2_model_runner), or None when
     it has none."""
-    from kconvert.engines.expectations import _row_for, default_runner, other_runner
+    from kconvert.engines.expectations import row_for, default_runner, other_runner
     from kconvert.engines.installed import installed_version
 
     inst = installed_version(engine)
-    row = _row_for(engine, inst) if inst else None
+    row = row_for(engine, inst) if inst else None
     if row is not None and row.runner is not None and row.runner != default_runner():
         row = other_runner(row) or row
     return row
