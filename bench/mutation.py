@@ -214,7 +214,9 @@ def scope_files() -> list[str]:
 def _full(run: dict, module: str) -> bool:
     m = run["modules"].get(module)
     cmd = run.get("command", "")
-    return bool(m) and m["not_checked"] == 0 and "--mutants" not in cmd and "--survivors-of" not in cmd
+    # a run whose mutmut failed (its clean test run, say) is no measurement, whatever its counts say
+    return bool(m) and m["not_checked"] == 0 and run.get("mutmut_exit", 0) == 0 and "--mutants" not in cmd \
+        and "--survivors-of" not in cmd
 
 
 def _figures(run: dict, module: str, eq: dict[str, str]) -> dict:
@@ -460,7 +462,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'module':48} {'mutants':>7} {'killed':>6} {'surv':>5} {'equiv':>5} {'notest':>6} {'score':>6}")
         dur = durations(scratch)
         report = {"command": "python bench/mutation.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-                  "seconds": round(took), "max_children": a.max_children, "modules": {}, "survivors": [],
+                  "seconds": round(took), "max_children": a.max_children, "mutmut_exit": rc, "modules": {},
+                  "survivors": [],
                   "diffs": {}}
         tk = tm = 0
         for mod, items in res.items():
