@@ -588,3 +588,318 @@ def test_a_list_at_one_key_and_a_number_at_another_disagree(tmp_path):
     assert f.severity == "error" and f.message == (
         "aux ids differ between config keys: {'eagle_aux_hidden_state_layer_ids': [3, 31, 59], "
         "'eagle_config.eagle_aux_hidden_state_layer_ids': 7}")
+
+
+# --- every field a user, a CI gate and fix read: findings in full (issue #30) ---------------------------------------
+# The message, severity, evidence (where / observed / expected: what --json and the SARIF output carry), the ops fix
+# writes (path, value, the reason kconvert.json records) and the decision fix waits for. Streams are derived by
+# hand in each comment from the engines' conventions above; the wording is the rule's own (kconvert/rules/aux_layers.py
+# and docs/rules.md), which users read and grep CI logs for.
+
+DECIDE_IDS = "--aux-ids L1,L2,L3 (layers in vLLM's input-of-layer numbering) or --aux-ids default"
+FINAL_36 = "id 36 is the 36-layer target's final boundary (there is no layer 36 whose output it could name)"
+
+
+def whole(f):
+    return (f.severity, f.message, [(e.where, e.observed, e.expected) for e in f.evidence],
+            [(o.path, o.value, o.reason) for o in f.ops], f.needs_decision, f.fixable)
+
+
+def test_k401_the_eagle_reference_code_is_consistent_and_fix_writes_the_defaults_where_the_row_reads(tmp_path):
+    # the EAGLE reference code hard-codes the engines' defaults, the inputs of (2, L//2, L-3): [2, 30, 58] on 61
+    # layers. vLLM V1 reads both keys, as given (input); SGLang after #25454 reads eagle_config, and on a Kimi target
+    # shifts a list starting at 1, so streams [2, 30, 58] are written [1, 29, 57] there.
+    e = draft(tmp_path, "eagle", None)
+    msg = ("no aux ids recorded; the EAGLE reference code trains on the engines' default layers, so this is "
+           "consistent")
+    why = "EAGLE hard-codes the engines' default layers"
+    [f] = _findings(e, "K401")
+    assert whole(f) == ("info", msg, [(AUX, None, [2, 30, 58])],
+                        [(TOP, [2, 30, 58], why), (EC, [2, 30, 58], why)], None, True)
+    [f] = _findings(e, "K401", engine="sglang", version="post-25454")
+    assert whole(f) == ("info", msg, [(AUX, None, [2, 30, 58])], [(EC, [1, 29, 57], why)], None, True)
+    # without a target there are no layers to name: nothing to write, nothing to decide
+    [f] = _findings(e, "K401", target=None)
+    assert whole(f) == ("info", msg, [(AUX, None, None)], [], None, False)
+
+
+def test_k401_an_unknown_producer_waits_for_the_layers(tmp_path):
+    # vLLM PR #50170: the engine feeds its defaults, inputs of [2, 30, 58] on Kimi-K2.5
+    u = draft(tmp_path, "unknown", None)
+    tail = "; a draft trained on other layers collapses (vLLM PR #50170), which only `kconvert verify` can see"
+    [f] = _findings(u, "K401")
+    assert whole(f) == ("warning", "no aux layer ids recorded: the engine will feed its defaults (inputs of layers "
+                        "[2, 30, 58])" + tail, [(AUX, None, "the layers the draft was trained on")], [],
+                        DECIDE_IDS, True)
+    [f] = _findings(u, "K401", target=None)
+    assert f.message == "no aux layer ids recorded: the engine will feed its defaults" + tail
+    # --aux-ids 3,31,59: written at both keys vLLM V1 reads, as given
+    [f] = _findings(u, "K401", decisions=Decisions(aux_ids=[3, 31, 59]))
+    why = "aux ids decided by the user"
+    assert whole(f) == ("warning", "no aux ids recorded; writing [3, 31, 59] as decided",
+                        [(AUX, None, [3, 31, 59])], [(TOP, [3, 31, 59], why), (EC, [3, 31, 59], why)], None, True)
+
+
+def test_k401_specforge_defaults_are_the_rows_defaults(tmp_path):
+    # SpecForge 0.2.0, no ids: outputs of [1, 29, 57] = the inputs of [2, 30, 58], vLLM's defaults on 61 layers
+    sf = draft(tmp_path, "specforge", None, config=_default_specforge_build)
+    [f] = _findings(sf, "K401")
+    src = "SpecForge 0.2.0 specforge/algorithms/model_providers.py resolve_eagle_capture_layers"
+    assert whole(f) == ("info", f"no aux ids recorded; specforge trains on streams [2, 30, 58] when none are given "
+                        f"({src}), the streams vllm 0.32/v1's defaults feed", [(AUX, None, [2, 30, 58])], [],
+                        None, False)
+
+
+def test_k401_a_producer_whose_defaults_are_not_the_rows_is_an_error_fix_repairs(tmp_path, monkeypatch):
+    # PRODUCER_DEFAULT_LAYERS is where a producer whose code trains on other layers goes (its docstring); such a
+    # producer's outputs of [0, 10, 20] are the inputs of [1, 11, 21], not vLLM's [2, 30, 58] on Kimi-K2.5: the
+    # draft would run on other layers, and fix writes the producer's streams
+    import kconvert.rules.aux_layers as aux
+
+    src = "a producer's code that trains on the outputs of [0, 10, 20]"
+    monkeypatch.setitem(aux.PRODUCER_DEFAULT_LAYERS, "specforge", (src, lambda L: [0, 10, 20]))
+    sf = draft(tmp_path, "specforge", None, config=_default_specforge_build)
+    [f] = _findings(sf, "K401")
+    why = f"specforge's default training layers ({src})"
+    assert whole(f) == ("error", f"no aux ids recorded; specforge trains on streams [1, 11, 21] when none are given "
+                        f"({src}), but vllm 0.32/v1's defaults feed [2, 30, 58]: the draft would run on other "
+                        "layers than it was trained on", [(AUX, None, [1, 11, 21])],
+                        [(TOP, [1, 11, 21], why), (EC, [1, 11, 21], why)], None, True)
+
+
+def test_k402_ids_that_are_no_list_and_repeated_ids(tmp_path):
+    inv = draft(tmp_path, "unknown", "2,30,58")
+    assert _findings(inv, "K401") == []  # the ids are there, only malformed: K402's, not "missing"
+    [f] = _findings(inv, "K402")
+    assert whole(f) == ("error", "aux ids at eagle_config.eagle_aux_hidden_state_layer_ids are not a list of "
+                        "integers", [(".".join(EC), "2,30,58", "[int]")], [], DECIDE_IDS, True)
+    dup = draft(tmp_path, "unknown", [3, 3, 5], name="dup")
+    [f] = _findings(dup, "K402")
+    assert whole(f) == ("error", "aux ids [3, 3, 5] repeat a layer", [(".".join(EC), [3, 3, 5], None)], [],
+                        DECIDE_IDS, True)
+
+
+def test_k402_streams_outside_0_to_L(tmp_path):
+    # at the top-level key the ids are input-of-layer (vLLM's): a 61-layer target has streams 0 (the embedding
+    # output) .. 61 (after the last layer); 62 does not exist, 0 does
+    d = draft(tmp_path, "unknown", [2, 30, 62], where=(TOP,))
+    [f] = _findings(d, "K402")
+    assert whole(f) == ("error", "aux ids [2, 30, 62] (input convention) name streams [2, 30, 62]; a 61-layer "
+                        "target has streams 0..61", [(AUX, [2, 30, 62], "streams within 0..61")], [], DECIDE_IDS,
+                        True)
+    assert _findings(draft(tmp_path, "unknown", [0, 30, 58], where=(TOP,), name="zero"), "K402") == []
+    # ids whose convention is not settled (unknown producer, eagle_config, first id 3 on a Llama target) name no
+    # streams: nothing to range-check
+    assert _findings(draft(tmp_path, "unknown", [3, 16, 29], name="un"), "K402", target=LLAMA) == []
+
+
+def test_k402_nvidia_gpt_oss_ids_on_sglang_before_32334_lose_a_state(tmp_path):
+    # nvidia/gpt-oss-120b-Eagle3-v3's [24, 30, 36] on the 36-layer GPT-OSS (the rule's why, sglang PR #32334):
+    # 36 is the final boundary, so input; SGLang before #25454 adds +1 and reads [25, 31, 37], and collects streams
+    # 0..35 only (its hook fires before a layer): 2 of 3 states, a crash. The streams [24, 30, 36] cannot be fed
+    # at all (36 > 35), so fix cannot repair it.
+    d = draft(tmp_path, "unknown", [24, 30, 36])
+    [f] = _findings(d, "K402", target=GPT_OSS, engine="sglang", version="pre-25454")
+    assert whole(f) == ("error", "sglang pre-25454 reads the aux ids [24, 30, 36] as streams [25, 31, 37] and "
+                        "collects at most stream 35 on a 36-layer gpt_oss target: fc gets 2 of 3 states and the "
+                        "draft fails (sglang PR #32334: crash)",
+                        [(".".join(EC), [24, 30, 36], "streams within 0..35 on sglang pre-25454")], [], None, False)
+    # [24, 34, 36] -> read as [25, 35, 37]: stream 35 is still collected, 2 of 3 again
+    d = draft(tmp_path, "unknown", [24, 34, 36], name="b")
+    [f] = _findings(d, "K402", target=GPT_OSS, engine="sglang", version="pre-25454")
+    assert "fc gets 2 of 3 states" in f.message
+    # since #32334 SGLang collects the final boundary on GPT-OSS and reads ids whose largest is L as given
+    assert _findings(d, "K402", target=GPT_OSS, engine="sglang", version="post-32334") == []
+
+
+def test_k402_ids_fix_can_rewrite_are_left_to_k404(tmp_path):
+    # top-level [2, 16, 31] on the 32-layer Llama-3.1-8B: input (the top-level key). SGLang adds +1 on Llama
+    # (llama.py:941) and reads [3, 17, 32], beyond its last collected stream 31; written [1, 15, 30] instead, it feeds
+    # [2, 16, 31], all collected: repairable, so K402 says nothing (K404 rewrites them)
+    d = draft(tmp_path, "unknown", [2, 16, 31], where=(TOP, EC))
+    assert _findings(d, "K402", target=LLAMA, engine="sglang", version="post-25454") == []
+    [f] = _findings(d, "K404", target=LLAMA, engine="sglang", version="post-25454")
+    assert [(o.path, o.value) for o in f.ops] == [(EC, [1, 15, 30])]
+
+
+def test_k402_a_trained_stream_after_the_last_layer_that_sglang_never_collects(tmp_path):
+    # [2, 30, 60] decided output-of-layer on Kimi-K2.5: trained on streams [3, 31, 61]; SGLang after #25454 reads a
+    # list starting at 2 as given ([2, 30, 60], all collected) but can never feed stream 61 (it collects 0..60 on
+    # a DeepSeek target): 2 of 3 states
+    d = draft(tmp_path, "unknown", [2, 30, 60])
+    [f] = _findings(d, "K402", engine="sglang", version="post-25454", decisions=Decisions(aux_convention="output"))
+    assert whole(f) == ("error", "the draft was trained on stream 61 (after the last of 61 layers); sglang post-25454 "
+                        "does not collect it on a deepseek target, so fc gets 2 of 3 states and the draft fails "
+                        "(sglang PR #32334)",
+                        [(".".join(EC), [2, 30, 60], "streams within 0..60 on sglang post-25454")], [], None, False)
+
+
+def test_k403_the_id_count_against_fc(tmp_path):
+    # a Kimi-shaped draft: fc takes 3 x 7168 = 21504 inputs, 3 hidden states; two ids are one short
+    d = draft(tmp_path, "unknown", [2, 30], shape="kimi")
+    [f] = _findings(d, "K403")
+    assert whole(f) == ("error", "2 aux ids but fc takes 3 hidden states (21504 = 3 x 7168)",
+                        [(".".join(EC), [2, 30], "3 ids")], [], DECIDE_IDS, True)
+    # --aux-ids replaces the files' ids: three named, nothing to say; two named, where the files had none
+    assert _findings(d, "K403", decisions=Decisions(aux_ids=[2, 30, 58])) == []
+    n = draft(tmp_path, "unknown", None, shape="kimi", name="n")
+    assert _findings(n, "K403") == []
+    [f] = _findings(n, "K403", decisions=Decisions(aux_ids=[2, 30]))
+    assert f.evidence[0].where == "--aux-ids" and f.evidence[0].observed == [2, 30]
+    assert _findings(d, "K403", target=None) == []
+
+
+def test_k404_unsettled_ids_no_public_run_measured(tmp_path):
+    # [1, 29, 57] in eagle_config on Kimi-K2.5, producer unknown: only the first id (1: output, weakly). Read as
+    # input vLLM V1 feeds them as written; read as output they were trained on [2, 30, 58]
+    d = draft(tmp_path, "unknown", [1, 29, 57])
+    [f] = _findings(d, "K404")
+    assert whole(f) == (
+        "warning", f"cannot settle which convention the aux ids [1, 29, 57] follow: only weak evidence (output: "
+        f"{FIRST_1}); read as input, vllm 0.32/v1 feeds the trained streams; read as output, vllm 0.32/v1 feeds "
+        "[1, 29, 57] against trained [2, 30, 58]; no public run measured either reading; `kconvert verify "
+        "--diagnose` measures both readings live", [(".".join(EC), [1, 29, 57], None)], [],
+        "--aux-convention input|output (which convention the ids were trained in)", True)
+    assert _findings(draft(tmp_path, "unknown", None, name="none"), "K404") == []
+
+
+def test_k404_streams_sglang_cannot_express(tmp_path):
+    # [1, 29, 57] decided input: streams [1, 29, 57]. SGLang after #25454 shifts a list starting at 1 on Kimi, so
+    # no list it reads feeds streams starting at 1
+    d = draft(tmp_path, "unknown", [1, 29, 57])
+    [f] = _findings(d, "K404", engine="sglang", version="post-25454", decisions=Decisions(aux_convention="input"))
+    assert whole(f) == ("error", "sglang post-25454 cannot express streams [1, 29, 57]: ids starting at 1 are "
+                        "shifted by its first-id rule", [(".".join(EC), [1, 29, 57], [1, 29, 57])], [], None, False)
+
+
+def test_k404_a_stream_sglang_never_collects_and_a_one_layer_late_shift(tmp_path):
+    # GPT-OSS [24, 30, 36] (final boundary: input) on SGLang before #25454: read +1 as [25, 31, 37]; 37 is never
+    # collected (0..35). Written [23, 29, 35] (+1 = [24, 30, 36]) in eagle_config, the only key SGLang reads
+    d = draft(tmp_path, "unknown", [24, 30, 36])
+    [f] = _findings(d, "K404", target=GPT_OSS, engine="sglang", version="pre-25454")
+    why = "convert input-convention ids for sglang"
+    assert whole(f) == ("error", f"aux ids [24, 30, 36] are in the input convention ({FINAL_36}); sglang pre-25454 "
+                        "would feed streams [25, 31, 37] instead of [24, 30, 36]: stream 37 is never collected, so "
+                        "fc gets fewer states than it needs", [(".".join(EC), [24, 30, 36], [23, 29, 35])],
+                        [(EC, [23, 29, 35], why)], None, True)
+    # top-level [2, 16, 30] on Llama-3.1-8B (input): SGLang reads [3, 17, 31], all collected (0..31), one layer
+    # late everywhere: the measured cost of a late shift, a warning
+    d = draft(tmp_path, "unknown", [2, 16, 30], where=(TOP, EC), name="late")
+    [f] = _findings(d, "K404", target=LLAMA, engine="sglang", version="pre-25454")
+    assert f.severity == "warning" and f.message.endswith("instead of [2, 16, 30]: one layer late: about 0.10 accept "
+                                                          "length lost on Kimi-K2.5 (61 layers; "
+                                                          "lightseekorg/kimi-k2.5-eagle3-mla on SGLang, sglang PR "
+                                                          "#25454)")
+    assert [(o.path, o.value, o.reason) for o in f.ops] == [(EC, [1, 15, 29], why)]
+
+
+def test_k404_settled_output_ids_are_rewritten_for_vllm(tmp_path):
+    # SpecForge [1, 29, 57] on Kimi-K2.5: trained on [2, 30, 58]; vLLM V1 reads as given and feeds [1, 29, 57]: fix
+    # writes [2, 30, 58] at both keys
+    d = draft(tmp_path, "specforge", [1, 29, 57], shape="kimi")
+    [f] = _findings(d, "K404")
+    why = "convert output-convention ids for vllm"
+    assert [(e.where, e.observed, e.expected) for e in f.evidence] == [(".".join(EC), [1, 29, 57], [2, 30, 58])]
+    assert [(o.path, o.value, o.reason) for o in f.ops] == [(TOP, [2, 30, 58], why), (EC, [2, 30, 58], why)]
+
+
+def test_k405_aux_ids_replaced_by_the_flag_and_the_flag_repeating_the_files(tmp_path):
+    d = draft(tmp_path, "unknown", [2, 30, 58])
+    [f] = _findings(d, "K405", decisions=Decisions(aux_ids=[3, 31, 59]))
+    assert whole(f) == ("info", "aux ids replaced by --aux-ids: [2, 30, 58] -> streams [3, 31, 59]",
+                        [(".".join(EC), [2, 30, 58], [3, 31, 59])],
+                        [(TOP, [3, 31, 59], "--aux-ids"), (EC, [3, 31, 59], "--aux-ids")], None, True)
+    # passed back to a fixed output that already holds them at both keys: nothing to say
+    same = draft(tmp_path, "unknown", [3, 31, 59], where=(TOP, EC), name="same")
+    assert _findings(same, "K405", decisions=Decisions(aux_ids=[3, 31, 59])) == []
+
+
+def test_k405_two_keys_that_disagree_are_both_in_the_evidence(tmp_path):
+    def two(c):
+        c[AUX] = [3, 31, 59]
+        c["eagle_config"] = {AUX: [2, 30, 58]}
+
+    [f] = _findings(draft(tmp_path, "unknown", None, config=two), "K405")
+    assert [(e.where, e.observed, e.expected) for e in f.evidence] == [(AUX, [3, 31, 59], None),
+                                                                        (".".join(EC), [2, 30, 58], None)]
+    assert f.needs_decision == DECIDE_IDS and f.ops == []
+
+
+def test_k405_ids_only_in_eagle_config_on_each_vllm_runner(tmp_path):
+    # input-of-layer ids [3, 31, 59] only in eagle_config on Kimi-K2.5. Model Runner V2 reads the top-level key or
+    # eagle_config.layer_ids only, so it feeds its defaults [2, 30, 58]: an error; V1 reads them (a warning naming
+    # V2); ids equal to the defaults lose nothing on V2. Fix mirrors them at both keys.
+    inp = Decisions(aux_convention="input")
+    mirror = "mirror ids at every key the engine reads"
+    d = draft(tmp_path, "unknown", [3, 31, 59])
+    [f] = _findings(d, "K405", version="0.32", decisions=inp)
+    assert whole(f) == ("error", "aux ids are only at eagle_config.eagle_aux_hidden_state_layer_ids; vllm 0.32 (Model "
+                        "Runner V2) also reads eagle_aux_hidden_state_layer_ids: Model Runner V2 (what GPUs run by "
+                        "default) does not read eagle_config.eagle_aux_hidden_state_layer_ids and feeds the defaults "
+                        "[2, 30, 58] instead of [3, 31, 59]", [(AUX, None, [3, 31, 59])],
+                        [(TOP, [3, 31, 59], mirror), (EC, [3, 31, 59], mirror)], None, True)
+    [f] = _findings(d, "K405", version="0.32/v1", decisions=inp)
+    assert whole(f)[:2] == ("warning", "aux ids are only at eagle_config.eagle_aux_hidden_state_layer_ids; vllm "
+                            "0.32/v1 also reads eagle_aux_hidden_state_layer_ids (vllm 0.32/v1 reads them; Model "
+                            "Runner V2, what GPUs run, does not read eagle_config's ids and would feed the defaults "
+                            "[2, 30, 58]: an error on the V2 row)")
+    dflt = draft(tmp_path, "unknown", [2, 30, 58], name="dflt")
+    [f] = _findings(dflt, "K405", version="0.32", decisions=inp)
+    assert whole(f)[:2] == ("warning", "aux ids are only at eagle_config.eagle_aux_hidden_state_layer_ids; vllm 0.32 "
+                            "(Model Runner V2) also reads eagle_aux_hidden_state_layer_ids (vllm 0.32 (Model Runner "
+                            "V2) does not read them and falls back to the defaults [2, 30, 58], which are these "
+                            "streams)")
+    [f] = _findings(dflt, "K405", version="0.32/v1", decisions=inp)
+    assert whole(f)[:2] == ("warning", "aux ids are only at eagle_config.eagle_aux_hidden_state_layer_ids; vllm "
+                            "0.32/v1 also reads eagle_aux_hidden_state_layer_ids")
+
+
+def test_k405_ids_only_at_the_top_level_key_on_sglang_and_without_a_target(tmp_path):
+    # top-level [3, 31, 59] (input) on Kimi-K2.5: SGLang after #25454 reads eagle_config only, a list starting at 3
+    # as given, so fix mirrors the same ids there
+    d = draft(tmp_path, "unknown", [3, 31, 59], where=(TOP,))
+    [f] = _findings(d, "K405", engine="sglang", version="post-25454")
+    mirror = "mirror ids at every key the engine reads"
+    assert whole(f) == ("warning", "aux ids are only at eagle_aux_hidden_state_layer_ids; sglang post-25454 also reads "
+                        "eagle_config.eagle_aux_hidden_state_layer_ids", [(".".join(EC), None, [3, 31, 59])],
+                        [(EC, [3, 31, 59], mirror)], None, True)
+    # no target: vLLM V1 would also read eagle_config; no runner comparison without layers
+    [f] = _findings(d, "K405", target=None)
+    assert whole(f)[:2] == ("warning", "aux ids are only at eagle_aux_hidden_state_layer_ids; vllm 0.32/v1 also reads "
+                            "eagle_config.eagle_aux_hidden_state_layer_ids")
+
+
+def test_k406_an_fc_with_the_flag_false_and_num_aux_hidden_states(tmp_path):
+    # vLLM drops fc.* when use_aux_hidden_state is false (llama_eagle3.py load_weights): fix sets it true
+    d = draft(tmp_path, "unknown", [2, 30, 58], shape="kimi",
+              config=lambda c: c["eagle_config"].update(use_aux_hidden_state=False))
+    [f] = _findings(d, "K406")
+    assert whole(f) == ("error", "eagle_config.use_aux_hidden_state is false but the draft has an fc layer: the "
+                        "engine would drop it", [("eagle_config.use_aux_hidden_state", False, True)],
+                        [(("eagle_config", "use_aux_hidden_state"), True, "the draft is an EAGLE-3 draft")], None,
+                        True)
+    # num_aux_hidden_states 2 against fc's 21504 = 3 x 7168 inputs: fix writes the integer 3 (config.json)
+    n = draft(tmp_path, "unknown", [2, 30, 58], shape="kimi", name="n",
+              config=lambda c: c.update(num_aux_hidden_states=2))
+    [f] = _findings(n, "K406")
+    assert whole(f) == ("error", "num_aux_hidden_states is 2 but fc takes 3 hidden states",
+                        [("num_aux_hidden_states", 2, 3)],
+                        [(("num_aux_hidden_states",), 3, "fc width / target hidden size")], None, True)
+    assert type(f.evidence[0].expected) is int and type(f.ops[0].value) is int
+    # a tiny draft (fc 3 x 64) next to Kimi-K2.5 (7168): fc's width is no multiple of the target's, nothing to count
+    t = draft(tmp_path, "unknown", [2, 30, 58], name="t", config=lambda c: c.update(num_aux_hidden_states=2))
+    assert _findings(t, "K406") == []
+
+
+def test_k406_a_head_without_aux_states_in_full(tmp_path):
+    def no_fc(t):
+        t.pop("fc.weight")
+
+    d = draft(tmp_path, "unknown", None, config=lambda c: c.update(eagle_config={"use_aux_hidden_state": False}),
+              tensors=no_fc)
+    [f] = _findings(d, "K406", version="0.32")
+    assert whole(f) == ("warning", "a head without aux states (use_aux_hidden_state false): on vllm 0.32 (Model "
+                        "Runner V2) (what GPUs run) aux states are collected anyway and acceptance drops (vLLM issue "
+                        "#40551; 0.32 gpu/model_runner.py sets use_aux_hidden_state_outputs for every eagle3 draft); "
+                        "Model Runner V1 honours the flag", [("eagle_config.use_aux_hidden_state", False, None)], [],
+                        None, False)
