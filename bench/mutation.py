@@ -340,6 +340,19 @@ def scope_report(json_out: Path | None) -> int:
                     f["score"] = round(100.0 * f["killed"] / judged, 1) if judged else None
                     row[kind].update({k: f[k] for k in ("killed", "survived", "no_tests", "score")})
                     row[kind]["killed_by_later_runs"] = len(later)
+            if kind == "after" and kind in row:
+                # mutants of other verdicts (suspicious, timeout) that a later targeted re-run killed count as killed
+                prefix = mod[:-3].removesuffix("/__init__").replace("/", ".") + "."
+                files = set(row[kind]["file"].split(" + "))
+                others = [n for fn in files for n in runs[fn].get("other_verdicts", {})
+                          if n.startswith(prefix) and "." not in n[len(prefix):]]
+                later = _killed_later(others, files, runs) if others else set()
+                if later:
+                    f["killed"] += len(later)
+                    judged = f["mutants"] - f["equivalent"]
+                    f["score"] = round(100.0 * f["killed"] / judged, 1) if judged else None
+                    row[kind].update({k: f[k] for k in ("killed", "score")})
+                    row[kind]["killed_by_later_runs"] = row[kind].get("killed_by_later_runs", 0) + len(later)
             if kind in row:
                 tot[kind][0] += f["killed"]
                 tot[kind][1] += f["mutants"] - f["equivalent"]

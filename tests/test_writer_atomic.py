@@ -178,6 +178,38 @@ def test_the_guard_outside_the_main_thread_installs_nothing():
     assert seen == [before]
 
 
+def test_sigxfsz_is_ignored_inside_the_guard_and_the_previous_handler_is_back_after():
+    """Expected: setrlimit(2)/signal(7): a write past RLIMIT_FSIZE sends SIGXFSZ, whose default action kills the
+    process; ignored (SIG_IGN), the write fails with EFBIG instead, an error the writer reports. Python's
+    signal.getsignal says which handler is installed; the one in place before the guard (here a function of the
+    test's own, so that "restored" cannot be confused with a default) is back after it, on success and on error."""
+    def mine(signum, frame):  # never called: only its identity is compared
+        raise AssertionError("SIGXFSZ delivered")
+
+    old = signal.signal(signal.SIGXFSZ, mine)
+    try:
+        with interrupt_guard():
+            assert signal.getsignal(signal.SIGXFSZ) == signal.SIG_IGN
+        assert signal.getsignal(signal.SIGXFSZ) is mine
+        with pytest.raises(RuntimeError):
+            with interrupt_guard():
+                assert signal.getsignal(signal.SIGXFSZ) == signal.SIG_IGN
+                raise RuntimeError("a failing write")
+        assert signal.getsignal(signal.SIGXFSZ) is mine
+    finally:
+        signal.signal(signal.SIGXFSZ, old)
+
+
+def test_the_guard_in_the_main_thread_installs_its_sigterm_handler():
+    """Expected: inside the guard in the main thread SIGTERM's handler is no longer the one before (it raises
+    KeyboardInterrupt, as the test above shows); outside the main thread it is untouched (the test above that)."""
+    before = signal.getsignal(signal.SIGTERM)
+    with interrupt_guard():
+        inside = signal.getsignal(signal.SIGTERM)
+    assert inside is not before and callable(inside)
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
 # --- TempFolder.commit: rename(2)'s promise ------------------------------------------------------------------------
 
 def _listing(folder: Path) -> dict[str, bytes]:
