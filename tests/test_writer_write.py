@@ -651,3 +651,31 @@ def test_a_durable_write_syncs_the_folder_and_its_parent_around_the_rename(tmp_p
         assert tmp_path in seen and len(seen) >= 2
     else:
         assert seen == []
+
+
+def test_an_os_error_before_any_file_is_named_says_the_output(tmp_path, monkeypatch):
+    """An OSError (EIO) raised before the writer names a file (here by the first step, the shard writes) still
+    makes one InputError line with strerror(3)'s text, naming the output as a whole; nothing is left behind."""
+    import errno
+
+    src = write_draft(tmp_path / "in")
+
+    def fail(self):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(write._Run, "write_shards", fail)
+    with pytest.raises(InputError) as e:
+        write_checkpoint(_open(src), [], tmp_path / "out", durable=False)
+    assert e.value.message == f"{tmp_path / 'out'}: writing the output failed: {os.strerror(errno.EIO)}"
+    assert sorted(os.listdir(tmp_path)) == ["in"]
+
+
+def test_hashing_a_file_left_out_names_it_in_the_progress(tmp_path, monkeypatch):
+    """The pickle fix leaves out is hashed for the provenance; with a report after every byte (PROGRESS_EVERY 1),
+    the progress lines while it is hashed name that file, as the copied files' lines name theirs."""
+    src = write_draft(tmp_path / "in", pickle=True)
+    monkeypatch.setattr(stream, "PROGRESS_EVERY", 1)
+    monkeypatch.setenv("KCONVERT_HASH_CACHE", "off")  # hashed, not looked up
+    seen = []
+    write_checkpoint(_open(src), [], tmp_path / "out", durable=False, progress=lambda d, t, m: seen.append(m))
+    assert "pytorch_model.bin" in seen
