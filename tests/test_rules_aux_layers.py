@@ -903,3 +903,81 @@ def test_k406_a_head_without_aux_states_in_full(tmp_path):
                         "#40551; 0.32 gpu/model_runner.py sets use_aux_hidden_state_outputs for every eagle3 draft); "
                         "Model Runner V1 honours the flag", [("eagle_config.use_aux_hidden_state", False, None)], [],
                         None, False)
+
+
+def test_k401_the_users_ids_win_over_a_producers_defaults(tmp_path):
+    # a default SpecForge build (no ids) with --aux-ids 3,31,59: the decision is written, not SpecForge's defaults
+    sf = draft(tmp_path, "specforge", None, config=_default_specforge_build)
+    [f] = _findings(sf, "K401", decisions=Decisions(aux_ids=[3, 31, 59]))
+    assert (f.message, [(o.path, o.value) for o in f.ops]) == (
+        "no aux ids recorded; writing [3, 31, 59] as decided", [(TOP, [3, 31, 59]), (EC, [3, 31, 59])])
+
+
+def test_k402_streams_starting_at_1_on_kimi_that_sglang_cannot_feed_and_the_users_repairable_ones(tmp_path):
+    # [1, 29, 60] decided input on Kimi-K2.5: streams [1, 29, 60]. SGLang after #25454 shifts a list starting at 1
+    # and reads [2, 30, 61]; it collects 0..60 (no final boundary on DeepSeek), so 2 of 3 states; and no list it
+    # reads feeds streams starting at 1 (its first-id rule), so fix cannot repair it
+    d = draft(tmp_path, "unknown", [1, 29, 60])
+    row = dict(engine="sglang", version="post-25454")
+    [f] = _findings(d, "K402", decisions=Decisions(aux_convention="input"), **row)
+    assert whole(f) == ("error", "sglang post-25454 reads the aux ids [1, 29, 60] as streams [2, 30, 61] and collects "
+                        "at most stream 60 on a 61-layer deepseek target: fc gets 2 of 3 states and the draft fails "
+                        "(sglang PR #32334: crash)",
+                        [(".".join(EC), [1, 29, 60], "streams within 0..60 on sglang post-25454")], [], None, False)
+    # --aux-ids 3,31,60: streams SGLang feeds when written as they are (a list starting at 3 is not shifted), all
+    # collected: repairable, nothing for K402
+    assert _findings(d, "K402", decisions=Decisions(aux_ids=[3, 31, 60]), **row) == []
+
+
+def test_k404_without_a_target_and_at_sglangs_gpt_oss_boundary(tmp_path):
+    # SpecForge [1, 29, 57] without a target: output, trained [2, 30, 58]; vLLM reads as given: one layer early
+    d = draft(tmp_path, "specforge", [1, 29, 57])
+    [f] = _findings(d, "K404", target=None)
+    assert f.severity == "error" and f.message.endswith("would feed streams [1, 29, 57] instead of [2, 30, 58]: one "
+                                                       "layer early: position-0 acceptance ~10% instead of ~45% on "
+                                                       "MiniMax-M2.5 (62 layers; vLLM PR #43671)")
+    # GPT-OSS (36 layers) [23, 29, 35] decided input on SGLang after #32334: the largest id is not 36, so +1:
+    # [24, 30, 36]; stream 36, the final boundary, is collected on GPT-OSS since #32334: one layer late, written
+    # [22, 28, 34]
+    g = draft(tmp_path, "unknown", [23, 29, 35], name="g")
+    [f] = _findings(g, "K404", target=GPT_OSS, engine="sglang", version="post-32334",
+                    decisions=Decisions(aux_convention="input"))
+    assert f.severity == "warning" and "would feed streams [24, 30, 36] instead of [23, 29, 35]: one layer late" \
+        in f.message
+    assert [(o.path, o.value) for o in f.ops] == [(EC, [22, 28, 34])]
+
+
+def test_k405_leaves_unsettled_and_misread_ids_to_k404(tmp_path):
+    # unsettled ([3, 31, 59], unknown producer, eagle_config only): K404 asks first; settled SpecForge [1, 29, 57]
+    # that vLLM would misread: K404 rewrites them at every key
+    assert _findings(draft(tmp_path, "unknown", [3, 31, 59]), "K405") == []
+    assert _findings(draft(tmp_path, "specforge", [1, 29, 57], name="sf"), "K405") == []
+
+
+def test_k405_ids_only_at_eagle_config_layer_ids_are_unread_by_model_runner_v1(tmp_path):
+    # V1 reads the top-level key and eagle_config.eagle_aux_hidden_state_layer_ids, not eagle_config.layer_ids
+    # (the rule's why: gpu_model_runner.py _get_eagle3_aux_layers_from_config): it feeds its defaults
+    inp = Decisions(aux_convention="input")
+    d = draft(tmp_path, "unknown", [3, 31, 59], where=(LAYER_IDS,))
+    [f] = _findings(d, "K405", decisions=inp)
+    assert whole(f)[:3] == ("error", "aux ids are only at eagle_config.layer_ids; vllm 0.32/v1 also reads "
+                            "eagle_aux_hidden_state_layer_ids, eagle_config.eagle_aux_hidden_state_layer_ids: Model "
+                            "Runner V1 does not read eagle_config.layer_ids and feeds the defaults [2, 30, 58] "
+                            "instead of [3, 31, 59]", [(AUX, None, [3, 31, 59]), (".".join(EC), None, [3, 31, 59])])
+    # at both eagle_config keys: V1 reads one of them, V2 the other; the top-level key is what both read
+    both = draft(tmp_path, "unknown", [3, 31, 59], where=(EC, LAYER_IDS), name="both")
+    [f] = _findings(both, "K405", decisions=inp)
+    assert f.message == ("aux ids are only at eagle_config.eagle_aux_hidden_state_layer_ids, eagle_config.layer_ids; "
+                         "vllm 0.32/v1 also reads eagle_aux_hidden_state_layer_ids (vllm 0.32/v1 reads them; Model "
+                         "Runner V2, what GPUs run, does not read eagle_config's ids and would feed the defaults "
+                         "[2, 30, 58]: an error on the V2 row)")
+
+
+def test_k406_without_a_target_counts_fc_in_the_drafts_own_hidden_size(tmp_path):
+    # the tiny draft's fc takes 3 x 64 = 192 inputs (tests/factories.py TINY: hidden 64, no target_hidden_size):
+    # num_aux_hidden_states 2 is one short, also with no target to take the width from
+    t = draft(tmp_path, "unknown", [2, 4, 5], config=lambda c: c.update(num_aux_hidden_states=2))
+    assert t.target_hidden_size is None
+    [f] = _findings(t, "K406", target=None)
+    assert (f.message, [(o.path, o.value) for o in f.ops]) == (
+        "num_aux_hidden_states is 2 but fc takes 3 hidden states", [(("num_aux_hidden_states",), 3)])
