@@ -261,3 +261,76 @@ def test_layers_without_a_layer_0_are_no_decoder_layer(tmp_path):
     assert [f.message for f in of(res, "K103")] == ["num_hidden_layers is 1 but the draft has 0 layers"]
     strays = [e.where for f in of(res, "K203") for e in f.evidence]
     assert len(strays) == 10 and all(w.startswith("layers.1.") for w in strays)  # the factory's 10 layer tensors
+
+
+# --- K701 in full: the shape against the target's, the fresh-init test per dtype, the op fix writes ---------------
+
+def _k701(tmp_path: Path, name: str, table, *, target=None, engine: str = "vllm", version: str = "0.32/v1"):
+    """K701's findings for a tiny draft whose embed_tokens is `table` ((dtype, shape, values)), read as inspect
+    reads it, against a target profile (None: no target)."""
+    from kconvert.engines.expectations import engine_rules
+    from kconvert.formats.read import read_draft
+    from kconvert.rules import Context, Decisions
+    from kconvert.rules.base import REGISTRY
+    from kconvert.source import open_checkpoint
+
+    def put(t):
+        t["embed_tokens.weight"] = table
+
+    d = read_draft(open_checkpoint(str(make_draft(tmp_path / name, "torchspec", embeddings=True, tensors=put))))
+    return list(REGISTRY["K701"].fn(Context(d, target, engine_rules(engine, version), Decisions())))
+
+
+def _normal(rows: int, dtype: str = "BF16", std: float = 1.0, seed: int = 1):
+    return (dtype, (rows, H), np.random.default_rng(seed).normal(0, std, size=(rows, H)).astype(np.float32))
+
+
+def test_k701_a_table_shaped_for_another_vocabulary_is_dropped_only_where_the_target_can_share_its_own(tmp_path):
+    # the tiny target's embedding is [512, 64] (tests/factories.py TINY: vocab 512, hidden 64); a [128, 64] table
+    # fails at load on both engines. The target's hidden size equals the draft's, so the engine can share the
+    # target's table: fix drops the draft's, the reason kconvert.json records.
+    from kconvert.targets import load_profile
+    from kconvert.writer.ops import DropTensor
+
+    from kconvert.targets import load_target
+
+    tiny = load_target(str(make_target(tmp_path / "target", "tiny")))
+    [f] = _k701(tmp_path, "short", _normal(128, std=0.02), target=tiny)
+    assert (f.severity, f.message) == ("error", "embed_tokens is [128, 64]; the target's vocabulary needs [512, 64]")
+    assert [(e.where, e.observed, e.expected) for e in f.evidence] == [("embed_tokens.weight", [128, 64], [512, 64])]
+    assert f.ops == [DropTensor("embed_tokens.weight", "engine shares the target's embedding")]
+    # Kimi-K2.5's hidden size is 7168, the draft's 64: no table of the target's fits, nothing to drop
+    [f] = _k701(tmp_path, "kimi", _normal(128, std=0.02), target=load_profile("kimi-k2.5"))
+    assert f.message == "embed_tokens is [128, 64]; the target's vocabulary needs [163840, 64]" and f.ops == []
+
+
+def test_k701_a_fresh_init_is_seen_in_each_float_dtype_and_in_a_one_row_table(tmp_path):
+    # nn.Embedding's N(0, 1) init (TorchSpec issue #38): row std about 1 in BF16, F16 and F32 alike, and in a table
+    # of a single row; trained-looking N(0, 0.02) rows are not flagged
+    from kconvert.writer.ops import DropTensor
+
+    for dtype in ("BF16", "F16", "F32"):
+        [f] = _k701(tmp_path, dtype, _normal(TINY.vocab, dtype))
+        assert f.severity == "error" and f.message.startswith("embed_tokens rows have std 1.0"), dtype
+        assert f.ops == [DropTensor("embed_tokens.weight", "engine shares the target's embedding")]
+    [f] = _k701(tmp_path, "one", _normal(1))
+    assert f.message.startswith("embed_tokens rows have std ")
+    assert _k701(tmp_path, "trained", _normal(TINY.vocab, std=0.02)) == []
+
+
+def test_k701_an_integer_table_is_not_sampled(tmp_path):
+    # an I32 tensor named embed_tokens has no float rows to judge: values -1 and 1 have std exactly 1.0, which a
+    # float table would be flagged for, and no finding is the answer
+    vals = np.where(np.arange(TINY.vocab * H).reshape(TINY.vocab, H) % 2 == 0, -1, 1).astype(np.int32)
+    assert float(np.std(vals)) == 1.0
+    assert _k701(tmp_path, "int", ("I32", (TINY.vocab, H), vals)) == []
+
+
+def test_k701_an_empty_table_has_no_rows_to_sample(tmp_path):
+    # a [0, 64] embed_tokens (no target to compare shapes with): nothing to sample; reading zero rows would take
+    # the std of nothing (NumPy: nan and a RuntimeWarning on stderr), so the rule does not read at all
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _k701(tmp_path, "empty", ("F32", (0, H), np.zeros((0, H), np.float32))) == []
