@@ -899,3 +899,25 @@ def test_build_runner_refuses_prefixed_names_as_written(tmp_path, control):
     msg = _failure(d, control[2])
     assert msg == ("tensor names carry the prefix 'model.' (e.g. model.layers.0.hidden_norm.weight): vLLM's "
                    "EAGLE-3 loader raises on names it does not know")
+
+
+def test_a_layer_past_the_first_is_found_by_the_files_own_name(tmp_path):
+    """layer_raw_name for a canonical `layers.<i>.<rest>` the reader did not map: the name the file itself holds,
+    `layers.1.self_attn.q_proj.weight` as tests/factories.py writes a second layer, or SpecForge-style
+    `midlayers.1.<rest>`; a canonical of no layer, or absent from the file, has none."""
+    import dataclasses
+
+    from kconvert.source import open_checkpoint
+    from tests.factories import make_draft
+    from tests.test_rules_tensors import layers
+
+    d = read_draft(open_checkpoint(str(make_draft(tmp_path / "d", "specforge", tensors=layers((1, True)),
+                                                  config=lambda c: c.update(num_hidden_layers=2)))))
+    unmapped = dataclasses.replace(d, raw_names={k: v for k, v in d.raw_names.items() if not k.startswith("layers.1.")})
+    assert score_weights.layer_raw_name(unmapped, "layers.1.self_attn.q_proj.weight") == \
+        "layers.1.self_attn.q_proj.weight"
+    assert score_weights.layer_raw_name(unmapped, "layers.2.self_attn.q_proj.weight") is None
+    assert score_weights.layer_raw_name(unmapped, "fc.bias") is None
+    tensors = {k.replace("layers.1.", "midlayers.1."): v for k, v in unmapped.checkpoint.tensors.items()}
+    mid = dataclasses.replace(unmapped, checkpoint=dataclasses.replace(unmapped.checkpoint, tensors=tensors))
+    assert score_weights.layer_raw_name(mid, "layers.1.mlp.down_proj.weight") == "midlayers.1.mlp.down_proj.weight"
