@@ -881,6 +881,7 @@ def test_k701_reads_the_rows_the_checkpoint_names_and_refuses_a_row_outside_the_
     assert "K701" not in ids(with_rows(lambda n: [4, 78]))
     f = the(with_rows(lambda n: [n]), "K005", "warning")
     assert "embed_tokens" in f.message and "outside" in f.message
+    assert [e.where for e in f.evidence] == ["embed_tokens.weight"]  # the tensor the check could not read
 
 
 def test_missing_lm_head_with_draft_vocab_size_is_k801_error(tmp_path):

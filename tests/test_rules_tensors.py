@@ -334,3 +334,25 @@ def test_k701_an_empty_table_has_no_rows_to_sample(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert _k701(tmp_path, "empty", ("F32", (0, H), np.zeros((0, H), np.float32))) == []
+
+
+def test_k701_the_fresh_init_finding_in_full_and_its_bounds(tmp_path):
+    # every row alternates -a, +a: the std of any sample of rows is exactly a (half the values each sign, mean 0),
+    # representable in BF16 for a = 1.0 and 1.5. std 1.0 is a fresh N(0, 1) init's; 1.5 is outside [0.8, 1.2]
+    from kconvert.writer.ops import DropTensor
+
+    def alternating(a: float):
+        return ("BF16", (TINY.vocab, H), np.where(np.arange(TINY.vocab * H).reshape(TINY.vocab, H) % 2, a, -a)
+                .astype(np.float32))
+
+    [f] = _k701(tmp_path, "one", alternating(1.0))
+    assert (f.severity, f.message) == (
+        "error", "embed_tokens rows have std 1.00, like a fresh nn.Embedding (N(0,1)); trained embeddings are far "
+        "smaller: it was probably never trained (TorchSpec issue #38), and vllm 0.32/v1 uses it instead of the "
+        "target's")
+    assert [(e.where, e.observed, e.expected) for e in f.evidence] == [("embed_tokens.weight", "row std 1.000",
+                                                                         "<< 1")]
+    assert f.ops == [DropTensor("embed_tokens.weight", "engine shares the target's embedding")]
+    assert _k701(tmp_path, "wide", alternating(1.5)) == []
+    # SGLang replaces the draft's table with the target's (TorchSpec issue #38): nothing to flag there
+    assert _k701(tmp_path, "sg", alternating(1.0), engine="sglang", version="post-25454") == []
