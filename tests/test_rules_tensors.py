@@ -356,3 +356,51 @@ def test_k701_the_fresh_init_finding_in_full_and_its_bounds(tmp_path):
     assert _k701(tmp_path, "wide", alternating(1.5)) == []
     # SGLang replaces the draft's table with the target's (TorchSpec issue #38): nothing to flag there
     assert _k701(tmp_path, "sg", alternating(1.0), engine="sglang", version="post-25454") == []
+
+
+# --- K201 in full: the model. prefix each engine row loads, the evidence, the renames' reason ---------------------
+
+def _k201(d, engine: str, version: str):
+    from kconvert.engines.expectations import engine_rules
+    from kconvert.rules import Context, Decisions
+    from kconvert.rules.base import REGISTRY
+
+    return list(REGISTRY["K201"].fn(Context(d, None, engine_rules(engine, version), Decisions())))
+
+
+def _read(folder):
+    from kconvert.formats.read import read_draft
+    from kconvert.source import open_checkpoint
+
+    return read_draft(open_checkpoint(str(folder)))
+
+
+def test_k201_model_prefixed_names_per_engine_row(tmp_path):
+    # every name but lm_head prefixed `model.` (the shape HF's save of a wrapped model writes): vLLM prefixes `model.`
+    # itself (llama_eagle3.py load_weights), so these become model.model.* there; SGLang 0.5.23's Llama draft tries
+    # name then model.name (llama_eagle3.py:372, recorded) and loads them, but not model.lm_head.weight
+    def pre(lm_head_too: bool):
+        return lambda t: rename_all(t, lambda k: "model." + k if lm_head_too or k != "lm_head.weight" else k)
+
+    d = _read(make_draft(tmp_path / "p", "unknown", tensors=pre(False)))
+    [f] = _k201(d, "vllm", "0.32/v1")
+    assert (f.severity, f.message) == ("error", "tensor names use the model.layers.0.* layout; vllm loads layers.0.*")
+    # the example is the first name (sorted) that shows the prefix: model.d2t, not the unprefixed lm_head
+    assert [(e.where, e.observed, e.expected) for e in f.evidence] == [("model.d2t", "model.layers.0", "layers.0")]
+    assert ("model.fc.weight", "fc.weight", "vllm layout") in [(o.old, o.new, o.reason) for o in f.ops]
+    assert all(o.reason == "vllm layout" for o in f.ops)
+    assert _k201(d, "sglang", "0.5.23") == []
+    both = _read(make_draft(tmp_path / "q", "unknown", tensors=pre(True)))
+    [f] = _k201(both, "sglang", "0.5.23")
+    assert f.message == "tensor names use the model.layers.0.* layout; sglang loads midlayer.*"
+    assert ("model.lm_head.weight", "lm_head.weight", "sglang layout") in [(o.old, o.new, o.reason) for o in f.ops]
+
+
+def test_k201_a_family_the_row_names_no_layer_names_for_takes_its_own_layout(tmp_path):
+    # SGLang's rows list layer names for its Llama and MLA drafts only; a Qwen3-family draft is held to the row's
+    # own layout (midlayer.*), which the factory's SpecForge draft already uses: nothing to rename
+    import dataclasses
+
+    d = _read(make_draft(tmp_path / "d", "specforge"))
+    assert d.key_layout.layer == "midlayer."
+    assert _k201(dataclasses.replace(d, layer_family="qwen3"), "sglang", "post-25454") == []
