@@ -404,3 +404,72 @@ def test_k201_a_family_the_row_names_no_layer_names_for_takes_its_own_layout(tmp
     d = _read(make_draft(tmp_path / "d", "specforge"))
     assert d.key_layout.layer == "midlayer."
     assert _k201(dataclasses.replace(d, layer_family="qwen3"), "sglang", "post-25454") == []
+
+
+# --- K801: a missing lm_head, against the vocabulary the engine serves ---------------------------------------------
+
+def test_k801_a_missing_lm_head_in_full(tmp_path):
+    # tiny draft: draft_vocab_size 128, vocab 512 (tests/factories.py TINY). Without a target the draft's own vocab
+    # is what the engine's head has: 128 != 512, the shapes disagree and acceptance is 0 (sglang issue #27829). A
+    # full-vocabulary draft (512 = 512) uses the target's head instead of its trained one: a warning. Next to
+    # Kimi-K2.5 (vocab 163840) even the full-vocabulary draft's 512 is a reduced vocabulary: an error.
+    from kconvert.engines.expectations import engine_rules
+    from kconvert.rules import Context, Decisions
+    from kconvert.rules.base import REGISTRY
+    from kconvert.targets import load_profile
+
+    def k801(d, target=None):
+        return [(f.severity, f.message, [(e.where, e.observed, e.expected) for e in f.evidence])
+                for f in REGISTRY["K801"].fn(Context(d, target, engine_rules("vllm", "0.32/v1"), Decisions()))]
+
+    ev = [("lm_head.weight", "absent", "present")]
+    red = _read(make_draft(tmp_path / "r", "specforge", tensors=lambda t: t.pop("lm_head.weight")))
+    assert k801(red) == [("error", "lm_head is missing while draft_vocab_size is 128: acceptance will be 0", ev)]
+    full = _read(make_draft(tmp_path / "f", "specforge", full_vocab=True, tensors=lambda t: t.pop("lm_head.weight"),
+                            config=lambda c: c.update(draft_vocab_size=TINY.vocab)))
+    assert (full.draft_vocab_size, full.vocab_size) == (512, 512)
+    assert k801(full) == [("warning", "lm_head is missing: the engine will use the target's head, not the trained one",
+                           ev)]
+    assert k801(full, load_profile("kimi-k2.5")) == [
+        ("error", "lm_head is missing while draft_vocab_size is 512: acceptance will be 0", ev)]
+
+
+def test_k201_a_draft_without_decoder_layer_tensors_has_nothing_to_rename(tmp_path):
+    # every midlayer.* tensor left out: the reader's layer name is its default (layers.0.), which SGLang before
+    # #24663 does not load, but no tensor carries it, so no rename exists and K201 says nothing; K202 names the
+    # missing layer tensors. (Found by the mutation run: K201 raised "declares fix availability 'always' but emits
+    # a finding that is not fixable" here, which inspect reported as a check that could not run.)
+    def no_layers(t):
+        for k in [k for k in t if k.startswith(("midlayer.", "layers."))]:
+            t.pop(k)
+
+    folder = make_draft(tmp_path / "d", "unknown", tensors=no_layers)
+    d = _read(folder)
+    assert not any(n.startswith(("midlayer.", "layers.")) for n in d.raw_names.values())
+    assert _k201(d, "sglang", "pre-25454") == []
+    res = inspect(str(folder), target=None, engine="sglang", engine_version="pre-25454")
+    assert of(res, "K201") == [] and of(res, "K202") != []
+    assert not any("could not run" in f.message or "declares fix availability" in f.message for f in res.findings)
+
+
+def test_k201_the_example_tensor_is_one_that_shows_the_layout(tmp_path):
+    # layers.0.* names on SGLang before #24663 (Llama: midlayer.* only): the example is the first name (sorted)
+    # under layers.0., not d2t or fc.weight
+    d = _read(make_draft(tmp_path / "a", "unknown"))
+    first = min(n for n in d.raw_names.values() if n.startswith("layers.0."))
+    [f] = _k201(d, "sglang", "pre-25454")
+    assert [(e.where, e.observed, e.expected) for e in f.evidence] == [(first, "layers.0", "midlayer")]
+    # a head without fc or d2t (nvidia/gpt-oss-120b-Eagle3-v2's kind: no aux states, full vocabulary), every name
+    # prefixed model., layers as midlayer.*: model.lm_head.weight sorts first among them ('l' < 'm'), and the example
+    # skips it (lm_head is often the one name without the prefix, so it is no evidence of the layout)
+    def bare(t):
+        for k in ("fc.weight", "d2t", "t2d"):
+            t.pop(k, None)
+        rename_all(t, lambda k: "model." + k)
+
+    g = _read(make_draft(tmp_path / "g", "specforge", full_vocab=True, tensors=bare,
+                         config=lambda c: c.update(eagle_config={"use_aux_hidden_state": False})))
+    names = sorted(g.raw_names.values())
+    assert names[0] == "model.lm_head.weight"
+    [f] = _k201(g, "vllm", "0.32/v1")
+    assert f.evidence[0].where == names[1] and f.evidence[0].observed == g.key_layout.name

@@ -66,6 +66,11 @@ def key_layout(ctx: Context) -> Iterator[Finding]:
     if not (bad_prefix or bad_layer):
         return
     ops = [RenameTensor(old, new, f"{ctx.engine.engine} layout") for old, new in renames(d.raw_names, want)]
+    if not ops:
+        # No name to rename: a draft without decoder-layer tensors has only the reader's default layer name, and
+        # nothing in it loads differently (K202 names the missing layer). Reporting it would promise a fix with
+        # no op (FixAvailability.ALWAYS), which Rule.finding refuses as a kconvert bug.
+        return
     # The evidence names a tensor that shows the layout: one with the prefix (lm_head is often the only one
     # without), else one under the layer name the engine does not load.
     shown = d.key_layout.prefix if bad_prefix else d.key_layout.layer
