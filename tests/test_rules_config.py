@@ -372,6 +372,15 @@ def test_k911_the_stored_dtype_is_the_most_common_float_dtype(tmp_path):
     assert [(o.path, o.value) for o in f.ops] == [(("torch_dtype",), "float16")]
 
 
+def test_k911_a_single_f32_tensor_among_bf16_ones_does_not_decide(tmp_path):
+    # lm_head F32, the other 12 floats BF16: bfloat16 is stored (most tensors), whatever the names' order ("F32"
+    # sorts after "BF16"), so torch_dtype bfloat16 agrees with the files
+    def one_f32(t):
+        dt, shape, data = t["lm_head.weight"]
+        t["lm_head.weight"] = ("F32", shape, data)
+    assert findings(tmp_path, "K911", tensors=one_f32) == []
+
+
 def test_k911_with_cast_names_the_dtype_after_the_cast(tmp_path):
     (f,) = findings(tmp_path, "K911", decisions=Decisions(cast_dtype="F32"))
     assert f.message == "config dtypes {'torch_dtype': 'bfloat16'} disagree with the stored tensors (float32)"

@@ -473,3 +473,43 @@ def test_k201_the_example_tensor_is_one_that_shows_the_layout(tmp_path):
     assert names[0] == "model.lm_head.weight"
     [f] = _k201(g, "vllm", "0.32/v1")
     assert f.evidence[0].where == names[1] and f.evidence[0].observed == g.key_layout.name
+
+
+# --- K202: the tensors vLLM's draft class allocates, for plain and q-LoRA MLA attention ----------------------------
+
+def test_k202_mla_q_lora_is_read_from_the_tensors_or_the_config(tmp_path):
+    # DeepseekV2/V3 attention (vLLM deepseek_v2.py, transformers DeepseekV3Attention): q_lora_rank set -> q_a_proj,
+    # q_a_layernorm, q_b_proj; None -> q_proj. A draft whose config lost q_lora_rank but holds q_a_proj is q-LoRA
+    # (its tensors say so); a plain-q draft without q_lora_rank needs q_proj only. Neither misses a tensor.
+    def plain_q(t):
+        s = TINY
+        layer = next(k for k in t if k.endswith("self_attn.q_a_proj.weight")).removesuffix("self_attn.q_a_proj.weight")
+        for n in ("q_a_proj", "q_a_layernorm", "q_b_proj"):
+            t.pop(f"{layer}self_attn.{n}.weight")
+        shape = (s.heads * (s.nope + s.rope), 2 * H)
+        t[f"{layer}self_attn.q_proj.weight"] = ("BF16", shape, np.zeros(shape, np.float32))
+
+    lora = run(tmp_path, "torchspec", family="mla", config=lambda c: c.pop("q_lora_rank"), name="lora")
+    assert of(lora, "K202") == []
+    plain = run(tmp_path, "torchspec", family="mla", config=lambda c: c.pop("q_lora_rank"), tensors=plain_q,
+                name="plain")
+    assert of(plain, "K202") == []
+    # a second q-LoRA MLA layer (vLLM PR #26164: later layers take H inputs) is held to the same attention
+    two = run(tmp_path, "torchspec", family="mla", config=lambda c: c.update(num_hidden_layers=2),
+              tensors=layers((1, True), mla=True), name="two")
+    assert of(two, "K202") == []
+
+
+def test_k202_names_what_is_missing(tmp_path):
+    def drop(t):
+        t.pop("midlayer.self_attn.k_proj.weight")
+        t.pop("midlayer.self_attn.v_proj.weight")
+
+    res = run(tmp_path, tensors=drop)
+    [f] = of(res, "K202")
+    assert f.severity == "error"
+    assert f.message == ("2 required tensor(s) missing: layers.0.self_attn.k_proj.weight, "
+                         "layers.0.self_attn.v_proj.weight")
+    assert [(e.where, e.observed, e.expected) for e in f.evidence] == [
+        ("layers.0.self_attn.k_proj.weight", "absent", "present"),
+        ("layers.0.self_attn.v_proj.weight", "absent", "present")]
