@@ -513,3 +513,15 @@ def test_k202_names_what_is_missing(tmp_path):
     assert [(e.where, e.observed, e.expected) for e in f.evidence] == [
         ("layers.0.self_attn.k_proj.weight", "absent", "present"),
         ("layers.0.self_attn.v_proj.weight", "absent", "present")]
+
+
+def test_k202_lists_six_names_and_counts_them_all(tmp_path):
+    # the seven projections of the Llama layer left out: the count says 7, the message names the first six (the
+    # evidence carries all seven)
+    def drop(t):
+        for k in [k for k in t if k.endswith("_proj.weight")]:
+            t.pop(k)
+
+    [f] = of(run(tmp_path, tensors=drop), "K202")
+    head, names = f.message.split(": ", 1)
+    assert head == "7 required tensor(s) missing" and len(names.split(", ")) == 6 and len(f.evidence) == 7
