@@ -525,3 +525,46 @@ def test_k202_lists_six_names_and_counts_them_all(tmp_path):
     [f] = of(run(tmp_path, tensors=drop), "K202")
     head, names = f.message.split(": ", 1)
     assert head == "7 required tensor(s) missing" and len(names.split(", ")) == 6 and len(f.evidence) == 7
+
+
+# --- K203: biases vLLM ignores, tensors it cannot place --------------------------------------------------------------
+
+def test_k203_biases_and_strangers_in_full(tmp_path):
+    # vLLM's Linear layers of the draft have no bias and its loader skips `*.bias` silently (the rule's why); a name
+    # no draft class has (here `extra.weight`) raises there. Five biases: counted, four named, all in the evidence
+    # and dropped, each op with the reason kconvert.json records.
+    from kconvert.writer.ops import DropTensor
+
+    bias_names = [f"midlayer.self_attn.{p}_proj.bias" for p in "qkvo"] + ["fc.bias"]
+
+    def add(t, extra: bool):
+        for n in bias_names:
+            t[n] = ("BF16", (H,), np.zeros(H, np.float32))
+        if extra:
+            t["extra.weight"] = ("BF16", (H,), np.zeros(H, np.float32))
+
+    [f] = of(run(tmp_path, tensors=lambda t: add(t, False), name="b"), "K203")
+    head, listed = f.message.split(": ", 1)
+    assert (f.severity, head) == ("warning", "5 bias tensor(s) that the engine ignores")
+    assert len(listed.split(", ")) == 4 and set(listed.split(", ")) <= set(bias_names)
+    assert sorted((e.where, e.observed, e.expected) for e in f.evidence) == sorted(
+        (n, "present", "absent") for n in bias_names)
+    assert sorted(f.ops, key=lambda o: o.name) == sorted(
+        (DropTensor(n, "vLLM ignores *.bias silently") for n in bias_names), key=lambda o: o.name)
+    both = {f.severity: f for f in of(run(tmp_path, tensors=lambda t: add(t, True), name="e"), "K203")}
+    assert sorted(both) == ["error", "warning"]
+    assert (both["error"].message, both["error"].ops) == ("1 tensor(s) the engine cannot place: extra.weight",
+                                                          [DropTensor("extra.weight", "not part of an EAGLE-3 draft")])
+
+
+def test_k104_without_a_target_names_every_skipped_check(tmp_path):
+    # no --target: the checks that compare with the target are skipped, listed by id, comma-separated
+    from kconvert.rules.base import REGISTRY
+
+    res = run(tmp_path)
+    skipped = sorted(r.id for r in REGISTRY.values() if r.needs_target)
+    assert len(skipped) >= 2
+    [f] = [f for f in res.findings if f.message.startswith("no --target given")]
+    assert f.message.endswith(f"({', '.join(skipped)})")
+    assert [(e.where, e.observed, e.expected) for e in f.evidence] == [("--target", None,
+                                                                         "a profile, folder or Hub id")]
