@@ -568,3 +568,15 @@ def test_k104_without_a_target_names_every_skipped_check(tmp_path):
     assert f.message.endswith(f"({', '.join(skipped)})")
     assert [(e.where, e.observed, e.expected) for e in f.evidence] == [("--target", None,
                                                                          "a profile, folder or Hub id")]
+
+
+def test_k103_a_one_layer_draft_loads_on_a_row_that_builds_one_layer_only(tmp_path):
+    # SGLang before #24663 builds a one-layer Llama draft and raises for num_hidden_layers != 1 (the rule's why):
+    # the factory's one-layer draft (num_hidden_layers 1, midlayer.*) is exactly what it builds
+    res = run(tmp_path, engine="sglang", version="pre-25454")
+    assert [f.message for f in of(res, "K103")] == []
+    two = run(tmp_path, engine="sglang", version="pre-25454", config=lambda c: c.update(num_hidden_layers=2),
+              tensors=layers((1, True)), name="two")
+    [f] = of(two, "K103")
+    assert f.message.startswith("the draft has 2 decoder layers; sglang pre-25454 builds a one-layer llama draft")
+    assert [(e.where, e.observed, e.expected) for e in f.evidence] == [("num_hidden_layers", 2, 1)]
