@@ -580,3 +580,21 @@ def test_k103_a_one_layer_draft_loads_on_a_row_that_builds_one_layer_only(tmp_pa
     [f] = of(two, "K103")
     assert f.message.startswith("the draft has 2 decoder layers; sglang pre-25454 builds a one-layer llama draft")
     assert [(e.where, e.observed, e.expected) for e in f.evidence] == [("num_hidden_layers", 2, 1)]
+
+
+def test_k301_against_the_targets_hidden_size_in_full(tmp_path):
+    # the tiny target's hidden size is 64; vLLM feeds one state per id, 3 here (eagle_config's three ids), so fc
+    # must take 3 x 64 = 192 inputs. 200 is no multiple of 64 (trained for another target); 256 = 4 x 64 is one
+    # state too many for the ids (--aux-ids decides which four)
+    def width(n):
+        def mut(t):
+            t["fc.weight"] = ("BF16", (H, n), np.zeros((H, n), np.float32))
+        return mut
+
+    [f] = of(run(tmp_path, target=True, tensors=width(200), name="w200"), "K301")
+    assert f.message == "fc takes 200 inputs, not a multiple of the target hidden size 64: trained for another target"
+    assert [(e.where, e.observed, e.expected) for e in f.evidence] == [("fc.weight", [64, 200], [64, 192])]
+    [f] = of(run(tmp_path, target=True, tensors=width(256), name="w256"), "K301")
+    assert f.message == "fc takes 256 = 4 x 64 inputs but vllm will feed 3 aux states"
+    assert [(e.where, e.observed, e.expected) for e in f.evidence] == [("fc.weight", [64, 256], [64, 192])]
+    assert f.needs_decision == "--aux-ids (one id per aux state the draft was trained on)"
