@@ -598,3 +598,17 @@ def test_k301_against_the_targets_hidden_size_in_full(tmp_path):
     assert f.message == "fc takes 256 = 4 x 64 inputs but vllm will feed 3 aux states"
     assert [(e.where, e.observed, e.expected) for e in f.evidence] == [("fc.weight", [64, 256], [64, 192])]
     assert f.needs_decision == "--aux-ids (one id per aux state the draft was trained on)"
+
+
+def test_k301_a_config_that_names_another_targets_hidden_size(tmp_path):
+    # fc is [64, 192] = 3 x 64, the tiny target's width; a config saying target_hidden_size 32 (or naming no size at
+    # all) is what is wrong: fix writes the width fc implies
+    [f] = of(run(tmp_path, target=True, config=lambda c: c.update(target_hidden_size=32), name="t32"), "K301")
+    assert f.message == "config implies target hidden size 32 but the target's is 64 (fc is [64, 192])"
+    assert [(e.where, e.observed, e.expected) for e in f.evidence] == [("target_hidden_size", 32, 64)]
+    assert [(o.path, o.value, o.reason) for o in f.ops] == [(("target_hidden_size",), 64,
+                                                             "fc width = n_aux x target hidden")]
+    none = [f for f in of(run(tmp_path, target=True, config=lambda c: c.pop("hidden_size"), name="none"), "K301")
+            if "neither" in f.message]
+    assert [f.message for f in none] == [
+        "config sets neither target_hidden_size nor hidden_size but the target's is 64 (fc is [64, 192])"]
