@@ -561,3 +561,20 @@ def test_unicode_line_breaks_in_a_tensor_name_keep_the_refusal_on_one_line(tmp_p
     (d / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)  # data missing: truncated
     line = refused(["inspect", str(d)], "model.safetensors", "past the end of the file")
     assert "forged" not in line or "\\u2029" in line
+
+
+def test_trust_remote_code_alone_is_reported_and_dropped(tmp_path: Path) -> None:
+    """`trust_remote_code: true` with no auto_map and no .py file: a key that asks whoever loads the folder to trust
+    remote code (the rule checks both keys, kconvert/rules/security.py); inspect names it, fix removes it."""
+    d = write_draft(tmp_path / "d")
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["trust_remote_code"] = True
+    (d / "config.json").write_text(json.dumps(cfg))
+    rc, out, err = run_cli(["inspect", str(d), "--json"])
+    assert rc in (0, 1), err
+    [k002] = [f for f in json.loads(out)["findings"] if f["id"] == "K002"]
+    assert k002["message"] == "remote code is referenced (never imported by kconvert): config 'trust_remote_code'"
+    assert [e["where"] for e in k002["evidence"]] == ["trust_remote_code"]
+    rc, out, err = run_cli(["fix", str(d), "-o", str(tmp_path / "fixed"), "--json"])
+    assert rc == 0, err
+    assert "trust_remote_code" not in json.loads((tmp_path / "fixed" / "config.json").read_text())
