@@ -25,7 +25,8 @@ Other verdicts of mutmut (suspicious, skipped) count as not killed and are liste
 Cheaper runs: `--tests` (the module's own test files; mutmut already runs, per mutant, only the tests that reach
 the mutated function, fastest first, stopping at the first failure), `--mutants` with names or globs
 (`'kconvert.source.safetensors_header.x_parse_index__mutmut_*'`: one function), `--survivors-of` a saved `--json`
-after tests were added, and `--keep DIR` to resume a stopped run (mutants with a verdict are not run again).
+after tests were added, and `--keep DIR` to resume a stopped run (mutants with a verdict are not run again);
+`--keep DIR --collect` reports a stopped run's verdicts without running (its complete modules count as measured).
 
 The scope's score, from the saved runs: `python bench/mutation.py --report` reads bench/mutation-runs/: per module the
 full run saved as `<slug>-after.json` (the final tests) and, where kept, `<slug>-before.json`; survivors listed in
@@ -417,6 +418,9 @@ def main(argv: list[str] | None = None) -> int:
                          "run after tests were added: the others keep no verdict (counted as 'not checked')")
     ap.add_argument("--survivors-of", metavar="FILE",
                     help="like --mutants, with the survivors listed in a saved --json FILE")
+    ap.add_argument("--collect", action="store_true",
+                    help="with --keep DIR of a stopped run: run nothing, report the verdicts the folder holds (a "
+                         "module whose every mutant has one counts as fully measured; the others as not checked)")
     a = ap.parse_args(argv)
     if a.report:
         return scope_report(Path(a.json).resolve() if a.json else None)
@@ -465,7 +469,12 @@ def main(argv: list[str] | None = None) -> int:
         env["MUTMUT_BENCH"] = "1"
         cmd = [sys.executable, "-c", "import sys; from mutmut.__main__ import cli; sys.argv[0]='mutmut'; cli()",
                "run", "--max-children", str(a.max_children)] + only
-        rc = subprocess.run(cmd, cwd=scratch, env=env).returncode
+        if a.collect:
+            if not (scratch / "mutants").is_dir() or not a.keep:
+                raise SystemExit("--collect needs --keep DIR of an earlier run")
+            rc = 0  # the verdicts are mutmut's, from the stopped run; "seconds" below is then no run's wall time
+        else:
+            rc = subprocess.run(cmd, cwd=scratch, env=env).returncode
         took = time.monotonic() - t0
         res = results(scratch)
         for f in module_files(modules):  # a file mutmut wrote no meta for had nothing to mutate
@@ -475,7 +484,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'module':48} {'mutants':>7} {'killed':>6} {'surv':>5} {'equiv':>5} {'notest':>6} {'score':>6}")
         dur = durations(scratch)
         report = {"command": "python bench/mutation.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-                  "seconds": round(took), "max_children": a.max_children, "mutmut_exit": rc, "modules": {},
+                  "seconds": None if a.collect else round(took), "max_children": a.max_children, "mutmut_exit": rc,
+                  "collected": bool(a.collect), "modules": {},
                   "survivors": [],
                   "diffs": {}}
         tk = tm = 0
