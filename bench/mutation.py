@@ -191,6 +191,23 @@ def durations(scratch: Path) -> dict[str, float]:
     return out
 
 
+def _diff_in_place(scratch: Path, name: str) -> str:
+    """The unified diff of one mutant against its original function, from mutmut's mutants file (what `mutmut show`
+    prints, without starting a process): `pkg.mod.x_f__mutmut_3` lives in mutants/pkg/mod.py as `def x_f__mutmut_3`
+    beside `def x_f__mutmut_orig`."""
+    import difflib
+    import re
+
+    mod, fn = name.rsplit(".", 1)
+    base = fn.rsplit("__mutmut_", 1)[0]
+    src = (scratch / "mutants" / (mod.replace(".", "/") + ".py")).read_text()
+
+    def body(f: str) -> list[str]:
+        m = re.search(r"^([ \t]*)def " + re.escape(f) + r"\(.*?(?=^\1\S|\Z)", src, re.S | re.M)
+        return m.group(0).splitlines()[1:] if m else []
+    return "\n".join(difflib.unified_diff(body(base + "__mutmut_orig"), body(fn), lineterm="", n=1))
+
+
 def verdict(code: int | None) -> str:
     """mutmut's own reading of a mutant's exit code (mutmut/stats.py status_by_exit_code): timeouts and
     segfaults count as killed, as mutmut's score does."""
@@ -523,7 +540,10 @@ def main(argv: list[str] | None = None) -> int:
         print("\nsurviving mutants (not in bench/mutation-equivalent.txt):")
         for n in report["survivors"]:
             print(" ", n)
-            d = subprocess.run(cmd[:3] + ["show", n], cwd=scratch, env=env, capture_output=True, text=True).stdout
+            # one `mutmut show` process a survivor (~1 s each); --collect reads the same diff from the mutants
+            # file in-process, as show does (the mutant function against its `__mutmut_orig`)
+            d = _diff_in_place(scratch, n) if a.collect else subprocess.run(
+                cmd[:3] + ["show", n], cwd=scratch, env=env, capture_output=True, text=True).stdout
             diff = [x for x in d.strip().splitlines() if x[:1] in "+-" and x[:3] not in ("+++", "---")]
             report["diffs"][n] = diff
             print("    " + "\n    ".join(d.strip().splitlines()[-12:]))
