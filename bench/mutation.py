@@ -193,8 +193,8 @@ def durations(scratch: Path) -> dict[str, float]:
 
 def _diff_in_place(scratch: Path, name: str) -> str:
     """The unified diff of one mutant against its original function, from mutmut's mutants file (what `mutmut show`
-    prints, without starting a process): `pkg.mod.x_f__mutmut_3` lives in mutants/pkg/mod.py as `def x_f__mutmut_3`
-    beside `def x_f__mutmut_orig`."""
+    prints, without starting a process): mutant `x_f__mutmut_3` of module `a.b` is `def x_f__mutmut_3` in the
+    scratch's copy of that module's file, beside `def x_f__mutmut_orig`."""
     import difflib
     import re
 
