@@ -265,20 +265,30 @@ def test_layers_without_a_layer_0_are_no_decoder_layer(tmp_path):
 
 # --- K701 in full: the shape against the target's, the fresh-init test per dtype, the op fix writes ---------------
 
+def _read(folder):
+    from kconvert.formats.read import read_draft
+    from kconvert.source import open_checkpoint
+
+    return read_draft(open_checkpoint(str(folder)))
+
+
+def _rule(rid: str, d, *, target=None, engine: str = "vllm", version: str = "0.32/v1") -> list:
+    """One rule's findings for a read draft on an engine row, against a target profile (None: no target)."""
+    from kconvert.engines.expectations import engine_rules
+    from kconvert.rules import Context, Decisions
+    from kconvert.rules.base import REGISTRY
+
+    return list(REGISTRY[rid].fn(Context(d, target, engine_rules(engine, version), Decisions())))
+
+
 def _k701(tmp_path: Path, name: str, table, *, target=None, engine: str = "vllm", version: str = "0.32/v1"):
     """K701's findings for a tiny draft whose embed_tokens is `table` ((dtype, shape, values)), read as inspect
     reads it, against a target profile (None: no target)."""
-    from kconvert.engines.expectations import engine_rules
-    from kconvert.formats.read import read_draft
-    from kconvert.rules import Context, Decisions
-    from kconvert.rules.base import REGISTRY
-    from kconvert.source import open_checkpoint
-
     def put(t):
         t["embed_tokens.weight"] = table
 
-    d = read_draft(open_checkpoint(str(make_draft(tmp_path / name, "torchspec", embeddings=True, tensors=put))))
-    return list(REGISTRY["K701"].fn(Context(d, target, engine_rules(engine, version), Decisions())))
+    d = _read(make_draft(tmp_path / name, "torchspec", embeddings=True, tensors=put))
+    return _rule("K701", d, target=target, engine=engine, version=version)
 
 
 def _normal(rows: int, dtype: str = "BF16", std: float = 1.0, seed: int = 1):
@@ -361,18 +371,7 @@ def test_k701_the_fresh_init_finding_in_full_and_its_bounds(tmp_path):
 # --- K201 in full: the model. prefix each engine row loads, the evidence, the renames' reason ---------------------
 
 def _k201(d, engine: str, version: str):
-    from kconvert.engines.expectations import engine_rules
-    from kconvert.rules import Context, Decisions
-    from kconvert.rules.base import REGISTRY
-
-    return list(REGISTRY["K201"].fn(Context(d, None, engine_rules(engine, version), Decisions())))
-
-
-def _read(folder):
-    from kconvert.formats.read import read_draft
-    from kconvert.source import open_checkpoint
-
-    return read_draft(open_checkpoint(str(folder)))
+    return _rule("K201", d, engine=engine, version=version)
 
 
 def test_k201_model_prefixed_names_per_engine_row(tmp_path):
@@ -413,14 +412,11 @@ def test_k801_a_missing_lm_head_in_full(tmp_path):
     # is what the engine's head has: 128 != 512, the shapes disagree and acceptance is 0 (sglang issue #27829). A
     # full-vocabulary draft (512 = 512) uses the target's head instead of its trained one: a warning. Next to
     # Kimi-K2.5 (vocab 163840) even the full-vocabulary draft's 512 is a reduced vocabulary: an error.
-    from kconvert.engines.expectations import engine_rules
-    from kconvert.rules import Context, Decisions
-    from kconvert.rules.base import REGISTRY
     from kconvert.targets import load_profile
 
     def k801(d, target=None):
         return [(f.severity, f.message, [(e.where, e.observed, e.expected) for e in f.evidence])
-                for f in REGISTRY["K801"].fn(Context(d, target, engine_rules("vllm", "0.32/v1"), Decisions()))]
+                for f in _rule("K801", d, target=target)]
 
     ev = [("lm_head.weight", "absent", "present")]
     red = _read(make_draft(tmp_path / "r", "specforge", tensors=lambda t: t.pop("lm_head.weight")))
