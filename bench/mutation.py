@@ -237,11 +237,16 @@ def _full(run: dict, module: str) -> bool:
         and "--survivors-of" not in cmd
 
 
+def _of_module(names, module: str) -> list[str]:
+    """The mutant names (`<module>.x_f__mutmut_3`) of one source file under kconvert/ (a package's: its `__init__`)."""
+    prefix = module[:-3].removesuffix("/__init__").replace("/", ".") + "."
+    return [n for n in names if n.startswith(prefix) and "." not in n[len(prefix):]]
+
+
 def _figures(run: dict, module: str, eq: dict[str, str]) -> dict:
     """One module's figures in a saved run, with survivors judged equivalent since the run counted apart."""
     m = dict(run["modules"][module])
-    prefix = module[:-3].removesuffix("/__init__").replace("/", ".") + "."
-    mine = [n for n in run["survivors"] if n.startswith(prefix) and "." not in n[len(prefix):]]
+    mine = _of_module(run["survivors"], module)
     left = [n for n in mine if n not in eq]
     newly = len(mine) - len(left)
     m["equivalent"] += newly
@@ -360,10 +365,8 @@ def scope_report(json_out: Path | None) -> int:
                     row[kind]["killed_by_later_runs"] = len(later)
             if kind == "after" and kind in row:
                 # mutants of other verdicts (suspicious, timeout) that a later targeted re-run killed count as killed
-                prefix = mod[:-3].removesuffix("/__init__").replace("/", ".") + "."
                 files = set(row[kind]["file"].split(" + "))
-                others = [n for fn in files for n in runs[fn].get("other_verdicts", {})
-                          if n.startswith(prefix) and "." not in n[len(prefix):]]
+                others = [n for fn in files for n in _of_module(runs[fn].get("other_verdicts", {}), mod)]
                 later = _killed_later(others, files, runs) if others else set()
                 if later:
                     f["killed"] += len(later)
