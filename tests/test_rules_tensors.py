@@ -608,3 +608,45 @@ def test_k301_a_config_that_names_another_targets_hidden_size(tmp_path):
             if "neither" in f.message]
     assert [f.message for f in none] == [
         "config sets neither target_hidden_size nor hidden_size but the target's is 64 (fc is [64, 192])"]
+
+
+def test_k201_a_layer_name_the_row_does_not_load_shows_the_first_tensor_renamed(tmp_path):
+    # SGLang before #25454 (engine row pre-25454, docs/rules.md K201) loads the Llama draft's layer only as
+    # midlayer.* (PR #24663 added layers.*); speculators writes layers.0.* (tests/factories.py LAYER_PREFIX). The
+    # evidence is the first renamed name in sorted order; every layers.0.* name is renamed to midlayer.*.
+    d = _read(make_draft(tmp_path / "d", "speculators"))
+    assert d.key_layout.layer == "layers.0."
+    [f] = _k201(d, "sglang", "pre-25454")
+    assert f.message == "tensor names use the layers.0.* layout; sglang loads midlayer.*"
+    layer = sorted(n for n in d.raw_names.values() if n.startswith("layers.0."))
+    assert [(e.where, e.observed, e.expected) for e in f.evidence] == [(layer[0], "layers.0", "midlayer")]
+    assert sorted((o.old, o.new) for o in f.ops) == [(n, "midlayer." + n[len("layers.0."):]) for n in layer]
+
+
+# --- K203 in full: biases the engine ignores, and names it cannot place ----------------------------------------
+
+def test_k203_biases_and_names_the_engine_cannot_place_in_full(tmp_path):
+    # Eleven biases and eleven names outside the EAGLE-3 layout (vLLM's AutoWeightsLoader raises on a name it
+    # cannot place and skips *.bias: docs/rules.md K203), plus a stray second layer (the factory's 10 layer
+    # tensors, declared num_hidden_layers 1, incomplete: no projections). Two findings: the biases a warning
+    # naming four, the others an error naming four with the strays after them; each with ten as evidence and
+    # every one dropped.
+    biases = [f"probe.{i:02d}.bias" for i in range(11)]
+    others = [f"probe.{i:02d}.weight" for i in range(11)]
+
+    def put(t):
+        for n in biases + others:
+            t[n] = ("F32", (2,), np.zeros(2, np.float32))
+        t["layers.1.input_layernorm.weight"] = ("BF16", (H,), np.ones(H, np.float32))
+
+    d = _read(make_draft(tmp_path / "d", "specforge", tensors=put))
+    b, o = _rule("K203", d)
+    assert (b.severity, b.message) == ("warning", "11 bias tensor(s) that the engine ignores: probe.00.bias, "
+                                                  "probe.01.bias, probe.02.bias, probe.03.bias")
+    assert [(e.where, e.observed, e.expected) for e in b.evidence] == [(n, "present", "absent") for n in biases[:10]]
+    assert [(op.name, op.reason) for op in b.ops] == [(n, "vLLM ignores *.bias silently") for n in biases]
+    every = others + ["layers.1.input_layernorm.weight"]
+    assert (o.severity, o.message) == ("error", "12 tensor(s) the engine cannot place: probe.00.weight, "
+                                                "probe.01.weight, probe.02.weight, probe.03.weight")
+    assert [(e.where, e.observed, e.expected) for e in o.evidence] == [(n, "present", "absent") for n in every[:10]]
+    assert [(op.name, op.reason) for op in o.ops] == [(n, "not part of an EAGLE-3 draft") for n in every]

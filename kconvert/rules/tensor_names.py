@@ -71,12 +71,11 @@ def key_layout(ctx: Context) -> Iterator[Finding]:
         # nothing in it loads differently (K202 names the missing layer). Reporting it would promise a fix with
         # no op (FixAvailability.ALWAYS), which Rule.finding refuses as a kconvert bug.
         return
-    # The evidence names a tensor that shows the layout: one with the prefix (lm_head is often the only one
-    # without), else one under the layer name the engine does not load.
-    shown = d.key_layout.prefix if bad_prefix else d.key_layout.layer
-    raws = sorted(d.raw_names.values())
-    example = next((n for n in raws if n.startswith(shown) and n != "model.lm_head.weight"),
-                   next((n for n in raws if n.startswith(shown)), raws[0] if raws else ""))
+    # The evidence names a tensor the fix renames, the first in sorted order: one with the prefix or under the
+    # layer name the engine does not load; `model.lm_head.weight` only when nothing else is renamed (a prefixed
+    # lm_head is a layout of its own, and lm_head is often the one tensor written without the prefix).
+    olds = sorted(op.old for op in ops)
+    example = next((n for n in olds if n != "model.lm_head.weight"), olds[0])
     yield key_layout.finding(
         f"tensor names use the {d.key_layout.name}.* layout; {ctx.engine.engine} loads {want.name}.*",
         evidence=[Evidence(example, d.key_layout.name, want.name)], ops=ops)
@@ -115,7 +114,7 @@ def missing_tensors(ctx: Context) -> Iterator[Finding]:
           "anyway; other tensors are listed so that you can check they are not needed).")
 def unexpected_tensors(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
-    strays = draft_layers(d)[1] if d.decoder_layers else []
+    strays = draft_layers(d)[1]  # none without a decoder layer
     if not d.unmapped and not strays:
         return
     biases = [n for n in d.unmapped if n.endswith(".bias")]
