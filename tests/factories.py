@@ -213,3 +213,40 @@ def rename_all(t: dict, fn: Callable[[str], str]) -> None:
     t.clear()
     for k, v in items:
         t[fn(k)] = v
+
+
+# --- multi-layer drafts (vLLM PR #26164): later decoder layers, complete or stray -------------------------------
+
+def later_layer(t, i: int, *, complete: bool = True, mla: bool = False):
+    """A later decoder layer (vLLM PR #26164: layers after the first take H inputs): every projection and both
+    norms (complete), or only mlp.gate_proj (a stray)."""
+    s, H = TINY, TINY.hidden
+    if mla:
+        attn = {"q_a_proj": (s.q_lora, H), "q_b_proj": (s.heads * (s.nope + s.rope), s.q_lora),
+                "kv_a_proj_with_mqa": (s.kv_lora + s.rope, H), "kv_b_proj": (s.heads * (s.nope + s.v_head), s.kv_lora),
+                "o_proj": (H, s.heads * s.v_head)}
+    else:
+        attn = {"q_proj": (s.heads * s.head_dim, H), "k_proj": (s.kv_heads * s.head_dim, H),
+                "v_proj": (s.kv_heads * s.head_dim, H), "o_proj": (H, s.heads * s.head_dim)}
+    w = {f"self_attn.{k}": v for k, v in attn.items()}
+    w.update({"mlp.gate_proj": (s.inter, H), "mlp.up_proj": (s.inter, H), "mlp.down_proj": (H, s.inter)})
+    if not complete:
+        w = {"mlp.gate_proj": w["mlp.gate_proj"]}
+    for n, shape in w.items():
+        t[f"layers.{i}.{n}.weight"] = ("BF16", shape, np.zeros(shape, np.float32))
+    if complete:
+        norms = ["input_layernorm", "post_attention_layernorm"]
+        if mla:
+            norms += ["self_attn.q_a_layernorm", "self_attn.kv_a_layernorm"]
+        for n in norms:
+            n_ = {"self_attn.q_a_layernorm": s.q_lora, "self_attn.kv_a_layernorm": s.kv_lora}.get(n, H)
+            t[f"layers.{i}.{n}.weight"] = ("BF16", (n_,), np.ones(n_, np.float32))
+
+
+def layers(*spec: tuple[int, bool], mla: bool = False):
+    """A `tensors=` edit for make_draft: the first layer under `layers.0.`, then later layers (index, complete)."""
+    def mut(t):
+        rename_all(t, lambda k: k.replace("midlayer.", "layers.0."))
+        for i, complete in spec:
+            later_layer(t, i, complete=complete, mla=mla)
+    return mut

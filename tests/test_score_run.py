@@ -909,7 +909,7 @@ def test_a_layer_past_the_first_is_found_by_the_files_own_name(tmp_path):
 
     from kconvert.source import open_checkpoint
     from tests.factories import make_draft
-    from tests.test_rules_tensors import layers
+    from tests.factories import layers
 
     d = read_draft(open_checkpoint(str(make_draft(tmp_path / "d", "specforge", tensors=layers((1, True)),
                                                   config=lambda c: c.update(num_hidden_layers=2)))))
