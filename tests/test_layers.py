@@ -39,3 +39,20 @@ def test_every_part_of_kconvert_sits_in_a_layer():
              if (p.suffix == ".py" and p.stem not in ("__init__", "__main__")) or (p / "__init__.py").is_file()}
     assert parts - named == set(), "a part of kconvert outside every layer escapes the contracts"
     assert named - parts == set(), "a contract names a part that no longer exists"
+
+
+def test_every_command_body_is_thin():
+    # issue #32: a command parses its options, calls one library function and renders what it returns, as
+    # huggingface_hub's cli/ does; its body (docstring and option declarations aside) stays under ~40 lines.
+    import ast
+
+    bodies = {}
+    for path in sorted((PACKAGE / "cli").glob("*_cmd.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and any(
+                    isinstance(d, ast.Call) and getattr(d.func, "attr", "") == "command" for d in node.decorator_list):
+                body = node.body[1:] if isinstance(node.body[0], ast.Expr) and isinstance(
+                    node.body[0].value, ast.Constant) else node.body
+                bodies[f"{path.name}:{node.name}"] = node.end_lineno - body[0].lineno + 1
+    assert len(bodies) >= 10, bodies  # every command module was read (inspect, fix, verify, score, trace, ...)
+    assert {k: n for k, n in bodies.items() if n > 40} == {}

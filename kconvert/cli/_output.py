@@ -145,18 +145,20 @@ def emit_failure(failure: Failure, fmt: str | None) -> None:
         write(chosen.render_failure(failure))
 
 
-class NoStatus:
-    """Stands in for `console.status(...)` where the output is quiet (JSON, or not a terminal): the same calls,
-    nothing drawn."""
-
-    def __enter__(self) -> "NoStatus":
-        return self
-
-    def __exit__(self, *exc: object) -> bool:
-        return False
-
-    def update(self, *_a: object, **_k: object) -> None:
-        pass
+@contextmanager
+def stage_progress(command: str, quiet: bool, *, first: str | None = None,
+                   echo_when_quiet: bool = False) -> Iterator[Callable[[str], None]]:
+    """The `progress(stage)` callback a long command hands its library call: a spinner on stderr that shows the
+    stage (`first` before any), or, when the report is quiet (JSON, a CI format, no terminal), nothing, or with
+    `echo_when_quiet` one plain line a stage on a terminal's stderr (verify's engine stages take minutes)."""
+    if quiet:
+        def echo(stage: str) -> None:
+            if echo_when_quiet and err_console.is_terminal:
+                err_console.print(f"{command}: {stage}", highlight=False)
+        yield echo
+        return
+    with err_console.status(f"{command}: {first}" if first else command, spinner="dots") as status:
+        yield lambda stage: status.update(f"{command}: {stage}")
 
 
 ByteProgress = Callable[[int, int, str], None]  # (bytes done, bytes in all, what is under way)

@@ -10,7 +10,7 @@ from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxIdsOpt, ConfigOpt, EngineOpt, EngineVersionOpt, ExtendIgnoreOpt, IgnoreOpt,
                                   IsolatedOpt, JsonOpt, OutputFormatOpt, SelectOpt, file_outputs, project_settings,
                                   write_outputs)
-from kconvert.cli._output import NoStatus, begin, console, emit_report, err_console
+from kconvert.cli._output import begin, console, emit_report, err_console, stage_progress
 from kconvert.errors import UsageError
 
 EXAMPLES = """
@@ -114,10 +114,7 @@ def score_command(
                           engine=engine, engine_version=engine_version, target=target)
     engine, engine_version, target = ps.engine, ps.engine_version, ps.target
     quiet = fmt != "full" or not err_console.is_terminal
-    with err_console.status("score", spinner="dots") if not quiet else NoStatus() as status:
-        def progress(stage: str) -> None:
-            if not quiet:
-                status.update(f"score: {stage}")
+    with stage_progress("score", quiet) as progress:
         sr = score(draft, trace, engine=engine, engine_version=engine_version, settings=st,
                    thresholds=None if th.empty else th, options=decisions, target=target, progress=progress,
                    selection=ps.selection, diagnose=diagnose, readings=asked, search_aux=search_aux,

@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
-from kconvert.cli._output import NoStatus, console, emit_json, err_console
+from kconvert.cli._output import console, emit_json, err_console, stage_progress
 from kconvert.errors import UsageError
 
 
@@ -141,8 +141,8 @@ def trace_command(
     from kconvert.trace import DumpRequest, EstimateRequest, TraceRequest, trace
 
     lay, (ids, _), shard = parse_layers(layers), parse_aux_ids(aux_ids), parse_size(shard_size)
-    if for_drafts and layers:
-        raise UsageError("--for-drafts chooses the layers: give it or --layers, not both")
+    _check_options(for_drafts=for_drafts, layers=layers, estimate=estimate, positions=positions, output=output,
+                   push=push)
     if estimate:
         result = trace(EstimateRequest(target=target, layers=lay, aux_ids=ids, dtype=dtype, lm_head=lm_head,
                                        shard_size=shard, positions=positions, prompts=prompts,
@@ -153,14 +153,6 @@ def trace_command(
         else:
             _print_estimate(result.estimate, result.positions_from)
         raise typer.Exit(0)
-    if positions is not None:
-        raise UsageError("--positions goes with --estimate")
-    if not output:
-        raise UsageError("--output/-o: the trace folder to write is required (unless --estimate)")
-    if push:
-        from kconvert.trace.publish import check_repo_id
-
-        check_repo_id(push)  # before the recording, not after it
     if from_dump:
         req = DumpRequest(target=target, dump=from_dump, out=output, format=dump_format,
                           aux_ids=parse_aux_ids(dump_aux_ids)[0], dtype=None, force=force, lm_head=lm_head,
@@ -174,15 +166,30 @@ def trace_command(
                            tp=tp, engine_args=parse_engine_args(engine_arg), timeout_s=timeout, engine=engine,
                            continuations_from=continuations)
     quiet = as_json or not err_console.is_terminal
-    with err_console.status("trace", spinner="dots") if not quiet else NoStatus() as status:
-        result = trace(req, for_drafts=for_drafts,
-                       progress=None if quiet else lambda stage: status.update(f"trace: {stage}"))
+    with stage_progress("trace", quiet) as progress:
+        result = trace(req, for_drafts=for_drafts, progress=progress)
     pushed = _push(result.path, push, private, quiet) if push else None
     if as_json:
         emit_json(result.to_dict() | ({"push": pushed.to_dict()} if pushed else {}))
         raise typer.Exit(0)
     _print_written(result, pushed)
     raise typer.Exit(0)
+
+
+def _check_options(*, for_drafts, layers, estimate: bool, positions, output, push) -> None:
+    """The options that go together, refused before anything is read or recorded."""
+    if for_drafts and layers:
+        raise UsageError("--for-drafts chooses the layers: give it or --layers, not both")
+    if estimate:
+        return
+    if positions is not None:
+        raise UsageError("--positions goes with --estimate")
+    if not output:
+        raise UsageError("--output/-o: the trace folder to write is required (unless --estimate)")
+    if push:
+        from kconvert.trace.publish import check_repo_id
+
+        check_repo_id(push)  # before the recording, not after it
 
 
 def _print_written(result, pushed) -> None:

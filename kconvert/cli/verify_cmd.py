@@ -10,7 +10,7 @@ from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
                                   ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
                                   SelectOpt, file_outputs, project_settings, write_outputs)
-from kconvert.cli._output import NoStatus, begin, console, emit_report, err_console, write
+from kconvert.cli._output import begin, console, emit_report, err_console, stage_progress, write
 from kconvert.errors import UsageError
 
 EXAMPLES = """
@@ -143,12 +143,7 @@ def verify_command(
     decisions = decisions_from_flags(aux_ids, aux_convention, d2t)
     quiet = fmt != "full" or not err_console.is_terminal
     try:
-        with err_console.status("verify: static checks", spinner="dots") if not quiet else NoStatus() as status:
-            def progress(stage: str) -> None:
-                if quiet:
-                    err_console.print(f"verify: {stage}", highlight=False) if err_console.is_terminal else None
-                else:
-                    status.update(f"verify: {stage}")
+        with stage_progress("verify", quiet, first="static checks", echo_when_quiet=True) as progress:
             vr = verify(draft, ps.target, engine=ps.engine, engine_version=ps.engine_version, settings=settings,
                         thresholds=gate, decisions=decisions, progress=progress, fail_on=ps.fail_on,
                         selection=ps.selection, dry_run=dry_run, diagnose=diagnose,
