@@ -543,10 +543,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\nsurviving mutants (not in bench/mutation-equivalent.txt):")
         for n in report["survivors"]:
             print(" ", n)
-            # one `mutmut show` process a survivor (~1 s each); --collect reads the same diff from the mutants
-            # file in-process, as show does (the mutant function against its `__mutmut_orig`)
-            d = _diff_in_place(scratch, n) if a.collect else subprocess.run(
-                cmd[:3] + ["show", n], cwd=scratch, env=env, capture_output=True, text=True).stdout
+            # the diff read from the mutants file in-process, as `mutmut show` does (the mutant function against
+            # its `__mutmut_orig`); one `mutmut show` process a survivor took ~1 s each (8 min after a long run)
+            d = _diff_in_place(scratch, n)
             diff = [x for x in d.strip().splitlines() if x[:1] in "+-" and x[:3] not in ("+++", "---")]
             report["diffs"][n] = diff
             print("    " + "\n    ".join(d.strip().splitlines()[-12:]))
