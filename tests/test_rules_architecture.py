@@ -13,7 +13,12 @@ K101-K105) against the engines' own registries and loaders:
 - SGLang: llama_eagle3.py (EntryClass LlamaForCausalLMEagle3) and deepseek_eagle3.py; before PR #24663 the Llama
   draft raised for num_hidden_layers != 1.
 - HF PretrainedConfig.architectures is a list of class names.
-- The tiny factories (tests/factories.py): target of 8 layers; the tiny draft's one decoder layer.
+- The tiny factories (tests/factories.py): target of 8 layers (text_config model_type kimi_k2 inside a kimi_k25
+  wrapper); the tiny draft's one decoder layer; the "unknown" draft carries no producer's signature (K004).
+- The architecture fix writes per layer family, the engine rows' preferred names (kconvert/engines/expectations.py):
+  llama -> LlamaForCausalLMEagle3 (vLLM and SGLang), qwen3 -> Eagle3Qwen3ForCausalLM (vLLM only), mla ->
+  Eagle3DeepseekV3ForCausalLM; and how each row asks for another method (its `methods`, from vLLM 0.32
+  config/speculative.py and SGLang 0.5.23 spec_info.py; Model Runner V1 refuses DSpark, config/vllm.py).
 
 Engine-free: inspect() of tiny drafts, tens of milliseconds each."""
 from __future__ import annotations
@@ -21,7 +26,7 @@ from __future__ import annotations
 import json
 
 from kconvert.commands.inspect import inspect
-from kconvert.writer.ops import DeleteConfig, SetConfig
+from kconvert.writer.ops import DeleteConfig
 from tests.factories import make_draft, make_target
 
 HD = 32  # the tiny draft's head_dim
@@ -442,3 +447,334 @@ def test_a_speculators_config_without_its_layer_config_is_refused_by_vllm(tmp_pa
     d = make_draft(tmp_path / "d2", "speculators", config=lambda c: c.update(transformer_layer_config="llama"))
     (f,) = found(d, "K101")
     assert f.evidence[0].observed == "llama" and not f.fixable
+
+
+# --- every finding in full ------------------------------------------------------------------------------------
+# What `kconvert inspect` prints of a finding: severity, the whole message, each evidence tuple, the ops fix writes
+# (class, path, value, reason) and whether fix can repair it. The expected architectures are the engine rows'
+# preferred names (kconvert/engines/expectations.py, read from vLLM 0.32 registry.py and SGLang's EntryClass):
+# llama -> LlamaForCausalLMEagle3 on both engines, qwen3 -> Eagle3Qwen3ForCausalLM (vLLM), mla ->
+# Eagle3DeepseekV3ForCausalLM (both). vLLM's speculators layer types are llama and qwen3 only (algos.py).
+
+def whole(f):
+    return {"severity": f.severity, "message": f.message, "evidence": ev(f), "ops": ops(f), "fixable": f.fixable}
+
+
+def test_k101_an_unmapped_name_in_full_on_each_engine(tmp_path):
+    # MistralForCausalLM: vLLM looks up Eagle3MistralForCausalLM (not registered) and SGLang the bare name (not
+    # registered); the tensors are a Llama layer's, so each engine's Llama name is written
+    d = make_draft(tmp_path / "d", "unknown", config=lambda c: c.update(architectures=["MistralForCausalLM"]))
+    ev_ = [{"where": "architectures", "observed": ["MistralForCausalLM"], "expected": ["LlamaForCausalLMEagle3"]}]
+    op_ = [("SetConfig", ("architectures",), ["LlamaForCausalLMEagle3"], "engine maps this architecture")]
+    (f,) = found(d, "K101")
+    assert whole(f) == {"severity": "error", "fixable": True, "evidence": ev_, "ops": op_,
+                        "message": "vllm does not map architectures ['MistralForCausalLM'] to an EAGLE-3 draft"}
+    (f,) = found(d, "K101", engine="sglang", version="0.5.23")
+    assert whole(f) == {"severity": "error", "fixable": True, "evidence": ev_, "ops": op_,
+                        "message": "sglang does not map architectures ['MistralForCausalLM'] to an EAGLE-3 draft"}
+
+
+def test_k101_an_mla_layer_under_a_llama_name_in_full_on_each_engine(tmp_path):
+    # both registries map LlamaForCausalLMEagle3 to the Llama draft; kv_a_proj_with_mqa makes the tensors MLA's
+    d = make_draft(tmp_path / "d", "torchspec", family="mla",
+                   config=lambda c: c.update(architectures=["LlamaForCausalLMEagle3"]))
+    for engine, version in (("vllm", "0.32/v1"), ("sglang", "0.5.23")):
+        (f,) = found(d, "K101", engine=engine, version=version)
+        assert whole(f) == {
+            "severity": "error", "fixable": True,
+            "message": ("architectures ['LlamaForCausalLMEagle3'] load a llama draft but the tensors are those of a "
+                        "mla layer"),
+            "evidence": [{"where": "architectures", "observed": ["LlamaForCausalLMEagle3"],
+                          "expected": ["Eagle3DeepseekV3ForCausalLM"]}],
+            "ops": [("SetConfig", ("architectures",), ["Eagle3DeepseekV3ForCausalLM"],
+                     "tensors are those of a mla layer")]}, engine
+
+
+def test_k101_a_llama_layer_under_the_qwen3_name_gets_the_llama_name(tmp_path):
+    # vLLM registry: Eagle3Qwen3ForCausalLM builds qwen3_eagle3 (q_norm/k_norm nobody trained); the tensors have no
+    # q_norm/k_norm, so they are a Llama layer's (formats/read.py layer_family: the tensors decide)
+    d = make_draft(tmp_path / "d", "unknown", config=lambda c: c.update(architectures=["Eagle3Qwen3ForCausalLM"]))
+    (f,) = found(d, "K101")
+    assert whole(f) == {
+        "severity": "error", "fixable": True,
+        "message": ("architectures ['Eagle3Qwen3ForCausalLM'] load a qwen3 draft but the tensors are those of a "
+                    "llama layer"),
+        "evidence": [{"where": "architectures", "observed": ["Eagle3Qwen3ForCausalLM"],
+                      "expected": ["LlamaForCausalLMEagle3"]}],
+        "ops": [("SetConfig", ("architectures",), ["LlamaForCausalLMEagle3"], "tensors are those of a llama layer")]}
+
+
+def test_k101_a_qwen3_layer_under_a_llama_name_in_full(tmp_path):
+    d = make_draft(tmp_path / "d", "unknown", tensors=qwen3_norms)  # the factory's Eagle3LlamaForCausalLM
+    (f,) = found(d, "K101")
+    assert whole(f) == {
+        "severity": "error", "fixable": True,
+        "message": ("architectures ['Eagle3LlamaForCausalLM'] load a llama draft but the tensors are those of a "
+                    "qwen3 layer"),
+        "evidence": [{"where": "architectures", "observed": ["Eagle3LlamaForCausalLM"],
+                      "expected": ["Eagle3Qwen3ForCausalLM"]}],
+        "ops": [("SetConfig", ("architectures",), ["Eagle3Qwen3ForCausalLM"], "tensors are those of a qwen3 layer")]}
+
+
+def test_k101_architectures_that_are_no_list_of_names_in_full(tmp_path):
+    # HF PretrainedConfig.architectures is a list of class names: a bare string or an object names no class
+    d = make_draft(tmp_path / "s", "unknown", config=lambda c: c.update(architectures="LlamaForCausalLMEagle3"))
+    (f,) = found(d, "K101")
+    assert whole(f) == {
+        "severity": "error", "fixable": True,
+        "message": 'architectures is "LlamaForCausalLMEagle3", not a list; write ["LlamaForCausalLMEagle3"]',
+        "evidence": [{"where": "architectures", "observed": "LlamaForCausalLMEagle3",
+                      "expected": ["LlamaForCausalLMEagle3"]}],
+        "ops": [("SetConfig", ("architectures",), ["LlamaForCausalLMEagle3"], "engine maps this architecture")]}
+    d = make_draft(tmp_path / "o", "unknown", config=lambda c: c.update(architectures={"name": "Llama"}))
+    (f,) = found(d, "K101", engine="sglang", version="0.5.23")
+    # the value is shown as JSON (double quotes), as it stands in config.json
+    assert f.message == 'architectures is {"name": "Llama"}, not a list; write ["LlamaForCausalLMEagle3"]'
+    assert ev(f) == [{"where": "architectures", "observed": {"name": "Llama"}, "expected": ["LlamaForCausalLMEagle3"]}]
+    assert f.fixable and f.severity == "error"
+
+
+def test_k101_architectures_null_is_an_empty_list_no_engine_maps(tmp_path):
+    # architectures: null names no class; kconvert reads it as [] and writes the Llama name
+    d = make_draft(tmp_path / "d", "unknown", config=lambda c: c.update(architectures=None))
+    (f,) = found(d, "K101")
+    assert whole(f) == {
+        "severity": "error", "fixable": True,
+        "message": "vllm does not map architectures [] to an EAGLE-3 draft",
+        "evidence": [{"where": "architectures", "observed": [], "expected": ["LlamaForCausalLMEagle3"]}],
+        "ops": [("SetConfig", ("architectures",), ["LlamaForCausalLMEagle3"], "engine maps this architecture")]}
+
+
+def test_k101_speculators_qwen3_type_over_llama_tensors_asks_for_llama(tmp_path):
+    # algos.py update_eagle3: model_type qwen3 -> Eagle3Qwen3ForCausalLM, which builds q_norm/k_norm the tensors lack
+    d = make_draft(tmp_path / "d", "speculators",
+                   config=lambda c: c["transformer_layer_config"].update(model_type="qwen3"))
+    (f,) = found(d, "K101")
+    assert whole(f) == {
+        "severity": "error", "fixable": True,
+        "message": ("transformer_layer_config.model_type 'qwen3' makes vLLM build a qwen3 layer but the tensors are "
+                    "those of a llama layer"),
+        "evidence": [{"where": "transformer_layer_config.model_type", "observed": "qwen3", "expected": "llama"}],
+        "ops": [("SetConfig", ("transformer_layer_config", "model_type"), "llama",
+                 "tensors are those of a llama layer")]}
+
+
+def test_k101_speculators_mla_tensors_have_no_layer_type_vllm_builds(tmp_path):
+    # vLLM's speculators format builds llama or qwen3 layers only (algos.py): no model_type to write for MLA
+    # tensors, so no op and not fixable; the factory's MLA layer config says kimi_k2, set to llama here
+    d = make_draft(tmp_path / "d", "speculators", family="mla",
+                   config=lambda c: c["transformer_layer_config"].update(model_type="llama"))
+    (f,) = found(d, "K101")
+    assert whole(f) == {
+        "severity": "error", "fixable": False, "ops": [],
+        "message": ("transformer_layer_config.model_type 'llama' makes vLLM build a llama layer but the tensors are "
+                    "those of a mla layer"),
+        "evidence": [{"where": "transformer_layer_config.model_type", "observed": "llama", "expected": None}]}
+
+
+def test_k101_the_speculators_layer_config_missing_in_full(tmp_path):
+    d = make_draft(tmp_path / "d", "speculators", config=lambda c: c.update(transformer_layer_config=["llama"]))
+    (f,) = found(d, "K101")
+    assert whole(f) == {
+        "severity": "error", "fixable": False, "ops": [],
+        "message": ("the speculators config has no transformer_layer_config object; vLLM refuses it ('Must provide "
+                    "transformer_layer_config', which must be a dictionary)"),
+        "evidence": [{"where": "transformer_layer_config", "observed": ["llama"],
+                      "expected": "an object with the decoder layer's config"}]}
+
+
+def test_k101_a_qwen3_layer_on_sglang_in_full(tmp_path):
+    # SGLang 0.5.23's row has no qwen3 architecture to write (no SGLang source read builds a Qwen3 layer)
+    d = make_draft(tmp_path / "d", "unknown", tensors=qwen3_norms)
+    (f,) = found(d, "K101", engine="sglang", version="0.5.23")
+    assert whole(f) == {
+        "severity": "error", "fixable": False, "ops": [],
+        "message": ("sglang 0.5.23 builds no qwen3-layer EAGLE-3 draft (its Llama draft would skip q_norm/k_norm "
+                    "silently); serve this draft with vLLM"),
+        "evidence": [{"where": "architectures", "observed": ["Eagle3LlamaForCausalLM"],
+                      "expected": "an architecture this engine maps"}]}
+
+
+# --- K102 in full ---------------------------------------------------------------------------------------------
+
+def k102_target(tmp_path, name, mutate):
+    t = make_target(tmp_path / name)
+    cfg = json.loads((t / "config.json").read_text())
+    mutate(cfg)
+    (t / "config.json").write_text(json.dumps(cfg))
+    return str(t)
+
+
+def test_k102_in_full_for_a_kimi_and_another_target(tmp_path):
+    d = make_draft(tmp_path / "d", "torchspec", family="mla", config=lambda c: c.update(model_type="deepseek_v3"))
+
+    def full(want):
+        return {"severity": "error", "fixable": True,
+                "message": "model_type 'deepseek_v3' makes vLLM build an MTP model and refuse this EAGLE-3 draft",
+                "evidence": [{"where": "model_type", "observed": "deepseek_v3", "expected": want}],
+                "ops": [("SetConfig", ("model_type",), want, "vLLM turns deepseek_v3 drafts into MTP models")]}
+    (f,) = found(d, "K102", target=str(make_target(tmp_path / "t")))  # text_config model_type kimi_k2
+    assert whole(f) == full("kimi_k2")
+    # a Kimi-K2.5 wrapper whose text_config names no model_type: the top-level kimi_k25 says Kimi
+    (f,) = found(d, "K102", target=k102_target(tmp_path, "t2", lambda c: c["text_config"].pop("model_type")))
+    assert whole(f) == full("kimi_k2")
+    # a target that names no model_type at all: not a Kimi target, deepseek_v2
+    def anonymous(c):
+        c.pop("model_type")
+        c["text_config"].pop("model_type")
+    (f,) = found(d, "K102", target=k102_target(tmp_path, "t3", anonymous))
+    assert whole(f) == full("deepseek_v2")
+    (f,) = found(d, "K102")  # no target
+    assert whole(f) == full("deepseek_v2")
+
+
+# --- K004 -----------------------------------------------------------------------------------------------------
+
+def test_k004_an_unknown_producer_in_full(tmp_path):
+    # the "unknown" factory draft carries no producer's stamp or signature (docs/rules.md K004); evidence names its
+    # architectures with no expectation
+    (f,) = found(make_draft(tmp_path / "d", "unknown"), "K004")
+    assert whole(f) == {"severity": "info", "fixable": False, "ops": [],
+                        "message": "producer not recognised; conventions will not be assumed",
+                        "evidence": [{"where": "architectures", "observed": ["Eagle3LlamaForCausalLM"],
+                                      "expected": None}]}
+    assert found(make_draft(tmp_path / "s", "specforge"), "K004") == []
+
+
+# --- K105 in full ---------------------------------------------------------------------------------------------
+# How each row asks for a method: the engine rows' `methods` (kconvert/engines/expectations.py), read from vLLM
+# 0.32 config/speculative.py and SGLang 0.5.23 srt/speculative/spec_info.py; written out here.
+VLLM_DFLASH = ('--speculative-config \'{"method": "dflash", "model": DRAFT, "num_speculative_tokens": K}\' '
+               "(a DFlash drafter, qwen3_dflash.py; parallel drafting is switched on by the method)")
+VLLM_DSPARK = ('--speculative-config \'{"method": "dspark", "model": DRAFT, "num_speculative_tokens": K}\' '
+               "(qwen3_dspark.py / gemma4_dspark.py / deepseek_v4 DSpark drafters)")
+SGLANG_DSPARK = "--speculative-algorithm DSPARK --speculative-draft-model-path DRAFT (srt/models/dspark.py)"
+DSPARK = ("a DSpark drafter (DFlash's block drafting plus a Markov logit-bias head; target layers "
+          "`target_layer_ids` = aux ids - 1)")
+# vLLM 0.32 MTPModelTypes and hf_config_override's rewrites (config/speculative.py), in the row's order
+VLLM_MTP_TYPES = ["deepseek_v3", "deepseek_v32", "glm_moe_dsa", "deepseek_v4", "deepseek_v41", "kimi_k3",
+                  "deepseek_mtp", "kimi_k3_mtp", "mtp"]
+
+
+def test_k105_dflash_config_alone_in_full(tmp_path):
+    # config/speculative.py reads dflash_config: a DFlash checkpoint under a Llama name is still DFlash; the
+    # evidence is the key that says so (where "config", the rest as observed)
+    from tests.test_methods import dflash
+
+    folder = dflash(tmp_path / "df")
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["architectures"] = ["LlamaForCausalLM"]
+    (folder / "config.json").write_text(json.dumps(cfg))
+    f, _ = k105(folder, "vllm", "0.32/v1")
+    assert whole(f) == {
+        "severity": "warning", "fixable": False, "ops": [],
+        "message": (f"this is {DFLASH}, not an EAGLE-3 draft (config key 'dflash_config'); vllm 0.32/v1 serves it "
+                    f"with {VLLM_DFLASH}; kconvert's EAGLE-3 checks do not apply"),
+        "evidence": [{"where": "config", "observed": "key 'dflash_config'", "expected": "method dflash"}]}
+
+
+def test_k105_a_row_nobody_read_in_full(tmp_path):
+    from tests.test_methods import dflash
+
+    f, _ = k105(dflash(tmp_path / "df"), "sglang", "post-25454")  # a row read for EAGLE-3 only: methods None
+    assert whole(f) == {
+        "severity": "warning", "fixable": False, "ops": [],
+        "message": (f"this is {DFLASH}, not an EAGLE-3 draft (architectures ['DFlashDraftModel']); kconvert has not "
+                    "read whether sglang post-25454 serves it, and its EAGLE-3 checks do not apply"),
+        "evidence": [{"where": "architectures", "observed": "['DFlashDraftModel']", "expected": "method dflash"}]}
+
+
+def test_k105_an_mtp_layer_on_a_row_nobody_read_lists_each_piece_of_evidence(tmp_path):
+    # vLLM 0.33's row has no `methods` read; the MTP layer's two pieces of evidence are joined with "; "
+    from tests.test_methods import mtp
+
+    f, _ = k105(mtp(tmp_path / "ds", model_type="deepseek_v3", archs=["DeepseekV3ForCausalLM"]), "vllm", "0.33")
+    assert f.severity == "warning"
+    assert f.message == (f"this is {MTP}, not an EAGLE-3 draft ({MTP_EVIDENCE}); kconvert has not read whether "
+                         "vllm 0.33 serves it, and its EAGLE-3 checks do not apply")
+    assert [e["where"] for e in ev(f)] == ["MTP-layer", "num_nextn_predict_layers"]
+
+def test_k105_dspark_is_served_by_model_runner_v2_and_sglang_not_v1(tmp_path):
+    # speculators_model_type dspark (vLLM 0.32 algos.py update_dspark; vLLM PRs #46995/#47093)
+    d = make_draft(tmp_path / "d", "speculators", config=lambda c: c.update(speculators_model_type="dspark"))
+    evidence = [{"where": "speculators_model_type", "observed": "'dspark'", "expected": "method dspark"}]
+    f, _ = k105(d, "vllm", "0.32")
+    assert whole(f) == {
+        "severity": "warning", "fixable": False, "ops": [], "evidence": evidence,
+        "message": (f"this is {DSPARK}, not an EAGLE-3 draft (speculators_model_type 'dspark'); vllm 0.32 serves it "
+                    f"with {VLLM_DSPARK}; kconvert's EAGLE-3 checks do not apply")}
+    # Model Runner V1 refuses DSpark (config/vllm.py _get_v1_model_runner_unsupported_features)
+    f, _ = k105(d, "vllm", "0.32/v1")
+    assert whole(f) == {
+        "severity": "error", "fixable": False, "ops": [], "evidence": evidence,
+        "message": (f"this is {DSPARK}, not an EAGLE-3 draft (speculators_model_type 'dspark'); vllm 0.32/v1 serves "
+                    "no dspark checkpoint")}
+    f, _ = k105(d, "sglang", "0.5.23")
+    assert f.severity == "warning" and f.message == (
+        f"this is {DSPARK}, not an EAGLE-3 draft (speculators_model_type 'dspark'); sglang 0.5.23 serves it with "
+        f"{SGLANG_DSPARK}; kconvert's EAGLE-3 checks do not apply")
+
+
+def test_k105_an_mtp_layer_vllm_does_not_map_in_full(tmp_path):
+    from tests.test_methods import mtp
+
+    f, _ = k105(mtp(tmp_path / "kimi", model_type="kimi_k2", archs=["DeepseekV3ForCausalLM"]), "vllm", "0.32/v1")
+    assert whole(f) == {
+        "severity": "error", "fixable": False, "ops": [],
+        "message": (f"this is {MTP}, not an EAGLE-3 draft ({MTP_EVIDENCE}); vllm 0.32/v1 serves MTP layers only for "
+                    f"model_type {', '.join(VLLM_MTP_TYPES)}, and this checkpoint declares ['kimi_k2']"),
+        "evidence": [{"where": "MTP-layer", "observed": "tensors (model.layers.61.eh_proj.weight, "
+                      "model.layers.61.enorm.weight, model.layers.61.hnorm.weight)", "expected": "method mtp"},
+                     {"where": "num_nextn_predict_layers", "observed": "1", "expected": "method mtp"},
+                     {"where": "model_type", "observed": ["kimi_k2"], "expected": VLLM_MTP_TYPES}]}
+
+
+def test_k105_mtp_evidence_keeps_the_value_after_the_key_as_written(tmp_path):
+    # num_nextn_predict_layers " 2" (a string with a leading space): the observed value is everything after the
+    # key and its one separating space
+    from tests.test_methods import mtp
+
+    folder = mtp(tmp_path / "m", model_type="deepseek_v3", archs=["DeepseekV3ForCausalLM"])
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["num_nextn_predict_layers"] = " 2"
+    (folder / "config.json").write_text(json.dumps(cfg))
+    f, _ = k105(folder, "vllm", "0.32/v1")
+    assert f.severity == "warning"
+    assert ev(f)[1] == {"where": "num_nextn_predict_layers", "observed": " 2", "expected": "method mtp"}
+
+
+def test_k105_sglang_reads_the_names_of_an_mtp_architectures_list(tmp_path):
+    # SGLang 0.5.23 model_config.py:1032 loads DeepseekV3ForCausalLM drafts as NextN; a non-name in the list is
+    # not a name (HF: architectures is a list of class names)
+    from tests.test_methods import mtp
+
+    folder = mtp(tmp_path / "m", model_type="kimi_k25", archs=["KimiK25ForConditionalGeneration", 7])
+    f, _ = k105(folder, "sglang", "0.5.23")
+    accepted = ["DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLMNextN"]
+    assert f.severity == "error"
+    assert f.message == (f"this is {MTP}, not an EAGLE-3 draft ({MTP_EVIDENCE}); sglang 0.5.23 serves MTP layers "
+                         f"only for architectures {', '.join(accepted)}, and this checkpoint declares "
+                         "['KimiK25ForConditionalGeneration']")
+    assert ev(f)[-1] == {"where": "architectures", "observed": ["KimiK25ForConditionalGeneration"],
+                         "expected": accepted}
+
+
+def test_k105_peagle_on_sglang_in_full(tmp_path):
+    from tests.test_methods import peagle_config, peagle_folder
+
+    f, _ = k105(peagle_folder(tmp_path / "p", peagle_config()), "sglang", "0.5.23")
+    assert whole(f) == {
+        "severity": "error", "fixable": False, "ops": [],
+        "message": (f"this is {PEAGLE}, not an EAGLE-3 draft (speculators_model_type 'peagle'); sglang 0.5.23 serves "
+                    "no peagle checkpoint"),
+        "evidence": [{"where": "speculators_model_type", "observed": "'peagle'", "expected": "method peagle"}]}
+
+
+def test_k101_a_list_without_names_is_not_called_no_list(tmp_path):
+    # HF's PretrainedConfig.architectures is a list of class names; [7] is a list, of none (it was called "not a
+    # list" until this test)
+    d = make_draft(tmp_path / "d", "unknown", config=lambda c: c.update(architectures=[7]))
+    (f,) = found(d, "K101")
+    assert f.fixable and ops(f) == [("SetConfig", ("architectures",), ["LlamaForCausalLMEagle3"],
+                                     "engine maps this architecture")]
+    assert f.message == 'architectures is [7], a list holding no class name; write ["LlamaForCausalLMEagle3"]'

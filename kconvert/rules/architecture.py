@@ -68,7 +68,8 @@ def architecture_unmapped(ctx: Context) -> Iterator[Finding]:
     if fam is None and raw is not None and not (isinstance(raw, list) and all(isinstance(a, str) for a in raw)):
         # HF's PretrainedConfig.architectures is a list of class names; a bare string is no architecture at all
         yield architecture_unmapped.finding(
-            f"architectures is {json.dumps(raw)}, not a list; write [\"{want}\"]",
+            f"architectures is {json.dumps(raw)}, "
+            f"{'a list holding no class name' if isinstance(raw, list) else 'not a list'}; write [\"{want}\"]",
             evidence=[Evidence("architectures", raw, [want])],
             ops=[SetConfig(("architectures",), [want], "engine maps this architecture")])
     elif fam is None:

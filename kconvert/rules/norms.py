@@ -70,9 +70,11 @@ def norm_before_fc(ctx: Context) -> Iterator[Finding]:
     flag = bool(ec.get("norm_before_fc", d.config.get("norm_before_fc", False)))
     has = "input_norm.weight" in d.tensors
     if has and not flag:
+        # written where the engine reads it first: an eagle_config that holds the key wins over the top level
+        path = ("eagle_config", "norm_before_fc") if "norm_before_fc" in ec else ("norm_before_fc",)
         yield norm_before_fc.finding("input_norm.weight is present but norm_before_fc is not set: the engine drops it",
-                                     evidence=[Evidence("norm_before_fc", flag, True)],
-                                     ops=[SetConfig(("norm_before_fc",), True, "input_norm.weight is present")])
+                                     evidence=[Evidence(".".join(path), flag, True)],
+                                     ops=[SetConfig(path, True, "input_norm.weight is present")])
     elif flag and not has:
         yield norm_before_fc.finding("norm_before_fc is set but input_norm.weight is missing: it stays 1",
                                      evidence=[Evidence("input_norm.weight", "absent", "present")])
@@ -134,7 +136,7 @@ def norm_output(ctx: Context) -> Iterator[Finding]:
         sure = d.format.producer in ("speculators", "torchspec", "modelopt", "eagle") and ctx.engine.norm_output
         yield norm_output.finding(
             f"norm_output={d.config['norm_output']!r} written by {d.format.producer}; "
-            + ("vLLM reads it as speculators defines it (post-norm state fed forward)" if sure else
+            + (f"{ctx.engine.key} reads it as speculators defines it (post-norm state fed forward)" if sure else
                "its meaning differs between SpecForge (before its PR #879) and vLLM/speculators, and "
                f"{ctx.engine.key}'s reading is not pinned"),
             evidence=[Evidence("norm_output", d.config["norm_output"], None)],

@@ -107,4 +107,5 @@ def hidden_size(ctx: Context) -> Iterator[Finding]:
     up = d.shape("layers.0.mlp.up_proj.weight")
     if up is not None and d.intermediate_size and up != (d.intermediate_size, H):
         yield hidden_size.finding(f"mlp.up_proj is {list(up)}; config implies {[d.intermediate_size, H]}",
-                                  evidence=[Evidence("intermediate_size", d.intermediate_size, up[0])])
+                                  evidence=[Evidence("layers.0.mlp.up_proj.weight", list(up),
+                                                     [d.intermediate_size, H])])
