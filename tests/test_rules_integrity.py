@@ -191,3 +191,20 @@ def test_k005_names_five_unreadable_tensors_the_first_ones_reason_and_ten_as_evi
     assert f.message == ("the values of t01, t02, t03, t04, t05 could not be read, so the checks on them were "
                          "skipped: t01: not available locally")
     assert _evidence(f) == [(f"t{i:02d}", "unreadable", "readable") for i in range(1, 11)]
+
+
+def test_k001_pickles_are_listed_never_opened_five_named_ten_as_evidence(tmp_path):
+    # Eleven trainer pickles beside the safetensors weights (docs/rules.md K001: listed, never unpickled; fix leaves
+    # them out of its output, so no op): the message counts eleven and names five, the evidence holds ten.
+    from tests.factories import make_draft
+
+    folder = make_draft(tmp_path / "d", "torchspec")
+    names = [f"state_{i:02d}.pkl" for i in range(11)]
+    for n in names:
+        (folder / n).write_bytes(b"\x80\x04never unpickled")
+    res = inspect(str(folder), engine="vllm", engine_version="0.32/v1")
+    (f,) = [x for x in res.findings if x.id == "K001"]
+    assert (f.severity, f.fixable, f.ops) == ("warning", True, [])
+    assert f.message == ("11 pickle file(s) present, never unpickled by kconvert: state_00.pkl, state_01.pkl, "
+                         "state_02.pkl, state_03.pkl, state_04.pkl")
+    assert _evidence(f) == [(n, "pickle", "safetensors") for n in names[:10]]
