@@ -483,3 +483,13 @@ def test_without_float_tensors_k911_sets_the_config_to_its_dtype_key_and_k912_is
     # --cast names a dtype, but there are no float tensors to cast: the config is not rewritten to it
     assert findings(tmp_path, "K911", tensors=_ints, decisions=Decisions(cast_dtype="F16"), name="d3") == []
     assert findings(tmp_path, "K912", tensors=_ints, decisions=Decisions(cast_dtype="F16"), name="d4") == []
+
+
+def test_k901_a_declared_value_counts_whatever_the_config_class(tmp_path):
+    # model_type of a class whose default kconvert does not know (positions.CLASS_DEFAULT_POSITIONS holds llama,
+    # deepseek_v2/v3, kimi_k2, qwen3): the declared 2048 is what vLLM 0.33 reads and does not raise for yarn
+    # rope, so the served length is still the draft's 2048, as for the known classes above
+    (f,) = findings(tmp_path, "K901", version="0.33",
+                    config=lambda c: c.update(max_position_embeddings=2048, model_type="mistral"))
+    assert f.message == ("max_position_embeddings 2048, below the target's 4096; vLLM 0.33 does not raise it for yarn "
+                         "rope and serves at most 2048 tokens (the draft's)")
