@@ -291,6 +291,12 @@ def _killed_later(survivors: list[str], after_files: set[str], runs: dict[str, d
         names, globs = _checked(r, runs)
         left = set(r["survivors"]) | set(r.get("other_verdicts", {}))
         for s in survivors:
+            # a re-run of the module as another source (another mutant count) numbered its mutants otherwise:
+            # the same name is another mutant there
+            mod = next((m for m in r["modules"] if _of_module([s], m)), None)
+            if mod is None or {runs[f]["modules"].get(mod, {}).get("mutants") for f in after_files} != \
+                    {r["modules"][mod]["mutants"]}:
+                continue
             if s not in left and (s in names or any(fnmatch.fnmatchcase(s, g) for g in globs)):
                 out.add(s)
     return out
@@ -332,6 +338,10 @@ def scope_report(json_out: Path | None) -> int:
                 # a run of the module before a source change (its mutant count is not today's) is superseded by
                 # a run of the module as it is
                 hits = [(n, r) for n, r in hits if r["modules"][mod]["mutants"] == today[mod]] or hits
+                # a source change that kept the count: the later run names the one it replaces ("supersedes":
+                # ["<run file>:<module>"], written by hand into the later run's JSON)
+                gone = {x for _, r in hits for x in r.get("supersedes", [])}
+                hits = [(n, r) for n, r in hits if f"{n}:{mod}" not in gone] or hits
             if len(hits) > 1:
                 raise SystemExit(f"{mod}: more than one full {kind} run: {', '.join(n for n, _ in hits)}")
             if not hits:
