@@ -1013,3 +1013,74 @@ def test_batch_and_embedding_table_live_on_the_device_asked_for():
     assert t(torch.tensor([1, 0], device=meta)).shape == (2, 3)
     own = EmbeddingTable(torch.ones(2, 3), None, 2, meta)
     assert own.rows.device == meta
+
+
+# ---------------------------------------------------------------------- survivors of the score mutation run ---
+
+def test_yarn_with_an_odd_rotary_dim_fails_like_vllms():
+    """vLLM's YaRN _compute_inv_freq (yarn_scaling_rope.py, deepseek_scaling_rope.py) takes its frequencies over
+    `arange(0, rotary_dim, 2)` (ceil(dim / 2) of them) and its ramp mask `yarn_linear_ramp_mask(low, high,
+    rotary_dim // 2)`: for an odd dim (7: 4 frequencies, a mask of 3) the two do not broadcast and torch raises;
+    an even dim gives dim / 2 frequencies."""
+    with pytest.raises(RuntimeError, match="must match the size"):
+        draft._yarn_inv_freq(7, 10000.0, 4.0, 32.0, 1.0, 4096)
+    assert draft._yarn_inv_freq(8, 10000.0, 4.0, 32.0, 1.0, 4096).shape == (4,)
+
+
+def test_build_rope_takes_an_explicit_rope_dim():
+    """A `rope_dim` in the parameters is the rotary dimension whatever the head size: 16 of a 32-wide head, so 8
+    default frequencies 10000^(-i/16), i = 0, 2, .., 14 (by hand)."""
+    rope, mult = build_rope({"rope_theta": 10000.0, "rope_type": "default", "rope_dim": 16}, 32, True, mla=False)
+    assert rope.rotary_dim == 16 and mult == 1.0
+    torch.testing.assert_close(rope.inv_freq, torch.tensor([10000.0 ** (-i / 16) for i in range(0, 16, 2)]),
+                               rtol=1e-6, atol=0)
+
+
+def test_draft_spec_reads_zero_layers_as_one():
+    """num_hidden_layers 0 is no draft an engine runs (EAGLE-3's layer 0 is the one taking the 2H input): read
+    as a single-layer draft, as an absent num_hidden_layers is."""
+    cfg = {"hidden_size": 64, "num_attention_heads": 2}
+    kw = dict(target_vocab=512, target_hidden=64, num_aux=3, draft_vocab=128, fc_in=192)
+    assert draft_spec({**cfg, "num_hidden_layers": 0}, "llama", **kw).num_layers == 1
+    assert draft_spec(cfg, "llama", **kw).num_layers == 1
+
+
+def test_greedy_with_a_logit_scale_of_0_is_vllms_argmax():
+    """vLLM's LogitsProcessor multiplies the logits by logit_scale: by 0 every logit is 0 and torch's argmax of
+    ties is the first index, 0. Rows [1, -1] over [1] give logits [1, -1]: draft id 0 is also their argmax
+    (an argmin would give 1)."""
+    head = torch.tensor([[1.0], [-1.0]])
+    assert _bare(lm_head=head, logit_scale=0.0).greedy(torch.ones(1, 1)).tolist() == [0]
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_propose_many_puts_the_batch_and_its_chains_on_the_runners_device():
+    """The batch's tensors and the rows still drafting live on the runner's device: torch's "meta" device stands
+    for a GPU (where indexing rows on the CPU with a mask on the GPU raises). The first pass and the chained step
+    are replaced by recorders (the device is what is checked, not the arithmetic)."""
+    meta = torch.device("meta")
+    r = DraftRunner(_Spec(), {}, dtype=torch.float32, device=meta, embed=None, lm_head=None, target_ids=None,
+                    norm_before_residual=False, norm_before_fc=False, fc_norm=False, norm_output=False)
+    assert r.device == meta
+    seen = {}
+
+    def first_pass(b):
+        seen["batch"] = {n: getattr(b, n).device for n in ("tokens", "aux", "positions", "cursors")}
+        C = b.cursors.shape[0]
+        return (torch.zeros(C, 4), torch.zeros(C, 4)), []
+
+    def chained_step(b, caches, alive, last, h, j):
+        seen["alive"] = (alive.device, alive.shape)
+        raise _Stop
+
+    r._first_pass = first_pass
+    r.greedy = lambda normed: torch.zeros(normed.shape[0], dtype=torch.long)
+    r._chained_step = chained_step
+    items = [SequenceInput(torch.tensor([1, 2, 3]), torch.zeros(3, 4), torch.tensor([0, 2]))]
+    with pytest.raises(_Stop):
+        r.propose_many(items, 2)
+    assert seen == {"batch": {"tokens": meta, "aux": meta, "positions": meta, "cursors": meta},
+                    "alive": (meta, (2,))}  # two cursors, both still drafting at step 1

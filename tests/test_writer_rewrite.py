@@ -378,3 +378,14 @@ def test_cast_f32_to_f16_overflow_is_inf_without_a_warning():
 def test_float_dtypes_are_the_three_cast_names():
     """The manual's `--cast bf16` and the cast op's refusal message name F32, F16 and BF16."""
     assert rewrite.FLOAT_DTYPES == ("F32", "F16", "BF16")
+
+
+def test_every_float_encoding_is_decoded_to_float32():
+    # a cast goes through float32 (the widest of the three, so every F16 and BF16 value is exact there) one chunk
+    # at a time: F16 0x3C00 = 1.0, 0xC000 = -2.0, 0x0001 = 2^-24 (the smallest subnormal); BF16 0x3F80 = 1.0,
+    # 0xC020 = -2.5; F32 0x3F800000 = 1.0
+    f16 = rewrite._to_f32(_u16(0x3C00, 0xC000, 0x0001).tobytes(), "F16")
+    bf16 = rewrite._to_f32(_u16(0x3F80, 0xC020).tobytes(), "BF16")
+    f32 = rewrite._to_f32(struct.pack("<I", 0x3F800000), "F32")
+    assert (f16.dtype, bf16.dtype, f32.dtype) == (np.dtype(np.float32),) * 3
+    assert f16.tolist() == [1.0, -2.0, 2.0 ** -24] and bf16.tolist() == [1.0, -2.5] and f32.tolist() == [1.0]

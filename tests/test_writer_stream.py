@@ -1115,3 +1115,54 @@ def test_a_new_shard_never_reads_an_input_file_of_the_same_name_that_is_no_shard
     _, inp = stream.write_shard(s, ck, "extra.safetensors", [t], {}, tmp_path / "out" / "extra.safetensors")
     s.wait_syncs()
     assert inp is None
+
+
+def _documented_thread_names() -> set[str]:
+    """The thread names docs/design.md's "Threads" paragraph (How fix writes) gives: the backquoted `kconvert-...`."""
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "design.md").read_text()
+    para = text.split("- **Threads.**", 1)[1].split("\n- **", 1)[0]
+    return set(re.findall(r"`(kconvert-[^`]+)`", para))
+
+
+def test_the_documented_thread_names_are_the_four_of_a_write():
+    # docs/design.md, How fix writes, Threads: the shard workers, the two sha256 threads and the fsync thread
+    assert _documented_thread_names() == {"kconvert-shard", "kconvert-sha-in_0", "kconvert-sha-out_0",
+                                          "kconvert-fsync_0"}
+
+
+def test_a_shard_writes_threads_carry_the_documented_names(tmp_path, streamer):
+    # a durable write of a shard whose input digest is unknown runs all three of its worker's threads: the input
+    # hash, the output hash, the fsync; they live until the streamer is closed
+    folder, ck = _shard_in(tmp_path)
+    before = set(threading.enumerate())
+    s = streamer()
+    x = OutTensor("x", "U8", (6,), "model.safetensors", 0, copy_of=ck.tensors["x"])
+    stream.write_shard(s, ck, "model.safetensors", [x], {}, tmp_path / "out.safetensors")
+    s.wait_syncs()
+    started = {t.name for t in set(threading.enumerate()) - before}
+    assert started == {"kconvert-sha-in_0", "kconvert-sha-out_0", "kconvert-fsync_0"}
+    assert started <= _documented_thread_names()
+
+
+def test_run_shards_workers_past_the_first_are_named_kconvert_shard():
+    # three workers, three shards, each shard waiting until all three are being worked on: every worker takes
+    # one; the first is the calling thread, the two others threads of their own named as docs/design.md says
+    shared = Shared(None, 1)
+    sts = [Streamer(copy_mode="read_write", chunk=8, shared=shared) for _ in range(3)]
+    all_in = threading.Barrier(3, timeout=20)
+    names, lock = [], threading.Lock()
+
+    def work(shard, st):
+        with lock:
+            names.append((st is sts[0], threading.current_thread().name))
+        all_in.wait()
+    try:
+        stream.run_shards(["a", "b", "c"], work, sts, shared)
+    finally:
+        for st in sts:
+            st.close()
+    assert sorted(names) == [(False, "kconvert-shard"), (False, "kconvert-shard"),
+                             (True, threading.current_thread().name)]
+    assert "kconvert-shard" in _documented_thread_names()
