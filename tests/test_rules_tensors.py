@@ -334,6 +334,27 @@ def test_k701_the_fresh_init_finding_in_full_and_its_bounds(tmp_path):
     assert _k701(tmp_path, "sg", alternating(1.0), engine="sglang", version="post-25454") == []
 
 
+
+def test_k701_the_fresh_init_band_includes_both_ends(tmp_path):
+    # The band is [0.8, 1.2], both ends flagged (the rule's why). A std of exactly 0.8 or 1.2 in float64 needs a
+    # variance that rounds to 0.64 or 1.44: rows of 25 values (no target, so the width is not checked), 8 of +a,
+    # 8 of -a and 9 zeros, give mean 0 exactly and variance 16 a^2 / 25, i.e. 16/25 = 0.64 for a = 1 and
+    # 36/25 = 1.44 for a = 1.5 (both exact in BF16); sqrt of the doubles nearest 0.64 and 1.44 rounds to the
+    # doubles nearest 0.8 and 1.2 (checked here with math.sqrt, independent of the rule)
+    import math
+
+    def row25(a: float):
+        row = np.array([a] * 8 + [-a] * 8 + [0.0] * 9, np.float32)
+        return ("BF16", (TINY.vocab, 25), np.tile(row, (TINY.vocab, 1)))
+
+    assert (math.sqrt(16 / 25), math.sqrt(36 / 25)) == (0.8, 1.2)
+    for a, shown in ((1.0, "0.800"), (1.5, "1.200")):
+        [f] = _k701(tmp_path, f"end{a}", row25(a))
+        assert [(e.where, e.observed) for e in f.evidence] == [("embed_tokens.weight", f"row std {shown}")]
+    # just outside either end, with a one BF16 step (2^-8, 2^-7) past 1 and 1.5: std 0.8 a = 0.7906 and 1.2125
+    assert _k701(tmp_path, "below", row25(0.98828125)) == []
+    assert _k701(tmp_path, "above", row25(1.515625)) == []
+
 # --- K201 in full: the model. prefix each engine row loads, the evidence, the renames' reason ---------------------
 
 def _k201(d, engine: str, version: str):
@@ -436,6 +457,25 @@ def test_k201_the_example_tensor_is_one_that_shows_the_layout(tmp_path):
     [f] = _k201(g, "vllm", "0.32/v1")
     assert f.evidence[0].where == names[1] and f.evidence[0].observed == g.key_layout.name
 
+
+
+def test_k201_names_the_prefixed_lm_head_when_it_is_the_only_rename(tmp_path):
+    # The example falls back to model.lm_head.weight only when it is the one name the fix renames. That needs a
+    # `model.` majority (formats/layouts.py detect_layout: more than half the names) that comes from names
+    # read_draft does not map: here the draft's own tensors are unprefixed, lm_head alone is model.lm_head.weight,
+    # and 15 extra model.extra.N.weight tensors (unknown, left unmapped) make the majority. vLLM 0.32 loads
+    # lm_head.weight (llama_eagle3.py load_weights), so the single rename is model.lm_head.weight -> lm_head.weight.
+    def lm_head_and_extras(t):
+        t["model.lm_head.weight"] = t.pop("lm_head.weight")
+        for i in range(15):
+            t[f"model.extra.{i}.weight"] = t["norm.weight"]
+
+    d = _read(make_draft(tmp_path / "d", "unknown", tensors=lm_head_and_extras))
+    assert (d.key_layout.prefix, d.key_layout.lm_head_prefixed) == ("model.", True)
+    [f] = _k201(d, "vllm", "0.32/v1")
+    assert [(o.old, o.new) for o in f.ops] == [("model.lm_head.weight", "lm_head.weight")]
+    assert [(e.where, e.observed, e.expected) for e in f.evidence] == [("model.lm_head.weight", "model.layers.0",
+                                                                        "layers.0")]
 
 # --- K202: the tensors vLLM's draft class allocates, for plain and q-LoRA MLA attention ----------------------------
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import errno
 import os
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -967,14 +966,29 @@ def test_batches_start_counting_afresh_after_each_flush(control, monkeypatch):
     assert [[g[0].index for g in grp] for grp in groups] == [[0, 1], [2, 0]]
 
 
-def test_build_runner_names_no_example_when_no_prefixed_name_holds_layers(tmp_path, control):
+def test_build_runner_names_a_midlayer_name_as_the_example_of_a_prefixed_torchspec_draft(tmp_path, control):
     from tests.factories import rename_all
 
-    # torchspec's layer is `midlayer.` (no `layers` in its names): with every name but lm_head prefixed `model.`
-    # the prefix is refused all the same, with no example name to show
+    # torchspec's layer is `midlayer.` (no `layers.` in its names): with every name but lm_head prefixed `model.`
+    # the prefix is refused, and the example is the first prefixed layer name in sorted order:
+    # model.midlayer.hidden_norm.weight (model.d2t and model.fc.weight sort first but are not a layer's)
     d = _draft(tmp_path, tensors=lambda t: rename_all(t, lambda n: n if n == "lm_head.weight" else "model." + n))
-    assert _failure(d, control[2]) == ("tensor names carry the prefix 'model.' (e.g. ): vLLM's EAGLE-3 loader "
-                                       "raises on names it does not know")
+    assert _failure(d, control[2]) == ("tensor names carry the prefix 'model.' (e.g. model.midlayer.hidden_norm."
+                                       "weight): vLLM's EAGLE-3 loader raises on names it does not know")
+
+
+def test_build_runner_names_the_first_prefixed_name_when_no_layer_name_is_mapped(tmp_path, control):
+    from tests.factories import rename_all
+
+    # a prefixed draft whose layer is named neither `layers.N.` nor `midlayer.` (a made-up `block.`): read_draft maps
+    # no canonical name to model.block.* (they are unmapped), so the example is the first prefixed name it maps, in
+    # sorted order: model.d2t (< model.fc.weight < model.norm.weight < model.t2d)
+    def rename(n):
+        return n if n == "lm_head.weight" else "model." + n.replace("midlayer.", "block.")
+
+    d = _draft(tmp_path, tensors=lambda t: rename_all(t, rename))
+    assert _failure(d, control[2]) == ("tensor names carry the prefix 'model.' (e.g. model.d2t): vLLM's EAGLE-3 "
+                                       "loader raises on names it does not know")
 
 
 def test_draft_vocabulary_without_draft_vocab_size_is_the_drafts_vocab_size(tmp_path, control):
@@ -1039,9 +1053,9 @@ def test_the_runner_its_shared_lm_head_and_own_embeddings_are_on_the_chosen_devi
     assert r.embed.device == dev and r.embed.rows.device == dev and r.device == dev
 
 
-@pytest.mark.xfail(strict=True, reason="bug: Rope.inv_freq stays on the CPU while the positions are on the runner's "
-                                       "device, so `score --device cuda` fails in Rope.tables (same-device check)")
 def test_the_attention_inputs_are_computed_on_the_chosen_device(control):
+    # was a bug: Rope.inv_freq stayed on the CPU while the positions were on the runner's device, so
+    # `score --device cuda` failed in Rope.tables (same-device check); the meta device stands for cuda here
     d, reading, tr, _ = control
     dev = torch.device("meta")
     r = score_runner.build_runner(d, reading, tr, WeightCache(d, torch.float32, dev))

@@ -93,10 +93,8 @@ def hidden_size(ctx: Context) -> Iterator[Finding]:
             yield hidden_size.finding("config has no hidden_size", evidence=[Evidence("hidden_size", None, d.fc_out)],
                                       ops=[SetConfig(ctx.key_path("hidden_size"), d.fc_out, "fc rows")] if d.fc_out else [])
         return
-    checks = {n: (lambda s: s[-1] == H) for n in ("norm.weight", "layers.0.input_layernorm.weight",
-                                                   "layers.0.hidden_norm.weight",
-                                                   "layers.0.post_attention_layernorm.weight")}
-    for n in checks:
+    for n in ("norm.weight", "layers.0.input_layernorm.weight", "layers.0.hidden_norm.weight",
+              "layers.0.post_attention_layernorm.weight"):
         s = d.shape(n)
         if s is not None and s != (H,):
             yield hidden_size.finding(f"{n} is {list(s)}, hidden_size is {H}", evidence=[Evidence(n, list(s), [H])])

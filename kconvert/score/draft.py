@@ -99,7 +99,8 @@ class Rope:
     mscale: float = 1.0
 
     def tables(self, positions: torch.Tensor, dtype: torch.dtype):
-        freqs = positions.to(torch.float32)[:, None] * self.inv_freq[None, :]
+        # inv_freq is built on the CPU; the positions live on the runner's device (`score --device cuda`)
+        freqs = positions.to(torch.float32)[:, None] * self.inv_freq.to(positions.device)[None, :]
         # vLLM caches cos/sin in the model dtype (RotaryEmbeddingBase: cache.to(dtype))
         return (freqs.cos() * self.mscale).to(dtype), (freqs.sin() * self.mscale).to(dtype)
 

@@ -87,8 +87,10 @@ def build_runner(d: DraftModel, reading: Reading, trace: Trace, weights: WeightC
     if reading.keys == "as written" and d.key_layout.prefix:
         # llama_eagle3 / deepseek_eagle3 load_weights prefix every name but lm_head with `model.`: a file name
         # `model.layers.0...` becomes `model.model.layers.0...`, which the loader does not know and raises on.
-        example = next(iter(sorted(n for n in d.raw_names.values()
-                                   if n.startswith(d.key_layout.prefix) and "layers" in n)), "")
+        # the example is a layer's name (`layers.N.` or torchspec's `midlayer.`) where one is prefixed, else the
+        # first prefixed name: detect_layout sets a prefix only when names carry it, so `prefixed` is never empty
+        prefixed = sorted((raw, canon) for canon, raw in d.raw_names.items() if raw.startswith(d.key_layout.prefix))
+        example = next((raw for raw, canon in prefixed if canon.startswith("layers.")), prefixed[0][0])
         raise DraftFailure(f"tensor names carry the prefix {d.key_layout.prefix!r} (e.g. {example}): vLLM's EAGLE-3 "
                            "loader raises on names it does not know")
     fc = weights.get("fc.weight")
