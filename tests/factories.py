@@ -250,3 +250,24 @@ def layers(*spec: tuple[int, bool], mla: bool = False):
         for i, complete in spec:
             later_layer(t, i, complete=complete, mla=mla)
     return mut
+
+
+# --- one rule at a time: a draft read as inspect reads it, and one rule's findings on an engine row ---------------
+
+def read_folder(folder):
+    """The DraftModel of a checkpoint folder, read as `kconvert inspect` reads it."""
+    from kconvert.formats.read import read_draft
+    from kconvert.source import open_checkpoint
+
+    return read_draft(open_checkpoint(str(folder)))
+
+
+def one_rule(rid: str, d, *, target=None, engine: str = "vllm", version: str = "0.32/v1", decisions=None,
+             **choices) -> list:
+    """One rule's findings for a read draft on an engine row, against a target profile (None: no target), under
+    `decisions` (a Decisions) or one made of the choices given (tp=, draft_tp=, ...)."""
+    from kconvert.engines.expectations import engine_rules
+    from kconvert.rules import Context, Decisions
+    from kconvert.rules.base import REGISTRY
+
+    return list(REGISTRY[rid].fn(Context(d, target, engine_rules(engine, version), decisions or Decisions(**choices))))

@@ -40,16 +40,12 @@ import numpy as np
 import pytest
 
 from kconvert.commands.inspect import inspect
-from kconvert.engines.expectations import engine_rules
-from kconvert.formats.read import read_draft
-from kconvert.rules import Context, Decisions
+from kconvert.rules import Decisions
 from kconvert.rules.attention import (SplitProblem, draft_tp_in_effect, draft_tp_problem, head_problems,
                                      vocab_problem)
-from kconvert.rules.base import REGISTRY
-from kconvert.source import open_checkpoint
 from kconvert.targets import load_profile, load_target
 from kconvert.writer.ops import SetConfig
-from tests.factories import TINY, layers, make_draft, make_target
+from tests.factories import TINY, layers, make_draft, make_target, one_rule, read_folder
 
 VLLM_DRAFT_TP = ("speculative_draft_tensor_parallel_size={n} cannot be other value than 1 or target model "
                  "tensor_parallel_size")  # config/speculative.py:1740-1741, with f"{x=}" spelled out
@@ -247,18 +243,8 @@ Q = "layers.0.self_attn.q_proj.weight"
 O = "layers.0.self_attn.o_proj.weight"
 
 
-def _read(folder):
-    return read_draft(open_checkpoint(str(folder)))
-
-
-def _rule(rid: str, d, *, target=None, engine: str = "vllm", version: str = "0.32/v1", **decisions) -> list:
-    """One rule's findings for a read draft on an engine row, against a target (None: no target), with the
-    decisions given (tp=, draft_tp=)."""
-    return list(REGISTRY[rid].fn(Context(d, target, engine_rules(engine, version), Decisions(**decisions))))
-
-
 def _k302(tmp_path, producer="specforge", *, target=None, name="d", **kw):
-    return _rule("K302", _read(make_draft(tmp_path / name, producer, **kw)), target=target)
+    return one_rule("K302", read_folder(make_draft(tmp_path / name, producer, **kw)), target=target)
 
 
 def _w(*shape):
@@ -467,7 +453,7 @@ Q_A, Q_B = "layers.0.self_attn.q_a_proj.weight", "layers.0.self_attn.q_b_proj.we
 
 
 def _mla(tmp_path, name="d", **kw):
-    return _read(make_draft(tmp_path / name, "torchspec", family="mla", **kw))
+    return read_folder(make_draft(tmp_path / name, "torchspec", family="mla", **kw))
 
 
 def _no_q_lora(c):
@@ -480,25 +466,25 @@ NO_Q_LORA_TENSORS = _set(**{Q_A: None, Q_B: None, "layers.0.self_attn.q_a_layern
 
 
 def test_k302_says_nothing_of_consistent_mla_drafts(tmp_path):
-    assert _rule("K302", _mla(tmp_path)) == []
+    assert one_rule("K302", _mla(tmp_path)) == []
     # without q_lora_rank: q_proj [64, 128] in place of q_a/q_b
-    assert _rule("K302", _mla(tmp_path, "plain", config=_no_q_lora, tensors=NO_Q_LORA_TENSORS)) == []
+    assert one_rule("K302", _mla(tmp_path, "plain", config=_no_q_lora, tensors=NO_Q_LORA_TENSORS)) == []
     # against a target of the same cache dims (the tiny target: kv_lora 64, rope 16)
-    assert _rule("K302", _mla(tmp_path, "t"), target=load_target(str(make_target(tmp_path / "tgt")))) == []
+    assert one_rule("K302", _mla(tmp_path, "t"), target=load_target(str(make_target(tmp_path / "tgt")))) == []
 
 
 def test_k302_an_mla_config_without_its_ranks_names_each_missing_one(tmp_path):
     def strip(c):
         for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "num_attention_heads"):
             c.pop(k)
-    (f,) = _rule("K302", _mla(tmp_path, config=strip))
+    (f,) = one_rule("K302", _mla(tmp_path, config=strip))
     assert _full(f) == (
         "K302", "error",
         "MLA draft config lacks kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim, num_attention_heads",
         [_ev(k, None, "an integer") for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
                                               "num_attention_heads")], [], False)
     # a string is no integer; the others present: only those two, in the rule's order
-    (f,) = _rule("K302", _mla(tmp_path, "some", config=lambda c: (c.pop("qk_nope_head_dim"),
+    (f,) = one_rule("K302", _mla(tmp_path, "some", config=lambda c: (c.pop("qk_nope_head_dim"),
                                                                   c.update(v_head_dim="16"))))
     assert _full(f) == ("K302", "error", "MLA draft config lacks qk_nope_head_dim, v_head_dim",
                         [_ev("qk_nope_head_dim", None, "an integer"), _ev("v_head_dim", None, "an integer")], [],
@@ -509,7 +495,7 @@ def test_k302_each_mla_projection_of_another_shape_is_named(tmp_path):
     # every projection one off what the tiny ranks imply (see above), listed in the rule's order: kv_a, kv_b, o, q_a,
     # q_b
     d = _mla(tmp_path, tensors=_set(**{KV_A: (80, 192), KV_B: (64, 32), O: (64, 64), Q_A: (32, 64), Q_B: (96, 32)}))
-    assert [_full(f) for f in _rule("K302", d)] == [
+    assert [_full(f) for f in one_rule("K302", d)] == [
         ("K302", "error", f"{KV_A} is [80, 192]; the MLA config implies [80, 128]", [_ev(KV_A, [80, 192], [80, 128])],
          [], False),
         ("K302", "error", f"{KV_B} is [64, 32]; the MLA config implies [64, 64]", [_ev(KV_B, [64, 32], [64, 64])],
@@ -526,7 +512,7 @@ def test_k302_mla_q_proj_without_q_lora_and_absent_projections(tmp_path):
     # no q_lora_rank: q_proj must be [64, 128]; [64, 192] is reported. kv_b absent: not judged here (K202's)
     d = _mla(tmp_path, config=_no_q_lora,
              tensors=lambda t: (NO_Q_LORA_TENSORS(t), _set(**{Q: (64, 192), KV_B: None})(t)))
-    assert [_full(f) for f in _rule("K302", d)] == [
+    assert [_full(f) for f in one_rule("K302", d)] == [
         ("K302", "error", f"{Q} is [64, 192]; the MLA config implies [64, 128]", [_ev(Q, [64, 192], [64, 128])],
          [], False)]
 
@@ -534,7 +520,7 @@ def test_k302_mla_q_proj_without_q_lora_and_absent_projections(tmp_path):
 def test_k302_mla_cache_dims_other_than_the_targets_are_a_warning(tmp_path):
     # Kimi-K2.5 (kconvert/targets/profiles/kimi-k2.5.json, its config.json): kv_lora_rank 512, qk_rope_head_dim 64;
     # the tiny draft has 64 and 16
-    (f,) = _rule("K302", _mla(tmp_path), target=load_profile("kimi-k2.5"))
+    (f,) = one_rule("K302", _mla(tmp_path), target=load_profile("kimi-k2.5"))
     assert _full(f) == (
         "K302", "warning", "MLA cache dims differ from the target's (kv_lora_rank, qk_rope_head_dim): the engine "
         "shares one MLA cache layout between target and draft",
@@ -548,45 +534,45 @@ def test_k302_mla_cache_dims_other_than_the_targets_are_a_warning(tmp_path):
         cfg["text_config"] = {k: v for k, v in cfg["text_config"].items() if v is not None}
         (folder / "config.json").write_text(json.dumps(cfg))
         return load_target(str(folder))
-    (f,) = _rule("K302", _mla(tmp_path, "one"), target=tgt("t128", kv_lora_rank=128, qk_rope_head_dim=None))
+    (f,) = one_rule("K302", _mla(tmp_path, "one"), target=tgt("t128", kv_lora_rank=128, qk_rope_head_dim=None))
     assert _full(f) == (
         "K302", "warning", "MLA cache dims differ from the target's (kv_lora_rank): the engine shares one MLA cache "
         "layout between target and draft", [_ev("kv_lora_rank", 64, 128)], [], False)
     # only the rope dim differs (target 32)
-    (f,) = _rule("K302", _mla(tmp_path, "rope"), target=tgt("t32", qk_rope_head_dim=32))
+    (f,) = one_rule("K302", _mla(tmp_path, "rope"), target=tgt("t32", qk_rope_head_dim=32))
     assert f.message.startswith("MLA cache dims differ from the target's (qk_rope_head_dim):")
     assert [e.to_dict() for e in f.evidence] == [_ev("qk_rope_head_dim", 16, 32)]
     # shape errors come first, the warning after them
     d = _mla(tmp_path, "both", tensors=_set(**{O: (64, 64)}))
-    assert [(f.severity, f.evidence[0].where) for f in _rule("K302", d, target=load_profile("kimi-k2.5"))] == [
+    assert [(f.severity, f.evidence[0].where) for f in one_rule("K302", d, target=load_profile("kimi-k2.5"))] == [
         ("error", O), ("warning", "kv_lora_rank")]
 
 
 def test_k302_an_mla_draft_without_a_target_or_with_a_non_mla_target_compares_no_cache_dims(tmp_path):
-    assert _rule("K302", _mla(tmp_path), target=None) == []
+    assert one_rule("K302", _mla(tmp_path), target=None) == []
     # a Llama target (no MLA ranks): nothing to share
-    assert _rule("K302", _mla(tmp_path, "l"), target=load_profile("llama-3.1-8b")) == []
+    assert one_rule("K302", _mla(tmp_path, "l"), target=load_profile("llama-3.1-8b")) == []
 
 
 # --- K304 through the rule, in full ---------------------------------------------------------------------------------
 
 def test_k304_a_draft_tp_other_than_one_is_refused_at_target_tp_one(tmp_path):
     # target TP 1 and draft TP 2: _verify_and_get_draft_tp accepts 1 or the target's 1 only
-    d = _read(make_draft(tmp_path / "d", "specforge"))
-    (f,) = _rule("K304", d, tp=1, draft_tp=2)
+    d = read_folder(make_draft(tmp_path / "d", "specforge"))
+    (f,) = one_rule("K304", d, tp=1, draft_tp=2)
     assert _full(f) == ("K304", "error", f"draft_tensor_parallel_size 2 with tensor_parallel_size 1: vLLM accepts "
                         f"only 1 or the target's TP ('{VLLM_DRAFT_TP.format(n=2)}')",
                         [_ev("--draft-tp", 2, [1, 1])], [], False)
     # at TP 1 with the draft's TP unset or 1 nothing splits (2 heads, 1 KV head, vocab 128 on one rank)
-    assert _rule("K304", d, tp=1) == [] and _rule("K304", d, tp=1, draft_tp=1) == []
+    assert one_rule("K304", d, tp=1) == [] and one_rule("K304", d, tp=1, draft_tp=1) == []
 
 
 def test_k304_findings_in_full_at_the_draft_tp(tmp_path):
     # 6 heads, 3 KV heads, draft vocab 100 at TP 4: 6 % 4 = 2 (refused); 3 < 4 and 4 % 3 = 1 (assert while
     # loading); 100 % 4 = 0 divides
-    d = _read(make_draft(tmp_path / "d", "specforge", config=lambda c: c.update(
+    d = read_folder(make_draft(tmp_path / "d", "specforge", config=lambda c: c.update(
         num_attention_heads=6, num_key_value_heads=3, draft_vocab_size=100)))
-    assert [_full(f) for f in _rule("K304", d, tp=4)] == [
+    assert [_full(f) for f in one_rule("K304", d, tp=4)] == [
         ("K304", "error", "draft's 6 attention heads do not divide by TP 4: vLLM refuses to start ('Total number of "
          "attention heads (6) must be divisible by tensor parallel size (4)')",
          [_ev("draft.num_attention_heads", 6, "divisible by draft TP 4")], [], False),
@@ -595,9 +581,9 @@ def test_k304_findings_in_full_at_the_draft_tp(tmp_path):
          [_ev("draft.num_key_value_heads", 3, "divisible by draft TP 4")], [], False),
     ]
     # the draft at TP 1 under a target at TP 4: nothing splits
-    assert _rule("K304", d, tp=4, draft_tp=1) == []
+    assert one_rule("K304", d, tp=4, draft_tp=1) == []
     # draft vocab 100 at TP 3 (heads 6 / 3 = 2, KV 3 / 3 = 1): 100 -> 128 padded rows, 128 % 3 = 2: fails to load
-    (f,) = _rule("K304", d, tp=3)
+    (f,) = one_rule("K304", d, tp=3)
     assert _full(f) == ("K304", "error", "draft_vocab_size 100 does not divide by TP 3, nor does its padding to 128 "
                         "rows: vLLM's vocab-parallel lm_head fails to load ('128 is not divisible by 3')",
                         [_ev("draft_vocab_size", 100, "divisible by draft TP 3")], [], False)

@@ -30,26 +30,10 @@ import pytest
 
 from kconvert.rules.base import Evidence
 from kconvert.writer.ops import SetConfig
-from tests.factories import TINY, make_draft, make_target
+from tests.factories import TINY, make_draft, make_target, one_rule, read_folder
 
 H = TINY.hidden  # 64
 FC_IN = 3 * H  # 192: three aux states of a hidden-64 target
-
-
-def _read(folder):
-    from kconvert.formats.read import read_draft
-    from kconvert.source import open_checkpoint
-
-    return read_draft(open_checkpoint(str(folder)))
-
-
-def _rule(rid: str, d, *, target=None, engine: str = "vllm", version: str = "0.32/v1") -> list:
-    """One rule's findings for a read draft on an engine row, against a target (None: no target)."""
-    from kconvert.engines.expectations import engine_rules
-    from kconvert.rules import Context, Decisions
-    from kconvert.rules.base import REGISTRY
-
-    return list(REGISTRY[rid].fn(Context(d, target, engine_rules(engine, version), Decisions())))
 
 
 def _full(f) -> dict:
@@ -76,7 +60,7 @@ def _put(named: dict):
 
 
 def _draft(tmp_path: Path, name: str, producer: str = "specforge", **kw):
-    return _read(make_draft(tmp_path / name, producer, **kw))
+    return read_folder(make_draft(tmp_path / name, producer, **kw))
 
 
 @pytest.fixture
@@ -97,7 +81,7 @@ def kimi():
 
 def test_k301_a_draft_whose_fc_fits_its_config_has_no_finding(tmp_path):
     # fc [64, 192] = [hidden, 3 x hidden]: the factory's draft is what vLLM builds
-    assert _rule("K301", _draft(tmp_path, "d")) == []
+    assert one_rule("K301", _draft(tmp_path, "d")) == []
 
 
 def test_k301_no_fc_or_an_fc_that_is_not_a_matrix_is_not_judged(tmp_path, tiny):
@@ -106,13 +90,13 @@ def test_k301_no_fc_or_an_fc_that_is_not_a_matrix_is_not_judged(tmp_path, tiny):
     flat = _draft(tmp_path, "f", tensors=_put({"fc.weight": _w(FC_IN)}))
     cube = _draft(tmp_path, "c", tensors=_put({"fc.weight": _w(1, H, FC_IN)}))
     for d in (no_fc, flat, cube):
-        assert _rule("K301", d) == [] and _rule("K301", d, target=tiny) == []
+        assert one_rule("K301", d) == [] and one_rule("K301", d, target=tiny) == []
 
 
 def test_k301_fc_narrower_than_num_aux_hidden_states_says_the_config_width(tmp_path):
     # llama_eagle3.py:210: num_aux_hidden_states 4 -> vLLM builds 4 x 64 = 256 inputs; the fc has 192.
     d = _draft(tmp_path, "d", config=lambda c: c.update(num_aux_hidden_states=4))
-    (f,) = _rule("K301", d)
+    (f,) = one_rule("K301", d)
     assert _full(f) == {"severity": "error", "message": "fc takes 192 inputs but the config implies 4 x 64 = 256",
                         "evidence": [Evidence("fc.weight", [64, 192], [64, 256])], "ops": [],
                         "needs_decision": None, "fixable": False}
@@ -121,7 +105,7 @@ def test_k301_fc_narrower_than_num_aux_hidden_states_says_the_config_width(tmp_p
 def test_k301_sglang_ignores_num_aux_hidden_states(tmp_path):
     # SGLang reads eagle_config's three ids only: 3 x 64 = 192 is the fc it builds, whatever num_aux_hidden_states
     d = _draft(tmp_path, "d", config=lambda c: c.update(num_aux_hidden_states=4))
-    assert _rule("K301", d, engine="sglang", version="0.5.23") == []
+    assert one_rule("K301", d, engine="sglang", version="0.5.23") == []
 
 
 def test_k301_four_eagle_config_ids_are_four_aux_states_on_both_engines(tmp_path):
@@ -129,8 +113,8 @@ def test_k301_four_eagle_config_ids_are_four_aux_states_on_both_engines(tmp_path
     def four(c):
         c["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 2, 3, 4]
     fits = _draft(tmp_path, "w", config=four, tensors=_put({"fc.weight": _w(H, 4 * H)}))
-    assert _rule("K301", fits) == [] and _rule("K301", fits, engine="sglang", version="0.5.23") == []
-    (f,) = _rule("K301", _draft(tmp_path, "n", config=four), engine="sglang", version="0.5.23")
+    assert one_rule("K301", fits) == [] and one_rule("K301", fits, engine="sglang", version="0.5.23") == []
+    (f,) = one_rule("K301", _draft(tmp_path, "n", config=four), engine="sglang", version="0.5.23")
     assert f.message == "fc takes 192 inputs but the config implies 4 x 64 = 256"
     assert f.evidence == [Evidence("fc.weight", [64, 192], [64, 256])]
 
@@ -140,15 +124,15 @@ def test_k301_no_ids_anywhere_or_an_empty_list_mean_three_aux_states(tmp_path):
     empty = _draft(tmp_path, "e", config=lambda c: c["eagle_config"].update(eagle_aux_hidden_state_layer_ids=[]))
     bare = _draft(tmp_path, "b", "eagle")
     for d in (empty, bare):
-        assert _rule("K301", d) == [] and _rule("K301", d, engine="sglang", version="0.5.23") == []
+        assert one_rule("K301", d) == [] and one_rule("K301", d, engine="sglang", version="0.5.23") == []
 
 
 def test_k301_speculators_top_level_ids_count_the_aux_states(tmp_path):
     # vLLM's speculators adapter copies the top-level ids where the draft class reads them: 4 ids -> 256 inputs.
     four = lambda c: c.update(eagle_aux_hidden_state_layer_ids=[2, 4, 6, 8])  # noqa: E731
-    assert _rule("K301", _draft(tmp_path, "w", "speculators", config=four,
+    assert one_rule("K301", _draft(tmp_path, "w", "speculators", config=four,
                                 tensors=_put({"fc.weight": _w(H, 4 * H)}))) == []
-    (f,) = _rule("K301", _draft(tmp_path, "n", "speculators", config=four))
+    (f,) = one_rule("K301", _draft(tmp_path, "n", "speculators", config=four))
     assert f.message == "fc takes 192 inputs but the config implies 4 x 64 = 256"
 
 
@@ -156,14 +140,14 @@ def test_k301_top_level_ids_of_another_format_do_not_size_fc(tmp_path):
     # llama_eagle3.py reads eagle_config's ids only; the EAGLE repo's config with four top-level ids still gets
     # the default 3 x 64 = 192, which the factory's fc is.
     d = _draft(tmp_path, "d", "eagle", config=lambda c: c.update(eagle_aux_hidden_state_layer_ids=[2, 4, 6, 8]))
-    assert _rule("K301", d) == [] and _rule("K301", d, engine="sglang", version="0.5.23") == []
+    assert one_rule("K301", d) == [] and one_rule("K301", d, engine="sglang", version="0.5.23") == []
 
 
 def test_k301_no_target_wrong_rows_and_wrong_width_are_two_findings(tmp_path):
     # fc [80, 256]: 256 inputs against 3 x 64 = 192 (the evidence keeps fc's own 80 rows), and 80 outputs against
     # hidden_size 64 (the evidence keeps fc's own 256 columns).
     d = _draft(tmp_path, "d", tensors=_put({"fc.weight": _w(80, 256)}))
-    assert [_full(f) for f in _rule("K301", d)] == [
+    assert [_full(f) for f in one_rule("K301", d)] == [
         {"severity": "error", "message": "fc takes 256 inputs but the config implies 3 x 64 = 192",
          "evidence": [Evidence("fc.weight", [80, 256], [80, 192])], "ops": [], "needs_decision": None,
          "fixable": False},
@@ -177,9 +161,9 @@ def test_k301_declared_target_hidden_size_sets_the_width_not_hidden_size(tmp_pat
     # keeps hidden_size (64) outputs.
     d = _draft(tmp_path, "d", config=lambda c: c.update(target_hidden_size=128),
                tensors=_put({"fc.weight": _w(H, 3 * 128)}))
-    assert _rule("K301", d) == []
+    assert one_rule("K301", d) == []
     # ... and the factory's 192-wide fc is then too narrow: 3 x 128 = 384 expected
-    (f,) = _rule("K301", _draft(tmp_path, "n", config=lambda c: c.update(target_hidden_size=128)))
+    (f,) = one_rule("K301", _draft(tmp_path, "n", config=lambda c: c.update(target_hidden_size=128)))
     assert f.message == "fc takes 192 inputs but the config implies 3 x 128 = 384"
     assert f.evidence == [Evidence("fc.weight", [64, 192], [64, 384])]
 
@@ -187,20 +171,20 @@ def test_k301_declared_target_hidden_size_sets_the_width_not_hidden_size(tmp_pat
 def test_k301_no_target_and_no_width_in_the_config_judges_only_what_it_can(tmp_path):
     # Neither target_hidden_size nor hidden_size: nothing to compare fc's 192 inputs or 64 rows with.
     d = _draft(tmp_path, "d", config=lambda c: c.pop("hidden_size"))
-    assert _rule("K301", d) == []
+    assert one_rule("K301", d) == []
 
 
 # --- K301 against a target ---------------------------------------------------------------------------------
 
 def test_k301_target_agrees_with_the_draft(tmp_path, tiny):
     # tiny target hidden 64: 192 = 3 x 64, target_hidden_size defaults to hidden_size 64, fc rows 64 = hidden
-    assert _rule("K301", _draft(tmp_path, "d"), target=tiny) == []
+    assert one_rule("K301", _draft(tmp_path, "d"), target=tiny) == []
 
 
 def test_k301_width_not_a_multiple_of_the_targets_hidden_size_is_another_targets_draft(tmp_path, kimi):
     # Kimi-K2.5's hidden 7168: the tiny draft's 192 inputs are no multiple of it; the engine expects
     # [draft hidden 64, 3 x 7168 = 21504]. Only that finding: nothing else about fc is worth saying then.
-    (f,) = _rule("K301", _draft(tmp_path, "d"), target=kimi)
+    (f,) = one_rule("K301", _draft(tmp_path, "d"), target=kimi)
     assert _full(f) == {
         "severity": "error",
         "message": "fc takes 192 inputs, not a multiple of the target hidden size 7168: trained for another target",
@@ -211,7 +195,7 @@ def test_k301_width_not_a_multiple_of_the_targets_hidden_size_is_another_targets
 def test_k301_not_a_multiple_says_the_hidden_size_from_fc_when_the_config_has_none(tmp_path, tiny):
     # fc [80, 200]: 200 = 3 x 64 + 8 is no multiple of 64. Without hidden_size the draft's width is fc's 80 rows.
     d = _draft(tmp_path, "d", config=lambda c: c.pop("hidden_size"), tensors=_put({"fc.weight": _w(80, 200)}))
-    (f,) = _rule("K301", d, target=tiny)
+    (f,) = one_rule("K301", d, target=tiny)
     assert f.message == ("fc takes 200 inputs, not a multiple of the target hidden size 64: "
                          "trained for another target")
     assert f.evidence == [Evidence("fc.weight", [80, 200], [80, 192])]
@@ -221,7 +205,7 @@ def test_k301_width_of_another_aux_count_waits_for_aux_ids(tmp_path, tiny):
     # fc [80, 256] = 4 x 64 inputs while vLLM feeds eagle_config's three ids (3 x 64 = 192); the evidence keeps
     # fc's 80 rows. The repair is the ids (docs/rules.md K301): fix waits for --aux-ids, and nothing more is said.
     d = _draft(tmp_path, "d", tensors=_put({"fc.weight": _w(80, 256)}))
-    (f,) = _rule("K301", d, target=tiny)
+    (f,) = one_rule("K301", d, target=tiny)
     assert _full(f) == {"severity": "error",
                         "message": "fc takes 256 = 4 x 64 inputs but vllm will feed 3 aux states",
                         "evidence": [Evidence("fc.weight", [80, 256], [80, 192])], "ops": [],
@@ -233,8 +217,8 @@ def test_k301_four_aux_states_load_on_vllm_but_not_on_sglang(tmp_path, tiny):
     # num_aux_hidden_states 4 and fc 4 x 64 = 256: vLLM builds exactly that; SGLang feeds eagle_config's 3 ids.
     d = _draft(tmp_path, "d", config=lambda c: c.update(num_aux_hidden_states=4),
                tensors=_put({"fc.weight": _w(H, 4 * H)}))
-    assert _rule("K301", d, target=tiny) == []
-    (f,) = _rule("K301", d, target=tiny, engine="sglang", version="0.5.23")
+    assert one_rule("K301", d, target=tiny) == []
+    (f,) = one_rule("K301", d, target=tiny, engine="sglang", version="0.5.23")
     assert f.message == "fc takes 256 = 4 x 64 inputs but sglang will feed 3 aux states"
     assert f.evidence == [Evidence("fc.weight", [64, 256], [64, 192])]
 
@@ -243,7 +227,7 @@ def test_k301_declared_target_hidden_size_the_target_contradicts_is_set_to_the_t
     # fc 192 = 3 x 64 matches the tiny target, but the config declares target_hidden_size 128: fix writes 64,
     # at top level (where the speculators format keeps it too).
     d = _draft(tmp_path, "d", config=lambda c: c.update(target_hidden_size=128))
-    (f,) = _rule("K301", d, target=tiny)
+    (f,) = one_rule("K301", d, target=tiny)
     assert _full(f) == {"severity": "error",
                         "message": "config implies target hidden size 128 but the target's is 64 (fc is [64, 192])",
                         "evidence": [Evidence("target_hidden_size", 128, 64)],
@@ -257,7 +241,7 @@ def test_k301_target_hidden_size_beats_a_hidden_size_of_another_width(tmp_path, 
     def cfg(c):
         c.update(hidden_size=80, target_hidden_size=64)
     d = _draft(tmp_path, "d", config=cfg, tensors=_put({"fc.weight": _w(80, FC_IN)}))
-    assert _rule("K301", d, target=tiny) == []
+    assert one_rule("K301", d, target=tiny) == []
 
 
 def test_k301_hidden_size_stands_for_target_hidden_size_when_absent(tmp_path, tiny):
@@ -265,7 +249,7 @@ def test_k301_hidden_size_stands_for_target_hidden_size_when_absent(tmp_path, ti
     # is 64. The evidence shows what the config declares for target_hidden_size: nothing.
     d = _draft(tmp_path, "d", config=lambda c: c.update(hidden_size=80),
                tensors=_put({"fc.weight": _w(80, FC_IN)}))
-    (f,) = _rule("K301", d, target=tiny)
+    (f,) = one_rule("K301", d, target=tiny)
     assert f.message == "config implies target hidden size 80 but the target's is 64 (fc is [80, 192])"
     assert f.evidence == [Evidence("target_hidden_size", None, 64)]
     assert f.ops == [SetConfig(("target_hidden_size",), 64, "fc width = n_aux x target hidden")]
@@ -274,7 +258,7 @@ def test_k301_hidden_size_stands_for_target_hidden_size_when_absent(tmp_path, ti
 def test_k301_config_without_either_width_gets_the_targets(tmp_path, tiny):
     # No hidden_size, no target_hidden_size; fc 192 = 3 x 64 fits the tiny target: fix writes 64.
     d = _draft(tmp_path, "d", config=lambda c: c.pop("hidden_size"))
-    (f,) = _rule("K301", d, target=tiny)
+    (f,) = one_rule("K301", d, target=tiny)
     assert _full(f) == {"severity": "error",
                         "message": "config sets neither target_hidden_size nor hidden_size but the target's is 64 "
                                    "(fc is [64, 192])",
@@ -286,7 +270,7 @@ def test_k301_config_without_either_width_gets_the_targets(tmp_path, tiny):
 def test_k301_speculators_target_hidden_size_is_written_at_top_level(tmp_path, tiny):
     # The speculators format keeps target_hidden_size at top level: 128 there, the target's 64.
     d = _draft(tmp_path, "d", "speculators", config=lambda c: c.update(target_hidden_size=128))
-    (f,) = _rule("K301", d, target=tiny)
+    (f,) = one_rule("K301", d, target=tiny)
     assert f.message == "config implies target hidden size 128 but the target's is 64 (fc is [64, 192])"
     assert f.ops == [SetConfig(("target_hidden_size",), 64, "fc width = n_aux x target hidden")]
 
@@ -294,7 +278,7 @@ def test_k301_speculators_target_hidden_size_is_written_at_top_level(tmp_path, t
 def test_k301_fc_rows_other_than_hidden_size_against_a_target(tmp_path, tiny):
     # fc [80, 192]: the width fits the target (3 x 64) but its 80 outputs are not hidden_size 64.
     d = _draft(tmp_path, "d", tensors=_put({"fc.weight": _w(80, FC_IN)}))
-    (f,) = _rule("K301", d, target=tiny)
+    (f,) = one_rule("K301", d, target=tiny)
     assert _full(f) == {"severity": "error", "message": "fc has 80 outputs but hidden_size is 64",
                         "evidence": [Evidence("fc.weight", [80, 192], [64, 192])], "ops": [],
                         "needs_decision": None, "fixable": False}
@@ -303,8 +287,8 @@ def test_k301_fc_rows_other_than_hidden_size_against_a_target(tmp_path, tiny):
 # --- K303 with hidden_size: every tensor whose width it fixes ----------------------------------------------
 
 def test_k303_a_draft_of_one_width_has_no_finding(tmp_path):
-    assert _rule("K303", _draft(tmp_path, "d")) == []
-    assert _rule("K303", _draft(tmp_path, "m", family="mla")) == []
+    assert one_rule("K303", _draft(tmp_path, "d")) == []
+    assert one_rule("K303", _draft(tmp_path, "m", family="mla")) == []
 
 
 def test_k303_every_norm_of_another_width_is_named_in_order(tmp_path):
@@ -314,7 +298,7 @@ def test_k303_every_norm_of_another_width_is_named_in_order(tmp_path):
                                             "{L}post_attention_layernorm.weight": _w(80)}))
     names = ["norm.weight", "layers.0.input_layernorm.weight", "layers.0.hidden_norm.weight",
              "layers.0.post_attention_layernorm.weight"]
-    assert [_full(f) for f in _rule("K303", d)] == [
+    assert [_full(f) for f in one_rule("K303", d)] == [
         {"severity": "error", "message": f"{n} is [80], hidden_size is 64", "evidence": [Evidence(n, [80], [64])],
          "ops": [], "needs_decision": None, "fixable": False} for n in names]
 
@@ -322,7 +306,7 @@ def test_k303_every_norm_of_another_width_is_named_in_order(tmp_path):
 def test_k303_a_norm_must_be_a_vector_not_just_end_in_hidden_size(tmp_path):
     # [1, 64] ends in 64 but is no [64] vector: RMSNorm's weight is one value per hidden unit.
     d = _draft(tmp_path, "d", tensors=_put({"norm.weight": _w(1, H)}))
-    (f,) = _rule("K303", d)
+    (f,) = one_rule("K303", d)
     assert f.message == "norm.weight is [1, 64], hidden_size is 64"
     assert f.evidence == [Evidence("norm.weight", [1, 64], [64])]
 
@@ -331,13 +315,13 @@ def test_k303_absent_tensors_are_not_its_business(tmp_path):
     # Missing norms are K601's, a missing lm_head K2xx's: K303 compares shapes that exist.
     d = _draft(tmp_path, "d", tensors=_put({"norm.weight": None, "{L}hidden_norm.weight": None,
                                             "lm_head.weight": None, "{L}mlp.up_proj.weight": None}))
-    assert _rule("K303", d) == []
+    assert one_rule("K303", d) == []
 
 
 def test_k303_lm_head_columns_other_than_hidden_size(tmp_path):
     # lm_head [128, 80]: nn.Linear(hidden 64, rows) is [rows, 64].
     d = _draft(tmp_path, "d", tensors=_put({"lm_head.weight": _w(TINY.draft_vocab, 80)}))
-    (f,) = _rule("K303", d)
+    (f,) = one_rule("K303", d)
     assert _full(f) == {"severity": "error", "message": "lm_head.weight is [128, 80]; expected [rows, 64]",
                         "evidence": [Evidence("lm_head.weight", [128, 80], ["draft_vocab", 64])], "ops": [],
                         "needs_decision": None, "fixable": False}
@@ -346,7 +330,7 @@ def test_k303_lm_head_columns_other_than_hidden_size(tmp_path):
 def test_k303_lm_head_that_is_not_a_matrix(tmp_path):
     # lm_head [128]: a vector is no [rows, 64] projection.
     d = _draft(tmp_path, "d", tensors=_put({"lm_head.weight": _w(TINY.draft_vocab)}))
-    (f,) = _rule("K303", d)
+    (f,) = one_rule("K303", d)
     assert f.message == "lm_head.weight is [128]; expected [rows, 64]"
     assert f.evidence == [Evidence("lm_head.weight", [128], ["draft_vocab", 64])]
 
@@ -355,7 +339,7 @@ def test_k303_up_proj_rows_other_than_intermediate_size(tmp_path):
     # up_proj [96, 64] where intermediate_size is 128: config implies [128, 64]; the evidence is the tensor's shape
     # against that one.
     d = _draft(tmp_path, "d", tensors=_put({"{L}mlp.up_proj.weight": _w(96, H)}))
-    (f,) = _rule("K303", d)
+    (f,) = one_rule("K303", d)
     assert _full(f) == {"severity": "error", "message": "mlp.up_proj is [96, 64]; config implies [128, 64]",
                         "evidence": [Evidence("layers.0.mlp.up_proj.weight", [96, 64], [128, 64])], "ops": [],
                         "needs_decision": None,
@@ -365,7 +349,7 @@ def test_k303_up_proj_rows_other_than_intermediate_size(tmp_path):
 def test_k303_up_proj_columns_other_than_hidden_size_are_named(tmp_path):
     # up_proj [128, 80]: the rows fit intermediate_size 128, the 80 columns are not hidden_size 64.
     d = _draft(tmp_path, "d", tensors=_put({"{L}mlp.up_proj.weight": _w(TINY.inter, 80)}))
-    (f,) = _rule("K303", d)
+    (f,) = one_rule("K303", d)
     assert f.message == "mlp.up_proj is [128, 80]; config implies [128, 64]"
 
 
@@ -373,14 +357,14 @@ def test_k303_up_proj_column_mismatch_evidence_shows_the_mismatch(tmp_path):
     # up_proj [128, 80] against [intermediate 128, hidden 64]: the evidence showed 128 against 128 (the rows only)
     # until this test; it is the tensor's shape against the one the config implies
     d = _draft(tmp_path, "d", tensors=_put({"{L}mlp.up_proj.weight": _w(TINY.inter, 80)}))
-    (f,) = _rule("K303", d)
+    (f,) = one_rule("K303", d)
     assert f.evidence == [Evidence("layers.0.mlp.up_proj.weight", [128, 80], [128, 64])]
 
 
 def test_k303_up_proj_is_not_judged_without_intermediate_size(tmp_path):
     # No intermediate_size: nothing to compare up_proj's rows with.
     d = _draft(tmp_path, "d", config=lambda c: c.pop("intermediate_size"))
-    assert _rule("K303", d) == []
+    assert one_rule("K303", d) == []
 
 
 # --- K303 without a usable hidden_size ----------------------------------------------------------------------
@@ -388,7 +372,7 @@ def test_k303_up_proj_is_not_judged_without_intermediate_size(tmp_path):
 def test_k303_hidden_size_absent_is_set_from_fc_rows(tmp_path):
     # fc [64, 192]: its 64 rows are the draft's hidden size.
     d = _draft(tmp_path, "d", config=lambda c: c.pop("hidden_size"))
-    (f,) = _rule("K303", d)
+    (f,) = one_rule("K303", d)
     assert _full(f) == {"severity": "error", "message": "config has no hidden_size",
                         "evidence": [Evidence("hidden_size", None, 64)],
                         "ops": [SetConfig(("hidden_size",), 64, "fc rows")], "needs_decision": None,
@@ -397,7 +381,7 @@ def test_k303_hidden_size_absent_is_set_from_fc_rows(tmp_path):
 
 def test_k303_hidden_size_absent_and_no_fc_has_nothing_to_write(tmp_path):
     d = _draft(tmp_path, "d", config=lambda c: c.pop("hidden_size"), tensors=_put({"fc.weight": None}))
-    (f,) = _rule("K303", d)
+    (f,) = one_rule("K303", d)
     assert _full(f) == {"severity": "error", "message": "config has no hidden_size",
                         "evidence": [Evidence("hidden_size", None, None)], "ops": [], "needs_decision": None,
                         "fixable": False}
@@ -406,7 +390,7 @@ def test_k303_hidden_size_absent_and_no_fc_has_nothing_to_write(tmp_path):
 def test_k303_speculators_hidden_size_absent_is_written_in_the_layer_config(tmp_path):
     # The speculators format keeps hidden_size under transformer_layer_config: fix writes it there.
     d = _draft(tmp_path, "d", "speculators", config=lambda c: c["transformer_layer_config"].pop("hidden_size"))
-    (f,) = _rule("K303", d)
+    (f,) = one_rule("K303", d)
     assert f.message == "config has no hidden_size"
     assert f.evidence == [Evidence("hidden_size", None, 64)]
     assert f.ops == [SetConfig(("transformer_layer_config", "hidden_size"), 64, "fc rows")]
@@ -415,7 +399,7 @@ def test_k303_speculators_hidden_size_absent_is_written_in_the_layer_config(tmp_
 def test_k303_speculators_config_without_a_layer_config(tmp_path):
     # No transformer_layer_config at all: there is no hidden_size to read, and fix writes one where it belongs.
     d = _draft(tmp_path, "d", "speculators", config=lambda c: c.pop("transformer_layer_config"))
-    (f,) = _rule("K303", d)
+    (f,) = one_rule("K303", d)
     assert f.message == "config has no hidden_size"
     assert f.ops == [SetConfig(("transformer_layer_config", "hidden_size"), 64, "fc rows")]
 
@@ -423,7 +407,7 @@ def test_k303_speculators_config_without_a_layer_config(tmp_path):
 def test_k303_hidden_size_written_as_a_string(tmp_path):
     # "64" in config.json: the engine wants the number 64, which fc's rows give.
     d = _draft(tmp_path, "d", config=lambda c: c.update(hidden_size="64"))
-    (f,) = _rule("K303", d)
+    (f,) = one_rule("K303", d)
     assert _full(f) == {"severity": "error",
                         "message": "hidden_size is \"64\", not an integer; write 64 (the fc layer's rows)",
                         "evidence": [Evidence("hidden_size", "\"64\"", 64)],
@@ -434,7 +418,7 @@ def test_k303_hidden_size_written_as_a_string(tmp_path):
 def test_k303_hidden_size_written_as_a_boolean(tmp_path):
     # true is no width, though Python counts bool as int
     d = _draft(tmp_path, "d", config=lambda c: c.update(hidden_size=True))
-    (f,) = _rule("K303", d)
+    (f,) = one_rule("K303", d)
     assert f.message == "hidden_size is true, not an integer; write 64 (the fc layer's rows)"
     assert f.evidence == [Evidence("hidden_size", "true", 64)]
     assert f.ops == [SetConfig(("hidden_size",), 64, "fc rows")]
@@ -443,7 +427,7 @@ def test_k303_hidden_size_written_as_a_boolean(tmp_path):
 def test_k303_hidden_size_written_as_a_float_without_fc(tmp_path):
     # 64.0 and no fc to read the width from: the user writes the number.
     d = _draft(tmp_path, "d", config=lambda c: c.update(hidden_size=64.0), tensors=_put({"fc.weight": None}))
-    (f,) = _rule("K303", d)
+    (f,) = one_rule("K303", d)
     assert _full(f) == {"severity": "error",
                         "message": "hidden_size is 64.0, not an integer; write the width as a number",
                         "evidence": [Evidence("hidden_size", "64.0", None)], "ops": [], "needs_decision": None,
@@ -452,7 +436,7 @@ def test_k303_hidden_size_written_as_a_float_without_fc(tmp_path):
 
 def test_k303_speculators_hidden_size_string_in_the_layer_config(tmp_path):
     d = _draft(tmp_path, "d", "speculators", config=lambda c: c["transformer_layer_config"].update(hidden_size="64"))
-    (f,) = _rule("K303", d)
+    (f,) = one_rule("K303", d)
     assert _full(f) == {"severity": "error",
                         "message": "transformer_layer_config.hidden_size is \"64\", not an integer; "
                                    "write 64 (the fc layer's rows)",
@@ -464,4 +448,4 @@ def test_k303_speculators_hidden_size_string_in_the_layer_config(tmp_path):
 def test_k303_a_checkpoint_without_tensors_gets_no_hidden_size_finding(tmp_path):
     # Nothing to size: an empty checkpoint is K0xx's (integrity), not a width question.
     for name, cfg in (("s", lambda c: c.update(hidden_size="64")), ("a", lambda c: c.pop("hidden_size"))):
-        assert _rule("K303", _draft(tmp_path, name, config=cfg, tensors=lambda t: t.clear())) == []
+        assert one_rule("K303", _draft(tmp_path, name, config=cfg, tensors=lambda t: t.clear())) == []

@@ -28,7 +28,7 @@ import numpy as np
 
 from kconvert.commands.inspect import inspect
 from kconvert.rules.embeddings import embedding_sample_rows
-from tests.factories import TINY, layers, make_draft, make_target, rename_all
+from tests.factories import TINY, layers, make_draft, make_target, rename_all, one_rule, read_folder
 
 AUX = "eagle_aux_hidden_state_layer_ids"
 H = TINY.hidden  # 64
@@ -231,30 +231,14 @@ def test_layers_without_a_layer_0_are_no_decoder_layer(tmp_path):
 
 # --- K701 in full: the shape against the target's, the fresh-init test per dtype, the op fix writes ---------------
 
-def _read(folder):
-    from kconvert.formats.read import read_draft
-    from kconvert.source import open_checkpoint
-
-    return read_draft(open_checkpoint(str(folder)))
-
-
-def _rule(rid: str, d, *, target=None, engine: str = "vllm", version: str = "0.32/v1") -> list:
-    """One rule's findings for a read draft on an engine row, against a target profile (None: no target)."""
-    from kconvert.engines.expectations import engine_rules
-    from kconvert.rules import Context, Decisions
-    from kconvert.rules.base import REGISTRY
-
-    return list(REGISTRY[rid].fn(Context(d, target, engine_rules(engine, version), Decisions())))
-
-
 def _k701(tmp_path: Path, name: str, table, *, target=None, engine: str = "vllm", version: str = "0.32/v1"):
     """K701's findings for a tiny draft whose embed_tokens is `table` ((dtype, shape, values)), read as inspect
     reads it, against a target profile (None: no target)."""
     def put(t):
         t["embed_tokens.weight"] = table
 
-    d = _read(make_draft(tmp_path / name, "torchspec", embeddings=True, tensors=put))
-    return _rule("K701", d, target=target, engine=engine, version=version)
+    d = read_folder(make_draft(tmp_path / name, "torchspec", embeddings=True, tensors=put))
+    return one_rule("K701", d, target=target, engine=engine, version=version)
 
 
 def _normal(rows: int, dtype: str = "BF16", std: float = 1.0, seed: int = 1):
@@ -358,7 +342,7 @@ def test_k701_the_fresh_init_band_includes_both_ends(tmp_path):
 # --- K201 in full: the model. prefix each engine row loads, the evidence, the renames' reason ---------------------
 
 def _k201(d, engine: str, version: str):
-    return _rule("K201", d, engine=engine, version=version)
+    return one_rule("K201", d, engine=engine, version=version)
 
 
 def test_k201_model_prefixed_names_per_engine_row(tmp_path):
@@ -368,7 +352,7 @@ def test_k201_model_prefixed_names_per_engine_row(tmp_path):
     def pre(lm_head_too: bool):
         return lambda t: rename_all(t, lambda k: "model." + k if lm_head_too or k != "lm_head.weight" else k)
 
-    d = _read(make_draft(tmp_path / "p", "unknown", tensors=pre(False)))
+    d = read_folder(make_draft(tmp_path / "p", "unknown", tensors=pre(False)))
     [f] = _k201(d, "vllm", "0.32/v1")
     assert (f.severity, f.message) == ("error", "tensor names use the model.layers.0.* layout; vllm loads layers.0.*")
     # the example is the first name (sorted) that shows the prefix: model.d2t, not the unprefixed lm_head
@@ -376,7 +360,7 @@ def test_k201_model_prefixed_names_per_engine_row(tmp_path):
     assert ("model.fc.weight", "fc.weight", "vllm layout") in [(o.old, o.new, o.reason) for o in f.ops]
     assert all(o.reason == "vllm layout" for o in f.ops)
     assert _k201(d, "sglang", "0.5.23") == []
-    both = _read(make_draft(tmp_path / "q", "unknown", tensors=pre(True)))
+    both = read_folder(make_draft(tmp_path / "q", "unknown", tensors=pre(True)))
     [f] = _k201(both, "sglang", "0.5.23")
     assert f.message == "tensor names use the model.layers.0.* layout; sglang loads midlayer.*"
     assert ("model.lm_head.weight", "lm_head.weight", "sglang layout") in [(o.old, o.new, o.reason) for o in f.ops]
@@ -387,7 +371,7 @@ def test_k201_a_family_the_row_names_no_layer_names_for_takes_its_own_layout(tmp
     # own layout (midlayer.*), which the factory's SpecForge draft already uses: nothing to rename
     import dataclasses
 
-    d = _read(make_draft(tmp_path / "d", "specforge"))
+    d = read_folder(make_draft(tmp_path / "d", "specforge"))
     assert d.key_layout.layer == "midlayer."
     assert _k201(dataclasses.replace(d, layer_family="qwen3"), "sglang", "post-25454") == []
 
@@ -403,12 +387,12 @@ def test_k801_a_missing_lm_head_in_full(tmp_path):
 
     def k801(d, target=None):
         return [(f.severity, f.message, [(e.where, e.observed, e.expected) for e in f.evidence])
-                for f in _rule("K801", d, target=target)]
+                for f in one_rule("K801", d, target=target)]
 
     ev = [("lm_head.weight", "absent", "present")]
-    red = _read(make_draft(tmp_path / "r", "specforge", tensors=lambda t: t.pop("lm_head.weight")))
+    red = read_folder(make_draft(tmp_path / "r", "specforge", tensors=lambda t: t.pop("lm_head.weight")))
     assert k801(red) == [("error", "lm_head is missing while draft_vocab_size is 128: acceptance will be 0", ev)]
-    full = _read(make_draft(tmp_path / "f", "specforge", full_vocab=True, tensors=lambda t: t.pop("lm_head.weight"),
+    full = read_folder(make_draft(tmp_path / "f", "specforge", full_vocab=True, tensors=lambda t: t.pop("lm_head.weight"),
                             config=lambda c: c.update(draft_vocab_size=TINY.vocab)))
     assert (full.draft_vocab_size, full.vocab_size) == (512, 512)
     assert k801(full) == [("warning", "lm_head is missing: the engine will use the target's head, not the trained one",
@@ -427,7 +411,7 @@ def test_k201_a_draft_without_decoder_layer_tensors_has_nothing_to_rename(tmp_pa
             t.pop(k)
 
     folder = make_draft(tmp_path / "d", "unknown", tensors=no_layers)
-    d = _read(folder)
+    d = read_folder(folder)
     assert not any(n.startswith(("midlayer.", "layers.")) for n in d.raw_names.values())
     assert _k201(d, "sglang", "pre-25454") == []
     res = inspect(str(folder), target=None, engine="sglang", engine_version="pre-25454")
@@ -438,7 +422,7 @@ def test_k201_a_draft_without_decoder_layer_tensors_has_nothing_to_rename(tmp_pa
 def test_k201_the_example_tensor_is_one_that_shows_the_layout(tmp_path):
     # layers.0.* names on SGLang before #24663 (Llama: midlayer.* only): the example is the first name (sorted)
     # under layers.0., not d2t or fc.weight
-    d = _read(make_draft(tmp_path / "a", "unknown"))
+    d = read_folder(make_draft(tmp_path / "a", "unknown"))
     first = min(n for n in d.raw_names.values() if n.startswith("layers.0."))
     [f] = _k201(d, "sglang", "pre-25454")
     assert [(e.where, e.observed, e.expected) for e in f.evidence] == [(first, "layers.0", "midlayer")]
@@ -450,7 +434,7 @@ def test_k201_the_example_tensor_is_one_that_shows_the_layout(tmp_path):
             t.pop(k, None)
         rename_all(t, lambda k: "model." + k)
 
-    g = _read(make_draft(tmp_path / "g", "specforge", full_vocab=True, tensors=bare,
+    g = read_folder(make_draft(tmp_path / "g", "specforge", full_vocab=True, tensors=bare,
                          config=lambda c: c.update(eagle_config={"use_aux_hidden_state": False})))
     names = sorted(g.raw_names.values())
     assert names[0] == "model.lm_head.weight"
@@ -470,7 +454,7 @@ def test_k201_names_the_prefixed_lm_head_when_it_is_the_only_rename(tmp_path):
         for i in range(15):
             t[f"model.extra.{i}.weight"] = t["norm.weight"]
 
-    d = _read(make_draft(tmp_path / "d", "unknown", tensors=lm_head_and_extras))
+    d = read_folder(make_draft(tmp_path / "d", "unknown", tensors=lm_head_and_extras))
     assert (d.key_layout.prefix, d.key_layout.lm_head_prefixed) == ("model.", True)
     [f] = _k201(d, "vllm", "0.32/v1")
     assert [(o.old, o.new) for o in f.ops] == [("model.lm_head.weight", "lm_head.weight")]
@@ -620,7 +604,7 @@ def test_k201_a_layer_name_the_row_does_not_load_shows_the_first_tensor_renamed(
     # SGLang before #25454 (engine row pre-25454, docs/rules.md K201) loads the Llama draft's layer only as
     # midlayer.* (PR #24663 added layers.*); speculators writes layers.0.* (tests/factories.py LAYER_PREFIX). The
     # evidence is the first renamed name in sorted order; every layers.0.* name is renamed to midlayer.*.
-    d = _read(make_draft(tmp_path / "d", "speculators"))
+    d = read_folder(make_draft(tmp_path / "d", "speculators"))
     assert d.key_layout.layer == "layers.0."
     [f] = _k201(d, "sglang", "pre-25454")
     assert f.message == "tensor names use the layers.0.* layout; sglang loads midlayer.*"
@@ -645,8 +629,8 @@ def test_k203_biases_and_names_the_engine_cannot_place_in_full(tmp_path):
             t[n] = ("F32", (2,), np.zeros(2, np.float32))
         t["layers.1.input_layernorm.weight"] = ("BF16", (H,), np.ones(H, np.float32))
 
-    d = _read(make_draft(tmp_path / "d", "specforge", tensors=put))
-    b, o = _rule("K203", d)
+    d = read_folder(make_draft(tmp_path / "d", "specforge", tensors=put))
+    b, o = one_rule("K203", d)
     assert (b.severity, b.message) == ("warning", "11 bias tensor(s) that the engine ignores: probe.00.bias, "
                                                   "probe.01.bias, probe.02.bias, probe.03.bias")
     assert [(e.where, e.observed, e.expected) for e in b.evidence] == [(n, "present", "absent") for n in biases[:10]]

@@ -36,7 +36,7 @@ from kconvert.commands.inspect import inspect
 from kconvert.rules import Decisions
 from kconvert.rules.vocab_mapping import classify_d2t
 from kconvert.writer.ops import RebuildT2D, RewriteD2TOffsets, SetConfig
-from tests.factories import make_draft, make_target
+from tests.factories import make_draft, make_target, one_rule, read_folder
 
 ROOT = Path(__file__).resolve().parent.parent
 T2D_AGREES_OFF = ("offsets", "d2t + arange equals the ids set in t2d")
@@ -181,23 +181,6 @@ DECIDE = "--d2t offsets|absolute (how the d2t values were written)"  # the flag 
 REBUILD_WHY = "t2d must mark exactly the ids d2t maps to"
 
 
-def _read(folder):
-    from kconvert.formats.read import read_draft
-    from kconvert.source import open_checkpoint
-
-    return read_draft(open_checkpoint(str(folder)))
-
-
-def _rule(rid: str, d, *, target=None, decisions: Decisions | None = None, engine: str = "vllm",
-          version: str = "0.32/v1") -> list:
-    """One rule's findings for a read draft on an engine row, against a target (None: no target)."""
-    from kconvert.engines.expectations import engine_rules
-    from kconvert.rules import Context
-    from kconvert.rules.base import REGISTRY
-
-    return list(REGISTRY[rid].fn(Context(d, target, engine_rules(engine, version), decisions or Decisions())))
-
-
 def full(f) -> tuple:
     """Everything a user reads of a finding: severity, message, evidence, ops, fixable, the flag it waits for."""
     return (f.severity, f.message, [(e.where, e.observed, e.expected) for e in f.evidence], f.ops, f.fixable,
@@ -218,7 +201,7 @@ def target(tmp_path: Path, vocab: int = 512, name: str = "target"):
 
 
 def draft(tmp_path: Path, name: str, producer: str = "specforge", *, config=None, tensors=None):
-    return _read(make_draft(tmp_path / name, producer, config=config, tensors=tensors))
+    return read_folder(make_draft(tmp_path / name, producer, config=config, tensors=tensors))
 
 
 def head(rows: int):
@@ -276,7 +259,7 @@ def drop(*keys: str):
 def test_k501_a_draft_vocab_size_past_the_target_vocabulary_is_set_to_the_head_rows(tmp_path):
     # draft_vocab_size 600 > the target's 512 tokens; the head's 128 rows fit in 512, so fix writes 128.
     d = draft(tmp_path, "d", config=lambda c: c.update(draft_vocab_size=600))
-    [f] = _rule("K501", d, target=target(tmp_path))
+    [f] = one_rule("K501", d, target=target(tmp_path))
     assert full(f) == ("error", "draft_vocab_size 600 is larger than the target vocabulary 512",
                        [("draft_vocab_size", 600, "<= 512")],
                        [SetConfig(("draft_vocab_size",), 128, "lm_head rows")], True, None)
@@ -285,11 +268,11 @@ def test_k501_a_draft_vocab_size_past_the_target_vocabulary_is_set_to_the_head_r
 def test_k501_draft_vocab_size_equal_to_the_vocabulary_is_not_larger_and_one_more_is(tmp_path):
     # 513 > 512: larger. 512 == 512 is not larger, and then it disagrees with the 128 rows instead.
     d = draft(tmp_path, "d513", config=lambda c: c.update(draft_vocab_size=513))
-    [f] = _rule("K501", d, target=target(tmp_path))
+    [f] = one_rule("K501", d, target=target(tmp_path))
     assert full(f)[1:3] == ("draft_vocab_size 513 is larger than the target vocabulary 512",
                             [("draft_vocab_size", 513, "<= 512")])
     d = draft(tmp_path, "d512", config=lambda c: c.update(draft_vocab_size=512))
-    [f] = _rule("K501", d, target=target(tmp_path))
+    [f] = one_rule("K501", d, target=target(tmp_path))
     assert full(f) == ("error", "lm_head has 128 rows but the engine will read draft_vocab_size = 512",
                        [("draft_vocab_size", 512, 128)],
                        [SetConfig(("draft_vocab_size",), 128, "lm_head rows")], True, None)
@@ -299,11 +282,11 @@ def test_k501_a_head_with_more_rows_than_the_vocabulary_gives_no_value_to_write(
     # draft_vocab_size 600 > 512, and the head has 513 rows (> 512): writing 513 would still be too large, so
     # no op: not fixable. A head of exactly 512 rows fits (512 <= 512): fix writes 512.
     d = draft(tmp_path, "d513", config=lambda c: c.update(draft_vocab_size=600), tensors=head(513))
-    [f] = _rule("K501", d, target=target(tmp_path))
+    [f] = one_rule("K501", d, target=target(tmp_path))
     assert full(f) == ("error", "draft_vocab_size 600 is larger than the target vocabulary 512",
                        [("draft_vocab_size", 600, "<= 512")], [], False, None)
     d = draft(tmp_path, "d512", config=lambda c: c.update(draft_vocab_size=600), tensors=head(512))
-    [f] = _rule("K501", d, target=target(tmp_path))
+    [f] = one_rule("K501", d, target=target(tmp_path))
     assert f.ops == [SetConfig(("draft_vocab_size",), 512, "lm_head rows")] and f.fixable
 
 
@@ -312,10 +295,10 @@ def test_k501_without_a_head_only_a_too_large_draft_vocab_size_is_reported(tmp_p
     def no_head(t):
         t.pop("lm_head.weight")
     d = draft(tmp_path, "d", config=lambda c: c.update(draft_vocab_size=600), tensors=no_head)
-    [f] = _rule("K501", d, target=target(tmp_path))
+    [f] = one_rule("K501", d, target=target(tmp_path))
     assert full(f) == ("error", "draft_vocab_size 600 is larger than the target vocabulary 512",
                        [("draft_vocab_size", 600, "<= 512")], [], False, None)
-    assert _rule("K501", draft(tmp_path, "e", tensors=no_head), target=target(tmp_path)) == []
+    assert one_rule("K501", draft(tmp_path, "e", tensors=no_head), target=target(tmp_path)) == []
 
 
 def test_k501_a_missing_draft_vocab_size_defaults_to_vocab_size(tmp_path):
@@ -325,20 +308,20 @@ def test_k501_a_missing_draft_vocab_size_defaults_to_vocab_size(tmp_path):
     expected = ("error", "lm_head has 128 rows but the engine will read draft_vocab_size = 512 (defaulted from "
                 "vocab_size)", [("draft_vocab_size", None, 128)],
                 [SetConfig(("draft_vocab_size",), 128, "lm_head rows")], True, None)
-    [f] = _rule("K501", d)
+    [f] = one_rule("K501", d)
     assert full(f) == expected
-    [f] = _rule("K501", d, target=target(tmp_path))
+    [f] = one_rule("K501", d, target=target(tmp_path))
     assert full(f) == expected
     # a full-vocabulary head (512 rows) is what vocab_size 512 says: nothing to report
-    assert _rule("K501", draft(tmp_path, "f", config=drop("draft_vocab_size"), tensors=head(512))) == []
+    assert one_rule("K501", draft(tmp_path, "f", config=drop("draft_vocab_size"), tensors=head(512))) == []
 
 
 def test_k501_with_no_vocabulary_known_only_the_head_rows_are_compared(tmp_path):
     # No target and no vocab_size: no vocabulary bounds draft_vocab_size. 128 == the 128 rows: nothing;
     # 100 != 128: the rows win.
-    assert _rule("K501", draft(tmp_path, "a", config=drop("vocab_size"))) == []
+    assert one_rule("K501", draft(tmp_path, "a", config=drop("vocab_size"))) == []
     d = draft(tmp_path, "b", config=lambda c: (c.pop("vocab_size"), c.update(draft_vocab_size=100)))
-    [f] = _rule("K501", d)
+    [f] = one_rule("K501", d)
     assert full(f) == ("error", "lm_head has 128 rows but the engine will read draft_vocab_size = 100",
                        [("draft_vocab_size", 100, 128)],
                        [SetConfig(("draft_vocab_size",), 128, "lm_head rows")], True, None)
@@ -346,7 +329,7 @@ def test_k501_with_no_vocabulary_known_only_the_head_rows_are_compared(tmp_path)
 
 def test_k501_the_factory_draft_agrees(tmp_path):
     # draft_vocab_size 128, lm_head 128 rows, 128 <= 512
-    assert _rule("K501", draft(tmp_path, "d"), target=target(tmp_path)) == []
+    assert one_rule("K501", draft(tmp_path, "d"), target=target(tmp_path)) == []
 
 
 # --- K502 d2t -----------------------------------------------------------------------------------------------------
@@ -354,13 +337,13 @@ def test_k501_the_factory_draft_agrees(tmp_path):
 def test_k502_a_pruned_head_without_d2t_is_reported_not_fixable(tmp_path):
     # 128 rows < 512 target tokens and no d2t: vLLM maps draft id i to target id i. Nothing to write it from.
     d = draft(tmp_path, "d", tensors=no_map)
-    [f] = _rule("K502", d, target=target(tmp_path))
+    [f] = one_rule("K502", d, target=target(tmp_path))
     assert full(f) == ("error", "lm_head has 128 rows (< target vocabulary 512) but there is no d2t",
                        [("d2t", "absent", "int64 [128]")], [], False, None)
     # without a target the draft's vocab_size (512) is the vocabulary: the same finding
-    assert [full(f) for f in _rule("K502", d)] == [full(f)]
+    assert [full(f) for f in one_rule("K502", d)] == [full(f)]
     # a target of 1000 tokens is the vocabulary when given (the draft's 512 is not read)
-    [g] = _rule("K502", d, target=target(tmp_path, 1000, "t1000"))
+    [g] = one_rule("K502", d, target=target(tmp_path, 1000, "t1000"))
     assert g.message == "lm_head has 128 rows (< target vocabulary 1000) but there is no d2t"
 
 
@@ -368,48 +351,48 @@ def test_k502_no_d2t_is_right_for_a_full_head_and_unjudged_without_head_or_vocab
     # 512 rows == 512 tokens: a full head needs no d2t; 513 rows is not fewer either (K501/K801 judge it).
     for rows in (512, 513):
         d = draft(tmp_path, f"r{rows}", tensors=lambda t, n=rows: (no_map(t), head(n)(t)))
-        assert _rule("K502", d, target=target(tmp_path)) == [], rows
+        assert one_rule("K502", d, target=target(tmp_path)) == [], rows
     # no lm_head: no rows to compare
     d = draft(tmp_path, "nohead", tensors=lambda t: (no_map(t), t.pop("lm_head.weight")))
-    assert _rule("K502", d, target=target(tmp_path)) == []
+    assert one_rule("K502", d, target=target(tmp_path)) == []
     # no target and no vocab_size: no vocabulary to compare 128 rows with
-    assert _rule("K502", draft(tmp_path, "nov", config=drop("vocab_size"), tensors=no_map)) == []
+    assert one_rule("K502", draft(tmp_path, "nov", config=drop("vocab_size"), tensors=no_map)) == []
 
 
 def test_k502_a_d2t_that_is_not_a_1d_integer_tensor(tmp_path):
     # F32 [128]: not an integer tensor; I64 [128, 1]: not 1-D. The expected shape is [lm_head rows].
     d = draft(tmp_path, "f32", tensors=vmap(np.zeros(128), d2t_dtype="F32"))
-    [f] = _rule("K502", d)
+    [f] = one_rule("K502", d)
     assert full(f) == ("error", "d2t is F32 [128]; expected a 1-D int64 tensor",
                        [("d2t", ["F32", [128]], ["I64", [128]])], [], False, None)
     d = draft(tmp_path, "2d", tensors=vmap(np.zeros(128), d2t_shape=(128, 1)))
-    [f] = _rule("K502", d)
+    [f] = one_rule("K502", d)
     assert full(f) == ("error", "d2t is I64 [128, 1]; expected a 1-D int64 tensor",
                        [("d2t", ["I64", [128, 1]], ["I64", [128]])], [], False, None)
     # no lm_head: the rows are unknown (None)
     d = draft(tmp_path, "nohead", tensors=lambda t: (vmap(np.zeros(128), d2t_dtype="F32")(t),
                                                       t.pop("lm_head.weight")))
-    [f] = _rule("K502", d)
+    [f] = one_rule("K502", d)
     assert f.evidence[0].expected == ["I64", [None]]
 
 
 def test_k502_an_int32_d2t_is_read(tmp_path):
     # I32 is an integer tensor vLLM loads as well: offsets [0, 0, 0, 0] (identity) are right, nothing to report;
     # absolute-only values in I32 are still read and reported as absolute ids.
-    assert _rule("K502", draft(tmp_path, "ok", tensors=vmap([0, 0, 0, 0], d2t_dtype="I32"))) == []
-    [f] = _rule("K502", draft(tmp_path, "abs", tensors=vmap([510, 511], d2t_dtype="I32")))
+    assert one_rule("K502", draft(tmp_path, "ok", tensors=vmap([0, 0, 0, 0], d2t_dtype="I32"))) == []
+    [f] = one_rule("K502", draft(tmp_path, "abs", tensors=vmap([510, 511], d2t_dtype="I32")))
     assert f.message.startswith("d2t holds absolute target ids")
 
 
 def test_k502_a_d2t_of_another_length_than_the_head(tmp_path):
     # 100 entries for 128 rows
     d = draft(tmp_path, "d", tensors=vmap(np.zeros(100), rows=128))
-    [f] = _rule("K502", d)
+    [f] = one_rule("K502", d)
     assert full(f) == ("error", "d2t has 100 entries but lm_head has 128 rows", [("d2t", 100, 128)], [], False,
                        None)
     # without an lm_head there is no length to compare: the (identity) offsets are judged, and are right
     d = draft(tmp_path, "nohead", tensors=lambda t: (vmap(np.zeros(100))(t), t.pop("lm_head.weight")))
-    assert _rule("K502", d) == []
+    assert one_rule("K502", d) == []
 
 
 def test_k502_absolute_ids_that_t2d_confirms_are_rewritten_to_offsets(tmp_path):
@@ -417,7 +400,7 @@ def test_k502_absolute_ids_that_t2d_confirms_are_rewritten_to_offsets(tmp_path):
     # {10, 20, 30, 40}: absolute. Evidence: the first three values, and the offsets they mean:
     # [10 - 0, 20 - 1, 30 - 2] = [10, 19, 28].
     d = draft(tmp_path, "d", tensors=vmap([10, 20, 30, 40], [10, 20, 30, 40]))
-    [f] = _rule("K502", d, target=target(tmp_path))
+    [f] = one_rule("K502", d, target=target(tmp_path))
     assert full(f) == ("error", "d2t holds absolute target ids, engines read offsets (d2t itself equals the ids set "
                        "in t2d)", [("d2t", "d2t[:3]=[10, 20, 30]", "offsets [10, 19, 28]")],
                        [RewriteD2TOffsets("d2t", "engines read d2t as offsets")], True, None)
@@ -427,19 +410,19 @@ def test_k502_absolute_ids_that_only_fit_as_absolute(tmp_path):
     # d2t [508, 509, 510, 511], V 512, no t2d: offsets [508, 510, 512, 514] pass id 511; absolute ids are valid.
     # offsets of the first three: [508 - 0, 509 - 1, 510 - 2] = [508, 508, 508].
     d = draft(tmp_path, "d", tensors=vmap([508, 509, 510, 511]))
-    [f] = _rule("K502", d)
+    [f] = one_rule("K502", d)
     assert full(f) == ("error", "d2t holds absolute target ids, engines read offsets (d2t + arange leaves the "
                        "target vocabulary or repeats ids, d2t alone does not)",
                        [("d2t", "d2t[:3]=[508, 509, 510]", "offsets [508, 508, 508]")],
                        [RewriteD2TOffsets("d2t", "engines read d2t as offsets")], True, None)
     # against a target of 1024 tokens the offsets [508, 510, 512, 514] fit too: both readings, ambiguous
-    [g] = _rule("K502", d, target=target(tmp_path, 1024))
+    [g] = one_rule("K502", d, target=target(tmp_path, 1024))
     assert g.severity == "warning" and g.needs_decision == DECIDE
 
 
 def test_k502_a_two_entry_absolute_d2t_shows_both(tmp_path):
     # d2t [510, 511], V 512: offsets [510, 512] pass 511, absolute fit. Two values only: [510 - 0, 511 - 1].
-    [f] = _rule("K502", draft(tmp_path, "d", tensors=vmap([510, 511])))
+    [f] = one_rule("K502", draft(tmp_path, "d", tensors=vmap([510, 511])))
     assert [(e.where, e.observed, e.expected) for e in f.evidence] == [("d2t", "d2t[:3]=[510, 511]",
                                                                         "offsets [510, 510]")]
 
@@ -447,14 +430,14 @@ def test_k502_a_two_entry_absolute_d2t_shows_both(tmp_path):
 def test_k502_the_rewrite_names_the_d2t_as_the_files_spell_it(tmp_path):
     # every tensor under `model.`: the d2t the op rewrites is `model.d2t`
     d = draft(tmp_path, "d", tensors=prefixed(vmap([508, 509, 510, 511])))
-    [f] = _rule("K502", d)
+    [f] = one_rule("K502", d)
     assert f.ops == [RewriteD2TOffsets("model.d2t", "engines read d2t as offsets")]
 
 
 def test_k502_a_d2t_both_readings_fit_waits_for_the_flag(tmp_path):
     # d2t [0, 1, 3, 5], V 512, no t2d: offsets [0, 2, 5, 8], absolute [0, 1, 3, 5]: both distinct and inside.
     d = draft(tmp_path, "d", tensors=vmap([0, 1, 3, 5]))
-    [f] = _rule("K502", d, target=target(tmp_path))
+    [f] = one_rule("K502", d, target=target(tmp_path))
     assert full(f) == ("warning", "d2t could be offsets or absolute ids (both readings give distinct ids inside "
                        "the target vocabulary); engines read offsets", [("d2t", "d2t[:3]=[0, 1, 3]", None)], [],
                        True, DECIDE)
@@ -463,32 +446,32 @@ def test_k502_a_d2t_both_readings_fit_waits_for_the_flag(tmp_path):
 def test_k502_the_d2t_flag_decides_the_reading(tmp_path):
     # --d2t absolute on the ambiguous [0, 1, 3, 5]: absolute ids, rewritten; offsets [0, 1 - 1, 3 - 2] = [0, 0, 1].
     d = draft(tmp_path, "d", tensors=vmap([0, 1, 3, 5]))
-    [f] = _rule("K502", d, decisions=Decisions(d2t_kind="absolute"))
+    [f] = one_rule("K502", d, decisions=Decisions(d2t_kind="absolute"))
     assert full(f) == ("error", "d2t holds absolute target ids, engines read offsets (decided by --d2t)",
                        [("d2t", "d2t[:3]=[0, 1, 3]", "offsets [0, 0, 1]")],
                        [RewriteD2TOffsets("d2t", "engines read d2t as offsets")], True, None)
     # --d2t offsets: the values are offsets as they are, even the absolute-only [508, 509, 510, 511]
-    assert _rule("K502", d, decisions=Decisions(d2t_kind="offsets")) == []
+    assert one_rule("K502", d, decisions=Decisions(d2t_kind="offsets")) == []
     e = draft(tmp_path, "e", tensors=vmap([508, 509, 510, 511]))
-    assert _rule("K502", e, decisions=Decisions(d2t_kind="offsets")) == []
+    assert one_rule("K502", e, decisions=Decisions(d2t_kind="offsets")) == []
 
 
 def test_k502_a_d2t_neither_reading_fits_is_reported_not_fixable(tmp_path):
     # d2t [-1, 0, 600, 7], V 512: offsets [-1, 1, 602, 10], absolute [-1, 0, 600, 7]: -1 is no token either way.
     # Its values range from -1 to 600; ids are 0..511.
     d = draft(tmp_path, "d", tensors=vmap([-1, 0, 600, 7]))
-    [f] = _rule("K502", d, target=target(tmp_path))
+    [f] = one_rule("K502", d, target=target(tmp_path))
     assert full(f) == ("error", "d2t maps outside the target vocabulary or twice to one id (neither reading gives "
                        "distinct ids inside the target vocabulary)",
                        [("d2t", "min -1, max 600", "ids within [0, 512)")], [], False, None)
     # a target of 1000 tokens bounds it instead
-    [g] = _rule("K502", d, target=target(tmp_path, 1000, "t1000"))
+    [g] = one_rule("K502", d, target=target(tmp_path, 1000, "t1000"))
     assert g.evidence[0].expected == "ids within [0, 1000)"
 
 
 def test_k502_the_factory_offsets_are_right(tmp_path):
     # tests/factories.py writes d2t = ids - arange for 128 sorted distinct ids of 512 and the matching t2d
-    assert _rule("K502", draft(tmp_path, "d"), target=target(tmp_path)) == []
+    assert one_rule("K502", draft(tmp_path, "d"), target=target(tmp_path)) == []
 
 
 # --- K503 t2d -----------------------------------------------------------------------------------------------------
@@ -500,18 +483,18 @@ IDS = [0, 5, 9, 511]
 
 
 def test_k503_a_t2d_marking_exactly_the_mapped_ids_is_right(tmp_path):
-    assert _rule("K503", draft(tmp_path, "d", tensors=vmap(D2T, IDS)), target=target(tmp_path)) == []
-    assert _rule("K503", draft(tmp_path, "f"), target=target(tmp_path)) == []  # the factory's own pair
+    assert one_rule("K503", draft(tmp_path, "d", tensors=vmap(D2T, IDS)), target=target(tmp_path)) == []
+    assert one_rule("K503", draft(tmp_path, "f"), target=target(tmp_path)) == []  # the factory's own pair
 
 
 def test_k503_a_t2d_over_another_vocabulary_is_rebuilt(tmp_path):
     # t2d [500] for a 512-token vocabulary
     d = draft(tmp_path, "d", tensors=vmap(D2T, [0, 5, 9], V=500))
-    [f] = _rule("K503", d, target=target(tmp_path))
+    [f] = one_rule("K503", d, target=target(tmp_path))
     assert full(f) == ("error", "t2d has shape [500]; the target vocabulary is 512", [("t2d", [500], [512])],
                        [RebuildT2D("t2d", "d2t", 512, REBUILD_WHY)], True, None)
     # the factory's t2d [512] against a target of 1024 tokens: rebuilt over 1024
-    [f] = _rule("K503", draft(tmp_path, "f"), target=target(tmp_path, 1024, "t1024"))
+    [f] = one_rule("K503", draft(tmp_path, "f"), target=target(tmp_path, 1024, "t1024"))
     assert full(f) == ("error", "t2d has shape [512]; the target vocabulary is 1024", [("t2d", [512], [1024])],
                        [RebuildT2D("t2d", "d2t", 1024, REBUILD_WHY)], True, None)
 
@@ -519,24 +502,24 @@ def test_k503_a_t2d_over_another_vocabulary_is_rebuilt(tmp_path):
 def test_k503_a_2d_t2d_is_not_a_mask_over_the_vocabulary(tmp_path):
     # [512, 1]: 512 rows, but not 1-D
     d = draft(tmp_path, "d", tensors=vmap(D2T, IDS, t2d_shape=(512, 1)))
-    [f] = _rule("K503", d, target=target(tmp_path))
+    [f] = one_rule("K503", d, target=target(tmp_path))
     assert full(f) == ("error", "t2d has shape [512, 1]; the target vocabulary is 512", [("t2d", [512, 1], [512])],
                        [RebuildT2D("t2d", "d2t", 512, REBUILD_WHY)], True, None)
 
 
 def test_k503_the_rebuild_names_both_tensors_as_the_files_spell_them(tmp_path):
     d = draft(tmp_path, "d", tensors=prefixed(vmap(D2T, [0, 5, 9], V=500)))
-    [f] = _rule("K503", d, target=target(tmp_path))
+    [f] = one_rule("K503", d, target=target(tmp_path))
     assert f.ops == [RebuildT2D("model.t2d", "model.d2t", 512, REBUILD_WHY)]
 
 
 def test_k503_a_t2d_marking_other_ids_is_a_warning(tmp_path):
     # one id too many: 5 marked for 4 draft ids
-    [f] = _rule("K503", draft(tmp_path, "more", tensors=vmap(D2T, IDS + [100])), target=target(tmp_path))
+    [f] = one_rule("K503", draft(tmp_path, "more", tensors=vmap(D2T, IDS + [100])), target=target(tmp_path))
     assert full(f) == ("warning", "t2d marks 5 ids that disagree with the 4 ids d2t maps to",
                        [("t2d", "5 ids set", "4")], [RebuildT2D("t2d", "d2t", 512, REBUILD_WHY)], True, None)
     # as many ids, but 510 marked instead of 511
-    [f] = _rule("K503", draft(tmp_path, "moved", tensors=vmap(D2T, [0, 5, 9, 510])), target=target(tmp_path))
+    [f] = one_rule("K503", draft(tmp_path, "moved", tensors=vmap(D2T, [0, 5, 9, 510])), target=target(tmp_path))
     assert full(f) == ("warning", "t2d marks 4 ids that disagree with the 4 ids d2t maps to",
                        [("t2d", "4 ids set", "4")], [RebuildT2D("t2d", "d2t", 512, REBUILD_WHY)], True, None)
 
@@ -545,15 +528,15 @@ def test_k503_ids_d2t_maps_outside_the_vocabulary_disagree_with_any_t2d(tmp_path
     # d2t [0, 0, 7, 509]: offsets [0, 1, 9, 512], absolute [0, 0, 7, 509] (0 twice): neither reading fits, and K503
     # reads it as offsets: 512 is past id 511 (the last id), so no mask over 512 ids can mark it, even one marking
     # 4 ids {0, 1, 9, 511} as the 4 draft ids need.
-    [f] = _rule("K503", draft(tmp_path, "hi", tensors=vmap([0, 0, 7, 509], [0, 1, 9, 511])), target=target(tmp_path))
+    [f] = one_rule("K503", draft(tmp_path, "hi", tensors=vmap([0, 0, 7, 509], [0, 1, 9, 511])), target=target(tmp_path))
     assert full(f)[:3] == ("warning", "t2d marks 4 ids that disagree with the 4 ids d2t maps to",
                            [("t2d", "4 ids set", "4")])
     # --d2t offsets on [0, 4, 7, 509] (offsets [0, 5, 9, 512]): the same id 512, past the vocabulary
     d = draft(tmp_path, "hi2", tensors=vmap([0, 4, 7, 509], IDS))
-    [f] = _rule("K503", d, target=target(tmp_path), decisions=Decisions(d2t_kind="offsets"))
+    [f] = one_rule("K503", d, target=target(tmp_path), decisions=Decisions(d2t_kind="offsets"))
     assert f.message == "t2d marks 4 ids that disagree with the 4 ids d2t maps to"
     # d2t [-1, 4, 7, 508]: offsets [-1, 5, 9, 511]; -1 is no token (even though t2d[511], NumPy's t2d[-1], is set)
-    [f] = _rule("K503", draft(tmp_path, "lo", tensors=vmap([-1, 4, 7, 508], IDS)), target=target(tmp_path))
+    [f] = one_rule("K503", draft(tmp_path, "lo", tensors=vmap([-1, 4, 7, 508], IDS)), target=target(tmp_path))
     assert full(f)[:3] == ("warning", "t2d marks 4 ids that disagree with the 4 ids d2t maps to",
                            [("t2d", "4 ids set", "4")])
 
@@ -561,9 +544,9 @@ def test_k503_ids_d2t_maps_outside_the_vocabulary_disagree_with_any_t2d(tmp_path
 def test_k503_absolute_ids_are_compared_as_absolute(tmp_path):
     # d2t [508, 509, 510, 511] can only be absolute ids (offsets pass 511): a t2d marking {508..511} agrees
     d = draft(tmp_path, "d", tensors=vmap([508, 509, 510, 511], [508, 509, 510, 511]))
-    assert _rule("K503", d, target=target(tmp_path)) == []
+    assert one_rule("K503", d, target=target(tmp_path)) == []
     # --d2t offsets says they are offsets: [508, 510, 512, 514], which no t2d over 512 ids can mark
-    [f] = _rule("K503", d, target=target(tmp_path), decisions=Decisions(d2t_kind="offsets"))
+    [f] = one_rule("K503", d, target=target(tmp_path), decisions=Decisions(d2t_kind="offsets"))
     assert f.message == "t2d marks 4 ids that disagree with the 4 ids d2t maps to"
 
 
@@ -571,17 +554,17 @@ def test_k503_the_d2t_flag_decides_which_ids_t2d_must_mark(tmp_path):
     # D2T read as offsets is [0, 5, 9, 511]; a t2d marking D2T itself ({0, 4, 7, 508}) disagrees, unless
     # --d2t absolute says the values are the ids.
     d = draft(tmp_path, "d", tensors=vmap(D2T, D2T))
-    [f] = _rule("K503", d, target=target(tmp_path))
+    [f] = one_rule("K503", d, target=target(tmp_path))
     assert f.message == "t2d marks 4 ids that disagree with the 4 ids d2t maps to"
-    assert _rule("K503", d, target=target(tmp_path), decisions=Decisions(d2t_kind="absolute")) == []
+    assert one_rule("K503", d, target=target(tmp_path), decisions=Decisions(d2t_kind="absolute")) == []
 
 
 def test_k503_an_empty_d2t_and_an_empty_t2d_agree(tmp_path):
     # a head of 0 rows, d2t [] and a t2d over 512 ids marking none: 0 ids marked for 0 draft ids
     d = draft(tmp_path, "d", tensors=vmap([], []))
-    assert _rule("K503", d, target=target(tmp_path)) == []
+    assert one_rule("K503", d, target=target(tmp_path)) == []
     # one id marked for no draft id
-    [f] = _rule("K503", draft(tmp_path, "e", tensors=vmap([], [3])), target=target(tmp_path))
+    [f] = one_rule("K503", draft(tmp_path, "e", tensors=vmap([], [3])), target=target(tmp_path))
     assert f.message == "t2d marks 1 ids that disagree with the 0 ids d2t maps to"
 
 
@@ -598,17 +581,17 @@ def test_k503_says_nothing_when_either_map_cannot_be_decoded(tmp_path, monkeypat
             vmap(D2T, IDS)(t)
             t[name] = ("F8_E4M3", (n,), bytes(n))
         return mut
-    assert _rule("K503", draft(tmp_path, "d2t", tensors=f8("d2t", 4)), target=target(tmp_path)) == []
-    assert _rule("K503", draft(tmp_path, "t2d", tensors=f8("t2d", 512)), target=target(tmp_path)) == []
+    assert one_rule("K503", draft(tmp_path, "d2t", tensors=f8("d2t", 4)), target=target(tmp_path)) == []
+    assert one_rule("K503", draft(tmp_path, "t2d", tensors=f8("t2d", 512)), target=target(tmp_path)) == []
 
 
 def test_k503_needs_both_maps_and_a_vocabulary(tmp_path):
     # no t2d; no d2t; no target and no vocab_size: nothing to compare
-    assert _rule("K503", draft(tmp_path, "a", tensors=vmap(D2T)), target=target(tmp_path)) == []
-    assert _rule("K503", draft(tmp_path, "b", tensors=lambda t: t.pop("d2t")), target=target(tmp_path)) == []
-    assert _rule("K503", draft(tmp_path, "c", config=drop("vocab_size"), tensors=vmap(D2T, [0, 5, 9], V=500))) == []
+    assert one_rule("K503", draft(tmp_path, "a", tensors=vmap(D2T)), target=target(tmp_path)) == []
+    assert one_rule("K503", draft(tmp_path, "b", tensors=lambda t: t.pop("d2t")), target=target(tmp_path)) == []
+    assert one_rule("K503", draft(tmp_path, "c", config=drop("vocab_size"), tensors=vmap(D2T, [0, 5, 9], V=500))) == []
     # without a target the draft's vocab_size 512 is the vocabulary
-    [f] = _rule("K503", draft(tmp_path, "e", tensors=vmap(D2T, [0, 5, 9], V=500)))
+    [f] = one_rule("K503", draft(tmp_path, "e", tensors=vmap(D2T, [0, 5, 9], V=500)))
     assert f.message == "t2d has shape [500]; the target vocabulary is 512"
 
 
@@ -617,7 +600,7 @@ def test_k503_needs_both_maps_and_a_vocabulary(tmp_path):
 def test_k504_a_vocab_size_copied_from_another_model_is_set_to_the_targets(tmp_path):
     # vocab_size 1000 in the draft, 512 in the target
     d = draft(tmp_path, "d", config=lambda c: c.update(vocab_size=1000))
-    [f] = _rule("K504", d, target=target(tmp_path))
+    [f] = one_rule("K504", d, target=target(tmp_path))
     assert full(f) == ("warning", "vocab_size 1000 != the target's 512", [("vocab_size", 1000, 512)],
                        [SetConfig(("vocab_size",), 512, "target vocabulary")], True, None)
 
@@ -625,7 +608,7 @@ def test_k504_a_vocab_size_copied_from_another_model_is_set_to_the_targets(tmp_p
 def test_k504_in_the_speculators_format_vocab_size_is_set_in_the_layer_config(tmp_path):
     # speculators nests the layer config under transformer_layer_config: vocab_size 512 there vs a target of 1000
     d = draft(tmp_path, "d", "speculators")
-    [f] = _rule("K504", d, target=target(tmp_path, 1000))
+    [f] = one_rule("K504", d, target=target(tmp_path, 1000))
     assert full(f) == ("warning", "vocab_size 512 != the target's 1000", [("vocab_size", 512, 1000)],
                        [SetConfig(("transformer_layer_config", "vocab_size"), 1000, "target vocabulary")], True,
                        None)
@@ -633,6 +616,6 @@ def test_k504_in_the_speculators_format_vocab_size_is_set_in_the_layer_config(tm
 
 def test_k504_nothing_to_compare_without_a_target_or_a_vocab_size_and_nothing_when_equal(tmp_path):
     d = draft(tmp_path, "d", config=lambda c: c.update(vocab_size=1000))
-    assert _rule("K504", d) == []  # no target
-    assert _rule("K504", draft(tmp_path, "e", config=drop("vocab_size")), target=target(tmp_path)) == []
-    assert _rule("K504", draft(tmp_path, "f"), target=target(tmp_path)) == []  # 512 == 512
+    assert one_rule("K504", d) == []  # no target
+    assert one_rule("K504", draft(tmp_path, "e", config=drop("vocab_size")), target=target(tmp_path)) == []
+    assert one_rule("K504", draft(tmp_path, "f"), target=target(tmp_path)) == []  # 512 == 512
