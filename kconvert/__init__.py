@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # what the names below resolve to, for type checkers and read
     from kconvert.commands.push import PushResult, push
     from kconvert.commands.verify.run import verify
     from kconvert.results.fix import FixResult
-    from kconvert.results.inspect import InspectResult
+    from kconvert.results.inspect_result import InspectResult
     from kconvert.results.thresholds import Thresholds
     from kconvert.results.verify import VerifyResult, VerifySettings
     from kconvert.rules import Decisions, Options
@@ -52,7 +52,7 @@ def __getattr__(name: str) -> Any:
         from kconvert.commands import push
         return getattr(push, name)
     if name == "InspectResult":
-        from kconvert.results.inspect import InspectResult
+        from kconvert.results.inspect_result import InspectResult
         return InspectResult
     if name == "FixResult":
         from kconvert.results.fix import FixResult

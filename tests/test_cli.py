@@ -202,7 +202,7 @@ def test_library_names_are_the_implementations_re_exported():
     from kconvert.commands.push import PushResult, push
     from kconvert.commands.verify import verify
     from kconvert.results.fix import FixResult
-    from kconvert.results.inspect import InspectResult
+    from kconvert.results.inspect_result import InspectResult
     from kconvert.results.thresholds import Thresholds
     from kconvert.results.verify import VerifyResult, VerifySettings
     from kconvert.rules import Decisions, Options

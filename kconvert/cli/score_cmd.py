@@ -100,7 +100,7 @@ def score_command(
     ids, default = parse_aux_ids(aux_ids)
     if default:
         raise UsageError("--aux-ids default: score already feeds the engine's defaults when the config has no ids")
-    from kconvert.score.diagnose import parse_choices
+    from kconvert.score.diagnose_offline import parse_choices
 
     asked = parse_choices(try_)
     if (asked or search_aux or lm_head_from) and not diagnose:

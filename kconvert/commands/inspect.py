@@ -6,7 +6,7 @@ from kconvert.engines.expectations import EngineRules, engine_rules
 from kconvert.errors import UsageError
 from kconvert.formats.read import read_draft
 from kconvert.formats.layouts import token_map_names
-from kconvert.results.inspect import InspectResult
+from kconvert.results.inspect_result import InspectResult
 from kconvert.results.inspection import check_fail_on
 from kconvert.rules import Context, Decisions, run_rules
 from kconvert.rules.decisions import given

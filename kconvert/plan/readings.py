@@ -1,6 +1,6 @@
 """The candidate readings of a draft's files, named once for both diagnoses: `verify --diagnose` (live, one
-engine start each, `kconvert.commands.verify.diagnosis`) and `score --diagnose` (offline, on a recorded trace,
-`kconvert.score.diagnose`).
+engine start each, `kconvert.commands.verify.diagnose_live`) and `score --diagnose` (offline, on a recorded trace,
+`kconvert.score.diagnose_offline`).
 
 Here: what counts as low acceptance, the one `Candidate` type, each reading's name, and the `kconvert fix` flags
 and command that apply it. How a reading is run (config overrides for the engine, a `Reading` for the offline

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from kconvert.report.figures import attention_text, number, percent, runner_line, series
-from kconvert.report.locations import display_path
+from kconvert.report.anchors import display_path
 
 # Every character str.splitlines() breaks a line at: escaped, so one finding stays one line.
 LINE_BREAKS = str.maketrans({c: c.encode("unicode_escape").decode("ascii")

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from kconvert.report.concise import (fix_lines, live_lines, message_lines, next_lines, refused_lines, summary_line,
                                      value)
-from kconvert.report.locations import CONFIG, path_in_repository
+from kconvert.report.anchors import CONFIG, path_in_repository
 
 LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
 

@@ -15,7 +15,7 @@ import os
 from typing import Any, Mapping
 
 from kconvert.report.concise import evidence_text, fix_tag
-from kconvert.report.locations import CONFIG, display_path, path_in_repository
+from kconvert.report.anchors import CONFIG, display_path, path_in_repository
 
 SEVERITY = {"error": "critical", "warning": "major", "info": "info"}
 

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from kconvert._version import PYPI_URL, __version__
 from kconvert.report.concise import message_lines
 from kconvert.report.gitlab import fingerprint
-from kconvert.report.locations import CONFIG, hub_url, path_in_repository
+from kconvert.report.anchors import CONFIG, hub_url, path_in_repository
 from kconvert.rules import REGISTRY
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"

@@ -1,6 +1,6 @@
 """What the static checks found, and the gate they pass or fail: the base of every command's result.
 
-`Inspection` holds no report; `kconvert.results.inspect.InspectResult` adds `to_dict()`. The report's parts
+`Inspection` holds no report; `kconvert.results.inspect_result.InspectResult` adds `to_dict()`. The report's parts
 (`kconvert.results.document`, `locations`, `next_steps`) read an `Inspection`, so they and the result import
 one way.
 """

@@ -5,7 +5,7 @@ CI formats anchor a finding to a file and line (GitHub annotations, SARIF, GitLa
 the config's own text as the source layer read it (`Checkpoint.config_text`), scanned with the standard
 library's JSON primitives; a config that does not scan (or a key that is not in it) gives a file-level location,
 never an error: the checks already read the config. The report's renderers name these locations
-(`kconvert.report.locations`).
+(`kconvert.report.anchors`).
 """
 from __future__ import annotations
 

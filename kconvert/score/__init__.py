@@ -22,7 +22,7 @@ from kconvert.engines.expectations import engine_rules
 from kconvert.results.score import ScoreResult, ScoreSettings, build_score_report, score_section
 from kconvert.results.thresholds import evaluate
 from kconvert.rules import Options
-from kconvert.score.diagnose import run_diagnosis
+from kconvert.score.diagnose_offline import run_diagnosis
 from kconvert.score.reading import engine_reading
 from kconvert.trace.sources import require_torch
 from kconvert.targets import from_config, load_target
@@ -70,7 +70,7 @@ def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str |
     """Score `draft` against the trace folder `trace` as the engine would load it.
 
     With `diagnose`, also score the readings the static findings leave open (or those named in `readings`, from
-    `kconvert.score.diagnose.CHOICES` or "all"; `settings.lm_head_from` adds the re-selected lm_head rows) and
+    `kconvert.score.diagnose_offline.CHOICES` or "all"; `settings.lm_head_from` adds the re-selected lm_head rows) and
     name the best in `diagnosis`, as `kconvert score --diagnose` does. The draft is then scored whatever the
     static checks say (the readings are what decides them); `static_blocked` still tells whether they would have
     blocked it. `search_aux` forces the search of the recorded layers on or off (default: when the config declares

@@ -15,8 +15,8 @@ from kconvert.engines.serve_lines import parse_speculative_config, serve_lines, 
 from kconvert.errors import EXIT_ENGINE, UsageError
 from kconvert.prompts import load_prompts
 from kconvert.commands.inspect import analyse, open_draft
-from kconvert.commands.verify.diagnosis import diagnose as run_diagnosis
-from kconvert.commands.verify.diagnosis import plan_diagnosis
+from kconvert.commands.verify.diagnose_live import diagnose as run_diagnosis
+from kconvert.commands.verify.diagnose_live import plan_diagnosis
 from kconvert.results.inspection import Inspection
 from kconvert.results.next_steps import TARGET_PLACEHOLDER
 from kconvert.results.thresholds import Gate, Thresholds, evaluate
@@ -30,7 +30,7 @@ from kconvert.runners.vllm_args import build_engine_args
 from kconvert.runners.vllm_offline import run_vllm
 from kconvert.targets import TargetModel, load_profile, load_target, profile_hub_id, profile_names
 from kconvert.commands.verify.lossless import compare_outputs
-from kconvert.commands.verify.runner import runner_block
+from kconvert.commands.verify.model_runner import runner_block
 
 Progress = Callable[[str], None]
 
