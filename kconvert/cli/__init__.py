@@ -1,6 +1,7 @@
 """kconvert's command line: parse, call the library, render. One module per command."""
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import sys
@@ -19,9 +20,6 @@ def _register() -> None:
     commands only when the command line runs; an import error in a command is an error, never hidden."""
     from kconvert.cli import (acceptance_cmd, fix_cmd, inspect_cmd, matrix_cmd, push_cmd,  # noqa: F401
                               push_trace_cmd, rules_cmd, score_cmd, trace_cmd, verify_cmd)
-
-
-_COMMANDS: dict = {}  # the click command built for each command name (None: all of them)
 
 
 def _completion(args: list[str]) -> int | None:
@@ -54,23 +52,26 @@ def _click_command(args: list[str]):
     When the command line starts with a command's name (`kconvert inspect ...`) only that command is built: the
     others' parameters are never read (~25 ms); anything else (`--help`, a mistyped name) builds them all."""
     names = {info.name for info in app.registered_commands}
-    name = args[0] if args and args[0] in names else None
-    if name not in _COMMANDS:
-        everything = app.registered_commands
-        try:
-            if name is not None:
-                app.registered_commands = [info for info in everything if info.name == name]
-            command = typer.main.get_command(app)
-        finally:
-            app.registered_commands = everything
-        for cmd in getattr(command, "commands", {}).values():
-            # `kconvert -h` lists each command by its first sentence, whole (click cuts it at ~45 characters
-            # with "..."); click wraps the list at the terminal's width
-            if not cmd.short_help and cmd.help:
-                first = " ".join(cmd.help.split("\n\n", 1)[0].split())
-                cmd.short_help = first.split(". ", 1)[0].rstrip(".") + "."
-        _COMMANDS[name] = command
-    return _COMMANDS[name]
+    return _built(args[0] if args and args[0] in names else None)
+
+
+@functools.cache
+def _built(name: str | None):
+    """The click command for one command name (None: all of them), built once per process."""
+    everything = app.registered_commands
+    try:
+        if name is not None:
+            app.registered_commands = [info for info in everything if info.name == name]
+        command = typer.main.get_command(app)
+    finally:
+        app.registered_commands = everything
+    for cmd in getattr(command, "commands", {}).values():
+        # `kconvert -h` lists each command by its first sentence, whole (click cuts it at ~45 characters
+        # with "..."); click wraps the list at the terminal's width
+        if not cmd.short_help and cmd.help:
+            first = " ".join(cmd.help.split("\n\n", 1)[0].split())
+            cmd.short_help = first.split(". ", 1)[0].rstrip(".") + "."
+    return command
 
 
 def main(argv: list[str] | None = None) -> int:
