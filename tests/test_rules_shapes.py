@@ -379,6 +379,21 @@ def test_k303_hidden_size_absent_is_set_from_fc_rows(tmp_path):
                         "fixable": True}
 
 
+
+def test_k303_a_hidden_size_of_zero_or_below_is_no_width_and_fc_rows_replace_it(tmp_path):
+    # 0 or -64 is an integer but no width: vLLM would build every module of that width (empty, or refused by
+    # torch for a negative size) instead of the 64 the tensors have. The fc layer's 64 rows are the width (fc
+    # [64, 192]), written where hidden_size is read; before, 0 read as "config has no hidden_size" and -64 gave
+    # six shape findings and no fix
+    for v in (0, -64):
+        d = _draft(tmp_path, f"d{v}", config=lambda c: c.update(hidden_size=v))
+        (f,) = one_rule("K303", d)
+        assert _full(f) == {"severity": "error", "message": f"hidden_size is {v}, not a width; write 64 (the fc "
+                                                            "layer's rows)",
+                            "evidence": [Evidence("hidden_size", str(v), 64)],
+                            "ops": [SetConfig(("hidden_size",), 64, "fc rows")], "needs_decision": None,
+                            "fixable": True}
+
 def test_k303_hidden_size_absent_and_no_fc_has_nothing_to_write(tmp_path):
     d = _draft(tmp_path, "d", config=lambda c: c.pop("hidden_size"), tensors=_put({"fc.weight": None}))
     (f,) = one_rule("K303", d)

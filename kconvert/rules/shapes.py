@@ -77,15 +77,17 @@ def fc_width(ctx: Context) -> Iterator[Finding]:
 def hidden_size(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
     H = d.hidden_size
-    if not H:
+    if H is None or H <= 0:
         path = ctx.key_path("hidden_size")
         node: Any = d.checkpoint.config
         for part in path:
             node = node.get(part) if isinstance(node, dict) else None
-        if node is not None and (isinstance(node, bool) or not isinstance(node, int)) and d.tensors:
-            # present but not an integer (a string "128", a float): the engine reads it as a number
+        integer = isinstance(node, int) and not isinstance(node, bool)
+        if node is not None and d.tensors:
+            # present but not an integer (a string "128", a float: the engine reads it as a number), or an integer
+            # that is no width (0, negative: every module would be allocated empty or refused)
             yield hidden_size.finding(
-                f"{'.'.join(path)} is {json.dumps(node)}, not an integer"
+                f"{'.'.join(path)} is {json.dumps(node)}, not " + ("a width" if integer else "an integer")
                 + (f"; write {d.fc_out} (the fc layer's rows)" if d.fc_out else "; write the width as a number"),
                 evidence=[Evidence(".".join(path), json.dumps(node), d.fc_out)],
                 ops=[SetConfig(path, d.fc_out, "fc rows")] if d.fc_out else [])
