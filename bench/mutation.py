@@ -438,6 +438,20 @@ def scope_report(json_out: Path | None) -> int:
     return 0 if not missing and not survivors and not any("stale" in r for r in rows) else 1
 
 
+def stale_tests(scratch: Path) -> list[str]:
+    """The test files (tests/**/*.py) whose copy in a kept scratch's mutants/ differs from the working tree's."""
+    copy = scratch / "mutants" / "tests"
+    if not copy.is_dir():
+        return []
+    out = []
+    for f in sorted((ROOT / "tests").rglob("*.py")):
+        rel = f.relative_to(ROOT)
+        c = scratch / "mutants" / rel
+        if not c.exists() or c.read_bytes() != f.read_bytes():
+            out.append(str(rel))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--report", action="store_true",
@@ -476,6 +490,11 @@ def main(argv: list[str] | None = None) -> int:
             for f in module_files(modules, scratch):
                 f.write_text(undecorate(f.read_text()))
             write_config(scratch, modules, tests, a.max_children)
+        elif not a.collect and (stale := stale_tests(scratch)):
+            # mutmut runs the copy of tests/ it made in the first run: a kept folder reused after tests changed
+            # would judge the mutants by the old tests (a survivor re-run would report the old survivors)
+            raise SystemExit(f"--keep {scratch}: tests changed since this folder was made ({', '.join(stale[:3])}"
+                             f"{' ...' if len(stale) > 3 else ''}); give a new --keep DIR")
         # the trampolines in the mutants import mutmut: child processes (tests set PYTHONPATH=<tests>/.. =
         # mutants/) find it beside the mutants
         (scratch / "mutants").mkdir(exist_ok=True)

@@ -393,6 +393,10 @@ def test_k303_a_hidden_size_of_zero_or_below_is_no_width_and_fc_rows_replace_it(
                             "evidence": [Evidence("hidden_size", str(v), 64)],
                             "ops": [SetConfig(("hidden_size",), 64, "fc rows")], "needs_decision": None,
                             "fixable": True}
+    # 1 is a width (a tiny one): the tensors' 64 disagree with it, each norm named, as for any other wrong width
+    d = _draft(tmp_path, "d1", config=lambda c: c.update(hidden_size=1))
+    assert [f.message for f in one_rule("K303", d)][:2] == ["norm.weight is [64], hidden_size is 1",
+                                                            "layers.0.input_layernorm.weight is [64], hidden_size is 1"]
 
 def test_k303_hidden_size_absent_and_no_fc_has_nothing_to_write(tmp_path):
     d = _draft(tmp_path, "d", config=lambda c: c.pop("hidden_size"), tensors=_put({"fc.weight": None}))
