@@ -83,6 +83,8 @@ NOT_REPOSITORY_FILES = {
     # a module split since: bench/'s mutation records (bench/NOTES.md, bench/mutation-runs/) name the file they measured
     "kconvert/score/run.py": "split into score/walk.py, runner.py, weights.py, source/tensor_read.py (issue #32)",
     "score/run.py": "kconvert/score/run.py as bench/NOTES.md's tables name it, split since (issue #32)",
+    "kconvert/plan/readings.py": "renamed kconvert/plan/candidates.py (issue #32: it holds the diagnoses' Candidate)",
+    "plan/readings.py": "kconvert/plan/readings.py as bench/NOTES.md names it, renamed plan/candidates.py (issue #32)",
 }
 
 _SEG = r"[\w.*-]+"

@@ -1,5 +1,5 @@
 """kconvert/plan: the fix plan (kconvert/plan/__init__.py), the format-conversion steps (plan/conversion.py) and
-the diagnoses' readings (plan/readings.py).
+the diagnoses' readings (plan/candidates.py).
 
 Outside facts checked against: the `kconvert fix` flags as the CLI defines them (kconvert/cli/_common.py
 --target/-t, --aux-ids "2,30,58" or 'default', --d2t offsets|absolute; kconvert/cli/fix_cmd.py -o,
@@ -17,7 +17,7 @@ import json
 
 import pytest
 
-from kconvert.plan import readings as R
+from kconvert.plan import candidates as R
 
 
 # ------------------------------------------------------------------------------------------ readings ----

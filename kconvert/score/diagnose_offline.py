@@ -17,8 +17,8 @@ import math
 from typing import Any, Callable
 
 from kconvert.errors import UsageError
-from kconvert.plan import readings
-from kconvert.plan.readings import LOW_AL_FRACTION, Candidate
+from kconvert.plan import candidates as plan_candidates  # the module; `candidates()` below is this file's
+from kconvert.plan.candidates import LOW_AL_FRACTION, Candidate
 from kconvert.score.reading import Reading, declared_ids
 
 CHOICES = ("aux", "d2t", "embeddings", "lm-head", "norm", "names")
@@ -61,26 +61,26 @@ def candidates(base: Reading, d: Any, trace_layers: list[int], num_layers: int, 
         for shift in (-1, 1):
             ids = tuple(i + shift for i in base.aux_ids)
             if all(0 <= i <= num_layers for i in ids) and set(ids) <= recorded:
-                out.append(_candidate(readings.aux_ids_name(ids), base.with_(aux_ids=ids), base,
+                out.append(_candidate(plan_candidates.aux_ids_name(ids), base.with_(aux_ids=ids), base,
                                       f"every aux id {shift:+d} (the other convention)"))
     if "d2t" in choices and "d2t" in d.tensors and base.d2t != "none":
         other = "absolute" if base.d2t == "offsets" else "offsets"
-        out.append(_candidate(readings.d2t_as_name(other), base.with_(d2t=other), base,
+        out.append(_candidate(plan_candidates.d2t_as_name(other), base.with_(d2t=other), base,
                               f"d2t values read as {other} target ids"))
     if "embeddings" in choices and d.has_embeddings:
         other = "target" if base.embeddings == "draft" else "draft"
-        out.append(_candidate(readings.embeddings_name(other), base.with_(embeddings=other), base,
+        out.append(_candidate(plan_candidates.embeddings_name(other), base.with_(embeddings=other), base,
                               f"embed the draft's input tokens with the {other}'s embed_tokens"))
     if "lm-head" in choices and lm_head_from and base.lm_head == "stored" and "d2t" in d.tensors:
-        out.append(_candidate(readings.LM_HEAD_RESELECTED_NAME,
+        out.append(_candidate(plan_candidates.LM_HEAD_RESELECTED_NAME,
                               base.with_(lm_head="reselected", lm_head_source=lm_head_from), base,
                               f"lm_head rows re-selected as full[d2t + arange] from {lm_head_from}"))
     if "names" in choices and base.keys == "as written" and d.key_layout.prefix:
-        out.append(_candidate(readings.NAMES_WITHOUT_PREFIX_NAME, base.with_(keys="canonical"), base,
+        out.append(_candidate(plan_candidates.NAMES_WITHOUT_PREFIX_NAME, base.with_(keys="canonical"), base,
                               f"names read without {d.key_layout.prefix!r}, as `kconvert fix` renames them"))
     if "norm" in choices:
         v = not base.norm_before_residual
-        out.append(_candidate(readings.norm_name(v), base.with_(norm_before_residual=v), base,
+        out.append(_candidate(plan_candidates.norm_name(v), base.with_(norm_before_residual=v), base,
                               "residual taken " + ("after" if v else "before") + " hidden_norm"))
     return out
 
@@ -154,7 +154,7 @@ def run_diagnosis(sr: Any, *, asked: set[str], lm_head_from: str | None, search:
     say = progress or (lambda _s: None)
     tr, d, base = sr.trace, sr.inspect.draft, sr.reading
     base_al = sr.result.mean_acceptance_length
-    choices = wanted_choices(sr.inspect, asked, readings.is_low(base_al, sr.settings.num_speculative_tokens))
+    choices = wanted_choices(sr.inspect, asked, plan_candidates.is_low(base_al, sr.settings.num_speculative_tokens))
     cands = candidates(base, d, tr.meta.layers, tr.meta.num_hidden_layers, choices, lm_head_from)
     notes: list[str] = []
     do_search = search if search is not None else ("aux" in choices and _ids_missing(sr))
@@ -173,7 +173,7 @@ def run_diagnosis(sr: Any, *, asked: set[str], lm_head_from: str | None, search:
     if best is not None:
         out["best"], out["best_reading"] = best["candidate"], best["reading"]
         if best["fix_args"] is not None and draft_ref:
-            out["fix_command"] = readings.fix_command(draft_ref, best["fix_args"], target_ref=target_ref,
+            out["fix_command"] = plan_candidates.fix_command(draft_ref, best["fix_args"], target_ref=target_ref,
                                                       report_ref=report_ref)
     return out
 
@@ -200,7 +200,7 @@ def _search_aux_candidates(sr: Any, cands: list, say: Callable[[str], None]) -> 
     for entry in search_log[:SEARCH_FINALISTS]:
         found = tuple(entry["aux_ids"])
         if found != base.aux_ids and all(c.reading.aux_ids != found for c in cands):
-            cands.append(_candidate(readings.aux_ids_name(found), base.with_(aux_ids=found), base,
+            cands.append(_candidate(plan_candidates.aux_ids_name(found), base.with_(aux_ids=found), base,
                                     f"among the best of {len(search_log)} layer sets by acceptance length on "
                                     f"{len(sub)} sequences"))
     return search_log
@@ -257,11 +257,11 @@ def fix_args(reading: Reading, base: Reading) -> list[str] | None:
     args: list[str] = []
     for what in reading.differs(base):
         if what == "aux_ids":
-            args += readings.aux_ids_args(reading.aux_ids)
+            args += plan_candidates.aux_ids_args(reading.aux_ids)
         elif what == "d2t" and reading.d2t == "absolute" and base.d2t == "offsets":
-            args += readings.D2T_ABSOLUTE_ARGS
+            args += plan_candidates.D2T_ABSOLUTE_ARGS
         elif what == "lm_head" and reading.lm_head == "reselected" and reading.lm_head_source:
-            args += readings.lm_head_args(reading.lm_head_source)
+            args += plan_candidates.lm_head_args(reading.lm_head_source)
         elif what == "norm_before_residual" and reading.norm_before_residual is False:
             continue  # fix writes norm_before_residual: false where the engine would default it to true (K602)
         elif what == "keys" and reading.keys == "canonical":

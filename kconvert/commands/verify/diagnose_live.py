@@ -11,8 +11,8 @@ from typing import Any, Callable
 
 from kconvert.commands.fix import fix
 from kconvert.errors import KConvertError
-from kconvert.plan import readings
-from kconvert.plan.readings import LOW_AL_FRACTION, Candidate
+from kconvert.plan import candidates as plan_candidates  # the module; `candidates()` below is this file's
+from kconvert.plan.candidates import LOW_AL_FRACTION, Candidate
 from kconvert.results.verify import VerifyResult
 from kconvert.rules import Decisions
 from kconvert.rules.vocab_mapping import d2t_rule
@@ -51,23 +51,23 @@ def candidates(vr: VerifyResult) -> list[Candidate]:
             ids = [i + shift for i in fed]
             if L and not all(1 <= i <= res.engine.collectable(L, res.target)[1] for i in ids):
                 continue
-            out.append(Candidate(readings.aux_ids_name(ids), f"aux ids as fed ({fed}) shifted by {shift:+d}",
-                                 readings.aux_ids_args(ids), _ids_override(ids)))
+            out.append(Candidate(plan_candidates.aux_ids_name(ids), f"aux ids as fed ({fed}) shifted by {shift:+d}",
+                                 plan_candidates.aux_ids_args(ids), _ids_override(ids)))
         if d.aux.ids is not None and L:
             dflt = res.engine.default_physical_ids(L)
             if dflt != fed:
-                out.append(Candidate(readings.engine_default_name(dflt), "ignore the declared ids",
-                                     list(readings.AUX_DEFAULT_ARGS), _ids_override(None)))
+                out.append(Candidate(plan_candidates.engine_default_name(dflt), "ignore the declared ids",
+                                     list(plan_candidates.AUX_DEFAULT_ARGS), _ids_override(None)))
     if "d2t" in d.tensors:
-        out.append(Candidate(readings.D2T_ABSOLUTE_NAME, "rewrite d2t as if it held absolute target ids",
-                             fix_args=list(readings.D2T_ABSOLUTE_ARGS), d2t_absolute=True))
+        out.append(Candidate(plan_candidates.D2T_ABSOLUTE_NAME, "rewrite d2t as if it held absolute target ids",
+                             fix_args=list(plan_candidates.D2T_ABSOLUTE_ARGS), d2t_absolute=True))
     return out
 
 
 def needed(vr: VerifyResult) -> bool:
     acc = vr.acceptance or {}
     al = acc.get("mean_acceptance_length")
-    low = readings.is_low(al, vr.settings.num_speculative_tokens)
+    low = plan_candidates.is_low(al, vr.settings.num_speculative_tokens)
     unsettled = any(f.needs_decision for f in vr.inspect.findings)
     return low or unsettled
 
@@ -134,4 +134,5 @@ def _run_candidate(vr: VerifyResult, c: Candidate, scratch: Path) -> dict[str, A
 
 def _fix_command(vr: VerifyResult, fix_args: list[str]) -> str:
     tgt = vr.inspect.target
-    return readings.fix_command(vr.inspect.checkpoint.ref, fix_args, target_ref=tgt.name if tgt is not None else None)
+    return plan_candidates.fix_command(vr.inspect.checkpoint.ref, fix_args,
+                                       target_ref=tgt.name if tgt is not None else None)
