@@ -27,8 +27,8 @@ def embedding_sample_rows(n_rows: int) -> list[int]:
           "both. A randomly initialised one (TorchSpec issue #38: convert_to_hf.py saved a fresh nn.Embedding "
           "until TorchSpec PR #39; lightseekorg/kimi-k2.5-eagle3 'did not work' in vLLM, vLLM PR #35966) loads "
           "silently on vLLM and acceptance collapses, while SGLang is unaffected. kconvert samples a few rows by "
-          "byte range: nn.Embedding's N(0, 1) init has row std about 1, trained embeddings are far smaller: a sample std within [0.8, 1.2], "
-          "both ends included, is taken for a fresh init.",
+          "byte range: nn.Embedding's N(0, 1) init has row std about 1, trained embeddings are far smaller: a "
+          "sample std within [0.8, 1.2], both ends included, is taken for a fresh init.",
       fix="fix drops embed_tokens so that the engine shares the target's (safe when the draft's hidden size equals "
           "the target's, which EAGLE-3 drafts of Kimi/DeepSeek/Llama targets have; it is what SGLang does "
           "anyway).")
