@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # what the names below resolve to, for type checkers and read
     from kconvert.commands.fix import fix
     from kconvert.commands.inspect import inspect
     from kconvert.commands.push import PushResult, push
-    from kconvert.commands.verify.run import verify
+    from kconvert.commands.verify.command import verify
     from kconvert.results.fix import FixResult
     from kconvert.results.inspect_result import InspectResult
     from kconvert.results.thresholds import Thresholds
@@ -46,7 +46,7 @@ def __getattr__(name: str) -> Any:
         from kconvert.commands.fix import fix
         return fix
     if name == "verify":
-        from kconvert.commands.verify.run import verify
+        from kconvert.commands.verify.command import verify
         return verify
     if name in ("push", "PushResult"):
         from kconvert.commands import push

@@ -256,7 +256,7 @@ def layers(*spec: tuple[int, bool], mla: bool = False):
 
 def read_folder(folder):
     """The DraftModel of a checkpoint folder, read as `kconvert inspect` reads it."""
-    from kconvert.formats.read import read_draft
+    from kconvert.formats.canonical import read_draft
     from kconvert.source import open_checkpoint
 
     return read_draft(open_checkpoint(str(folder)))

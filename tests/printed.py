@@ -78,7 +78,7 @@ def run(argv: list[str], cwd: Path, *, baseline: bool = False) -> Run:
         def stop(*_a, **_k):
             raise EngineWouldStart
 
-        patch = unittest.mock.patch("kconvert.commands.verify.run._run_live", stop)
+        patch = unittest.mock.patch("kconvert.commands.verify.command._run_live", stop)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), patch:
             _output.console.file = out

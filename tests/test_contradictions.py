@@ -139,7 +139,7 @@ def test_missing_torch_exits_3_with_the_install_line(tmp_path):
 
 def test_missing_vllm_exits_3_with_the_install_line(monkeypatch):
     from kconvert.runners import vllm_offline
-    from kconvert.engines.live_run import LiveRequest
+    from kconvert.engines.live_messages import LiveRequest
     from kconvert.errors import EXIT_ENGINE, MissingPackageError
 
     monkeypatch.setattr(vllm_offline, "installed_version", lambda name: None)

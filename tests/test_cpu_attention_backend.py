@@ -18,7 +18,7 @@ from unittest import mock
 
 import pytest
 
-from kconvert.engines.live_run import LiveRequest
+from kconvert.engines.live_messages import LiveRequest
 from kconvert.runners.engine_setup import read_model_config
 from kconvert.runners.vllm_args import build_engine_args
 

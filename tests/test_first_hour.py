@@ -125,7 +125,7 @@ def run_in_process(argv: list[str], capsys) -> tuple[int, str]:
 def test_dry_run_without_vllm_says_so_and_the_exit_of_the_live_run(monkeypatch, capsys):
     # A core install: no vLLM distribution. The live run raises MissingPackageError, whose exit code is 3
     # (kconvert/errors.py EXIT_ENGINE; README "3 this machine cannot run the step").
-    import kconvert.commands.verify.run as run
+    import kconvert.commands.verify.command as run
 
     monkeypatch.setattr(run, "installed_version", lambda engine: None)
     rc, out = run_in_process(["verify", str(TINY / "drafts" / "mla-torchspec"), "--target", str(TARGET),

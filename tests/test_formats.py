@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from kconvert.formats.read import read_draft
+from kconvert.formats.canonical import read_draft
 from kconvert.commands.inspect import inspect
 from kconvert.rules import Decisions
 from kconvert.source import open_checkpoint

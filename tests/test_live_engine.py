@@ -16,7 +16,7 @@ import pytest
 
 from kconvert.runners.engine_log import classify_failure, error_lines, meaningful_lines
 from kconvert.engines.installed import detect_platform
-from kconvert.engines.live_run import LiveRequest, LiveResult
+from kconvert.engines.live_messages import LiveRequest, LiveResult
 from kconvert.runners.engine_setup import patched_draft_folder
 from kconvert.runners.vllm_args import build_engine_args, parse_engine_args
 from kconvert.errors import EXIT_ENGINE, EngineError, UsageError
@@ -200,7 +200,7 @@ def test_a_recording_run_is_verifys_run_without_a_draft_plus_vllms_recording_met
 
 def test_building_engine_args_does_not_import_vllm():
     code = (
-        "import sys; from kconvert.engines.live_run import LiveRequest; "
+        "import sys; from kconvert.engines.live_messages import LiveRequest; "
         "from kconvert.runners.vllm_args import build_engine_args; from kconvert.engines.installed import detect_platform; "
         "detect_platform(); build_engine_args(LiveRequest(target='t', draft='d', prompts=['x']), platform='cpu'); "
         "assert not [m for m in sys.modules if m == 'vllm' or m.startswith('vllm.')], 'vllm imported'; "

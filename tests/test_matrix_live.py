@@ -23,7 +23,7 @@ TINY = Path(__file__).resolve().parent.parent / "examples" / "tiny"
 
 
 def test_live_cell_measures_the_draft_on_the_installed_vllm(capsys, monkeypatch, tmp_path):
-    import kconvert.commands.verify.run as verify_run
+    import kconvert.commands.verify.command as verify_run
 
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

@@ -151,7 +151,7 @@ def test_verify_dry_run_of_an_eagle3_draft_still_plans_its_eagle3_line(capsys, t
 
 @pytest.mark.parametrize("name", ["dflash", "mtp_ds"])
 def test_verify_starts_no_engine_for_another_methods_checkpoint_even_with_skip_static(drafts, monkeypatch, name):
-    import kconvert.commands.verify.run as run
+    import kconvert.commands.verify.command as run
     from kconvert.results.verify import VerifySettings
 
     def engine_started(*a, **k):
@@ -298,7 +298,7 @@ def test_matrix_static_cells_are_inspects_and_the_score_is_refused_not_ranked(ca
 
 
 def test_matrix_live_cell_starts_no_engine_for_another_methods_checkpoint(drafts, monkeypatch):
-    import kconvert.commands.verify.run as run
+    import kconvert.commands.verify.command as run
     from kconvert.matrix.cells import live_cell
     from kconvert.matrix.spec import CellSpec
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from kconvert.engines.live_run import LiveRequest
+from kconvert.engines.live_messages import LiveRequest
 from kconvert.engines.serve_lines import parse_speculative_config
 from kconvert.runners.vllm_args import build_engine_args
 from kconvert.errors import UsageError

@@ -492,7 +492,7 @@ def test_k101_an_mla_layer_under_a_llama_name_in_full_on_each_engine(tmp_path):
 
 def test_k101_a_llama_layer_under_the_qwen3_name_gets_the_llama_name(tmp_path):
     # vLLM registry: Eagle3Qwen3ForCausalLM builds qwen3_eagle3 (q_norm/k_norm nobody trained); the tensors have no
-    # q_norm/k_norm, so they are a Llama layer's (formats/read.py layer_family: the tensors decide)
+    # q_norm/k_norm, so they are a Llama layer's (formats/canonical.py layer_family: the tensors decide)
     d = make_draft(tmp_path / "d", "unknown", config=lambda c: c.update(architectures=["Eagle3Qwen3ForCausalLM"]))
     (f,) = found(d, "K101")
     assert whole(f) == {

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from kconvert.engines.expectations import engine_rules
-from kconvert.formats.read import read_draft
+from kconvert.formats.canonical import read_draft
 from kconvert.rules import Context, Decisions
 from kconvert.rules.aux_layers import (converted_output_defaults, fed_physical_ids, ids_unread,
                                        producer_default_streams, settle_convention, trained_physical_ids,

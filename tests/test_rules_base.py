@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from kconvert.engines.expectations import engine_rules
-from kconvert.formats.read import read_draft
+from kconvert.formats.canonical import read_draft
 from kconvert.rules import REGISTRY
 from kconvert.rules.base import (CATEGORIES, SEVERITIES, Context, Evidence, Finding, FixAvailability, Rule,
                                  eagle3_rules_apply, rule, run_rules, skipped_without_target)

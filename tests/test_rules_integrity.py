@@ -141,7 +141,7 @@ def test_k003_pickle_weights_are_info_naming_three_files_with_the_first_as_evide
 def _k003_without_weights(tmp_path: Path, notes: list[str]) -> list:
     """K003 on the tiny draft with its only safetensors file removed and the reader's notes set to `notes`."""
     from kconvert.engines.expectations import engine_rules
-    from kconvert.formats.read import read_draft
+    from kconvert.formats.canonical import read_draft
     from kconvert.rules import Context, Decisions
     from kconvert.rules.base import REGISTRY
     from kconvert.source import open_checkpoint
@@ -176,7 +176,7 @@ def test_k005_names_five_unreadable_tensors_the_first_ones_reason_and_ten_as_evi
     # Twelve unreadable tensors (what the value checks record in ctx.unreadable: name -> the reader's reason):
     # sorted, the message names the first five and the first one's reason; the evidence holds the first ten.
     from kconvert.engines.expectations import engine_rules
-    from kconvert.formats.read import read_draft
+    from kconvert.formats.canonical import read_draft
     from kconvert.rules import Context, Decisions
     from kconvert.rules.base import REGISTRY
     from kconvert.source import open_checkpoint

@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")
 
 from kconvert.engines.expectations import engine_rules  # noqa: E402
 from kconvert.errors import InputError, UsageError  # noqa: E402
-from kconvert.formats.read import read_draft  # noqa: E402
+from kconvert.formats.canonical import read_draft  # noqa: E402
 from kconvert.schemas import validate  # noqa: E402
 from kconvert.score import ScoreSettings, build_score_report, score  # noqa: E402
 from kconvert.score.reading import engine_reading  # noqa: E402

@@ -307,7 +307,7 @@ def test_runner_drafts_what_the_eagle3_definition_drafts(tmp_path, monkeypatch, 
     import json
 
     from kconvert.engines.expectations import engine_rules
-    from kconvert.formats.read import read_draft
+    from kconvert.formats.canonical import read_draft
     from kconvert.score.reading import engine_reading
     from kconvert.score.runner import build_runner
     from kconvert.score.weights import WeightCache

@@ -27,7 +27,7 @@ torch = pytest.importorskip("torch")
 
 from kconvert.engines.expectations import engine_rules  # noqa: E402
 from kconvert.errors import InputError, UsageError  # noqa: E402
-from kconvert.formats.read import read_draft  # noqa: E402
+from kconvert.formats.canonical import read_draft  # noqa: E402
 from kconvert.score import runner as score_runner  # noqa: E402
 from kconvert.score import walk as score_walk  # noqa: E402
 from kconvert.score import weights as score_weights  # noqa: E402

@@ -75,7 +75,7 @@ def test_sglang_next_step_is_the_model_cards_launch_line_then_verify_server_with
 
 
 def test_library_verify_on_sglang_raises_a_usage_error_carrying_both_lines(tmp_path, monkeypatch):
-    import kconvert.commands.verify.run as run
+    import kconvert.commands.verify.command as run
     from kconvert.commands.verify import VerifySettings, verify
     from kconvert.engines.serve_lines import sglang_next_lines
     from kconvert.errors import UsageError

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kconvert.engines.live_run import LiveRequest
+from kconvert.engines.live_messages import LiveRequest
 from kconvert.runners.vllm_server import measure_vllm_server
 from kconvert.errors import EngineError, UsageError
 from kconvert.prompts import load_prompts

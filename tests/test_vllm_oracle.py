@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from kconvert.engines.expectations import KNOWN, RUNNER_ROWS, other_runner
-from kconvert.formats.read import read_draft
+from kconvert.formats.canonical import read_draft
 from kconvert.score.reading import declared_ids, engine_reading
 from kconvert.source.checkpoint import load_folder
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from kconvert.runners.engine_log import classify_failure, meaningful_lines
-from kconvert.engines.live_run import LiveRequest
+from kconvert.engines.live_messages import LiveRequest
 from kconvert.runners.processes import child_env, remember_children, terminate_group
 from kconvert.runners.engine_setup import setup_engine
 from kconvert.errors import EngineError

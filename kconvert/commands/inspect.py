@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kconvert.engines.expectations import EngineRules, engine_rules
 from kconvert.errors import UsageError
-from kconvert.formats.read import read_draft
+from kconvert.formats.canonical import read_draft
 from kconvert.formats.layouts import token_map_names
 from kconvert.results.inspect_result import InspectResult
 from kconvert.results.inspection import check_fail_on

@@ -3,7 +3,7 @@ no process is started, no engine imported, no file read.
 
 `expectations` holds one row per engine version (the facts the rules consult); `serve_lines` prints the commands
 that serve a draft and reads a production `--speculative-config`; `acceptance` turns counters into figures;
-`metrics` reads vLLM's Prometheus counters from scrape text; `live_run` is the engine-neutral request and result
-of a live run; `installed` says which engine version and platform are here. The code that starts and measures
-engines is `kconvert.runners`.
+`metrics` reads vLLM's Prometheus counters from scrape text; `live_messages` is the engine-neutral request and
+result of a live run (what crosses its process boundary); `installed` says which engine version and platform are
+here. The code that starts and measures engines is `kconvert.runners`.
 """

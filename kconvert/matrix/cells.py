@@ -161,7 +161,7 @@ def live_cell(spec: CellSpec) -> dict[str, Any]:
         if spec.target is None:
             cell.update(state="skipped", message="target unknown: a live run needs the target (give --target)")
             return
-        from kconvert.commands.verify.run import verify
+        from kconvert.commands.verify.command import verify
         from kconvert.results.verify import VerifySettings
 
         st = VerifySettings(num_speculative_tokens=spec.setting("k", 3), prompts=spec.setting("prompts", "all"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kconvert.engines.live_run import LiveRequest, LiveResult
+from kconvert.engines.live_messages import LiveRequest, LiveResult
 from kconvert.engines.serve_lines import ServeReplay, serve_lines
 from kconvert.results.document import build_report
 from kconvert.results.inspection import Gated, Inspection

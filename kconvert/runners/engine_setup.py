@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from kconvert.engines.installed import detect_platform
-from kconvert.engines.live_run import LiveRequest
+from kconvert.engines.live_messages import LiveRequest
 from kconvert.errors import UsageError
 from kconvert.runners.vllm_args import build_engine_args
 from kconvert.source.names import CONFIG_NAME

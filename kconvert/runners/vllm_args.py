@@ -11,7 +11,7 @@ import json
 import os
 from typing import Any, Iterable, Mapping
 
-from kconvert.engines.live_run import LiveRequest
+from kconvert.engines.live_messages import LiveRequest
 from kconvert.errors import UsageError
 
 # CPU-platform defaults (docs/vllm-cpu.md#engine-settings: the errors without them).

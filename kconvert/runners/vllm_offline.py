@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 from kconvert.runners.engine_log import LAST_LINES, classify_failure, meaningful_lines
 from kconvert.engines.installed import installed_version
-from kconvert.engines.live_run import LiveRequest, LiveResult
+from kconvert.engines.live_messages import LiveRequest, LiveResult
 from kconvert.runners.processes import child_env, remember_children, terminate_group
 from kconvert.runners.engine_setup import EngineSetup, setup_engine
 from kconvert.runners.vllm_worker import STAGE_MARKER

@@ -78,7 +78,7 @@ def lm_head_loader() -> Callable[[str], Any]:
 
     def load(path: str):
         if path not in cache:
-            from kconvert.formats.read import read_draft
+            from kconvert.formats.canonical import read_draft
             from kconvert.commands.inspect import open_draft
 
             src = read_draft(open_draft(path))

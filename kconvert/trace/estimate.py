@@ -107,7 +107,7 @@ def layers_for_drafts(drafts: Iterable[str], num_hidden_layers: int, *, engine: 
     from kconvert.commands.inspect import open_draft
     from kconvert.engines.expectations import engine_rules
     from kconvert.engines.fed_streams import fed_ids
-    from kconvert.formats.read import read_draft
+    from kconvert.formats.canonical import read_draft
 
     rules = engine_rules(engine, engine_version)
     per: dict[str, list[int]] = {}

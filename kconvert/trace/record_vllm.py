@@ -63,7 +63,7 @@ def check_recording_vllm() -> str:
 
 def record_trace_vllm(req: TraceRequest, progress: Callable[[str], None] | None = None) -> Path:
     """Record a trace folder inside vLLM; returns its path."""
-    from kconvert.engines.live_run import LiveRequest
+    from kconvert.engines.live_messages import LiveRequest
     from kconvert.prompts import load_prompts
     from kconvert.runners.vllm_offline import run_vllm
 

@@ -10,7 +10,7 @@ from typing import Any, Callable
 from kconvert._version import install_hint
 from kconvert.engines.expectations import engine_rules, other_runner
 from kconvert.engines.installed import detect_platform, installed_version
-from kconvert.engines.live_run import LiveRequest
+from kconvert.engines.live_messages import LiveRequest
 from kconvert.engines.serve_lines import parse_speculative_config, serve_lines, sglang_next_lines
 from kconvert.errors import EXIT_ENGINE, UsageError
 from kconvert.prompts import load_prompts
