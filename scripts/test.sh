@@ -37,7 +37,7 @@ CORE_TESTS=(
   tests/test_layers.py tests/test_zoo.py tests/test_rules.py tests/test_formats.py tests/test_fix.py
   tests/test_gate.py tests/test_hostile.py tests/test_names.py tests/test_registry.py tests/test_hub_source.py
   tests/test_push.py tests/test_writer.py tests/test_matrix_render.py tests/test_distribution_name.py
-  tests/test_walkthrough.py tests/test_rules_doc.py
+  tests/test_walkthrough.py tests/test_rules_doc.py tests/test_library_results.py
 )
 if [ $# -eq 0 ]; then
   echo "test: core tier (.venv-core: pip install ., no engine)"

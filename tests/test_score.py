@@ -22,7 +22,7 @@ from kconvert.engines.expectations import engine_rules  # noqa: E402
 from kconvert.errors import InputError, UsageError  # noqa: E402
 from kconvert.formats.canonical import read_draft  # noqa: E402
 from kconvert.schemas import validate  # noqa: E402
-from kconvert.score import ScoreSettings, build_score_report, score  # noqa: E402
+from kconvert.score import ScoreSettings, score  # noqa: E402
 from kconvert.score.reading import engine_reading  # noqa: E402
 from kconvert.score.runner import build_runner  # noqa: E402
 from kconvert.score.walk import every_position, replay  # noqa: E402
@@ -446,7 +446,7 @@ def test_score_reports_verify_fields_and_validates_against_the_report_schema(tmp
     assert acc["acceptance_rate"] == pytest.approx(18 / 57)
     assert acc["per_position"] == pytest.approx([7 / 19, 6 / 19, 5 / 19])
     assert sr.exit_code == 0
-    doc = build_score_report(sr)
+    doc = sr.to_dict()  # the library API docs/design.md names: every result's to_dict() is its --json
     validate(doc, "report")
     assert doc["command"] == "score" and doc["live"] is None and doc["score"]["counters"] == HAND_COUNTERS
     assert doc["score"]["acceptance"]["mean_acceptance_length"] == pytest.approx(1 + 18 / 19)

@@ -92,7 +92,7 @@ def score_command(
     run the draft as read / another method's checkpoint (K105: refused, nothing scored), 2 bad input.
     """
     from kconvert.rules.decisions import decisions_from_flags, parse_aux_ids
-    from kconvert.score import ScoreSettings, build_score_report, score
+    from kconvert.score import ScoreSettings, score
     from kconvert.results.thresholds import Thresholds
 
     fmt = begin("score", output_format, as_json, draft)
@@ -119,7 +119,7 @@ def score_command(
                    thresholds=None if th.empty else th, options=decisions, target=target, progress=progress,
                    selection=ps.selection, diagnose=diagnose, readings=asked, search_aux=search_aux,
                    report_ref=report)
-    doc = build_score_report(sr)
+    doc = sr.to_dict()
     write_outputs("score", doc, outputs or {})
     from kconvert.report.terminal import render_score
 

@@ -59,6 +59,11 @@ class ScoreResult(Gated):
             return False
         return all(c.passed for c in self.checks)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON report (schemas/report.schema.json, with the `score` section), as `kconvert score --json`
+        prints it."""
+        return build_score_report(self)
+
 
 
 def score_section(sr: ScoreResult) -> dict[str, Any] | None:
