@@ -166,3 +166,82 @@ def run_doc() -> dict[str, Any]:
                   cell(d, 2, "pass")]
     order = [r[0] for r in ranked]
     return matrix(drafts, cells, ranking={"trace": "traces/math", "order": order, "best": order[0]}, exit_code=1)
+
+
+# ------------------------------------------------------------------------------------ many drafts, every row (#48)
+
+# Names as a fleet's really are: deep local paths with dates and hyper-parameters, long Hub ids, producer names
+# of export pipelines, and one path part longer than any column (it cannot break at a separator).
+LONG_PRODUCER = "specforge-0.9.1+nvidia-modelopt_export_pipeline.eagle3-distillation"
+UNBROKEN = "checkpointnamedwithoutanyseparator" + "x" * 40
+LONG_NAMES = [
+    "/home/researcher/experiments/2026-11-eagle3-kimi-k2.5-distillation/runs/lr3e-4_bs512_warmup2000/epoch_12",
+    "organisation-with-a-rather-long-name/Kimi-K2.5-Instruct-EAGLE3-draft-specforge-distilled-v2",
+    "runs/exp-2026-12-04/ablation_no-norm-before-residual/checkpoints/global_step_0048000",
+    f"/mnt/shared/drafts/{UNBROKEN}/final",
+    "nvidia/gpt-oss-120b-Eagle3-long-context-speculative-decoding-draft-model",
+]
+
+
+def every_row_engines() -> list[dict[str, Any]]:
+    """kconvert's own engine rows (`matrix --engines all`), whatever releases they hold when the test runs."""
+    from kconvert.engines.expectations import ALL_ROWS
+
+    return [{"row": f"{r.engine}:{r.version}", "engine": r.engine, "engine_version": r.version,
+             "installed": i == 0} for i, r in enumerate(ALL_ROWS)]
+
+
+def many_doc(n: int = 18) -> dict[str, Any]:
+    """`n` drafts over every engine row kconvert has: long paths, long producer names, Hub revisions and
+    sha256 content digests, every cell state, a fix command per failing draft; a live column on the first row."""
+    engines = every_row_engines()
+    drafts, cells = [], []
+    for i in range(n):
+        base = LONG_NAMES[i % len(LONG_NAMES)]
+        name = base if i < len(LONG_NAMES) else f"{base}-{i}"
+        hub = not name.startswith(("/", "runs/"))
+        rev = hashlib.sha1(name.encode()).hexdigest() if hub else None  # a Hub commit; else a content digest
+        fails = [j for j in range(len(engines)) if (i + j) % 3 == 0]
+        # one output per engine (the layouts differ), the larger group first, as kconvert.matrix.fixes orders them
+        by_engine: dict[str, list[int]] = {}
+        for j in fails:
+            by_engine.setdefault(engines[j]["engine"], []).append(j)
+        fixes = []
+        for eng, js in sorted(by_engine.items(), key=lambda kv: -len(kv[1])):
+            out = f"kconvert-fixed/{name.strip('/').replace('/', '_')}-{eng}"
+            rows = [engines[j]["row"] for j in js]
+            fixes.append({"command": f"kconvert fix {name} -o {out} --engine {eng} --engine-version "
+                                     f"{engines[js[0]]['engine_version']}",
+                          "rows": rows, "repairs": ["K404", "K502"], "why": f"repairs K404, K502 on {', '.join(rows)}"})
+        command_of = {r: f["command"] for f in fixes for r in f["rows"]}
+        fix = fixes[0]["command"]
+        d = draft(name, target="moonshotai/Kimi-K2.5" if i % 2 else "meta-llama/Llama-3.1-8B-Instruct",
+                  producer=LONG_PRODUCER if i % 4 == 0 else ("speculators" if i % 4 == 1 else "specforge"),
+                  source="hub" if hub else "local", revision=rev, evidence=["speculators_config.verifier"],
+                  fix_command=fix)
+        d["fixes"] = fixes
+        drafts.append(d)
+        for j, e in enumerate(engines):
+            state = "fail" if j in fails else ("pass", "warn", "error", "skipped")[(i + j) % 4]
+            ids = ["K404", "K502"] if state == "fail" else (["K911"] if state == "warn" else [])
+            c = {"draft": name, "revision": d["revision"], "target": d["target"]["id"], "engine": e["engine"],
+                 "engine_version": e["engine_version"], "kind": "static", "state": state, "finding_ids": ids,
+                 "findings": [{"id": x, "severity": "error" if state == "fail" else "warning",
+                               "message": f"{x} seen", "fixable": True} for x in ids],
+                 "fix": {"available": True, "certain": True, "decisions": [], "command": command_of[e["row"]]}
+                 if state == "fail" else None,
+                 "message": "the draft's target is unknown" if state in ("error", "skipped") else None,
+                 "exit_code": {"pass": 0, "warn": 0, "fail": 1}.get(state, 2), "cached": False,
+                 "seconds": 0.0123 * (j + 1)}
+            cells.append(c)
+        if i % 3 == 0:
+            cells.append({**cells[-len(engines)], "kind": "live", "state": "pass", "finding_ids": [], "findings": [],
+                          "fix": None, "message": None, "exit_code": 0,
+                          "live": {"acceptance_length": 2.5 + i / 100, "acceptance_rate": 0.5,
+                                   "per_position": [0.7, 0.5, 0.3], "num_speculative_tokens": 3,
+                                   "verdict": "pass"}})
+    doc = matrix(drafts, cells, exit_code=1)
+    doc["engines"] = engines
+    doc["timings"] = {"gather_s": 0.52, "cells_s": 12.0, "total_s": 12.6, "computed": 120, "from_cache": 12,
+                      "executor": "local"}
+    return validate(doc)

@@ -312,7 +312,7 @@ def test_concise_finding_lines_are_ruff_short():
         assert len(rest) <= len(f"{f['id']} {f['severity']} [{f['category']}] ") + 120 + len(" [fixable]") + 40, line
 
 
-def test_matrix_at_80_columns_loses_no_id_and_prints_one_runnable_fix_per_row(tmp_path):
+def test_matrix_at_80_columns_loses_no_id_and_prints_one_runnable_fix_per_draft(tmp_path):
     import fnmatch
     import re
 
@@ -334,12 +334,17 @@ def test_matrix_at_80_columns_loses_no_id_and_prints_one_runnable_fix_per_row(tm
             assert any(re.search(rf"\b{i}\b", ln) for ln in rows), (i, label, out)
     fixes = [ln for ln in out.splitlines() if ln.startswith("next: kconvert fix ")]
     failing = [c for c in doc["cells"] if c["state"] == "fail" and (c.get("fix") or {}).get("command")]
-    # two drafts x the four vLLM rows K404 fails on (both runners of 0.32 and 0.33)
-    assert len(fixes) == len(failing) == 8, out
+    # issue 48: one line per draft, whatever number of rows it fails on: two drafts, each failing K404 on the
+    # four vLLM rows (both runners of 0.32 and 0.33), whose fixes write one output; the comment names the rows
+    assert len(failing) == 8 and len(fixes) == 2, out
+    vllm_rows = sorted({f"{c['engine']}:{c['engine_version']}" for c in failing})
+    assert len(vllm_rows) == 4 and all(r.startswith("vllm:") for r in vllm_rows), vllm_rows
     outputs = []
     for ln in fixes:
-        argv = shlex.split(ln[len("next: "):])
+        command, why = ln[len("next: "):].split("  # ", 1)
+        argv = shlex.split(command)
         assert "--engine-version" in argv
+        assert all(r in why for r in vllm_rows) and "another output" not in why, why
         outputs.append(argv[argv.index("-o") + 1])
         # a whole command on one line: its last word is the last argument, not a wrapped fragment
     assert len(set(outputs)) == len(outputs), outputs
@@ -353,6 +358,6 @@ def test_matrix_at_80_columns_loses_no_id_and_prints_one_runnable_fix_per_row(tm
         assert marked and all(m.endswith("/v1") == (default_runner() == "v1") for m in marked), out
     assert not any(fnmatch.fnmatch(o, "runs/*/epoch_*") for o in outputs), outputs
     # the next lines run as printed (a dry run: nothing written)
-    argv = shlex.split(fixes[1][len("next: "):])
+    argv = shlex.split(fixes[1][len("next: "):].split("  # ", 1)[0])
     dry = cli(*argv[1:], "--dry-run", cwd=tmp_path)
     assert dry.returncode in (0, 1) and "error:" not in dry.stderr, dry.stderr

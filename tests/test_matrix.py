@@ -66,20 +66,26 @@ def test_every_cell_is_inspects_verdict_on_its_engine_row_and_the_json_is_the_sc
         if c["fix"] is not None:
             assert c["fix"]["certain"] == (not c["fix"]["decisions"])
             if c["fix"]["command"]:
-                # the line inspect prints as its next step, except that it names its engine row and writes its
-                # own folder under kconvert-fixed/ (issue #31: one fix per row, outside the draft globs)
+                # the line inspect prints as its next step on the row whose command serves this cell's (issue 48:
+                # rows whose fixes write the same output share one, kconvert/matrix/fixes.py), except that it names
+                # its engine row and writes its own folder under kconvert-fixed/ (issue #31: outside the draft globs)
                 import shlex
 
                 got = shlex.split(c["fix"]["command"])
+                engine = got[got.index("--engine") + 1] if "--engine" in got else "vllm"
+                version = got[got.index("--engine-version") + 1]
+                group = next(g for d in doc["drafts"] for g in d["fixes"] if g["command"] == c["fix"]["command"])
+                assert f"{c['engine']}:{c['engine_version']}" in group["rows"] and f"{engine}:{version}" in group["rows"]
                 out = got[got.index("-o") + 1]
-                assert out.startswith("kconvert-fixed/") and out.endswith(f"-{c['engine']}-{c['engine_version'].replace('/', '-')}")
+                assert out.startswith("kconvert-fixed/") and out.endswith(f"-{engine}-{version.replace('/', '-')}")
+                res = inspect(c["draft"], target=TARGET, engine=engine, engine_version=version)
                 printed = [shlex.split(s["command"]) for s in res.to_dict()["next_steps"]
                            if s["command"].startswith("kconvert fix ")]
                 assert printed, res.to_dict()["next_steps"]
                 want = printed[0]
                 want[want.index("-o") + 1] = out
                 if "--engine-version" not in want:
-                    want += ["--engine-version", c["engine_version"]]
+                    want += ["--engine-version", version]
                 assert got == want
         else:
             assert not fixable

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from kconvert.report.matrix_page import render_html
-from tests.matrix_docs import ENGINES, SCRIPT_NAME, fleet_doc, run_doc
+from tests.matrix_docs import ENGINES, LONG_PRODUCER, SCRIPT_NAME, UNBROKEN, fleet_doc, many_doc, run_doc
 
 pytestmark = pytest.mark.browser
 
@@ -248,15 +248,22 @@ def test_each_filter_hides_exactly_the_rows_it_should(opened):
     assert page.inner_text("#f-count") == f"{len(p.visible_names())} of {len(drafts)} drafts shown"
 
 
+def _copy(p, button) -> str:
+    """Click a copy button; what the clipboard then holds."""
+    button.click()
+    button.locator("xpath=.").evaluate("b => new Promise(r => { const t = setInterval(() => {"
+                                       " if (b.textContent !== 'Copy') { clearInterval(t); r(); } }, 10); })")
+    assert button.inner_text() == "Copied"
+    return p.page.evaluate("navigator.clipboard.readText()")
+
+
 def test_the_fix_command_copies(opened):
     p = opened(fleet_doc())
     p.ctx.grant_permissions(["clipboard-read", "clipboard-write"])
     aq = p.doc["drafts"][0]
-    button = p.page.locator("#draft-0 button.copy")
-    button.click()
-    p.page.wait_for_function("() => document.querySelector('#draft-0 button.copy').textContent !== 'Copy'")
-    assert button.inner_text() == "Copied"
-    assert p.page.evaluate("navigator.clipboard.readText()") == aq["fix_command"]
+    fix = p.page.locator("#draft-0 .fixes button.copy")
+    assert fix.count() == 1
+    assert _copy(p, fix) == aq["fix_command"]
 
 
 # ------------------------------------------------------------------------------------------ wide and narrow (#31)
@@ -323,3 +330,151 @@ def test_a_column_of_one_repeated_value_is_said_once_above_the_table(opened):
     # a fleet with several targets keeps its Target column
     q = opened(fleet_doc(), name="fleet.html")
     assert "Target" in q.page.eval_on_selector_all("#grid thead th button", "bs => bs.map(b => b.textContent)")
+
+
+# ------------------------------------------------------------------------------ readable at 1400 and 800 px (#48)
+
+# Every text node with a digit is a figure carrying its unit (`.fig`), or part of a name, an identifier, a
+# sentence of a message or rule, a command, a hash or the plot (whose axes are labelled).
+UNMARKED_DIGITS = """() => {
+  const skip = "script,style,svg,code,pre,select,.fig,.name,.id,.prose,.hash";
+  const bad = [], w = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = w.nextNode(); n; n = w.nextNode()) {
+    if (/[0-9]/.test(n.data) && !n.parentElement.closest(skip)) { bad.push(n.data.trim().slice(0, 80)); }
+  }
+  const unitless = [...document.querySelectorAll(".fig")]
+    .filter(f => !f.dataset.unit || !f.textContent.includes(f.dataset.unit)).map(f => f.outerHTML);
+  return {bad, unitless};
+}"""
+
+# A name's part is one line box, never broken inside (CSS that allows that is refused too), and it is either
+# shown whole or cut with an ellipsis while the name's title holds the whole name.
+NAME_PARTS = """() => [...document.querySelectorAll(".name")].filter(n => n.checkVisibility()).map(n => {
+  const segs = [...n.querySelectorAll(".seg")];
+  const css = getComputedStyle(segs[0]);
+  return {title: n.title, text: segs.map(s => s.textContent).join(""),
+          lines: segs.map(s => s.getClientRects().length), wrap: css.overflowWrap, brk: css.wordBreak,
+          cut: segs.filter(s => s.scrollWidth > s.clientWidth + 1)
+                   .map(s => getComputedStyle(s).textOverflow + ":" + s.textContent)};
+})"""
+
+# Whatever the markup: the elements that hold the text of the grid's draft names and producers allow no break
+# inside a word (CSS overflow-wrap anywhere / break-word, word-break break-all would let one happen).
+BREAKABLE_NAME_TEXT = """() => {
+  const out = [];
+  for (const th of document.querySelectorAll("#grid tbody th[scope=row], #grid tbody td:not(.cell)")) {
+    const w = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
+    for (let n = w.nextNode(); n; n = w.nextNode()) {
+      const css = getComputedStyle(n.parentElement);
+      if (n.data.trim() && (["anywhere", "break-word"].includes(css.overflowWrap) ||
+                            ["break-all", "break-word"].includes(css.wordBreak))) { out.push(n.data); }
+    }
+  }
+  return out;
+}"""
+
+# The words of every printed command: one line box each (a line breaker would break `-o` after its hyphen).
+COMMAND_WORDS = """() => [...document.querySelectorAll("pre code .nw")].filter(w => w.checkVisibility())
+  .filter(w => w.getClientRects().length !== 1).map(w => w.textContent)"""
+
+
+def _labels_of_every_row(doc) -> list[str]:
+    from kconvert.engines.expectations import ALL_ROWS
+
+    rows = [f"{r.engine}:{r.version}" for r in ALL_ROWS]
+    live = [f"{e['row']} (live)" for e in doc["engines"]
+            if any(c.get("kind") == "live" and (c["engine"], c["engine_version"]) == (e["engine"], e["engine_version"])
+                   for c in doc["cells"])]
+    return rows + live
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_many_drafts_over_every_engine_row_read_at_this_width(opened, width):
+    """18 drafts with long paths, Hub ids, a part too long for any column, a long producer name and sha256
+    revisions, over every engine row kconvert has (read from its rows, so new releases are in): no page-wide
+    horizontal scroll; the grid scrolls in its own box with the draft column sticky and every engine column
+    reachable; names break only between their parts; revisions shortened with a copy button; units on every
+    figure; one set of state chips."""
+    doc = many_doc()
+    p = opened(doc)
+    page = p.page
+    page.set_viewport_size({"width": width, "height": 900})
+    p.ctx.grant_permissions(["clipboard-read", "clipboard-write"])
+
+    def page_width() -> dict:
+        return page.evaluate("() => ({scroll: document.documentElement.scrollWidth, view: window.innerWidth})")
+
+    w = page_width()
+    print(f"{width}x900: document scrollWidth {w['scroll']}, viewport {w['view']}")
+    assert w["scroll"] <= w["view"], w
+
+    # every engine row kconvert knows is a column, and the live column of the document
+    labels = page.eval_on_selector_all("#grid thead th[data-col] button", "bs => bs.map(b => b.textContent)")
+    assert labels == _labels_of_every_row(doc)
+    # the grid is wider than its box and scrolls there, not on the page
+    box = page.eval_on_selector(".wrap", "w => ({sw: w.scrollWidth, cw: w.clientWidth, ox: getComputedStyle(w).overflowX})")
+    assert box["ox"] == "auto" and box["sw"] > box["cw"], box
+    wrap = _rect(p, ".wrap")
+    assert wrap["right"] <= width
+    for i in range(len(labels)):
+        head = f"#grid thead th[data-col='{i}']"
+        page.eval_on_selector(head, "h => h.scrollIntoView({block: 'nearest', inline: 'nearest'})")
+        r = _rect(p, head)
+        assert wrap["left"] - 1 <= r["left"] and r["right"] <= wrap["right"] + 1, (labels[i], r, wrap)
+        # the draft column stays at the box's left edge, beside the column scrolled to
+        name = _rect(p, "#grid tbody tr[data-i='0'] th[scope=row]")
+        assert abs(name["left"] - wrap["left"]) < 2 and name["right"] <= r["left"] + 1, (labels[i], name, r)
+        assert page_width()["scroll"] <= width
+    page.eval_on_selector(".wrap", "w => { w.scrollLeft = 0; }")
+
+    # names break between their parts only; a part wider than its column ends in an ellipsis, the name whole in
+    # its title
+    assert page.evaluate(BREAKABLE_NAME_TEXT) == []
+    names = page.evaluate(NAME_PARTS)
+    shown = {n["title"] for n in names}
+    assert {d["draft"] for d in doc["drafts"]} <= shown and LONG_PRODUCER in shown
+    for n in names:
+        assert n["text"] == n["title"], n
+        assert set(n["lines"]) == {1}, n
+        assert n["wrap"] not in ("anywhere", "break-word") and n["brk"] not in ("break-all", "break-word"), n
+        assert all(c.startswith("ellipsis:") for c in n["cut"]), n
+    cut = [c for n in names for c in n["cut"]]
+    assert any(UNBROKEN in c for c in cut), cut  # the part no column can hold is cut, not broken
+    assert page.evaluate(COMMAND_WORDS) == []
+
+    # a revision is shortened inside its card, the whole in its title and on the clipboard
+    local = next(n for n, d in enumerate(doc["drafts"]) if d["revision"].startswith("sha256:"))
+    rev = doc["drafts"][local]["revision"]
+    card = f"#draft-{local}"
+    page.locator(card).scroll_into_view_if_needed()
+    h = page.eval_on_selector(f"{card} .hash", "c => ({title: c.title, text: c.textContent, sw: c.scrollWidth, "
+                                               "cw: c.clientWidth, r: c.getBoundingClientRect().right,"
+                                               " card: c.closest('.draft').getBoundingClientRect().right})")
+    assert h["title"] == h["text"] == rev and h["sw"] > h["cw"] and h["r"] <= h["card"], h
+    assert _copy(p, page.locator(f"{card} .hash + button.copy")) == rev
+    # the draft's fix commands: one per output, each with its rows, the first the one `next:` prints
+    fixes = page.locator(f"{card} .fixes > li")
+    assert fixes.count() == len(doc["drafts"][local]["fixes"])
+    for i, f in enumerate(doc["drafts"][local]["fixes"]):
+        item = fixes.nth(i)
+        assert item.locator("code").inner_text() == f["command"]
+        assert all(r in item.locator("p").inner_text() for r in f["rows"])
+    assert _copy(p, fixes.nth(0).locator("button.copy")) == doc["drafts"][local]["fix_command"]
+
+    # units: every figure says what it counts; the cache count is cells, the timings seconds
+    marks = page.evaluate(UNMARKED_DIGITS)
+    assert marks == {"bad": [], "unitless": []}, marks
+    footer = page.inner_text("footer")
+    t = doc["timings"]
+    assert f"{t['from_cache']} cells from the cache" in footer and f"{t['computed']} cells computed" in footer
+    assert f"{t['cells_s']:.2f} s" in footer and "from_cache" not in footer
+    # one set of state chips, with the count of cells in each state
+    assert page.locator("ul.badges").count() == 1
+    chips = page.eval_on_selector_all("ul.badges .st", "cs => cs.map(c => c.textContent)")
+    assert chips == [f"{SYM[s]} {s}: {doc['summary'][s]} cells" for s in STATE_ORDER]
+    assert page_width()["scroll"] <= width
+    if SCREENSHOT:
+        page.screenshot(path=SCREENSHOT.replace(".png", f"-{width}.png"))
+
+
+SYM = {"pass": "✓", "warn": "!", "fail": "✗", "error": "⊘", "skipped": "–"}

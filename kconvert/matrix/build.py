@@ -18,6 +18,7 @@ from kconvert.errors import EXIT_ENGINE, EXIT_INTERNAL, UsageError, did_you_mean
 from kconvert.matrix.cache import CellCache
 from kconvert.matrix.cells import CELL_FUNCTIONS
 from kconvert.matrix.executors import Resources, Task
+from kconvert.matrix.fixes import draft_fixes, row_of
 from kconvert.matrix.gather import DraftEntry, gather
 from kconvert.matrix.spec import CellSpec, settings_tuple
 
@@ -260,14 +261,20 @@ def assemble(entries: list[DraftEntry], rows: list[Any], specs: list[CellSpec], 
         else:
             cells.append(c)
             static_by[(s.draft, s.row)] = c
+    inst = f"{live_row.engine}:{live_row.version}" if live_row is not None else None
     drafts = []
     for e in entries:
         d = e.to_dict()
         mine = [c for c in cells if c["draft"] == e.draft]
         d["producer"] = next((c.get("producer") for c in mine if c.get("producer")), None)
         d["method"] = next((c.get("method") for c in mine if c.get("method")), None)
-        d["fix_command"] = next(((c.get("fix") or {}).get("command") for c in mine
-                                 if (c.get("fix") or {}).get("command")), None)
+        # one command per distinct output (kconvert.matrix.fixes); each cell names the one that serves its row
+        d["fixes"] = draft_fixes(mine, inst)
+        d["fix_command"] = d["fixes"][0]["command"] if d["fixes"] else None
+        for g in d["fixes"]:
+            for c in mine:
+                if row_of(c) in g["rows"]:
+                    c["fix"] = {**c["fix"], "command": g["command"]}
         sc = scores.get(e.draft)
         d["score"] = sc.get("score") if sc else None
         d["rank"] = None
@@ -289,7 +296,6 @@ def assemble(entries: list[DraftEntry], rows: list[Any], specs: list[CellSpec], 
     if req.trace:
         order = rank(drafts)
         ranking = {"trace": req.trace, "order": order, "best": order[0] if order else None}
-    inst = f"{live_row.engine}:{live_row.version}" if live_row is not None else None
     return {
         "schema_version": 1, "kind": "matrix", "tool": {"name": "kconvert", "version": __version__},
         "engines": [{"row": f"{r.engine}:{r.version}", "engine": r.engine, "engine_version": r.version,

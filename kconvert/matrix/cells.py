@@ -66,7 +66,9 @@ def _with_output(command: str, output: str, version: str) -> str:
 
 
 def _fix(result: Any) -> dict[str, Any] | None:
-    """What `kconvert fix` can do for this cell, from the same plan inspect's next steps print."""
+    """What `kconvert fix` can do for this cell, from the same plan inspect's next steps print: the command (its
+    output folder the matrix's own), inspect's comment on it, the ids it repairs and the digest of what it writes
+    (`kconvert.matrix.fixes`: rows with the same digest share one command)."""
     from kconvert.results.next_steps import next_steps
 
     findings = [f for f in result.findings if f.severity != "info"]
@@ -75,13 +77,43 @@ def _fix(result: Any) -> dict[str, Any] | None:
     if not repairs and not undecided:
         return None
     steps = next_steps(result, command="inspect")["next_steps"]
-    command = next((s["command"] for s in steps if s["command"].startswith("kconvert fix ")), None)
-    if command is not None:
+    step = next((s for s in steps if s["command"].startswith("kconvert fix ")), None)
+    command = output = None
+    if step is not None:
         eng = result.engine
-        command = _with_output(command, matrix_fix_output(result.checkpoint.ref, eng.engine, str(eng.version)),
-                               str(eng.version))
+        command = _with_output(step["command"], matrix_fix_output(result.checkpoint.ref, eng.engine,
+                                                                  str(eng.version)), str(eng.version))
+        output = _output_digest(result, command)
     return {"available": command is not None, "certain": not undecided,
-            "decisions": [f"{f.id}: {f.needs_decision}" for f in undecided], "command": command}
+            "decisions": [f"{f.id}: {f.needs_decision}" for f in undecided], "command": command,
+            # the ids inspect's comment says the line repairs (kconvert.results.next_steps: failing, with ops)
+            "repairs": sorted({f.id for f in result.failing if f.ops}) if command else [],
+            "why": step["why"] if step else None, "output": output}
+
+
+def _output_digest(result: Any, command: str) -> str | None:
+    """The digest of what `command` writes (`kconvert.matrix.fixes.output_digest`), from the plan `kconvert fix
+    --dry-run` makes for it as printed: its decision flags (a recommended reading adds one) and `--partial`, on the
+    draft inspect read. None when fix would refuse it (then the command stands alone)."""
+    import shlex
+
+    from kconvert.commands.fix import fix
+    from kconvert.matrix.fixes import output_digest
+    from kconvert.rules.decisions import decisions_from_flags
+
+    argv = shlex.split(command)
+
+    def flag(name: str) -> str | None:
+        return argv[argv.index(name) + 1] if name in argv[:-1] else None
+
+    try:
+        planned = fix(result.checkpoint, None, target=result.target, engine=result.engine.engine,
+                      engine_version=str(result.engine.version), dry_run=True, partial="--partial" in argv,
+                      decisions=decisions_from_flags(flag("--aux-ids"), flag("--aux-convention"), flag("--d2t")),
+                      selection=result.selection, fail_on=result.fail_on)
+    except KConvertError:
+        return None
+    return None if planned.refused else output_digest(planned.plan)
 
 
 def _state(result: Any, *, has_target: bool) -> tuple[str, str | None]:

@@ -21,7 +21,7 @@ def cell_text(c: dict[str, Any]) -> str:
     # info findings (a note that target checks were skipped, that headers came from the Hub) are in the JSON only
     ids = sorted({f["id"] for f in c["findings"] if f["severity"] != "info"}) if "findings" in c \
         else c.get("finding_ids", [])
-    # whether a cell came from the cache is said once, in the summary line ("N from the cache")
+    # whether a cell came from the cache is said once, in the summary line ("N cells: ... N from the cache")
     return f"[{colour}]{c['state']}[/]" + (f" {', '.join(ids)}" if ids else "")
 
 
@@ -98,8 +98,8 @@ def render_grid(console: Console, doc: dict[str, Any], short: dict[str, str]) ->
 def render_footer(console: Console, doc: dict[str, Any]) -> None:
     s = doc["summary"]
     aside = sorted({i for c in doc["cells"] for i in c.get("set_aside") or []})
-    console.print(f"{s['pass']} pass, {s['warn']} warn, {s['fail']} fail, {s['error']} error, {s['skipped']} "
-                  f"skipped; {doc['timings'].get('from_cache', 0)} from the cache; * = installed engine"
+    console.print(f"{s['cells']} cells: {s['pass']} pass, {s['warn']} warn, {s['fail']} fail, {s['error']} error, "
+                  f"{s['skipped']} skipped; {doc['timings'].get('from_cache', 0)} from the cache; * = installed engine"
                   + (f"; set aside by the rule selection: {', '.join(aside)}" if aside else ""))
     for d in doc["drafts"]:
         if d["target"]["state"] != "given":
@@ -113,11 +113,21 @@ def render_footer(console: Console, doc: dict[str, Any]) -> None:
         plot = text_plot(doc)
         if plot is not None:
             console.print(plot, markup=False, highlight=False)
-    # one fix per engine row asked for (each its own output folder), printed unwrapped so a copy stays one command
-    for c in doc["cells"]:
-        command = (c.get("fix") or {}).get("command")
-        if command and c.get("kind", "static") == "static" and c["state"] in ("fail", "warn"):
-            console.print(f"next: {command}", markup=False, highlight=False, soft_wrap=True)
+    # one line per draft (issue 48): the command whose output serves the most of its failing rows, its comment
+    # naming those rows and the rows that need another output (kconvert.matrix.fixes); printed unwrapped so a
+    # copy stays one command
+    for line in next_lines(doc):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
-__all__ = ["cell_text", "render_matrix"]
+def next_lines(doc: dict[str, Any]) -> list[str]:
+    """`next: COMMAND  # WHY`, one per draft with a fix (`drafts[].fixes[0]`)."""
+    out = []
+    for d in doc["drafts"]:
+        fixes = d.get("fixes") or []
+        if fixes:
+            out.append(f"next: {fixes[0]['command']}  # {fixes[0]['why']}")
+    return out
+
+
+__all__ = ["cell_text", "next_lines", "render_matrix"]
