@@ -83,7 +83,15 @@ def _fix(result: Any) -> dict[str, Any] | None:
         eng = result.engine
         command = _with_output(step["command"], matrix_fix_output(result.checkpoint.ref, eng.engine,
                                                                   str(eng.version)), str(eng.version))
-        output = _output_digest(result, command)
+        plan = _planned(result, command)
+        if plan is not None and not plan.ops:
+            # the line a recommended reading adds to a warning can have nothing to write (the ids already read
+            # as recommended on this row): fix would say "nothing to change", which repairs no row
+            command = None
+        elif plan is not None:
+            from kconvert.matrix.fixes import output_digest
+
+            output = output_digest(plan)
     return {"available": command is not None, "certain": not undecided,
             "decisions": [f"{f.id}: {f.needs_decision}" for f in undecided], "command": command,
             # the ids inspect's comment says the line repairs (kconvert.results.next_steps: failing, with ops)
@@ -91,14 +99,13 @@ def _fix(result: Any) -> dict[str, Any] | None:
             "why": step["why"] if step else None, "output": output}
 
 
-def _output_digest(result: Any, command: str) -> str | None:
-    """The digest of what `command` writes (`kconvert.matrix.fixes.output_digest`), from the plan `kconvert fix
-    --dry-run` makes for it as printed: its decision flags (a recommended reading adds one) and `--partial`, on the
-    draft inspect read. None when fix would refuse it (then the command stands alone)."""
+def _planned(result: Any, command: str) -> Any:
+    """The plan `kconvert fix --dry-run` makes for `command` as printed (its decision flags, a recommended reading
+    among them, and `--partial`) on the draft inspect read, or None when fix would refuse it (then the command
+    stands alone: `kconvert.matrix.fixes`)."""
     import shlex
 
     from kconvert.commands.fix import fix
-    from kconvert.matrix.fixes import output_digest
     from kconvert.rules.decisions import decisions_from_flags
 
     argv = shlex.split(command)
@@ -113,7 +120,7 @@ def _output_digest(result: Any, command: str) -> str | None:
                       selection=result.selection, fail_on=result.fail_on)
     except KConvertError:
         return None
-    return None if planned.refused else output_digest(planned.plan)
+    return None if planned.refused else planned.plan
 
 
 def _state(result: Any, *, has_target: bool) -> tuple[str, str | None]:
