@@ -286,3 +286,41 @@ def test_terminal_view_of_a_ranking_without_steps_has_no_plot_line():
     lines = con.export_text().splitlines()
     assert f"best by scored acceptance length: {doc['ranking']['best']}" in lines
     assert "None" not in lines and not any(line.startswith("AL per training step") for line in lines)
+
+
+# --- one fix line per draft, the same in every rendering (issue 48) ---------------------------------------------
+
+def test_every_rendering_gives_each_draft_one_next_line_and_each_cell_its_rows_command():
+    from rich.console import Console
+
+    from kconvert.report.matrix_terminal import render_matrix
+    from tests.matrix_docs import many_doc
+
+    doc = many_doc()
+    want = [(d["fixes"][0]["command"], d["fixes"][0]["why"]) for d in doc["drafts"] if d["fixes"]]
+    assert len(want) == len(doc["drafts"]) and any(len(d["fixes"]) > 1 for d in doc["drafts"])
+    con = Console(record=True, width=100, file=io.StringIO())
+    render_matrix(con, doc)
+    terminal = [ln[len("next: "):].split("  # ", 1) for ln in con.export_text().splitlines() if ln.startswith("next: ")]
+    assert [tuple(x) for x in terminal] == want
+    md = render_markdown(doc).split("Next, one fix line per draft:", 1)[1]
+    md_lines = [ln for ln in md.splitlines() if ln.startswith("- ")]
+    assert [ln.split("` ", 1)[1].split(" `", 1)[0].strip() for ln in md_lines] == [c for c, _ in want]
+    # the CSV's and the page's commands: each cell's, the command of its draft's fix serving its row
+    command_of = {(d["draft"], row): f["command"] for d in doc["drafts"] for f in d["fixes"] for row in f["rows"]}
+    for r in csv.DictReader(io.StringIO(render_csv(doc))):
+        if r["state"] == "fail":
+            assert r["fix_command"] == command_of[(r["draft"], r["engine_row"])]
+    text = "".join(_parse(doc).text)
+    for d in doc["drafts"]:
+        for f in d["fixes"]:
+            assert f["command"] in text and f["why"] in text
+
+
+def test_markdown_code_spans_keep_a_command_whole_whatever_backticks_it_holds():
+    from kconvert.report.matrix_table import md_code
+
+    for s in ("kconvert fix a", "kconvert fix 'a`b'", "x ``` y", "`"):
+        span = md_code(s)
+        fence = span.split(" ", 1)[0]
+        assert set(fence) == {"`"} and fence not in s and span == f"{fence} {s} {fence}"

@@ -321,7 +321,9 @@ def test_the_matrix_prints_one_next_line_per_draft_and_each_fix_serves_every_row
             assert ", ".join(other["rows"]) in line.why.split("serve", 1)[1], line.why
         # the options a comment names: the fix line's own (inspect's comment on it), the matrix's where it says
         # where the other lines are
-        fix_part, _, where = line.why.partition("(a fix line each: ")
+        fix_part, *where = re.split(r"\((?:its fix line|their fix lines): ", line.why)
+        where = " ".join(where)
+        assert bool(where) == (len(d["fixes"]) > 1), line.why
         assert set(re.findall(r"--[a-z][a-z-]+", fix_part)) <= fix_options, line.why
         assert set(re.findall(r"--[a-z][a-z-]+", where)) <= matrix_options, line.why
     # every failing cell with a fix is served by exactly one of its draft's commands, the one the cell names

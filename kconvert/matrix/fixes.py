@@ -22,6 +22,9 @@ from typing import Any
 
 from kconvert.writer.ops import op_to_dict
 
+# where the fix lines of a draft's other outputs are (the one next line names their rows only)
+WHERE = "the --html page's draft card, --json drafts[].fixes"
+
 
 def output_digest(plan: Any) -> str:
     """`sha256:` over what a fix plan writes that an engine or kconvert's rules read (`kconvert.plan.Plan`)."""
@@ -85,8 +88,8 @@ def draft_fixes(cells: list[dict[str, Any]], installed: str | None = None) -> li
         others = [g["rows"] for g in out[1:]]
         served = (", ".join(others[0]) if len(others) == 1
                   else " and ".join(f"[{', '.join(rows)}]" for rows in others))
-        out[0]["why"] += (f"; {'another output serves' if len(others) == 1 else f'{len(others)} other outputs serve'} "
-                          f"{served} (a fix line each: the --html page's draft card, --json drafts[].fixes)")
+        out[0]["why"] += (f"; another output serves {served} (its fix line: {WHERE})" if len(others) == 1 else
+                          f"; {len(others)} other outputs serve {served} (their fix lines: {WHERE})")
     unfixed = [row_of(c) for c in cells
                if c.get("kind", "static") == "static" and c.get("state") == "fail" and not _needs_fix(c)]
     if out and unfixed:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -201,7 +202,20 @@ def render_markdown(doc: dict[str, Any]) -> str:
     lines.append("")
     lines.append(f"{s.get('cells', 0)} cells: {counts}. Legend: "
                  + ", ".join(f"{SYMBOL[k]} {k}" for k in STATES) + ".")
+    nexts = [f for d in g.rows if (f := next(iter(d.draft.get("fixes") or []), None)) and f.get("command")]
+    if nexts:
+        # the terminal's `next:` lines, one per draft (kconvert.matrix.fixes), the command whole in a code span
+        lines += ["", "Next, one fix line per draft:", ""]
+        lines += [f"- {md_code(f['command'])}: {md_escape(f.get('why') or '')}" for f in nexts]
     return "\n".join(lines) + "\n"
+
+
+def md_code(s: Any) -> str:
+    """A document string as a Markdown code span, whole: fenced by one more backtick than its longest run (CommonMark
+    code spans), control characters shown as escapes."""
+    text = plain(s)
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    return f"{fence} {text} {fence}"
 
 
 CSV_FIELDS = ("draft", "revision", "target", "target_state", "producer", "step", "engine_row", "engine",
