@@ -325,7 +325,7 @@ class _Page:
                 parts.append("<ul>" + "".join(f"<li>{prose(d)}</li>" for d in decisions) + "</ul>")
             if fix.get("command"):
                 if fix.get("why"):
-                    parts.append(prose(f"on this row it {fix['why']}", "p"))
+                    parts.append(prose(f"this row's own fix line: {fix['why']}", "p"))
                 parts.append(self.copyable(str(fix["command"])))
         for key, label in (("score", "score (offline)"), ("live", "live")):
             acc = cell.get(key)
@@ -489,10 +489,12 @@ class _Page:
             return '<span class="muted">none</span>'
         items = []
         for i, f in enumerate(fixes):
+            head = "next" if i == 0 else "another output"
+            # the comment names the rows the command serves (kconvert.matrix.fixes); an older document's has none
             rows = ", ".join(ident(r) for r in f.get("rows") or [])
-            head = ("the next line" if i == 0 else "another output") + (f" for {rows}" if rows else "")
-            why = f": {prose(f['why'])}" if f.get("why") else ""
-            items.append(f'<li><p class="meta">{head}{why}</p>{self.copyable(str(f["command"]))}</li>')
+            said = prose(f["why"]) if f.get("why") else (f"for {rows}" if rows else "")
+            items.append(f'<li><p class="meta">{head}{": " if said else ""}{said}</p>'
+                         f'{self.copyable(str(f["command"]))}</li>')
         return f'<ul class="fixes">{"".join(items)}</ul>'
 
     def draft_html(self, n: int, r: Row) -> str:
