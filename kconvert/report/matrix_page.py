@@ -325,7 +325,7 @@ class _Page:
                 parts.append("<ul>" + "".join(f"<li>{prose(d)}</li>" for d in decisions) + "</ul>")
             if fix.get("command"):
                 if fix.get("why"):
-                    parts.append(prose(f"this row's own fix line: {fix['why']}", "p"))
+                    parts.append(prose(f"on this row: {fix['why']}", "p"))
                 parts.append(self.copyable(str(fix["command"])))
         for key, label in (("score", "score (offline)"), ("live", "live")):
             acc = cell.get(key)
