@@ -105,7 +105,7 @@ def _planned(result: Any, command: str) -> Any:
     stands alone: `kconvert.matrix.fixes`)."""
     import shlex
 
-    from kconvert.commands.fix import fix
+    from kconvert.commands.fix import fix, plan_fix
     from kconvert.rules.decisions import decisions_from_flags
 
     argv = shlex.split(command)
@@ -114,10 +114,13 @@ def _planned(result: Any, command: str) -> Any:
         return argv[argv.index(name) + 1] if name in argv[:-1] else None
 
     try:
+        decisions = decisions_from_flags(flag("--aux-ids"), flag("--aux-convention"), flag("--d2t"))
+        if decisions == result.decisions:
+            # fix would analyse the draft as inspect just did and plan from that (commands/fix `_fix`): reuse it
+            return plan_fix(result)
         planned = fix(result.checkpoint, None, target=result.target, engine=result.engine.engine,
                       engine_version=str(result.engine.version), dry_run=True, partial="--partial" in argv,
-                      decisions=decisions_from_flags(flag("--aux-ids"), flag("--aux-convention"), flag("--d2t")),
-                      selection=result.selection, fail_on=result.fail_on)
+                      decisions=decisions, selection=result.selection, fail_on=result.fail_on)
     except KConvertError:
         return None
     return None if planned.refused else planned.plan
