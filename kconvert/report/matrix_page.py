@@ -160,6 +160,7 @@ def _is_num(v: Any) -> bool:
 # Where a name may break (issue 48): after a path separator, a hyphen or an underscore, never inside a word. A part
 # still wider than its column is cut with an ellipsis (CSS), the whole name in the title.
 _BREAK_AFTER = re.compile(r"(?<=[/\\_\-])")
+_WORD_BREAK = re.compile(r"(?<=[/\\_])|(?<=[A-Za-z0-9]-)")
 
 
 def name_html(text: Any) -> str:
@@ -273,9 +274,11 @@ class _Page:
     def copyable(self, text: str) -> str:
         """A command in a box, breaking at its spaces and after path separators, and its copy button."""
         cid = self.copy_id()
-        # each word unbroken (a line breaker would break "-o" after its hyphen), a path after its slashes: the
-        # text copied is the command's own, <wbr> adds no character
-        body = " ".join("<wbr>".join(f'<span class="nw">{e(p)}</span>' for p in re.split(r"(?<=/)", word) if p)
+        # a word breaks only after a separator inside it (`/`, `_`, a hyphen after a letter or digit), an option
+        # never (a line breaker would break "-o" after its hyphen): the text copied is the command's
+        # own, <wbr> adds no character
+        body = " ".join("<wbr>".join(f'<span class="nw">{e(p)}</span>'
+                                     for p in ([word] if word.startswith("-") else _WORD_BREAK.split(word)) if p)
                         for word in str(text).split(" "))
         return (f'<pre><code id="{cid}">{body}</code></pre>'
                 f'<button type="button" class="copy" data-copy="{cid}">Copy</button>')
