@@ -86,6 +86,11 @@ def verify_command(
     tolerance: Annotated[float, typer.Option("--tolerance", help="Allowed shortfall from the expected value.")] = 0.1,
     policy: Annotated[Optional[str], typer.Option("--policy", help="TOML gate policy keyed by target and prompt "
                                                   "set (schemas/policy.schema.json).")] = None,
+    max_degenerate: Annotated[Optional[str], typer.Option(
+        "--max-degenerate-share", help="Gate: the largest share of the target's outputs that may end in a short loop "
+                                       "filling half of them (the acceptance is then counted on the loop, not the "
+                                       "draft); a share from 0 to 1, or off. Default 0.75, measured (bench/NOTES.md, "
+                                       "Output health).", show_default=False)] = None,
     aux_ids: AuxIdsOpt = None,
     aux_convention: AuxConvOpt = None,
     d2t: D2tOpt = None,
@@ -113,11 +118,12 @@ def verify_command(
     process with the speculative config (method eagle3), feeds a shipped prompt set rendered with the target's
     chat template, greedy, and reports drafts, draft tokens, accepted tokens, acceptance rate, mean acceptance
     length (bonus included), per-position and conditional rates and SGLang's equivalent accept_length, all from
-    the engine's own counters. Exit 0 pass, 1 below a threshold / static errors / outputs differ, 2 bad input,
-    3 this machine cannot run the step (the engine failed, or vLLM is not installed). SGLang is measured as a
-    server you start (--server URL --engine sglang); --engine sglang without --server prints its launch line
-    and that command, and exits 2. Another method's checkpoint (K105: DFlash, DSpark, an MTP layer) is refused
-    before any engine line is planned, with what serves it, exit 1 (--skip-static too).
+    the engine's own counters, and how many of the target's outputs degenerated into a loop (gated by
+    --max-degenerate-share). Exit 0 pass, 1 below a threshold / outputs degenerate / static errors / outputs
+    differ, 2 bad input, 3 this machine cannot run the step (the engine failed, or vLLM is not installed).
+    SGLang is measured as a server you start (--server URL --engine sglang); --engine sglang without --server
+    prints its launch line and that command, and exits 2. Another method's checkpoint (K105: DFlash, DSpark, an
+    MTP layer) is refused before any engine line is planned, with what serves it, exit 1 (--skip-static too).
     """
     # deferred: the library and its renderers load the rules and the readers, which --help never needs
     from kconvert.commands.verify import VerifySettings, verify
@@ -139,7 +145,8 @@ def verify_command(
                               engine_args=parse_engine_args(engine_arg), timeout_s=timeout, skip_static=skip_static,
                               lossless=lossless, max_prompts=max_prompts)
     gate = Gate(min_acceptance_length=min_al, min_acceptance_rate=min_rate, min_per_position=min_pos, policy=policy,
-                expected=expected, expected_convention=expected_convention, tolerance=tolerance)
+                expected=expected, expected_convention=expected_convention, tolerance=tolerance,
+                max_degenerate_share=max_degenerate)
     decisions = decisions_from_flags(aux_ids, aux_convention, d2t)
     quiet = fmt != "full" or not err_console.is_terminal
     try:

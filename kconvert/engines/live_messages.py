@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kconvert.engines.acceptance import summarize
+from kconvert.engines.output_health import summarize_health
 
 
 @dataclass
@@ -124,3 +125,7 @@ class LiveResult:
         """Acceptance figures of this run (see :mod:`kconvert.engines.acceptance`)."""
         c = self.counters
         return summarize(c.drafts, c.draft_tokens, c.accepted, c.accepted_per_pos, self.num_speculative_tokens)
+
+    def output_health(self) -> dict[str, Any]:
+        """How degenerate the target's outputs of this run were (see :mod:`kconvert.engines.output_health`)."""
+        return summarize_health(self.output_token_ids)

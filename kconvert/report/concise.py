@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kconvert.engines.output_health import health_line
 from kconvert.report.figures import attention_text, number, percent, runner_line, series
 from kconvert.report.anchors import display_path
 
@@ -129,6 +130,8 @@ def live_lines(doc: dict[str, Any]) -> list[str]:
         if any(backends.values()):
             # the backend each model ran on (read from the engine's built layers): figures differ between backends
             out.append("attention backend: " + attention_text(backends))
+        if live.get("output_health"):
+            out.append("output health: " + health_line(live["output_health"]))
         ll = live.get("lossless")
         if ll is not None:
             out.append("lossless: greedy outputs identical with and without the draft" if ll.get("identical")

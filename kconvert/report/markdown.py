@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from kconvert._version import PYPI_URL
+from kconvert.engines.output_health import health_line
 from kconvert.report.figures import runner_line
 
 ENGINE_LABEL = {"vllm": "vLLM", "sglang": "SGLang"}
@@ -189,6 +190,9 @@ def render_markdown_section(report: dict[str, Any], *, heading_level: int = 2) -
     ll = _lossless(live)
     if ll:
         facts.append(ll)
+    if isinstance(live.get("output_health"), dict):
+        # the acceptance is only the draft's where the target's own outputs did not collapse into loops (issue #46)
+        facts.append(f"- Output health of the target's outputs: {_cell(health_line(live['output_health']))}")
     lines += facts + [""]
     if live:
         lines += [f"{h}# Acceptance", ""] + _acceptance_table(live, k) + [""]

@@ -16,6 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from kconvert.engines.output_health import health_line
 from kconvert.engines.serve_lines import serve_lines
 from kconvert.report.concise import dry_run_lines, evidence_text, finding_path, one_line
 from kconvert.report.figures import attention_text, number, percent, runner_line, series
@@ -207,6 +208,8 @@ def render_verify(console: Console, doc: dict[str, Any]) -> None:
         extra.append(("lossless", "identical" if ll["identical"] else f"DIFFERS at {ll['first_difference']}"))
     if live.get("attention_backends"):
         extra.append(("attention backend", attention_text(live["attention_backends"])))
+    if live.get("output_health"):
+        extra.append(("output health", health_line(live["output_health"])))
     console.print(acceptance_table(f"Live acceptance ({live['engine']} {live['engine_version']}, "
                                    f"k={live['num_speculative_tokens']}, {live['num_prompts']} prompts of "
                                    f"'{live['prompt_set']}')", live["counters"], live["acceptance"], extra))

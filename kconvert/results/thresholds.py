@@ -26,6 +26,14 @@ CONVENTIONS = {
     "accepted": ("accepted draft tokens per step (no bonus token)", 1.0),
 }
 
+# The output-health gate (issue #46 item 4; kconvert/engines/output_health.py): fail when more than this share of
+# the prompts' outputs degenerated into a short loop, since the acceptance is then counted on the loop. Measured
+# (bench/NOTES.md, "Output health"): the shipped tiny example, whose untrained target itself loops on many prompts,
+# at most 0.469 per prompt set (math, float32; bf16 likewise); its copy whose lm_head makes it loop (tests/live_runs.py
+# looping_target) 1.0. 0.75 keeps 0.28 above the one and 0.25 below the other. "off" disables the check.
+DEFAULT_MAX_DEGENERATE_SHARE = 0.75
+OFF = "off"
+
 
 @dataclass
 class Thresholds:
@@ -35,16 +43,18 @@ class Thresholds:
     expected: dict[str, Any] | None = None  # {"value", "convention", "tolerance", "source"}
     source: str = "flags"
     notes: list[str] = field(default_factory=list)
+    # the output-health gate: the largest share of degenerate outputs allowed (None: not checked)
+    max_degenerate_share: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"min_acceptance_length": self.min_acceptance_length, "min_acceptance_rate": self.min_acceptance_rate,
                 "min_per_position": self.min_per_position, "expected": self.expected, "source": self.source,
-                "notes": self.notes}
+                "notes": self.notes, "max_degenerate_share": self.max_degenerate_share}
 
     @property
     def empty(self) -> bool:
         return (self.min_acceptance_length is None and self.min_acceptance_rate is None
-                and not self.min_per_position and self.expected is None)
+                and not self.min_per_position and self.expected is None and self.max_degenerate_share is None)
 
 
 def expected_to_vllm_al(value: float, convention: str) -> float:
@@ -84,7 +94,9 @@ def load_policy(path: str | Path, *, target: str, prompt_set: str, k: int) -> Th
     th = Thresholds(min_acceptance_length=chosen.get("min_acceptance_length"),
                     min_acceptance_rate=chosen.get("min_acceptance_rate"),
                     min_per_position=list(chosen.get("min_per_position", [])),
-                    source=f"{p} [target={chosen.get('target', '*')}, prompt_set={chosen.get('prompt_set', '*')}]")
+                    source=f"{p} [target={chosen.get('target', '*')}, prompt_set={chosen.get('prompt_set', '*')}]",
+                    max_degenerate_share=degenerate_share_limit(chosen.get("max_degenerate_share"),
+                                                                f"{p}: max_degenerate_share"))
     exp = chosen.get("expected")
     if exp:
         apply_expected(th, float(exp["value"]), exp.get("convention", "vllm"), float(exp.get("tolerance", 0.1)),
@@ -105,6 +117,8 @@ class Gate:
     expected: float | None = None
     expected_convention: str = "sglang"
     tolerance: float = 0.1
+    # --max-degenerate-share: a share, "off", or None for the policy entry's value, else the measured default
+    max_degenerate_share: float | str | None = None
 
     def resolve(self, *, target: str, prompts: str, k: int) -> Thresholds:
         if self.policy:
@@ -112,10 +126,30 @@ class Gate:
         else:
             th = Thresholds(min_acceptance_length=self.min_acceptance_length,
                             min_acceptance_rate=self.min_acceptance_rate,
-                            min_per_position=_rates(self.min_per_position, "--min-per-position"))
+                            min_per_position=_rates(self.min_per_position, "--min-per-position"),
+                            max_degenerate_share=DEFAULT_MAX_DEGENERATE_SHARE)
+        if self.max_degenerate_share is not None:
+            th.max_degenerate_share = degenerate_share_limit(self.max_degenerate_share, "--max-degenerate-share")
         if self.expected is not None:
             apply_expected(th, self.expected, self.expected_convention, self.tolerance, "--expected-accept-length")
         return th
+
+
+def degenerate_share_limit(value: Any, what: str) -> float | None:
+    """A `max_degenerate_share` as given (a number from 0 to 1, "off", or None for the measured default) as the
+    limit the gate applies (None: the check is off)."""
+    if value is None:
+        return DEFAULT_MAX_DEGENERATE_SHARE
+    if isinstance(value, str) and value.strip().lower() == OFF:
+        return None
+    try:
+        share = float(value)
+    except (TypeError, ValueError):
+        share = float("nan")
+    if isinstance(value, bool) or not 0.0 <= share <= 1.0:
+        raise UsageError(f"{what} {value!r}: a share from 0 to 1 (default {DEFAULT_MAX_DEGENERATE_SHARE}), or "
+                         f"{OFF} to skip the output-health check")
+    return share
 
 
 def _rates(text: str | None, what: str) -> list[float]:
@@ -139,7 +173,9 @@ class Check:
         return vars(self).copy()
 
 
-def evaluate(th: Thresholds, acceptance: dict[str, Any]) -> list[Check]:
+def evaluate(th: Thresholds, acceptance: dict[str, Any], health: dict[str, Any] | None = None) -> list[Check]:
+    """The gate's checks: the acceptance floors, and the output health of the run's outputs
+    (`kconvert.engines.output_health.summarize_health`) when `th.max_degenerate_share` is set."""
     checks: list[Check] = []
     al = acceptance.get("mean_acceptance_length")
     rate = acceptance.get("acceptance_rate")
@@ -157,7 +193,25 @@ def evaluate(th: Thresholds, acceptance: dict[str, Any]) -> list[Check]:
         ok = got is not None and got >= need
         checks.append(Check(f"min_per_position[{i}]", ok, got, need,
                             f"position {i} acceptance {_f(got)} {'>=' if ok else '<'} {need:.3f}"))
+    if th.max_degenerate_share is not None:
+        checks.append(health_check(th.max_degenerate_share, health))
     return checks
+
+
+def health_check(limit: float, health: dict[str, Any] | None) -> Check:
+    """Fail when more of the target's outputs degenerated than `limit` allows: the acceptance was then counted on
+    the target's loops, which any draft predicts, so it does not measure the draft (issue #46 item 4)."""
+    share = (health or {}).get("degenerate_share")
+    ok = share is not None and share <= limit
+    if share is None:
+        return Check("max_degenerate_share", False, None, limit, "output health: not measured (no outputs)")
+    what = f"output health: {health['degenerate_prompts']} of {health['prompts']} outputs degenerate ({share:.0%})"
+    if ok:
+        return Check("max_degenerate_share", True, share, limit, f"{what} <= {limit:.0%} allowed")
+    return Check("max_degenerate_share", False, share, limit,
+                 f"{what} > {limit:.0%} allowed: the acceptance was counted on the target's loops, which any draft "
+                 f"predicts, so it is not the draft's quality (check the target and the prompts; "
+                 f"--max-degenerate-share {OFF} skips this check)")
 
 
 def _f(v: Any) -> str:

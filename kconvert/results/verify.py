@@ -63,6 +63,8 @@ class VerifyResult(Gated):
     prompts: list[str] = field(default_factory=list)  # the prompts the engine ran
     live: LiveResult | None = None
     acceptance: dict[str, Any] | None = None
+    # how degenerate the target's outputs of the live run were (kconvert.engines.output_health.summarize_health)
+    output_health: dict[str, Any] | None = None
     lossless: dict[str, Any] | None = None
     checks: list[Check] = field(default_factory=list)
     thresholds: Thresholds | None = None
@@ -135,6 +137,7 @@ def live_section(vr: VerifyResult) -> dict[str, Any] | None:
         "counters": {"drafts": lv.counters.drafts, "draft_tokens": lv.counters.draft_tokens,
                      "accepted": lv.counters.accepted, "accepted_per_pos": list(lv.counters.accepted_per_pos)},
         "acceptance": vr.acceptance,
+        "output_health": vr.output_health,
         "timings": {"engine_start_s": lv.timings.engine_start_s, "generate_s": lv.timings.generate_s,
                     "total_s": lv.timings.total_s},
         "lossless": vr.lossless,

@@ -109,7 +109,8 @@ def verify(draft: str | None, target: str | None, *, engine: str = "vllm", engin
     speculative_config: the JSON of a production `vllm serve --speculative-config`, replayed on `settings` (its k
     and draft TP; a -k or draft TP that contradicts it is a `UsageError`).
     thresholds: `kconvert.Thresholds` to gate on, or a `Gate` (verify's flags: a policy file, floors, an
-    expected value) resolved once k is known (None: no gate); its notes go to `notify`. fail_on: "error" or
+    expected value, the output-health limit, on by default) resolved once k is known (None: no gate); its notes go
+    to `notify`. The live run's output health (`.output_health`) is recorded either way. fail_on: "error" or
     "warning" for the static checks (failing findings stop before the engine starts unless
     `settings.skip_static`). dry_run: the static checks and the planned engine arguments and serve line
     (`.planned`); nothing started, no engine imported.
@@ -188,7 +189,7 @@ def verify(draft: str | None, target: str | None, *, engine: str = "vllm", engin
         raise UsageError(f"{draft}: the live test needs the weights; download the draft first")
     _run_live(out, str(ckpt.root), say)
     if thresholds is not None:
-        out.checks = evaluate(thresholds, out.acceptance or {})
+        out.checks = evaluate(thresholds, out.acceptance or {}, out.output_health)
     if diagnose:
         plan = plan_diagnosis(out)
         if plan.needed:
@@ -270,6 +271,7 @@ def _run_live(out: VerifyResult, draft_dir: str, say: Progress) -> None:
     say("speculative run")
     out.live = run_vllm(req, progress=say)
     out.acceptance = out.live.acceptance()
+    out.output_health = out.live.output_health()
     if out.settings.lossless:
         say("lossless baseline (no draft)")
         base = run_vllm(LiveRequest(**{**req.to_dict(), "draft": None}), progress=say)
