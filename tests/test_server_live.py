@@ -42,6 +42,9 @@ class FakeVllm(Loopback):
         self.models = list(models)
         self.status = status
         self.bodies: list[dict] = []
+        # the generated ids of a request: a two-token loop for prompts that start with "loop", else all distinct
+        self.token_ids = lambda body: ([7, 9] * body["max_tokens"])[:body["max_tokens"]] \
+            if str(body.get("prompt", "")).startswith("loop") else list(range(100, 100 + body["max_tokens"]))
         super().__init__(self._answer)
 
     def _answer(self, method: str, path: str, body):
@@ -49,8 +52,10 @@ class FakeVllm(Loopback):
             self.bodies.append(body)
             if self.status != 200:
                 return self.status, {"error": {"message": "boom"}}
-            return 200, {"choices": [{"index": 0, "text": "ok", "finish_reason": "length"}],
-                         "usage": {"prompt_tokens": 3, "completion_tokens": body["max_tokens"]}}
+            choice = {"index": 0, "text": "ok", "finish_reason": "length"}
+            if body.get("return_token_ids"):  # vLLM 0.32 completion/serving.py: the ids only when asked for
+                choice["token_ids"] = self.token_ids(body)
+            return 200, {"choices": [choice], "usage": {"prompt_tokens": 3, "completion_tokens": body["max_tokens"]}}
         if path == "/version":
             return 200, {"version": "0.32.0"}
         if path == "/v1/models":
@@ -102,6 +107,23 @@ def test_measure_reports_the_difference_of_the_two_scrapes(fake_factory):
     assert res["num_speculative_tokens"] == 3 and res["model"] == "tiny-target" and res["engine_version"] == "0.32.0"
     assert res["completion_tokens"] == 64 and res["requests_finished"] == 4 and res["warnings"] == []
     assert all(b["temperature"] == 0.0 and b["prompt"] in "abcd" for b in fake.bodies)
+
+
+def test_measure_records_the_output_health_of_the_token_ids_the_server_returns(fake_factory):
+    """Every request asks vLLM for its generated ids (return_token_ids), and their health is recorded: here two of
+    four answers are a two-token loop over all their 16 tokens (cycle 2, 8 repeats); the others never repeat."""
+    fake = fake_factory([_metrics(0, 0, 0, [0, 0, 0], 0), _metrics(8, 24, 12, [6, 4, 2], 4)])
+    res = measure_vllm_server(fake.url, ["loop a", "b", "loop c", "d"], max_tokens=16)
+    assert all(b["return_token_ids"] is True for b in fake.bodies)
+    h = res["output_health"]
+    assert (h["prompts"], h["degenerate_prompts"], h["degenerate_share"]) == (4, 2, 0.5)
+    assert [(p["cycle_length"], p["cycle_repeats"], p["distinct_share"]) for p in h["per_prompt"]] == [
+        (2, 8, 2 / 16), (None, 0, 1.0), (2, 8, 2 / 16), (None, 0, 1.0)]
+    # a server that answers without ids (one older than the field): no figures, and a warning that says so
+    old = fake_factory([_metrics(0, 0, 0, [0, 0, 0], 0), _metrics(2, 6, 3, [2, 1, 0], 1)])
+    old.token_ids = lambda body: None
+    res = measure_vllm_server(old.url, ["a"], max_tokens=4)
+    assert res["output_health"] is None and any("no token ids" in w for w in res["warnings"])
 
 
 def test_measure_sends_chat_messages_with_the_chat_api(fake_factory):

@@ -94,7 +94,10 @@ def vllm_standin():
                      "/v1/models": {"object": "list", "data": [{"id": expected["model"], "object": "model"}]}},
                 metrics=[before, after],
                 # completion bodies were not recorded; verify --server takes its figures from /metrics only
-                completion={"choices": [{"index": 0, "text": "", "finish_reason": "length"}],
+                # kconvert asks for return_token_ids, which vLLM 0.32 answers with the generated ids
+                # (completion/serving.py); 32 distinct ids: an output that did not loop
+                completion={"choices": [{"index": 0, "text": "", "finish_reason": "length",
+                                         "token_ids": list(range(expected["max_tokens"]))}],
                             "usage": {"prompt_tokens": 0, "completion_tokens": expected["max_tokens"]}})
     yield s, expected
     s.close()
@@ -144,6 +147,7 @@ def test_verify_server_on_a_vllm_standin_reports_the_recorded_counters(vllm_stan
     assert doc["engine_version"] == "0.32.0" and doc["num_prompts"] == expected["num_prompts"] == 8
     assert [p for p, _ in s.state["posts"]] == ["/v1/completions"] * 8
     assert doc["requests_finished"] == expected["requests_finished"] == 8 and doc["warnings"] == []  # the recorded scrapes count 8 finished requests
+    assert doc["output_health"]["prompts"] == 8 and doc["output_health"]["degenerate_prompts"] == 0
 
 
 def test_verify_server_on_an_sglang_standin_reports_accept_length_beside_vllms_convention(sglang_standin):

@@ -13,6 +13,7 @@ import pytest
 
 from kconvert.runners.sglang_server import (
     measure_sglang_server,
+    output_health,
     meta_infos,
     num_speculative_tokens,
     parse_server_info,
@@ -138,6 +139,21 @@ def test_measure_sglang_server_sends_greedy_generate_requests_and_summarizes(fak
     assert res["api"] == "/generate" and res["server"]["speculative_algorithm"] == "EAGLE3"
     assert res["output_texts"][2] == "Paris."
     assert all(b["sampling_params"] == {"temperature": 0.0, "max_new_tokens": 64} for b in fake_sglang["bodies"])
+
+
+def test_measure_sglang_server_records_the_output_health_of_the_output_ids(fake_sglang):
+    """SGLang 0.5.23 puts a finished request's generated ids in `output_ids` (tokenizer_manager.py
+    _handle_batch_output); ids that are not all of its completion tokens are not its output, so no figures."""
+    res = measure_sglang_server(fake_sglang["url"], ["0", "1", "2"], max_tokens=64)
+    assert res["output_health"] is None  # these hand-written answers carry "output_ids": [] beside 64, 40, 1 tokens
+    answers = load("sglang_generate_eagle3.json")
+    loops = [[5, 6, 7] * 30, list(range(40)), [3]]
+    for a, ids in zip(answers, loops):
+        a["output_ids"] = ids[:a["meta_info"]["completion_tokens"]]
+    h = output_health(answers)
+    assert (h["prompts"], h["degenerate_prompts"]) == (3, 1)
+    assert [(x["tokens"], x["cycle_length"], x["cycle_repeats"]) for x in h["per_prompt"]] == [
+        (64, 3, 21), (40, None, 0), (1, None, 0)]
 
 
 def test_measure_sglang_server_refuses_a_server_without_a_draft(fake_sglang):

@@ -7,6 +7,7 @@ import typer
 
 from kconvert.cli._output import console, emit_json, write
 from kconvert.commands.verify.deployment import measure_server
+from kconvert.engines.output_health import health_line
 from kconvert.errors import UsageError
 from kconvert.prompts import load_prompts
 from kconvert.report.files import write_json_atomic
@@ -38,11 +39,15 @@ def run_server_mode(url: str, *, engine: str, prompts: str, k: int, max_tokens: 
                 if value is None and key == "mean_acceptance_length":
                     value = "not reported (vLLM's convention needs SGLang's spec_accept_token_num)"
                 console.print(f"  {key}: {value}", highlight=False)
+        if result.get("output_health"):
+            console.print(f"  output health: {health_line(result['output_health'])}", highlight=False)
     else:
         figures = ", ".join(f"{key} {json.dumps(acc[key])}" for key in (
             "mean_acceptance_length", "acceptance_rate", "per_position", "drafts", "draft_tokens", "accepted",
             "sglang_accept_length") if key in acc)
         line = f"server: {engine} {url}, {n_prompts} prompts of '{set_name}': {figures}"
+        if result.get("output_health"):
+            line += f"; output health: {health_line(result['output_health'])}"
         if fmt == "github":
             from kconvert.report.github import command  # deferred: the report package loads the checkpoint readers
 

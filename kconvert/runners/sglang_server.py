@@ -41,6 +41,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from kconvert.errors import EngineError, InputError, UsageError
 from kconvert.engines.acceptance import summarize
+from kconvert.engines.output_health import summarize_health
 
 SERVER_INFO_KEYS = (
     "version",
@@ -266,6 +267,22 @@ def measure_sglang_server(
         num_prompts=len(prompts),
         max_tokens=int(max_tokens),
         output_texts=[b.get("text", "") if isinstance(b, Mapping) else "" for b in bodies],
+        output_health=output_health(bodies),
         timings={"total_s": time.perf_counter() - t0},
     )
     return out
+
+
+def output_health(bodies: Sequence[Any]) -> dict[str, Any] | None:
+    """The output health of `/generate` answers (kconvert/engines/output_health.py): a finished request's answer
+    carries its generated ids as ``output_ids`` (SGLang 0.5.23 ``tokenizer_manager.py``
+    ``_handle_batch_output``); None when an answer has none (an older SGLang)."""
+    ids = []
+    for b in bodies:
+        got = b.get("output_ids") if isinstance(b, Mapping) else None
+        n = ((b.get("meta_info") or {}) if isinstance(b, Mapping) else {}).get("completion_tokens")
+        # ids that are not all of the request's generated tokens are not its output (an answer without them)
+        if not isinstance(got, list) or not all(isinstance(t, int) for t in got) or (n is not None and n != len(got)):
+            return None
+        ids.append(got)
+    return summarize_health(ids) if ids else None

@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from kconvert.engines.acceptance import summarize
 from kconvert.engines.metrics import counters_delta, spec_decode_counters
+from kconvert.engines.output_health import summarize_health
 from kconvert.errors import EngineError, UsageError
 
 API_PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -72,7 +73,11 @@ def served_models(client: Any) -> list[str]:
 def _send(client: Any, api: str, model: str, prompt: str, max_tokens: int, extra: Mapping[str, Any]) -> dict:
     import httpx  # deferred: ~60 ms (httpx loads its CLI's rich and click); only --server talks HTTP
 
-    body: dict[str, Any] = {"model": model, "max_tokens": int(max_tokens), "temperature": 0.0, **extra}
+    # return_token_ids: the generated ids in each choice's token_ids (CompletionRequest / ChatCompletionRequest,
+    # vllm/entrypoints/openai/{completion,chat_completion}/protocol.py), for the output-health figures; a server
+    # that predates the field ignores it and answers without ids
+    body: dict[str, Any] = {"model": model, "max_tokens": int(max_tokens), "temperature": 0.0,
+                            "return_token_ids": True, **extra}
     if api == "chat":
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
@@ -84,6 +89,21 @@ def _send(client: Any, api: str, model: str, prompt: str, max_tokens: int, extra
     if r.status_code >= 400:
         _raise_status(r, "generation request")
     return r.json()
+
+
+def _token_ids_of(resp: Mapping[str, Any]) -> list[int] | None:
+    ids = ((resp.get("choices") or [{}])[0]).get("token_ids")
+    return [int(i) for i in ids] if isinstance(ids, list) and all(isinstance(i, int) for i in ids) else None
+
+
+def output_health_of(ids: Sequence[list[int] | None], warnings: list[str]) -> dict[str, Any] | None:
+    """The output health of a server's answers (kconvert/engines/output_health.py), or None with a warning when an
+    answer came without its token ids."""
+    if any(i is None for i in ids):
+        warnings.append("the server returned no token ids for some answers: output health not measured (the "
+                        "acceptance may be counted on degenerate outputs)")
+        return None
+    return summarize_health([list(i) for i in ids if i is not None])
 
 
 def _text_of(api: str, resp: Mapping[str, Any]) -> str:
@@ -164,6 +184,7 @@ def measure_vllm_server(
         "prompt_tokens": sum(int(u.get("prompt_tokens") or 0) for u in usage),
         "completion_tokens": sum(int(u.get("completion_tokens") or 0) for u in usage),
         "output_texts": [_text_of(api, r) for r in responses],
+        "output_health": output_health_of([_token_ids_of(r) for r in responses], m.warnings),
         "timings": {"generate_s": generate_s, "total_s": time.perf_counter() - t0},
         "warnings": m.warnings,
     }
