@@ -27,6 +27,8 @@ echo; echo "== 3. verify the fixed draft live (vLLM CPU engine in bf16: about 3 
 # measured (bf16/float32, TP 1/2/8, forced CPU kernel paths: examples/tiny/README.md "How stable"), so the fixed
 # draft passes on any machine of this kind. The unfixed draft never gets here: step 1 refuses it (K404, exit 1);
 # forced live it loses about 0.12 of acceptance length, the size of loss a one-layer shift costs on Kimi-K2.5.
+# verify also gates on the target's output health (--max-degenerate-share, default 0.75): this untrained target
+# loops on 37 of the 96 outputs (0.385, bf16), below the limit (bench/NOTES.md, "Output health").
 $K verify "$OUT/fixed" --target "$TARGET" --prompts all --min-acceptance-length 2.5 \
     --report "$OUT/verify.json" --junit "$OUT/verify.xml" --markdown "$OUT/verify.md"
 echo; echo "reports: $OUT/verify.json $OUT/verify.xml $OUT/verify.md"

@@ -68,6 +68,37 @@ def qwen3_layer_draft(folder: Path) -> Path:
     return folder
 
 
+# The looping target (issue #46 item 4): the shipped target with the lm_head row of its most frequent greedy output
+# token, '\\' (id 73: 3939 of the 6144 tokens of its float32 outputs on `all`, bench/NOTES.md "Output health"), scaled
+# by LOOP_GAIN. Every layer is the shipped one, so the residual streams the draft reads (aux layers 2, 5, 7) are those
+# of the shipped target on the same text, and on a run of '\\' the shipped target itself continues it (92 % of its
+# '\\' tokens are followed by another): the good draft predicts the loop and is accepted almost always, as
+# tokenspeed #1305's draft was on a looping target. Measured with LOOP_GAIN 8 (float32, 96 prompts x 64 tokens):
+# 95 of 96 outputs degenerate, mean acceptance length 3.92 of 4 for drafts/mla-torchspec.
+LOOP_TOKEN = 73
+LOOP_GAIN = 8.0
+
+
+def looping_target(folder: Path) -> Path:
+    """A copy of the shipped target whose greedy outputs loop on one token (LOOP_TOKEN, LOOP_GAIN above), built
+    from the shipped files by that one deterministic change."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    src = TINY / "target"
+    folder.mkdir(parents=True)
+    for f in src.iterdir():
+        if f.name != "model.safetensors":
+            shutil.copy(f, folder / f.name)
+    t = load_file(str(src / "model.safetensors"))
+    head = t["language_model.lm_head.weight"]
+    head[LOOP_TOKEN] = (head[LOOP_TOKEN].float() * LOOP_GAIN).to(head.dtype)
+    save_file(t, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    return folder
+
+
 def engine_counters(raw: list[dict]) -> dict:
     """The spec-decode counters straight from the engine's raw get_metrics() dump (one series per engine), summed
     here without kconvert's own code: the outside value live tests compare kconvert's figures with."""

@@ -224,6 +224,10 @@ def test_live_server_figures_equal_the_metrics_deltas(live_server):
                    independent["accepted_per_pos"])
     for key in ("mean_acceptance_length", "acceptance_rate", "per_position"):
         assert res["acceptance"][key] == pytest.approx(hand[key]), key
+    # the ids vLLM returned for return_token_ids are its generated tokens: as many as its usage counted, per answer
+    h = res["output_health"]
+    assert h is not None and h["prompts"] == len(prompts)
+    assert sum(p["tokens"] for p in h["per_prompt"]) == res["completion_tokens"] > 0
     print(f"\nserver start {live_server.start_s:.1f} s; generate {res['timings']['generate_s']:.1f} s; "
           f"AL {res['acceptance']['mean_acceptance_length']:.3f}; counters {c}")
     save = os.environ.get("KCONVERT_SAVE_SCRAPES")
