@@ -109,7 +109,8 @@ def verify(draft: str | None, target: str | None, *, engine: str = "vllm", engin
     speculative_config: the JSON of a production `vllm serve --speculative-config`, replayed on `settings` (its k
     and draft TP; a -k or draft TP that contradicts it is a `UsageError`).
     thresholds: `kconvert.Thresholds` to gate on, or a `Gate` (verify's flags: a policy file, floors, an
-    expected value, the output-health limit, on by default) resolved once k is known (None: no gate); its notes go
+    expected value, the output-health limit) resolved once k is known; None is `Gate()`, the command line's gate
+    with no flag: the output-health check at its measured default (`Thresholds()` gates on nothing); its notes go
     to `notify`. The live run's output health (`.output_health`) is recorded either way. fail_on: "error" or
     "warning" for the static checks (failing findings stop before the engine starts unless
     `settings.skip_static`). dry_run: the static checks and the planned engine arguments and serve line
@@ -138,6 +139,10 @@ def verify(draft: str | None, target: str | None, *, engine: str = "vllm", engin
         raise UsageError("verify needs a DRAFT and --target TARGET (or --server URL to measure a running deployment)")
     if speculative_config is not None:
         st = replay_serve_line(st, speculative_config)
+    if thresholds is None:
+        # the command line's gate with no flag given: the measured output-health check alone, so that the library
+        # and `kconvert verify` agree
+        thresholds = Gate()
     if isinstance(thresholds, Gate):
         resolved = thresholds.resolve(target=target, prompts=st.prompts, k=st.num_speculative_tokens)
         thresholds = None if resolved.empty else resolved
