@@ -47,9 +47,9 @@ if [ "$tier" = "live" ] || [ "$tier" = "test" ]; then
 fi
 if [ "$tier" = "test" ]; then
   # playwright: the browser test's driver (its wheel carries the driver; the browser is the distribution's chromium,
-  # which scripts/test.sh installs as root)
+  # which scripts/test.sh installs as root); sybil: reads the documentation's commands (tests/test_docs_commands.py)
   pip install "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6.100" "psutil>=5.9" "pyyaml>=6" "import-linter>=2.16,<3" \
-    "playwright>=1.49"
+    "playwright>=1.49" "sybil>=9"
   # The ray extra (pyproject: the `ray` extra of kconvert-eagle3) for tests/test_matrix_ray.py, which fails without it under CI=true.
   # ~8 s and ~240 MB here; the core tier (.venv-core) never installs it.
   pip install "ray>=2.60"

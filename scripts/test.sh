@@ -30,14 +30,15 @@ fi
 # `pip install .` and the test tools only (no vLLM, no torch), running the tests that start no engine, so that an
 # import only vLLM or torch brings in fails here (verify --server exited 70 on a core install: httpx). Its children
 # run the installed copy. ~63 s on this machine (venv + install ~16 s, tests ~47 s). The main run below reuses
-# the venv for the live `verify --server` from a core install (tests/test_server_live.py).
+# the venv for the live `verify --server` from a core install (tests/test_server_live.py) and for the commands the
+# documentation shows on the core install (tests/test_docs_commands.py).
 CORE_TESTS=(
   tests/test_server_standin.py tests/test_cli.py tests/test_sglang_parsing.py tests/test_sglang_oracle.py
   tests/test_engine_rows.py tests/test_serve_lines.py tests/test_acceptance.py tests/test_metrics.py
   tests/test_layers.py tests/test_zoo.py tests/test_rules.py tests/test_formats.py tests/test_fix.py
   tests/test_gate.py tests/test_hostile.py tests/test_names.py tests/test_registry.py tests/test_hub_source.py
   tests/test_push.py tests/test_writer.py tests/test_matrix_render.py tests/test_distribution_name.py
-  tests/test_walkthrough.py tests/test_rules_doc.py tests/test_library_results.py
+  tests/test_rules_doc.py tests/test_library_results.py
 )
 if [ $# -eq 0 ]; then
   echo "test: core tier (.venv-core: pip install ., no engine)"
