@@ -5,7 +5,7 @@ cannot run) is one of these; the CLI turns them into one line and a stable exit 
 """
 from __future__ import annotations
 
-from kconvert._version import install_hint
+from kconvert._version import install_hint, vllm_install_hint
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1  # error-level findings, or a failed gate
@@ -93,7 +93,7 @@ class MissingPackageError(KConvertError):
 
     def __init__(self, step: str, needs: str, extra: str):
         super().__init__(f"{step} needs {needs}, which is not installed here",
-                         hint=install_hint(extra))
+                         hint=vllm_install_hint() if needs.lower() == "vllm" else install_hint(extra))
         self.extra = extra
 
 

@@ -31,12 +31,12 @@ def render(rules: list[dict]) -> str:
              "`--select`/`--ignore` take ids, prefixes, categories or names (docs/manual.md#rule-selection-and-project-configuration).",
              "", "Each id's name, category and group (stable, preview, deprecated; a removed id is never reused) are kept "
              "in one table, kconvert/rules/codes.py; a rule lives in the module of its category.",
-             "", "| id | name | category | severity | fix | group |", "|---|---|---|---|---|---|"]
-    lines += [f"| [{r['id']}](#{r['id'].lower()}-{r['name']}) | {r['name']} | {r['category']} | {r['severity']} | "
+             "", "| id | name | category | severity (every one its findings can have) | fix | group |", "|---|---|---|---|---|---|"]
+    lines += [f"| [{r['id']}](#{r['id'].lower()}-{r['name']}) | {r['name']} | {r['category']} | {'/'.join(r['severities'])} | "
               f"{r['fix_availability']} | {r['group']} |" for r in rules]
     for r in rules:
         lines += ["", f"## {r['id']} {r['name']}", "",
-                  f"{r['category']}, {r['severity']}{', needs --target' if r['needs_target'] else ''}", "",
+                  f"{r['category']}, {'/'.join(r['severities'])}{', needs --target' if r['needs_target'] else ''}", "",
                   f"**What it checks.** {r['summary']}", "", f"**Why it matters.** {r['why']}", "",
                   f"**Fix** ({r['fix_availability']}). {r['fix']}"]
     return "\n".join(lines) + "\n"

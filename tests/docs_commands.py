@@ -224,13 +224,10 @@ def sybil_for(evaluator) -> Sybil:
 
 def click_command(name: str):
     """The click command typer builds for `kconvert <name>` (None when there is no such command)."""
-    import typer
-
-    from kconvert.cli import _register, app
+    from kconvert.cli import _built, _register
 
     _register()
-    group = typer.main.get_command(app)
-    return group.commands.get(name)
+    return getattr(_built(None), "commands", {}).get(name)  # built once per process (kconvert.cli._built)
 
 
 def shell_words(text: str) -> tuple[list[str], list[str]]:
@@ -465,3 +462,47 @@ def check_block(block: Block, workspace: Path) -> list[str]:
             if int(n) not in codes:
                 problems.append(f"{at}: the text after the block says exit {n}; its commands exited {codes}")
     return problems
+
+
+# ------------------------------------------------------------------------------ regenerating the shown output
+
+def rewrite_console_blocks(doc: Path, workspace: Path) -> bool:
+    """Replace what each `console` block of `doc` shows after its commands with what they print now (as cog
+    regenerates its blocks): `python -m tests.docs_commands --write` after a message changed. True if it changed."""
+    text = doc.read_text(encoding="utf-8")
+    out = text
+    blocks: list[Block] = []
+    parser = CommandBlockParser(lambda ex: None)
+    from sybil import Document
+
+    for ex in Document.parse(str(doc), parser).examples():
+        if ex.parsed.language == "console":
+            blocks.append(ex.parsed)
+    for block in blocks:
+        lines: list[str] = []
+        for cmd in block.commands:
+            comment = f"  # {'; '.join(cmd.comments)}" if cmd.comments else ""
+            core = block.core or bool(CORE_LINE.search(block.prose_after))
+            with quiet_environment():
+                r = run_command(cmd.text, workspace, core=core)
+            lines += [f"$ {cmd.text}{comment}", *r.out.rstrip("\n").splitlines()]
+        new = "\n".join(lines) + "\n"
+        out = out.replace(f"```console\n{block.text}```", f"```console\n{new}```", 1)
+    if out != text:
+        doc.write_text(out, encoding="utf-8")
+    return out != text
+
+
+if __name__ == "__main__":
+    import shutil
+    import tempfile
+
+    if sys.argv[1:] != ["--write"]:
+        sys.exit("usage: python -m tests.docs_commands --write  (regenerates the documents' console blocks)")
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = Path(tmp)
+        shutil.copytree(ROOT / "examples" / "tiny", ws / "examples" / "tiny",
+                        ignore=shutil.ignore_patterns("*.md", "*-vllm", "*-sglang"))
+        for d in documents():
+            if rewrite_console_blocks(d, ws):
+                print(f"rewrote {d.relative_to(ROOT)}")

@@ -151,7 +151,8 @@ class Collector:
         if key in self.seen:
             return
         self.seen.add(key)
-        self.outcomes.append(self.check(p))
+        said = comment_problems(p)
+        self.outcomes.append(Outcome(p, False, said) if said else self.check(p))
 
     def check(self, p: Printed) -> Outcome:
         argv = shlex.split(p.command)
@@ -223,6 +224,28 @@ class Collector:
         lines = [f"{len(self.outcomes)} printed commands run, {len(bad)} failed"]
         lines += [f"  FAIL [{o.printed.origin}] {o.printed.command}  # {o.printed.why}\n       {o.detail}" for o in bad]
         return "\n".join(lines)
+
+
+def comment_problems(p: Printed) -> str:
+    """What a printed line's comment says that its command contradicts: an option the command does not have (an
+    SGLang launch line's comment once spoke of --diagnose, which neither it nor `verify --server` takes), or
+    parentheses doubled by a decision text pasted into parentheses ("(decide with --x (if ...))")."""
+    import re as _re
+
+    from tests.docs_commands import click_command
+
+    problems = []
+    argv = shlex.split(p.command)
+    if argv[:1] == ["kconvert"] and len(argv) > 1 and (cmd := click_command(argv[1])) is not None:
+        have = {o for prm in cmd.params for o in [*getattr(prm, "opts", []), *getattr(prm, "secondary_opts", [])]}
+    else:
+        have = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+    for opt in _re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", p.why):
+        if opt not in have:
+            problems.append(f"the comment names {opt}, which `{' '.join(argv[:2])}` does not take")
+    if "))" in p.why or "((" in p.why:
+        problems.append("doubled parentheses in the comment")
+    return "; ".join(problems)
 
 
 def args_for(cmd: str, args: list[str]) -> list[str]:

@@ -541,7 +541,9 @@ def test_input_ids_starting_at_1_cannot_be_expressed_on_sglang_post_25454(tmp_pa
     # word alone). Decided as input, streams starting at 1 cannot be written for SGLang after PR #25454.
     res = run(tmp_path, engine="sglang", engine_version="post-25454", config=set_ids(written))
     f = the(res, "K404", "warning")
-    assert "disagrees" in f.message and "--diagnose" in f.message and "--aux-convention" in f.needs_decision
+    # each reading is evidence (the next lines say how to measure both: verify --diagnose is vLLM's only)
+    assert "disagrees" in f.message and "--aux-convention" in f.needs_decision
+    assert [e.where for e in f.evidence[1:]] == ["read as input", "read as output"]
     res = run(tmp_path, engine="sglang", engine_version="post-25454", config=set_ids(written), name="decided",
               decisions=Decisions(aux_convention="input"))
     f = the(res, "K404", "error")
@@ -557,7 +559,8 @@ def test_producer_and_first_id_disagreeing_is_a_warning_that_names_both_and_bloc
     # On a DeepSeek/Kimi target SpecForge's own ids settle nothing (SGLang's capture read them as output before
     # PR #25454 and as input after it), so only the weak first-id reading is left: unsettled, fix waits.
     assert "SpecForge" in f.message and "#25454" in f.message and "first id is 2" in f.message
-    assert "--diagnose" in f.message and f.ops == [] and "--aux-convention" in f.needs_decision
+    assert [e.where for e in f.evidence[1:]] == ["read as input", "read as output"]
+    assert f.ops == [] and "--aux-convention" in f.needs_decision
 
 
 def test_specforge_ids_on_a_llama_target_are_output_of_layer_on_every_sglang_row(tmp_path):
@@ -769,10 +772,12 @@ def test_speculators_without_norm_before_residual_is_fine_on_sglang(tmp_path):
     assert "K602" not in ids(res)
 
 
-def test_specforge_with_norm_before_residual_true_needs_a_decision(tmp_path):
+def test_specforge_with_norm_before_residual_true_is_left_to_the_user(tmp_path):
+    # no fix flag sets it (it once asked for `--set`, which fix does not have): the message says what to set and
+    # what measures both readings
     res = run(tmp_path, "specforge", engine="sglang", config=lambda c: c.update(norm_before_residual=True))
     f = the(res, "K602", "warning")
-    assert f.ops == [] and f.needs_decision
+    assert f.ops == [] and f.needs_decision is None and "`kconvert score --diagnose`" in f.message
 
 
 def _input_norm(t):
@@ -1126,7 +1131,7 @@ def test_a_converted_speculators_draft_with_modelopts_default_ids_is_not_settled
     habits = res.draft.format.conversion_evidence
     assert len(habits) == 1 and "Eagle3Speculator" in habits[0]
     f = the(res, "K404", "warning")
-    assert "read as output" in f.message and "[2, 16, 29]" in f.message and "ModelOpt" in f.message
+    assert ("read as output", [2, 16, 29]) in [(e.where, e.expected) for e in f.evidence] and "ModelOpt" in f.message
     assert f.needs_decision
 
 

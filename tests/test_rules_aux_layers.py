@@ -442,11 +442,12 @@ def test_k404_on_an_unsettled_kimi_draft_names_both_readings_and_the_measured_on
     assert f.severity == "warning" and f.needs_decision.startswith("--aux-convention input|output")
     assert f.message == (
         f"cannot settle which convention the aux ids [2, 30, 58] follow: only weak evidence (input: {FIRST_2})"
-        + SF_UNDETERMINED + "; read as input, vllm 0.32/v1 feeds the trained streams; read as output, vllm 0.32/v1 "
-        "feeds [2, 30, 58] against trained [3, 31, 59]; the public record measured the input reading: vLLM served "
+        + SF_UNDETERMINED + "; vLLM served "
         "AQ-MedAI/Kimi-K25-eagle3 with these ids read as input (51.78% acceptance at k=4 on GSM8K, TP 8, vLLM PR "
-        "#35966); no public run measured the output reading, so --aux-convention input is recommended; "
-        "`kconvert verify --diagnose` measures both readings live")
+        "#35966); no public run measured the output reading, so --aux-convention input is recommended")
+    # each reading is evidence: the streams V1 feeds against those the draft was trained on under it
+    assert [(e.where, e.observed, e.expected) for e in f.evidence[1:]] == [
+        ("read as input", [2, 30, 58], [2, 30, 58]), ("read as output", [2, 30, 58], [3, 31, 59])]
 
 
 def test_k404_settled_output_ids_name_their_evidence_and_the_cost(tmp_path):
@@ -478,11 +479,11 @@ def test_the_table_holds_the_kimi_k25_measurement_of_vllm_pr_35966():
 
 def test_the_sentence_says_which_reading_was_measured_and_whether_the_other_was():
     [m] = MEASURED
-    assert m.sentence() == ("the public record measured the input reading: vLLM served AQ-MedAI/Kimi-K25-eagle3 "
+    assert m.sentence() == ("vLLM served AQ-MedAI/Kimi-K25-eagle3 "
                             "with these ids read as input (51.78% acceptance at k=4 on GSM8K, TP 8, vLLM PR #35966); "
                             "no public run measured the output reading")
     o = dataclasses.replace(m, reading="output", engine="SGLang", figure="f", source="s", other_measured=True)
-    assert o.sentence() == ("the public record measured the output reading: SGLang served AQ-MedAI/Kimi-K25-eagle3 "
+    assert o.sentence() == ("SGLang served AQ-MedAI/Kimi-K25-eagle3 "
                             "with these ids read as output (f, s); the input reading was measured too")
 
 
@@ -756,9 +757,9 @@ def test_k404_unsettled_ids_no_public_run_measured(tmp_path):
     [f] = _findings(d, "K404")
     assert whole(f) == (
         "warning", f"cannot settle which convention the aux ids [1, 29, 57] follow: only weak evidence (output: "
-        f"{FIRST_1}); read as input, vllm 0.32/v1 feeds the trained streams; read as output, vllm 0.32/v1 feeds "
-        "[1, 29, 57] against trained [2, 30, 58]; no public run measured either reading; `kconvert verify "
-        "--diagnose` measures both readings live", [(".".join(EC), [1, 29, 57], None)], [],
+        f"{FIRST_1}); no public run measured either reading",
+        [(".".join(EC), [1, 29, 57], None), ("read as input", [1, 29, 57], [1, 29, 57]),
+         ("read as output", [1, 29, 57], [2, 30, 58])], [],
         "--aux-convention input|output (which convention the ids were trained in)", True)
     assert _findings(draft(tmp_path, "unknown", None, name="none"), "K404") == []
 
@@ -786,10 +787,8 @@ def test_k404_a_stream_sglang_never_collects_and_a_one_layer_late_shift(tmp_path
     # late everywhere: the measured cost of a late shift, a warning
     d = draft(tmp_path, "unknown", [2, 16, 30], where=(TOP, EC), name="late")
     [f] = _findings(d, "K404", target=LLAMA, engine="sglang", version="pre-25454")
-    assert f.severity == "warning" and f.message.endswith("instead of [2, 16, 30]: one layer late: about 0.10 accept "
-                                                          "length lost on Kimi-K2.5 (61 layers; "
-                                                          "lightseekorg/kimi-k2.5-eagle3-mla on SGLang, sglang PR "
-                                                          "#25454)")
+    assert f.severity == "warning" and f.message.endswith("instead of [2, 16, 30]: one layer late: ~0.10 accept "
+                                                          "length lost on Kimi-K2.5 (sglang PR #25454)")
     assert [(o.path, o.value, o.reason) for o in f.ops] == [(EC, [1, 15, 29], why)]
 
 
@@ -833,25 +832,23 @@ def test_k405_ids_only_in_eagle_config_on_each_vllm_runner(tmp_path):
     mirror = "mirror ids at every key the engine reads"
     d = draft(tmp_path, "unknown", [3, 31, 59])
     [f] = _findings(d, "K405", version="0.32", decisions=inp)
-    assert whole(f) == ("error", "aux ids are only at eagle_config.eagle_aux_hidden_state_layer_ids; vllm 0.32 (Model "
-                        "Runner V2) also reads eagle_aux_hidden_state_layer_ids: Model Runner V2 (what GPUs run by "
-                        "default) does not read eagle_config.eagle_aux_hidden_state_layer_ids and feeds the defaults "
-                        "[2, 30, 58] instead of [3, 31, 59]", [(AUX, None, [3, 31, 59])],
+    # one fact per message, and the evidence is what fix writes (the top-level key, where there were none)
+    assert whole(f) == ("error", "vllm 0.32 (Model Runner V2) does not read "
+                        "eagle_config.eagle_aux_hidden_state_layer_ids: it feeds its defaults [2, 30, 58], not "
+                        "[3, 31, 59]", [(AUX, None, [3, 31, 59])],
                         [(TOP, [3, 31, 59], mirror), (EC, [3, 31, 59], mirror)], None, True)
     [f] = _findings(d, "K405", version="0.32/v1", decisions=inp)
-    assert whole(f)[:2] == ("warning", "aux ids are only at eagle_config.eagle_aux_hidden_state_layer_ids; vllm "
-                            "0.32/v1 also reads eagle_aux_hidden_state_layer_ids (vllm 0.32/v1 reads them; Model "
-                            "Runner V2, what GPUs run, does not read eagle_config's ids and would feed the defaults "
-                            "[2, 30, 58]: an error on the V2 row)")
+    assert whole(f)[:2] == ("warning", "vllm 0.32/v1 reads eagle_config.eagle_aux_hidden_state_layer_ids; vllm 0.32 "
+                            "(Model Runner V2) does not read eagle_config.eagle_aux_hidden_state_layer_ids and would "
+                            "feed its defaults [2, 30, 58], not [3, 31, 59]")
     dflt = draft(tmp_path, "unknown", [2, 30, 58], name="dflt")
     [f] = _findings(dflt, "K405", version="0.32", decisions=inp)
-    assert whole(f)[:2] == ("warning", "aux ids are only at eagle_config.eagle_aux_hidden_state_layer_ids; vllm 0.32 "
-                            "(Model Runner V2) also reads eagle_aux_hidden_state_layer_ids (vllm 0.32 (Model Runner "
-                            "V2) does not read them and falls back to the defaults [2, 30, 58], which are these "
-                            "streams)")
+    assert whole(f)[:2] == ("warning", "vllm 0.32 (Model Runner V2) does not read "
+                            "eagle_config.eagle_aux_hidden_state_layer_ids: it feeds its defaults [2, 30, 58], which "
+                            "are these streams")
     [f] = _findings(dflt, "K405", version="0.32/v1", decisions=inp)
     assert whole(f)[:2] == ("warning", "aux ids are only at eagle_config.eagle_aux_hidden_state_layer_ids; vllm "
-                            "0.32/v1 also reads eagle_aux_hidden_state_layer_ids")
+                            "0.32/v1 reads eagle_aux_hidden_state_layer_ids too")
 
 
 def test_k405_ids_only_at_the_top_level_key_on_sglang_and_without_a_target(tmp_path):
@@ -860,13 +857,13 @@ def test_k405_ids_only_at_the_top_level_key_on_sglang_and_without_a_target(tmp_p
     d = draft(tmp_path, "unknown", [3, 31, 59], where=(TOP,))
     [f] = _findings(d, "K405", engine="sglang", version="post-25454")
     mirror = "mirror ids at every key the engine reads"
-    assert whole(f) == ("warning", "aux ids are only at eagle_aux_hidden_state_layer_ids; sglang post-25454 also reads "
-                        "eagle_config.eagle_aux_hidden_state_layer_ids", [(".".join(EC), None, [3, 31, 59])],
+    assert whole(f) == ("warning", "aux ids are only at eagle_aux_hidden_state_layer_ids; sglang post-25454 reads "
+                        "eagle_config.eagle_aux_hidden_state_layer_ids too", [(".".join(EC), None, [3, 31, 59])],
                         [(EC, [3, 31, 59], mirror)], None, True)
     # no target: vLLM V1 would also read eagle_config; no runner comparison without layers
     [f] = _findings(d, "K405", target=None)
-    assert whole(f)[:2] == ("warning", "aux ids are only at eagle_aux_hidden_state_layer_ids; vllm 0.32/v1 also reads "
-                            "eagle_config.eagle_aux_hidden_state_layer_ids")
+    assert whole(f)[:2] == ("warning", "aux ids are only at eagle_aux_hidden_state_layer_ids; vllm 0.32/v1 reads "
+                            "eagle_config.eagle_aux_hidden_state_layer_ids too")
 
 
 def test_k406_an_fc_with_the_flag_false_and_num_aux_hidden_states(tmp_path):
@@ -934,8 +931,8 @@ def test_k404_without_a_target_and_at_sglangs_gpt_oss_boundary(tmp_path):
     d = draft(tmp_path, "specforge", [1, 29, 57])
     [f] = _findings(d, "K404", target=None)
     assert f.severity == "error" and f.message.endswith("would feed streams [1, 29, 57] instead of [2, 30, 58]: one "
-                                                       "layer early: position-0 acceptance ~10% instead of ~45% on "
-                                                       "MiniMax-M2.5 (62 layers; vLLM PR #43671)")
+                                                       "layer early: position-0 acceptance ~10% instead of ~45% "
+                                                       "(vLLM PR #43671)")
     # GPT-OSS (36 layers) [23, 29, 35] decided input on SGLang after #32334: the largest id is not 36, so +1:
     # [24, 30, 36]; stream 36, the final boundary, is collected on GPT-OSS since #32334: one layer late, written
     # [22, 28, 34]
@@ -960,17 +957,15 @@ def test_k405_ids_only_at_eagle_config_layer_ids_are_unread_by_model_runner_v1(t
     inp = Decisions(aux_convention="input")
     d = draft(tmp_path, "unknown", [3, 31, 59], where=(LAYER_IDS,))
     [f] = _findings(d, "K405", decisions=inp)
-    assert whole(f)[:3] == ("error", "aux ids are only at eagle_config.layer_ids; vllm 0.32/v1 also reads "
-                            "eagle_aux_hidden_state_layer_ids, eagle_config.eagle_aux_hidden_state_layer_ids: Model "
-                            "Runner V1 does not read eagle_config.layer_ids and feeds the defaults [2, 30, 58] "
-                            "instead of [3, 31, 59]", [(AUX, None, [3, 31, 59]), (".".join(EC), None, [3, 31, 59])])
-    # at both eagle_config keys: V1 reads one of them, V2 the other; the top-level key is what both read
+    assert whole(f)[:3] == ("error", "vllm 0.32/v1 does not read eagle_config.layer_ids: it feeds its defaults "
+                            "[2, 30, 58], not [3, 31, 59]",
+                            [(AUX, None, [3, 31, 59]), (".".join(EC), None, [3, 31, 59])])
+    # at both eagle_config keys: V1 reads one of them, V2 the other (so V2 feeds them too: nothing to say of V2;
+    # the message once said V2 would feed its defaults); the top-level key is what both read
     both = draft(tmp_path, "unknown", [3, 31, 59], where=(EC, LAYER_IDS), name="both")
     [f] = _findings(both, "K405", decisions=inp)
     assert f.message == ("aux ids are only at eagle_config.eagle_aux_hidden_state_layer_ids, eagle_config.layer_ids; "
-                         "vllm 0.32/v1 also reads eagle_aux_hidden_state_layer_ids (vllm 0.32/v1 reads them; Model "
-                         "Runner V2, what GPUs run, does not read eagle_config's ids and would feed the defaults "
-                         "[2, 30, 58]: an error on the V2 row)")
+                         "vllm 0.32/v1 reads eagle_aux_hidden_state_layer_ids too")
 
 
 def test_k406_without_a_target_counts_fc_in_the_drafts_own_hidden_size(tmp_path):

@@ -16,7 +16,8 @@ def rules_command(
     rule_id: Annotated[Optional[str], typer.Argument(help="A rule id such as K404 to explain one rule.")] = None,
     as_json: json_opt("rules") = False,
 ) -> None:
-    """List every rule (id, name, category, severity, fix availability), or explain one.
+    """List every rule (id, name, category, severity, fix availability), or explain one. A rule's severity
+    column lists every severity its findings can have.
 
     One rule's explanation says what it checks, what the engine does with the defect (with the source of that fact), whether fix can repair it (always, sometimes,
     needs-decision: once a flag settles what the files cannot, never) and whether that is safe."""
@@ -34,7 +35,7 @@ def rules_command(
         if as_json:
             emit_json(r.doc())
             return
-        console.print(f"[bold]{r.id} {r.name}[/]  ({r.category}, {r.severity}"
+        console.print(f"[bold]{r.id} {r.name}[/]  ({r.category}, {'/'.join(r.severities())}"
                       f"{', needs --target' if r.needs_target else ''})\n")
         console.print(f"[bold]What it checks[/]\n{r.summary}\n")
         console.print(f"[bold]Why it matters[/]\n{r.why}\n")
@@ -47,12 +48,18 @@ def rules_command(
     # whether fix repairs it; `kconvert rules ID` gives the whole text, as `ruff rule CODE` does.
     name_w = max(len(r.name) for r in rules)
     cat_w = max(len(r.category) for r in rules)
-    console.print(f"{'id':<4}  {'name':<{name_w}}  {'category':<{cat_w}}  {'severity':<8} fix", style="bold",
+    console.print(f"{'id':<4}  {'name':<{name_w}}  {'category':<{cat_w}}  {'severity':<{SEV_W}} fix", style="bold",
                   highlight=False)
     for r in rules:
         console.print(rule_line(r, name_w, cat_w), highlight=False, markup=False, soft_wrap=True)
     console.print(f"{len(rules)} rules; `kconvert rules ID` explains one", style="dim", highlight=False)
 
 
+SEV_W = len("error/warning/info")
+
+
 def rule_line(r, name_w: int = 21, cat_w: int = 14) -> str:
-    return f"{r.id:<4}  {r.name:<{name_w}}  {r.category:<{cat_w}}  {r.severity:<8} {r.fix_availability.value}"
+    """One rule: its severities are every one its findings can have (`Rule.severities`, read from the rule's code),
+    not only the usual one: K405 was listed as a warning and fires as an error."""
+    return f"{r.id:<4}  {r.name:<{name_w}}  {r.category:<{cat_w}}  {'/'.join(r.severities()):<{SEV_W}} " \
+           f"{r.fix_availability.value}"

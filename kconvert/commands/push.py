@@ -103,7 +103,7 @@ def push(folder: str | Path, repo_id: str, *, report: str | Path | dict[str, Any
     """
     check_repo_id(repo_id)
     doc = load_report(report)
-    check_report(doc)
+    check_report(doc, folder)
     root = Path(folder).expanduser()
     files = bind(root, doc, progress=progress)
     refuse_other_method(root, doc)

@@ -8,6 +8,7 @@ along unbound: they do not change what the engine loads.
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -62,16 +63,28 @@ def load_report(report: str | Path | dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def check_report(doc: dict[str, Any]) -> None:
+def verify_live(doc: dict[str, Any], folder: str | Path | None = None) -> str:
+    """The command that writes a report push takes: a live verify of the folder to push (it hashes every local file
+    it measured), against the report's target. Each refusal below hints it, so the way on is always printed."""
+    source = folder if folder is not None else (doc.get("subject") or {}).get("source") or "<dir>"
+    target = (doc.get("target") or {}).get("name") or "<target>"
+    return shlex.join(["kconvert", "verify", str(source), "--target", str(target), "--report", "verify.json"])
+
+
+def check_report(doc: dict[str, Any], folder: str | Path | None = None) -> None:
     """Refuse a report that does not say "this draft passed live verification"."""
+    again = verify_live(doc, folder)
     if doc.get("command") != "verify":
         raise GateError(f"the report is from `kconvert {doc.get('command')}`, not `kconvert verify`; push needs a "
-                        "verify report", hint="run `kconvert verify <dir> ... --json > verify.json`")
+                        "verify report", hint=f"write one: `{again}`")
     if doc.get("verdict") != "pass":
         raise GateError(f"the report's verdict is {doc.get('verdict')!r}, not 'pass'; push publishes only a draft "
-                        "that passed verification")
+                        "that passed verification",
+                        hint=f"its findings and gate checks say why; after repairing it, verify again: `{again}`")
     if not doc.get("live"):
-        raise GateError("the report has no live results; push publishes only a draft verified live")
+        dry = " (a dry run starts no engine)" if doc.get("dry_run") else ""
+        raise GateError(f"the report has no live results{dry}; push publishes only a draft verified live",
+                        hint=f"verify it live (the `live` extra, or `gpu` on GPUs): `{again}`")
 
 
 def list_folder(folder: Path) -> dict[str, LocalFile]:
@@ -91,29 +104,32 @@ def bind(folder: Path, doc: dict[str, Any], *, progress: Progress | None = None)
     pickles = sorted(n for n in local if is_pickle(n))
     if pickles:
         raise GateError(f"{pickles[0]}: pickle weights are not covered by a verify report and are never pushed",
-                        hint="remove them from the folder (kconvert fix never writes them)")
+                        hint="remove them from the folder (`kconvert fix` never writes them)")
     subject = doc.get("subject") or {}
     reported = {f["name"]: f for f in subject.get("files") or []}
     rep_bound = {n for n in reported if is_weight_or_config(n) or n in TOKENIZER_FILES}
     loc_bound = {n for n in local if is_weight_or_config(n)} | (rep_bound & set(local))
     source = subject.get("source") or "?"
+    again = f"verify this folder and push with that report: `{verify_live(doc, folder)}`"
     missing = sorted(rep_bound - set(local))
     if missing:
         raise GateError(f"{missing[0]}: in the report but missing from {folder}"
-                        + (" (the report is of another checkpoint?)" if not (rep_bound & set(local)) else ""))
+                        + (" (the report is of another checkpoint?)" if not (rep_bound & set(local)) else ""),
+                        hint=again)
     extra = sorted(loc_bound - rep_bound)
     if extra:
         raise GateError(f"{extra[0]}: in {folder} but not in the report: the report is of another checkpoint "
-                        f"(its subject: {source})")
+                        f"(its subject: {source})", hint=again)
     for n in sorted(loc_bound):
         local[n].bound = True
         want = reported[n]
         if not want.get("sha256"):
             raise GateError(f"{n}: the report records no sha256 for it, so nothing binds it to the report",
-                            hint="rerun verify with hashing on")
+                            hint="verify the folder you push, not a Hub id (a live verify hashes every local file "
+                                 f"it measured): `{verify_live(doc, folder)}`")
         if want.get("size") is not None and want["size"] != local[n].size:
             raise GateError(f"{n}: {local[n].size} bytes in {folder}, {want['size']} in the report (changed after "
-                            "verify, or the report is of another checkpoint)")
+                            "verify, or the report is of another checkpoint)", hint=again)
     total = sum(f.size for f in local.values())
     done = 0
     mismatches: list[str] = []
@@ -132,8 +148,8 @@ def bind(folder: Path, doc: dict[str, Any], *, progress: Progress | None = None)
         other = len(mismatches) == len(loc_bound)
         raise GateError(f"{n}: sha256 {local[n].sha256[:12]}… in {folder}, {reported[n]['sha256'][:12]}… in the "
                         "report " + (f"(no file matches: the report is of another checkpoint, {source})" if other
-                                     else "(the file changed after verify)"))
+                                     else "(the file changed after verify)"), hint=again)
     return [local[n] for n in sorted(local)]
 
 
-__all__ = ["LocalFile", "bind", "check_report", "is_weight_or_config", "list_folder", "load_report"]
+__all__ = ["LocalFile", "bind", "check_report", "is_weight_or_config", "list_folder", "load_report", "verify_live"]

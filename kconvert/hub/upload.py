@@ -41,7 +41,9 @@ def upload(repo_id: str, files: list[LocalFile], card: str, *, commit_message: s
         # huggingface_hub hashes each file again here: a file rewritten since the gate must not slip through
         for f, op in zip(files, ops):
             if op.upload_info.sha256.hex() != f.sha256:
-                raise GateError(f"{f.name}: changed while pushing (sha256 differs from the one just checked)")
+                raise GateError(f"{f.name}: changed while pushing (sha256 differs from the one just checked)",
+                                hint="leave the folder alone while it is pushed; verify it again if it changed "
+                                     "(`kconvert verify <folder> --target <target> --report verify.json`), then push")
         ops.append(CommitOperationAdd(path_in_repo=README_NAME, path_or_fileobj=card.encode("utf-8")))
         if on_upload:
             on_upload(0, total)

@@ -1,9 +1,9 @@
 """The concise format: one line per finding, for CI logs and grep (ruff's `--output-format concise`).
 
-    path[:line]: K404 error [aux-layers] message [fixable]
+    path[:line]: K404 error [aux-layers] message (where: observed → expected) [fixable]
 
-The message is cut at MESSAGE_WIDTH characters (at a word, with "…"), as ruff's concise line is read at a glance;
-the whole message and its evidence are in the full view and the JSON report. The lines after the findings carry
+The message and its evidence are printed whole, never cut (ruff prints its message whole): the rules keep their
+messages short enough for one line (tests/test_messages.py). The lines after the findings carry
 the live figures and gate checks of a verify report, the plan of a fix report, a summary with the verdict, and
 the next command to run. Pure: a report dict (schemas/report.schema.json) in, text out.
 """
@@ -62,33 +62,10 @@ def finding_path(doc: dict[str, Any], f: dict[str, Any]) -> str:
     return f"{path}:{loc['line']}" if loc.get("line") else path
 
 
-MESSAGE_WIDTH = 120  # ruff's concise line is read at a glance; the whole message and evidence are in full and json
-
-
-def short_message(message: str, width: int = MESSAGE_WIDTH) -> str:
-    """The message on one line, at most `width` characters: cut at a word with "…" when longer."""
-    m = one_line(message)
-    if len(m) <= width:
-        return m
-    cut = m[: width - 1]
-    if " " in cut[width // 2:]:
-        cut = cut[: cut.rindex(" ")]
-    return cut.rstrip(" ,;:(") + "…"
-
-
 def finding_line(doc: dict[str, Any], f: dict[str, Any]) -> str:
-    """`path[:line]: ID severity [category] message [fixable]`, the message at most MESSAGE_WIDTH characters (ruff's concise
-    line); `finding_line_full` adds the category and every evidence (JUnit's failure text)."""
-    category = f" [{f['category']}]" if f.get("category") else ""
-    parts = [f"{finding_path(doc, f)}: {f['id']} {f.get('severity', 'error')}{category} "
-             f"{short_message(f.get('message', ''))}"]
-    tag = fix_tag(f)
-    if tag:
-        parts.append(tag)
-    return " ".join(parts)
-
-
-def finding_line_full(doc: dict[str, Any], f: dict[str, Any]) -> str:
+    """`path[:line]: ID severity [category] message (where: observed → expected; ...) [fixable]`: the message and
+    its evidence whole, on one line (ruff's concise line prints its message whole; issue #48: a cut K405 line lost
+    the one fact that mattered). The rules keep their messages short enough for that."""
     ev = "; ".join(evidence_text(e) for e in f.get("evidence") or [])
     category = f" [{f['category']}]" if f.get("category") else ""
     parts = [f"{finding_path(doc, f)}: {f['id']} {f.get('severity', 'error')}{category} {one_line(f.get('message', ''))}"]
@@ -98,6 +75,9 @@ def finding_line_full(doc: dict[str, Any], f: dict[str, Any]) -> str:
     if tag:
         parts.append(tag)
     return " ".join(parts)
+
+
+finding_line_full = finding_line  # JUnit's failure text: the same whole line
 
 
 def _n(count: int, word: str) -> str:

@@ -182,10 +182,11 @@ def next_steps(result: Inspection, *, command: str, written: str | None = None,
         if written:
             # The output records the decisions in kconvert.json: inspect of it repeats no flag, so neither does this.
             why = "measure the corrected draft live next to the target"
+            diagnose = bool(left_as_is) and result.engine.engine == "vllm"  # SGLang's lines have no --diagnose
             if left_as_is:
                 why += ("; it still carries what fix left as is (" + ", ".join(sorted({f.id for f in left_as_is}))
-                        + "): --diagnose measures the readings")
-            steps += verify_steps(written, result, why, decisions=False, diagnose=bool(left_as_is))
+                        + ")" + (": --diagnose measures the readings" if diagnose else ""))
+            steps += verify_steps(written, result, why, decisions=False, diagnose=diagnose)
         elif noop and not result.failing:
             steps += verify_steps(result.checkpoint.ref, result,
                                   "nothing to change: the input already serves as it is; measure it live",
@@ -211,7 +212,8 @@ def next_steps(result: Inspection, *, command: str, written: str | None = None,
                                 else "no public run measured the other"))
         rest = [f for f in decide if f not in [x for x, _ in recommended]]
         if rest:
-            why_parts.append("leaves as is: " + "; ".join(f"{f.id} (decide with {f.needs_decision})" for f in rest))
+            # "K902, decide with --rope-from-target (if ...)": the decision text carries its own parenthesis
+            why_parts.append("leaves as is: " + "; ".join(f"{f.id}, decide with {f.needs_decision}" for f in rest))
         if unfixable:
             flags.append("--partial")
             why_parts.append(f"{', '.join(sorted({f.id for f in unfixable}))} stays: no file edit repairs it, so "

@@ -30,13 +30,15 @@ from kconvert.rules.measured import measured_reading
 
 DECIDE_IDS = "--aux-ids L1,L2,L3 (layers in vLLM's input-of-layer numbering) or --aux-ids default"
 DECIDE_CONV = "--aux-convention input|output (which convention the ids were trained in)"
-DIAGNOSE = "`kconvert verify --diagnose` measures both readings live"
 
 # Measured costs the severity of a one-layer shift rests on.
 COST_LATE = ("one layer late: about 0.10 accept length lost on Kimi-K2.5 (61 layers; "
              "lightseekorg/kimi-k2.5-eagle3-mla on SGLang, sglang PR #25454)")
 COST_EARLY = ("one layer early: position-0 acceptance ~10% instead of ~45% on MiniMax-M2.5 (62 layers; vLLM PR "
               "#43671)")
+# The same, as a message carries them: the figure and its source (the rule's why gives the whole measurement).
+COST_LATE_SHORT = "one layer late: ~0.10 accept length lost on Kimi-K2.5 (sglang PR #25454)"
+COST_EARLY_SHORT = "one layer early: position-0 acceptance ~10% instead of ~45% (vLLM PR #43671)"
 
 # Producers whose code fixes the layers a draft is trained on when its config names none, in the output-of-layer
 # numbering they capture in: SpecForge 0.2.0 `specforge/algorithms/model_providers.py`
@@ -195,6 +197,22 @@ def ids_unread(ctx: Context) -> bool:
     locs = ctx.draft.aux.locations
     return (ctx.engine.engine == "vllm" and ctx.target is not None and ctx.draft.aux.ids is not None
             and not any(".".join(p) in locs for p in ctx.engine.aux_read_paths))
+
+
+def read_keys(row) -> set[str]:
+    """The config keys (dotted) a row reads aux ids from."""
+    return {".".join(p) for p in row.aux_read_paths}
+
+
+def v2_sibling(row):
+    """The Model Runner V2 row of the same vLLM release (itself for a V2 row; None for SGLang): a V1 row's finding
+    says what the runner GPUs run would do with the same files."""
+    from kconvert.engines.expectations import KNOWN
+
+    if row.engine != "vllm":
+        return None
+    release = row.version.split("/", 1)[0]
+    return next((r for r in KNOWN.get("vllm", {}).values() if r.runner == "v2" and r.version == release), None)
 
 
 def fed_physical_ids(ctx: Context) -> list[int] | None:
@@ -408,18 +426,17 @@ def aux_ids_convention(ctx: Context) -> Iterator[Finding]:
     fed = fed_physical_ids(ctx)
     eng = ctx.engine.key
     if st.convention is None:
-        readings = []
-        for conv in ("input", "output"):
-            trained = list(ids) if conv == "input" else [i + 1 for i in ids]
-            readings.append(f"read as {conv}, {eng} feeds " + ("the trained streams" if trained == fed else
-                            f"{fed} against trained {trained}"))
+        # Each reading is evidence: the streams this row feeds (observed) against those the draft was trained on
+        # under that reading (expected); the message keeps to the question and the record (issue #48: whole
+        # concise lines). How to measure both is the next lines' (verify --diagnose on vLLM, score --diagnose).
+        readings = [Evidence(f"read as {conv}", fed, list(ids) if conv == "input" else [i + 1 for i in ids])
+                    for conv in ("input", "output")]
         measured = measured_reading(ctx, "aux-convention")
         record = (f"; {measured.sentence()}, so {measured.flag} is recommended" if measured else
                   "; no public run measured either reading")
         yield aux_ids_convention.finding(
-            f"cannot settle which convention the aux ids {ids} follow: {st.why}; " + "; ".join(readings)
-            + record + f"; {DIAGNOSE}", severity="warning", evidence=[Evidence(d.aux.source, ids, None)],
-            needs_decision=DECIDE_CONV)
+            f"cannot settle which convention the aux ids {ids} follow: {st.why}" + record, severity="warning",
+            evidence=[Evidence(d.aux.source, ids, None), *readings], needs_decision=DECIDE_CONV)
         return
     phys = trained_physical_ids(ctx)
     if phys is None or phys == fed:
@@ -437,9 +454,9 @@ def aux_ids_convention(ctx: Context) -> Iterator[Finding]:
     if hi is not None and max(fed) > hi:
         severity, cost = "error", f"stream {max(fed)} is never collected, so fc gets fewer states than it needs"
     elif shifts == {1}:
-        severity, cost = "warning", COST_LATE
+        severity, cost = "warning", COST_LATE_SHORT
     elif shifts == {-1}:
-        severity, cost = "error", COST_EARLY
+        severity, cost = "error", COST_EARLY_SHORT
     else:
         severity, cost = "error", "a shift of more than one layer"
     yield aux_ids_convention.finding(
@@ -490,25 +507,33 @@ def aux_ids_location(ctx: Context) -> Iterator[Finding]:
     if not missing:
         return
     severity = None
-    why = ""
-    # The two model runners read different keys, so the message names the row with its runner (runner_name).
+    at = ", ".join(d.aux.locations)
+    # One fact per message, each key named only where the named row reads it (issue #48: "V2 also reads X ... V2
+    # does not read eagle_config" in one message). The runners read different keys, so a row is named with its
+    # runner (runner_name); tests/test_messages.py holds every "reads"/"does not read" to the rows' aux_read_paths.
     name = ctx.engine.runner_name
+    if all(m in read_keys(ctx.engine) for m in missing):
+        message = f"aux ids are only at {at}; {name} reads {', '.join(missing)} too"
+    else:
+        message = f"aux ids are only at {at}; fix mirrors them at {', '.join(missing)}, where other runners read"
     if ctx.engine.engine == "vllm" and ctx.target is not None:
         dflt = ctx.engine.default_physical_ids(ctx.target.num_hidden_layers)
-        gpus = " (what GPUs run by default)" if ctx.engine.runner == "v2" else ""
+        v2 = v2_sibling(ctx.engine)
         if unread and dflt != phys:
             severity = "error"
-            why = (f": {ctx.engine.runner_label or name}{gpus} does not read "
-                   f"{', '.join(d.aux.locations)} and feeds the defaults {dflt} instead of {phys}")
+            message = f"{name} does not read {at}: it feeds its defaults {dflt}, not {phys}"
         elif unread:
-            why = f" ({name} does not read them and falls back to the defaults {dflt}, which are these streams)"
-        elif ctx.engine.runner == "v1" and "eagle_aux_hidden_state_layer_ids" in missing and dflt != phys:
-            why = (f" ({name} reads them; Model Runner V2, what GPUs run, does not read eagle_config's ids and "
-                   f"would feed the defaults {dflt}: an error on the V2 row)")
+            message = f"{name} does not read {at}: it feeds its defaults {dflt}, which are these streams"
+        elif v2 is not None and v2 is not ctx.engine and dflt != phys and \
+                not any(loc in read_keys(v2) for loc in d.aux.locations):
+            message = (f"{name} reads {', '.join(k for k in d.aux.locations if k in read_keys(ctx.engine))}; "
+                       f"{v2.runner_name} does not read {at} and would feed its defaults {dflt}, not {phys}")
+    ops = write_ops(ctx, phys, "mirror ids at every key the engine reads")
+    # The evidence is what fix changes, key by key: the ids found there (or none) and the ids it writes.
+    found = {".".join(o.path): d.aux.locations.get(".".join(o.path)) for o in ops}
     yield aux_ids_location.finding(
-        f"aux ids are only at {', '.join(d.aux.locations)}; {name} also reads {', '.join(missing)}{why}",
-        severity=severity, evidence=[Evidence(m, None, d.aux.ids) for m in missing],
-        ops=write_ops(ctx, phys, "mirror ids at every key the engine reads"))
+        message, severity=severity, ops=ops,
+        evidence=[Evidence(k, found[k], o.value) for o in ops if found[(k := ".".join(o.path))] != o.value])
 
 
 @rule("K406", "error",

@@ -4,6 +4,7 @@ what fix does and whether it is safe). `kconvert rules` prints this registry; `k
 ids are spelled here only: code elsewhere names a rule by its object (`vocab.d2t_rule.id`)."""
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass, field
 from enum import Enum
@@ -174,13 +175,66 @@ class Rule:
                                + (f" and waits for {f.needs_decision}" if f.needs_decision else ""))
         return f
 
+    def severities(self) -> tuple[str, ...]:
+        """Every severity this rule's findings can have, read from its code (`rule_severities`): the decorator's
+        severity is only the usual one (K405 was listed as a warning and fired as an error)."""
+        return rule_severities(self)
+
     def doc(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "category": self.category, "severity": self.severity,
+                "severities": list(self.severities()),
                 "summary": self.summary, "why": self.why, "fix": self.fix,
                 "fix_availability": self.fix_availability.value, "needs_target": self.needs_target, "group": self.group}
 
 
 REGISTRY: dict[str, Rule] = {}
+
+
+@functools.lru_cache(maxsize=None)
+def _module_tree(module: str) -> Any:
+    import ast  # deferred: only `kconvert rules` and the report's rule docs ask
+    import inspect
+    import sys
+
+    return ast.parse(inspect.getsource(sys.modules[module]))
+
+
+def rule_severities(r: Rule) -> tuple[str, ...]:
+    """The severities of every `<rule>.finding(...)` call in the rule's module, in SEVERITIES order: a call without
+    `severity=` (or with None) has the rule's usual one; a constant, a conditional of constants, or a local
+    variable assigned constants in the calling function give theirs; anything else could be any severity. Read
+    from the code itself, so a new `severity="error"` in a rule is listed without anyone editing a table."""
+    import ast
+
+    tree = _module_tree(r.fn.__module__)
+    found: set[str] = set()
+
+    def values(node: Any, assigned: dict[str, list[Any]]) -> set[str]:
+        if isinstance(node, ast.Constant):
+            return {node.value if isinstance(node.value, str) else r.severity}
+        if isinstance(node, ast.IfExp):
+            return values(node.body, assigned) | values(node.orelse, assigned)
+        if isinstance(node, ast.Name) and node.id in assigned:
+            return set().union(*(values(v, assigned) for v in assigned[node.id]))
+        return set(SEVERITIES)
+
+    for func in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        assigned: dict[str, list[Any]] = {}
+        for n in ast.walk(func):
+            if isinstance(n, ast.Assign):
+                for t in n.targets:
+                    if isinstance(t, ast.Name):
+                        assigned.setdefault(t.id, []).append(n.value)
+                    elif isinstance(t, ast.Tuple) and isinstance(n.value, ast.Tuple):
+                        for el, v in zip(t.elts, n.value.elts):
+                            if isinstance(el, ast.Name):
+                                assigned.setdefault(el.id, []).append(v)
+        for n in ast.walk(func):
+            if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "finding"
+                    and isinstance(n.func.value, ast.Name) and n.func.value.id == r.fn.__name__):
+                kw = next((k for k in n.keywords if k.arg == "severity"), None)
+                found |= {r.severity} if kw is None else values(kw.value, assigned)
+    return tuple(s for s in SEVERITIES if s in (found or {r.severity}))
 
 
 def rule(id: str, severity: str, *, summary: str, why: str, fix: str,

@@ -40,8 +40,8 @@ class MeasuredReading:
 
     def sentence(self) -> str:
         other = "output" if self.reading == "input" else "input"
-        return (f"the public record measured the {self.reading} reading: {self.engine} served {self.draft} with "
-                f"these ids read as {self.reading} ({self.figure}, {self.source}); "
+        return (f"{self.engine} served {self.draft} with these ids read as {self.reading} ({self.figure}, "
+                f"{self.source}); "
                 + (f"the {other} reading was measured too" if self.other_measured
                    else f"no public run measured the {other} reading"))
 

@@ -47,10 +47,12 @@ def norm_before_residual(ctx: Context) -> Iterator[Finding]:
                 "default is false", evidence=[Evidence("norm_before_residual", None, False)],
                 ops=[SetConfig(("norm_before_residual",), False, "speculators Eagle3SpeculatorConfig default")])
     elif d.format.producer in ("specforge", "eagle") and d.config.get("norm_before_residual") is True:
+        # No fix flag sets it (fix has no --set): the files cannot tell how this draft was trained, and score
+        # --diagnose measures both readings (kconvert/score/diagnose_offline.py tries norm_before_residual).
         yield norm_before_residual.finding(
-            f"norm_before_residual is true but {d.format.producer} trains with the raw fc output as residual",
-            severity="warning", evidence=[Evidence("norm_before_residual", True, False)],
-            needs_decision="--set norm_before_residual=false if the draft was trained without it")
+            f"norm_before_residual is true but {d.format.producer} trains with the raw fc output as residual; if "
+            "this draft was, set it to false in config.json (`kconvert score --diagnose` measures both readings)",
+            severity="warning", evidence=[Evidence("norm_before_residual", True, False)])
 
 
 @rule("K603", "error",

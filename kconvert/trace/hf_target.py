@@ -92,7 +92,7 @@ def load_target_model(ref: str, dtype: str, device: Any, *, need_tokenizer: bool
     if text["model_type"] not in CONFIG_MAPPING:
         raise UsageError(f"{ref}: model type {mt!r} is not built into transformers {transformers.__version__}; "
                          "kconvert never runs a checkpoint's own code (record the trace where the target runs, "
-                         "or from an offline dump with `kconvert trace --from-dump`)")
+                         "or from an offline dump with `kconvert trace <target> --from-dump <dump-dir> -o <trace-dir>`)")
     names = list(ckpt.tensors)
     prefix = weight_prefix(names)
     with tempfile.TemporaryDirectory(prefix="kconvert-trace-target-") as tmp:

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from kconvert._version import install_hint
+from kconvert._version import vllm_install_hint
 from kconvert.engines.expectations import engine_rules, other_runner
 from kconvert.engines.installed import detect_platform, installed_version
 from kconvert.engines.live_messages import LiveRequest
@@ -244,7 +244,7 @@ def plan_live(out: VerifyResult, draft_dir: str, tgt: TargetModel) -> dict[str, 
         # the live run stops at MissingPackageError (kconvert.runners.vllm_offline.run_offline): exit 3
         planned["would_start"] = False
         planned["note"] = (f"vLLM is not installed here: the live run would exit {EXIT_ENGINE} before starting "
-                           f"an engine (install it: {install_hint('live' if platform == 'cpu' else 'gpu')}); this dry "
+                           f"an engine (install it: {vllm_install_hint()}); this dry "
                            "run only planned it")
     elif engine != "vllm":
         planned["note"] = ("live verify starts vLLM only; for SGLang, launch the server with the line above and "
