@@ -79,3 +79,68 @@ def test_trace_without_torch_names_trace_and_its_extra(tmp_path):
     assert r.returncode == 3, r.stderr
     assert "kconvert trace needs torch" in r.stderr and f"pip install '{NAME}[trace]'" in r.stderr, r.stderr
     assert "kconvert score" not in r.stderr
+
+
+# Every install line a user may copy, anywhere in the repository (issue #48: examples/ci/verify-draft.yml installed
+# `kconvert`, the other project). Text files only: the package's Python is read above.
+INSTALL_FILES = ("*.md", "*.yml", "*.yaml", "*.sh", "Dockerfile*", "*.toml", "*.txt", "*.cfg", ".ci/run")
+PIP_LINE = re.compile(r"\bpip3? install\b(?P<args>[^\n`]*)")
+# options that take a value: the value is not a requirement
+PIP_VALUED = {"--target", "-t", "-r", "--requirement", "-c", "--constraint", "--index-url", "-i", "--extra-index-url",
+              "--prefix", "--root", "-f", "--find-links"}
+
+
+def install_lines() -> list[tuple[str, str]]:
+    found = []
+    for pattern in INSTALL_FILES:
+        for f in sorted(ROOT.rglob(pattern)):
+            rel = f.relative_to(ROOT)
+            if not f.is_file() or rel.parts[0].startswith(".venv") or rel.parts[0] in (".vllm-oracle", ".git"):
+                continue
+            for n, line in enumerate(f.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+                found += [(f"{rel}:{n}", m["args"]) for m in PIP_LINE.finditer(line)]
+    return found
+
+
+def wrong_requirements(args: str) -> list[str]:
+    """The requirements of one `pip install` line that name kconvert but not its distribution, or an extra it does
+    not have (`.` and `.[extra]` install this checkout: its extras are checked too)."""
+    import shlex
+
+    try:
+        words = shlex.split(args.split(" #", 1)[0])
+    except ValueError:
+        words = args.split()
+    wrong, skip = [], False
+    for w in words:
+        if skip:
+            skip = False
+            continue
+        if w in PIP_VALUED:
+            skip = True
+            continue
+        if w.startswith("-") or "$" in w or w.startswith(("git+", "http")):
+            continue
+        m = re.match(r"^(?P<name>[A-Za-z0-9_.-]+|\.)(?:\[(?P<extras>[\w,]+)\])?", w.strip("'\"").rstrip(".,;:)"))
+        if not m:
+            continue
+        name, extras = m["name"], set((m["extras"] or "").split(",")) - {""}
+        if name == "." or name.lower().startswith("kconvert"):
+            if name not in (".", NAME):
+                wrong.append(f"{w}: the distribution is {NAME}")
+            elif extras - EXTRAS:
+                wrong.append(f"{w}: no extra {sorted(extras - EXTRAS)} (extras: {sorted(EXTRAS)})")
+    return wrong
+
+
+def test_the_install_line_checker_catches_the_other_project_and_a_missing_extra():
+    assert wrong_requirements(' "kconvert" "vllm==0.32.*"') == [f"kconvert: the distribution is {NAME}"]
+    assert wrong_requirements(" '.[nosuch]'") and wrong_requirements(f" '{NAME}[gpu]' vllm") == []
+    assert wrong_requirements(" --target .bench-lib mutmut==3.8.1") == []
+
+
+def test_every_install_line_in_the_repository_names_the_distribution():
+    lines = install_lines()
+    assert any("verify-draft.yml" in where for where, _ in lines)  # the CI example's line is among those read
+    wrong = [f"{where}: {w}" for where, args in lines for w in wrong_requirements(args)]
+    assert wrong == []
