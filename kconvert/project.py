@@ -2,7 +2,9 @@
 
 The project configuration, as ruff finds its own: `kconvert.toml`, or `[tool.kconvert]` in `pyproject.toml`, in
 the working directory or the closest parent that has one (in one directory `kconvert.toml` wins). The command
-line overrides it key by key. Every ignored rule needs a stated reason, which the report records.
+line overrides it key by key. A path in it (`target = "./target"`) is relative to the file, as ruff reads its
+own; an error names the file and the key. An ignored rule should state its reason, which the report records;
+ruff's plain list (`ignore = ["K902"]`) is accepted with a warning (`ProjectSettings.warnings`).
 
     [tool.kconvert]
     engine = "vllm"
@@ -27,7 +29,7 @@ from typing import Any
 
 from kconvert.errors import InputError, UsageError, did_you_mean
 from kconvert.results.inspection import check_fail_on
-from kconvert.rules.selection import Ignored, Selection, from_flags
+from kconvert.rules.selection import Ignored, Selection, from_flags, resolve
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -37,10 +39,14 @@ else:  # pragma: no cover - Python 3.10
 KEYS = ("select", "ignore", "fail-on", "engine", "engine-version", "target")
 
 
+NO_REASON = "no reason given"
+
+
 @dataclass
 class ProjectConfig:
     path: str | None = None
     values: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     def get(self, key: str) -> Any:
         return self.values.get(key)
@@ -77,21 +83,29 @@ def find_config(start: Path | None = None) -> Path | None:
     return None
 
 
-def _validate(path: Path, t: dict[str, Any]) -> dict[str, Any]:
+def _validate(path: Path, t: dict[str, Any], warnings: list[str] | None = None) -> dict[str, Any]:
     where = f"{path}" + (" [tool.kconvert]" if path.name == "pyproject.toml" else "")
+    table = "[tool.kconvert.ignore]" if path.name == "pyproject.toml" else "[ignore]"
     for k in t:
         if k not in KEYS:
             raise UsageError(f"{where}: unknown key {k!r}{did_you_mean(k, KEYS)}; keys: {', '.join(KEYS)}")
     sel = t.get("select")
     if sel is not None and not (isinstance(sel, list) and all(isinstance(s, str) for s in sel)):
         raise UsageError(f"{where}: select must be a list of rule ids, prefixes, categories or names")
+    for s in sel or ():
+        resolve(s, flag=f"{where}: select")  # a bad id is the file's, named with its key (not --select's)
     ign = t.get("ignore")
     if ign is not None:
-        if isinstance(ign, list):
-            raise UsageError(f"{where}: ignore must say why each rule is ignored: a table such as "
-                             f"[tool.kconvert.ignore] {ign[0] if ign else 'RULE'} = \"the reason\"")
+        if isinstance(ign, list) and all(isinstance(v, str) for v in ign):
+            # ruff's form: accepted, each with no reason; the reason stays the habit, so say how to give one
+            if warnings is not None and ign:
+                warnings.append(f"{where}: ignore = {ign!r} gives no reason; the report records "
+                                f"{NO_REASON!r} for each. State why in a table: {table} {ign[0]} = \"the reason\"")
+            ign = t["ignore"] = {v: NO_REASON for v in ign}
         if not isinstance(ign, dict) or not all(isinstance(v, str) and v.strip() for v in ign.values()):
             raise UsageError(f"{where}: ignore maps each rule to the reason it is ignored (a non-empty string)")
+        for k in ign:
+            resolve(k, flag=f"{where}: ignore")
     for k in ("fail-on", "engine", "engine-version", "target"):
         if k in t and not isinstance(t[k], str):
             raise UsageError(f"{where}: {k} must be a string")
@@ -102,6 +116,27 @@ def _validate(path: Path, t: dict[str, Any]) -> dict[str, Any]:
     if t.get("target") is not None and not t["target"].strip():
         raise UsageError(f"{where}: target = \"\" is empty; name a profile, a folder or a Hub id, or remove the key")
     return t
+
+
+def _relative_to_the_file(path: Path, t: dict[str, Any]) -> dict[str, Any]:
+    """`target` as a path is relative to the configuration file, as ruff resolves the paths in its own (issue #48:
+    it was read against the working directory). A profile name or a Hub id that names no path there is kept as
+    written; a file in the working directory keeps its value as written."""
+    target = t.get("target")
+    if not isinstance(target, str) or not target.strip():
+        return t
+    base = path.resolve().parent
+    here = Path.cwd().resolve()
+    given = Path(target).expanduser()
+    explicit = target.startswith(("./", "../", "~", "/"))
+    if given.is_absolute() or base == here or not (explicit or (base / given).exists()):
+        return t
+    resolved = base / given
+    try:
+        shown = str(resolved.relative_to(here))
+    except ValueError:
+        shown = str(resolved)
+    return {**t, "target": shown}
 
 
 def load_config(path: str | None = None, *, isolated: bool = False) -> ProjectConfig:
@@ -118,7 +153,8 @@ def load_config(path: str | None = None, *, isolated: bool = False) -> ProjectCo
     t = _table(p)
     if t is None:
         raise UsageError(f"--config {p}: no [tool.kconvert] table")
-    return ProjectConfig(str(p), _validate(p, t))
+    warnings: list[str] = []
+    return ProjectConfig(str(p), _relative_to_the_file(p, _validate(p, t, warnings)), warnings)
 
 
 @dataclass(frozen=True)
@@ -131,6 +167,17 @@ class ProjectSettings:
     engine_version: str | None
     target: str | None
     fail_on: str
+    warnings: tuple[str, ...] = ()  # what the configuration accepted but should say otherwise (an ignore without reason)
+
+    def to_dict(self) -> dict[str, Any]:
+        """`--show-settings --json` (schemas/settings.schema.json): what the run would use, and from where."""
+        sel = self.selection
+        return {"config_file": sel.config_file, "engine": self.engine, "engine_version": self.engine_version,
+                "target": self.target, "fail_on": self.fail_on,
+                "select": list(sel.select) if sel.select is not None else None,
+                "selected": sorted(sel.selected),
+                "ignore": [{"selector": i.selector, "reason": i.reason, "source": i.source} for i in sel.ignore],
+                "warnings": list(self.warnings)}
 
 
 def project_settings(config: str | None = None, isolated: bool = False, *, select: str | None = None,
@@ -150,6 +197,7 @@ def project_settings(config: str | None = None, isolated: bool = False, *, selec
         engine_version=engine_version or cfg.get("engine-version"),
         target=target or cfg.get("target"),
         fail_on=check_fail_on(fail_on or cfg.get("fail-on") or "error"),
+        warnings=tuple(cfg.warnings),
     )
 
 

@@ -159,12 +159,14 @@ def test_pyproject_configuration_found_upward_sets_the_gate_and_records_the_reas
     assert doc["rule_selection"] is None and doc["fail_on"] == "error"
 
 
-def test_kconvert_toml_wins_over_pyproject_in_the_same_folder_and_an_ignore_needs_a_reason(tmp_path):
+def test_kconvert_toml_wins_over_pyproject_in_the_same_folder_and_an_ignore_asks_for_a_reason(tmp_path):
     draft, target = _aux_broken(tmp_path)
     (tmp_path / "pyproject.toml").write_text('[tool.kconvert]\nfail-on = "warning"\n')
     (tmp_path / "kconvert.toml").write_text('ignore = ["K404"]\n')
     r = cli("inspect", str(draft), "--target", str(target), cwd=tmp_path)
-    assert r.returncode == 2 and "kconvert.toml" in r.stderr and "reason" in r.stderr
+    # ruff's plain list is accepted (issue #48), with a warning that names the file and asks for the reason; the
+    # pyproject's fail-on is not read (kconvert.toml wins), so the K404 set aside leaves nothing failing
+    assert r.returncode == 0 and "kconvert.toml" in r.stderr and "reason" in r.stderr and "warning:" in r.stderr
     (tmp_path / "kconvert.toml").write_text('engine = "sglang"\nengine-version = "post-25454"\ntarget = "x"\n'
                                             'fail-on = "warning"\nselec = ["K"]\n')
     r = cli("inspect", str(draft), cwd=tmp_path)
@@ -202,7 +204,10 @@ def test_rules_list_reads_in_a_pipe_one_line_per_rule_at_80_columns():
     for rid, rule in REGISTRY.items():
         mine = [ln for ln in lines if ln.split()[:1] == [rid]]
         assert len(mine) == 1, rid
-        assert mine[0].split() == [rid, rule.name, rule.category, rule.severity, rule.fix_availability.value]
+        # every severity its findings can have (tests/test_messages.py holds them to what the rules print)
+        assert mine[0].split() == [rid, rule.name, rule.category, "/".join(rule.severities()),
+                                   rule.fix_availability.value]
+        assert rule.severity in rule.severities()
     assert len(lines) == len(REGISTRY) + 2  # the header and the closing line
     full = cli("rules", "K404")
     assert REGISTRY["K404"].why.split()[0] in full.stdout and "What it checks" in full.stdout

@@ -92,8 +92,9 @@ def main(argv: list[str] | None = None) -> int:
             _output.err_console.print("[dim]engine's last lines:[/]")
             for line in last:
                 _output.err_console.print(f"  {line}", highlight=False, markup=False)
+        # a failure before the command recorded its format (a bad configuration key) still answers --json
         _output.emit_failure(run.failure(type(e).__name__, e.message, e.exit_code, hint=e.hint, last_lines=last),
-                             run.format)
+                             run.format or _output.format_from_argv(args))
         return e.exit_code
     except typer.Exit as e:
         return e.exit_code
@@ -120,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         message = f"internal error: {type(e).__name__}: {e}"
         _output.error_line(message, "this is a kconvert bug; rerun with KCONVERT_DEBUG=1 for the traceback and "
                                     "report it")
-        _output.emit_failure(run.failure("InternalError", message, EXIT_INTERNAL), run.format)
+        _output.emit_failure(run.failure("InternalError", message, EXIT_INTERNAL),
+                             run.format or _output.format_from_argv(args))
         return EXIT_INTERNAL
     return rc if isinstance(rc, int) else 0
 

@@ -59,6 +59,7 @@ class Run:
     command: str | None = None
     format: str | None = None
     source: str | None = None
+    statistics: bool = False  # --statistics (kconvert.cli._gate): counts per rule instead of the findings
 
     def failure(self, kind: str, message: str, exit_code: int, *, hint: str | None = None,
                 last_lines: list[str] | None = None) -> Failure:
@@ -117,11 +118,39 @@ def emit_json(doc: Any) -> None:
 def emit_report(doc: dict[str, Any], fmt: str, full: Callable[[], None]) -> None:
     """One report (its `command`: inspect, fix, verify, score) in the chosen format (kconvert.report.formats);
     `full` draws the rich view."""
+    run = current_run()
+    if run is not None and run.statistics:
+        write(statistics(doc.get("findings") or []))
+        return
     chosen = get(fmt)
     if chosen.render is None:
         full()
     else:
         write(chosen.render(doc["command"], doc))
+
+
+def _rule_name(rule_id: str) -> str:
+    from kconvert.rules import REGISTRY  # deferred: loaded already by the run that found them
+
+    r = REGISTRY.get(rule_id)
+    return r.name if r is not None else ""
+
+
+def statistics(findings: Sequence[dict[str, Any]]) -> str:
+    """ruff's `--statistics`: one line per rule, most findings first: count, id, severity (the most severe its
+    findings have), name, and `[*]` when fix repairs them all."""
+    order = {"error": 0, "warning": 1, "info": 2}
+    by_id: dict[str, list[dict[str, Any]]] = {}
+    for f in findings:
+        by_id.setdefault(f["id"], []).append(f)
+    rows = sorted(by_id.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    lines = []
+    for rid, fs in rows:
+        sev = min((f.get("severity", "error") for f in fs), key=lambda s: order.get(s, 9))
+        fixable = "[*]" if all(f.get("fixable") and not f.get("needs_decision") for f in fs) else "   "
+        name = fs[0].get("name") or _rule_name(rid)
+        lines.append(f"{len(fs):>5}  {rid}  {sev:<7}  {fixable} {name}")
+    return "\n".join(lines) + ("\n" if lines else "")
 
 
 def error_line(message: str, hint: str | None = None) -> None:

@@ -7,6 +7,7 @@ import typer
 from rich.markup import escape
 
 from kconvert.cli._app import app
+from kconvert.cli._gate import gate_options
 from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
                                   ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
@@ -34,6 +35,7 @@ CAST = {"bf16": "BF16", "bfloat16": "BF16", "fp16": "F16", "float16": "F16", "fp
 
 
 @app.command("fix", epilog=help_examples(EXAMPLES))
+@gate_options  # --extend-select, --exit-zero, --statistics, --show-settings: kconvert.cli._gate
 def fix_command(
     source: SourceArg,
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="Destination folder (must not exist "

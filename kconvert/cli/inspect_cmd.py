@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from kconvert.cli._app import app
+from kconvert.cli._gate import gate_options
 from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
                                   ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
@@ -30,6 +31,7 @@ Examples:
 
 @app.command("inspect", epilog=help_examples(EXAMPLES))
 @file_outputs("inspect")  # --report, --sarif: kconvert.report.formats
+@gate_options  # --extend-select, --exit-zero, --statistics, --show-settings: kconvert.cli._gate
 def inspect_command(
     source: SourceArg,
     target: TargetOpt = None,

@@ -9,10 +9,11 @@ from typing import Annotated, Any, Optional
 import typer
 
 from kconvert.cli._app import app
+from kconvert.cli._gate import gate_options
 from kconvert.cli._common import (ConfigOpt, ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, SelectOpt, file_outputs,
                                   json_opt, write_outputs)
 from kconvert.cli._help import help_examples
-from kconvert.cli._output import begin, console, emit_json, err_console, write
+from kconvert.cli._output import begin, console, current_run, emit_json, err_console, statistics, write
 from kconvert.errors import UsageError
 
 EXAMPLES = """
@@ -49,6 +50,7 @@ def progress(quiet: bool) -> Iterator[Callable[[dict[str, Any]], None] | None]:
 
 @app.command("matrix", epilog=help_examples(EXAMPLES))
 @file_outputs("matrix")  # --markdown, --html, --csv, --report: kconvert.report.formats
+@gate_options  # --extend-select, --exit-zero, --statistics, --show-settings: kconvert.cli._gate
 def matrix_command(
     drafts: Annotated[Optional[list[str]], typer.Argument(
         help="Drafts: local folders, globs (runs/*/epoch_*, quoted or not), Hub ids org/name[@rev].",
@@ -152,7 +154,10 @@ def matrix_command(
             raise typer.Exit(1)
         write(chosen + "\n")
         raise typer.Exit(0)
-    if fmt == "json":
+    run = current_run()
+    if run is not None and run.statistics:  # --statistics: every cell's findings counted per rule
+        write(statistics([f for c in doc.get("cells") or [] for f in c.get("findings") or []]))
+    elif fmt == "json":
         emit_json(doc)
     else:
         render_matrix(console, doc)

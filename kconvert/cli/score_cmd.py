@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from kconvert.cli._app import app
+from kconvert.cli._gate import gate_options
 from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxIdsOpt, ConfigOpt, EngineOpt, EngineVersionOpt, ExtendIgnoreOpt, IgnoreOpt,
                                   IsolatedOpt, JsonOpt, OutputFormatOpt, SelectOpt, file_outputs, project_settings,
@@ -30,6 +31,7 @@ Examples:
 
 @app.command("score", epilog=help_examples(EXAMPLES))
 @file_outputs("score")  # --report: kconvert.report.formats
+@gate_options  # --extend-select, --exit-zero, --statistics, --show-settings: kconvert.cli._gate
 def score_command(
     draft: Annotated[str, typer.Argument(help="Draft checkpoint folder (or a Hub id in the cache).",
                                          show_default=False)],

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from kconvert.cli._app import app
+from kconvert.cli._gate import gate_options
 from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
                                   ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
@@ -35,6 +36,7 @@ Examples:
 
 @app.command("verify", epilog=help_examples(EXAMPLES))
 @file_outputs("verify")  # --report, --junit, --markdown, --sarif: kconvert.report.formats
+@gate_options  # --extend-select, --exit-zero, --statistics, --show-settings: kconvert.cli._gate
 def verify_command(
     draft: Annotated[Optional[str], typer.Argument(help="Draft checkpoint folder (or Hub id in the cache); not "
                                                         "needed with --server.", show_default=False)] = None,
