@@ -82,7 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     done = _completion(args)
     if done is not None:
         return done
-    run = _output.Run()  # the command and format `begin` records, for the failure path below
+    # the command and format `begin` records, for the failure path below; the command named on the line until then
+    # (a failure before `begin`, a bad configuration, still says which command failed)
+    names = {info.name for info in app.registered_commands}
+    run = _output.Run(command=args[0] if args and args[0] in names else None)
     try:
         rc = _click_command(args).main(args=args, standalone_mode=False, prog_name="kconvert", obj=run)
     except KConvertError as e:

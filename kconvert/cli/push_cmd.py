@@ -47,8 +47,8 @@ def push_command(
     tp: Annotated[Optional[int], typer.Option("--tp", min=1, help="Tensor-parallel size in the card's serve lines "
                                                                   "(default: the verify run's).")] = None,
     token: HubTokenOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document (operations, card, commit) "
-                                                         "instead of the terminal output; a failure prints a JSON "
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document (operations, card, commit: "
+                                                         "schemas/push.schema.json) instead of the terminal output; a failure prints a JSON "
                                                          "error object (schemas/error.schema.json).")] = False,
 ) -> None:
     """Publish a draft only if it is, byte for byte, the checkpoint a passing `kconvert verify` report measured.

@@ -36,7 +36,9 @@ def push_trace_command(
                                                             "card; no network.")] = False,
     commit_message: Annotated[Optional[str], typer.Option("--commit-message", "-m", help="Commit summary.")] = None,
     token: HubTokenOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document (files, card, commit).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document (files, card, commit: "
+                                                         "schemas/push-trace.schema.json); a failure prints a JSON "
+                                                         "error object (schemas/error.schema.json).")] = False,
 ) -> None:
     """Publish a recorded trace as a Hub dataset, for `kconvert score DRAFT --trace org/name` anywhere.
 

@@ -126,7 +126,10 @@ def trace_command(
     ] = None,
     private: Annotated[bool, typer.Option("--private", help="With --push: create the dataset private.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing trace folder.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print trace.json instead of a summary.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print trace.json (schemas/trace.schema.json) instead of a "
+                                                         "summary; with --estimate the estimate "
+                                                         "(schemas/trace-estimate.schema.json); a failure prints a "
+                                                         "JSON error object (schemas/error.schema.json).")] = False,
 ) -> None:
     """Record what the target produces on a prompt set, once, so that drafts can be scored without it.
 
