@@ -8,6 +8,7 @@ from rich.markup import escape
 
 from kconvert.cli._app import app
 from kconvert.cli._gate import gate_options
+from kconvert.cli._panels import PanelCommand
 from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
                                   ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
@@ -34,7 +35,7 @@ Examples:
 CAST = {"bf16": "BF16", "bfloat16": "BF16", "fp16": "F16", "float16": "F16", "fp32": "F32", "float32": "F32"}
 
 
-@app.command("fix", epilog=help_examples(EXAMPLES))
+@app.command("fix", epilog=help_examples(EXAMPLES), cls=PanelCommand)  # options in panels: _panels
 @gate_options  # --extend-select, --exit-zero, --statistics, --show-settings: kconvert.cli._gate
 def fix_command(
     source: SourceArg,

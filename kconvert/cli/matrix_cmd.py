@@ -10,6 +10,7 @@ import typer
 
 from kconvert.cli._app import app
 from kconvert.cli._gate import gate_options
+from kconvert.cli._panels import PanelCommand
 from kconvert.cli._common import (ConfigOpt, ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, SelectOpt, file_outputs,
                                   json_opt, write_outputs)
 from kconvert.cli._help import help_examples
@@ -48,7 +49,7 @@ def progress(quiet: bool) -> Iterator[Callable[[dict[str, Any]], None] | None]:
         yield on_cell
 
 
-@app.command("matrix", epilog=help_examples(EXAMPLES))
+@app.command("matrix", epilog=help_examples(EXAMPLES), cls=PanelCommand)  # options in panels: _panels
 @file_outputs("matrix")  # --markdown, --html, --csv, --report: kconvert.report.formats
 @gate_options  # --extend-select, --exit-zero, --statistics, --show-settings: kconvert.cli._gate
 def matrix_command(

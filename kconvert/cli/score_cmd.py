@@ -7,6 +7,7 @@ import typer
 
 from kconvert.cli._app import app
 from kconvert.cli._gate import gate_options
+from kconvert.cli._panels import PanelCommand
 from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxIdsOpt, ConfigOpt, EngineOpt, EngineVersionOpt, ExtendIgnoreOpt, IgnoreOpt,
                                   IsolatedOpt, JsonOpt, OutputFormatOpt, SelectOpt, file_outputs, project_settings,
@@ -29,7 +30,7 @@ Examples:
 """
 
 
-@app.command("score", epilog=help_examples(EXAMPLES))
+@app.command("score", epilog=help_examples(EXAMPLES), cls=PanelCommand)  # options in panels: _panels
 @file_outputs("score")  # --report: kconvert.report.formats
 @gate_options  # --extend-select, --exit-zero, --statistics, --show-settings: kconvert.cli._gate
 def score_command(

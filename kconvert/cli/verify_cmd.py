@@ -7,6 +7,7 @@ import typer
 
 from kconvert.cli._app import app
 from kconvert.cli._gate import gate_options
+from kconvert.cli._panels import PanelCommand
 from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
                                   ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
@@ -34,7 +35,7 @@ Examples:
 """
 
 
-@app.command("verify", epilog=help_examples(EXAMPLES))
+@app.command("verify", epilog=help_examples(EXAMPLES), cls=PanelCommand)  # options in panels: _panels
 @file_outputs("verify")  # --report, --junit, --markdown, --sarif: kconvert.report.formats
 @gate_options  # --extend-select, --exit-zero, --statistics, --show-settings: kconvert.cli._gate
 def verify_command(
