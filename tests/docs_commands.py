@@ -464,6 +464,29 @@ def check_block(block: Block, workspace: Path) -> list[str]:
     return problems
 
 
+# ------------------------------------------------------------------------------------ commands in the prose
+
+INLINE = re.compile(r"(?<!`)`(kconvert [a-z][a-z-]*(?: [^`]*)?)`(?!`)")
+
+
+def inline_problems(doc: Path) -> list[str]:
+    """A `kconvert ...` the prose quotes in a code span names a command that exists and options it has (values
+    may be placeholders: `-k K`, `<draft>`, `…`)."""
+    text = re.sub(r"^```.*?^```", "", doc.read_text(encoding="utf-8"), flags=re.S | re.M)
+    problems = []
+    for span in INLINE.findall(text):
+        words = span.split()
+        cmd = click_command(words[1])
+        if cmd is None:
+            if words[1] not in ("ID", "FOLDER", "REPO"):
+                problems.append(f"`{span}`: no command {words[1]!r}")
+            continue
+        have = {o for p in cmd.params for o in [*getattr(p, "opts", []), *getattr(p, "secondary_opts", [])]}
+        problems += [f"`{span}`: {w.split('=', 1)[0]} is no option of kconvert {words[1]}"
+                     for w in words[2:] if re.match(r"^--?[a-z]", w) and w.split("=", 1)[0] not in have]
+    return problems
+
+
 # ------------------------------------------------------------------------------ regenerating the shown output
 
 def rewrite_console_blocks(doc: Path, workspace: Path) -> bool:

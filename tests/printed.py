@@ -227,19 +227,26 @@ class Collector:
 
 
 def comment_problems(p: Printed) -> str:
-    """What a printed line's comment says that its command contradicts: an option the command does not have (an
-    SGLang launch line's comment once spoke of --diagnose, which neither it nor `verify --server` takes), or
+    """What a printed line's comment says that its command contradicts: an option neither the command nor the one
+    that printed it has (an SGLang launch line's comment once spoke of --diagnose, which it does not take), or
     parentheses doubled by a decision text pasted into parentheses ("(decide with --x (if ...))")."""
     import re as _re
 
     from tests.docs_commands import click_command
 
+    def options(name: str) -> set[str]:
+        cmd = click_command(name)
+        return set() if cmd is None else {o for prm in cmd.params
+                                          for o in [*getattr(prm, "opts", []), *getattr(prm, "secondary_opts", [])]}
+
     problems = []
     argv = shlex.split(p.command)
-    if argv[:1] == ["kconvert"] and len(argv) > 1 and (cmd := click_command(argv[1])) is not None:
-        have = {o for prm in cmd.params for o in [*getattr(prm, "opts", []), *getattr(prm, "secondary_opts", [])]}
+    if argv[:1] == ["kconvert"] and len(argv) > 1:
+        have = options(argv[1])
     else:
         have = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+    # the command that printed the line may name its own outputs ("the --html page" of a matrix)
+    have |= options(p.origin.split(" ", 1)[0])
     for opt in _re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", p.why):
         if opt not in have:
             problems.append(f"the comment names {opt}, which `{' '.join(argv[:2])}` does not take")

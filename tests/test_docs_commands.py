@@ -43,6 +43,11 @@ def test_every_command_the_document_shows_does_what_it_says(doc, tmp_path, monke
     assert problems == [], "\n\n".join(problems)
 
 
+@pytest.mark.parametrize("doc", DOCS, ids=[str(d.relative_to(dc.ROOT)) for d in DOCS])
+def test_every_command_the_prose_quotes_has_the_options_it_names(doc):
+    assert dc.inline_problems(doc) == []
+
+
 def test_the_documents_show_the_walkthrough_and_the_five_commands():
     """The two sequences the README promises are blocks the test reads (a block the parser stopped seeing would
     pass by running nothing)."""
@@ -83,3 +88,7 @@ def test_a_drifted_claim_is_caught(tmp_path):
     assert "`kconvert rules K999` exited 2, the document says 0" in said, said
     assert "No such option: --no-such-flag" in said, said
     assert "printed other lines than the document shows" in said, said
+    prose = tmp_path / "prose.md"
+    prose.write_text("Rerun `kconvert verify ./d --hashing`, or `kconvert verfy ./d`.\n", encoding="utf-8")
+    assert dc.inline_problems(prose) == ["`kconvert verify ./d --hashing`: --hashing is no option of kconvert verify",
+                                         "`kconvert verfy ./d`: no command 'verfy'"]

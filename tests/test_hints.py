@@ -232,3 +232,23 @@ def test_a_dry_run_and_a_live_run_name_the_same_vllm_install(monkeypatch, tmp_pa
     said = live.err.split("hint: ", 1)[1].strip()
     assert "[live]'" in said and "[gpu]'" in said, said
     assert said in " ".join(note.split()), (note, said)
+
+
+def test_a_next_comment_may_name_only_options_of_its_command():
+    """tests/printed.py's check on every printed `next:` line: an SGLang launch line's comment once said
+    "--diagnose measures the readings" (neither the launch line nor its `verify --server` line runs a diagnosis),
+    and K902's decision text once doubled its parentheses in the comment."""
+    from pathlib import Path
+
+    from tests.printed import Printed, comment_problems
+
+    launch = Printed("python -m sglang.launch_server --model-path t --speculative-draft-model-path d-sglang "
+                     "--speculative-num-steps 3", "it still carries K404: --diagnose measures the readings",
+                     "fix → d-sglang", Path("."))
+    assert "--diagnose" in comment_problems(launch)
+    fix = Printed("kconvert fix d -o d-vllm", "leaves as is: K902 (decide with --rope-from-target (if dropped))",
+                  "inspect d", Path("."))
+    assert comment_problems(fix) == "doubled parentheses in the comment"
+    ok = Printed("kconvert fix d -o d-vllm", "leaves as is: K902, decide with --rope-from-target (if dropped)",
+                 "inspect d", Path("."))
+    assert comment_problems(ok) == ""

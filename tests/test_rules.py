@@ -1050,7 +1050,7 @@ COVERAGE: dict[str, list[str]] = {
     "K504": ["test_vocab_size_other_than_the_targets_is_k504"],
     "K601": ["test_missing_hidden_norm_is_k601_not_fixable"],
     "K602": ["test_speculators_without_norm_before_residual_is_k602_on_vllm",
-             "test_specforge_with_norm_before_residual_true_needs_a_decision"],
+             "test_specforge_with_norm_before_residual_true_is_left_to_the_user"],
     "K603": ["test_input_norm_without_norm_before_fc_is_k603_and_sets_the_flag",
              "test_norm_before_fc_without_input_norm_is_k603_not_fixable"],
     "K604": ["test_fc_norm_tensors_without_flag_are_k604", "test_fc_norm_flag_without_tensors_is_k604_not_fixable"],
