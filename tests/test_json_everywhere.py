@@ -27,8 +27,8 @@ SCHEMA = re.compile(r"schemas/([\w-]+)\.schema\.json")
 def _plain_environment(monkeypatch, tmp_path):
     for var in ("GITHUB_ACTIONS", "GITHUB_WORKSPACE", "KCONVERT_OUTPUT_FORMAT", "KCONVERT_DEBUG"):
         monkeypatch.delenv(var, raising=False)
+    # (no HF_HUB_OFFLINE here: huggingface_hub reads it once, at its import, for the whole process)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
 def json_commands() -> dict[str, object]:
