@@ -95,7 +95,7 @@ def vllm_standin():
                 metrics=[before, after],
                 # completion bodies were not recorded; verify --server takes its figures from /metrics only
                 # kconvert asks for return_token_ids, which vLLM 0.32 answers with the generated ids
-                # (completion/serving.py); 32 distinct ids: an output that did not loop
+                # (vllm/entrypoints/openai/completion/serving.py); 32 distinct ids: an output that did not loop
                 completion={"choices": [{"index": 0, "text": "", "finish_reason": "length",
                                          "token_ids": list(range(expected["max_tokens"]))}],
                             "usage": {"prompt_tokens": 0, "completion_tokens": expected["max_tokens"]}})

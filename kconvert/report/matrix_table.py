@@ -200,7 +200,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
     s = doc.get("summary") or {}
     counts = ", ".join(f"{s.get(k, 0)} {k}" for k in STATES)
     lines.append("")
-    lines.append(f"{s.get('cells', 0)} cells: {counts}. Legend: "
+    n = s.get('cells', 0)
+    lines.append(f"{n} cell{'' if n == 1 else 's'}: {counts}. Legend: "
                  + ", ".join(f"{SYMBOL[k]} {k}" for k in STATES) + ".")
     nexts = [f for d in g.rows if (f := next(iter(d.draft.get("fixes") or []), None)) and f.get("command")]
     if nexts:

@@ -98,7 +98,7 @@ def render_grid(console: Console, doc: dict[str, Any], short: dict[str, str]) ->
 def render_footer(console: Console, doc: dict[str, Any]) -> None:
     s = doc["summary"]
     aside = sorted({i for c in doc["cells"] for i in c.get("set_aside") or []})
-    console.print(f"{s['cells']} cells: {s['pass']} pass, {s['warn']} warn, {s['fail']} fail, {s['error']} error, "
+    console.print(f"{s['cells']} cell{'' if s['cells'] == 1 else 's'}: {s['pass']} pass, {s['warn']} warn, {s['fail']} fail, {s['error']} error, "
                   f"{s['skipped']} skipped; {doc['timings'].get('from_cache', 0)} from the cache; * = installed engine"
                   + (f"; set aside by the rule selection: {', '.join(aside)}" if aside else ""))
     for d in doc["drafts"]:
