@@ -354,7 +354,12 @@ def test_producer_defaults_need_a_recognised_specforge(tmp_path):
     d = draft(tmp_path, "specforge", None, config=_default_specforge_build)
     below = dataclasses.replace(d, format=dataclasses.replace(d.format, confidence=d.format.confidence - 0.01))
     assert producer_default_streams(ctx(below)) is None
-    other = dataclasses.replace(d, format=dataclasses.replace(d.format, producer="modelopt"))
+    # the layers are the recognised producer's (its format module's trained_layers): ModelOpt's says nothing
+    from kconvert.formats import modelopt
+
+    assert getattr(modelopt, "trained_layers", None) is None
+    other = dataclasses.replace(d, format=dataclasses.replace(d.format, producer="modelopt"),
+                                aux=dataclasses.replace(d.aux, producer_layers=None))
     assert producer_default_streams(ctx(other)) is None
 
 
@@ -652,13 +657,13 @@ def test_k401_specforge_defaults_are_the_rows_defaults(tmp_path):
 
 
 def test_k401_a_producer_whose_defaults_are_not_the_rows_is_an_error_fix_repairs(tmp_path, monkeypatch):
-    # PRODUCER_DEFAULT_LAYERS is where a producer whose code trains on other layers goes (its docstring); such a
-    # producer's outputs of [0, 10, 20] are the inputs of [1, 11, 21], not vLLM's [2, 30, 58] on Kimi-K2.5: the
-    # draft would run on other layers, and fix writes the producer's streams
-    import kconvert.rules.aux_layers as aux
+    # A format module's trained_layers is where a producer whose code trains on other layers says so (SpecForge's
+    # DEFAULT_LAYERS here); such a producer's outputs of [0, 10, 20] are the inputs of [1, 11, 21], not vLLM's
+    # [2, 30, 58] on Kimi-K2.5: the draft would run on other layers, and fix writes the producer's streams
+    import kconvert.formats.specforge as specforge
 
     src = "a producer's code that trains on the outputs of [0, 10, 20]"
-    monkeypatch.setitem(aux.PRODUCER_DEFAULT_LAYERS, "specforge", (src, lambda L: [0, 10, 20]))
+    monkeypatch.setattr(specforge, "DEFAULT_LAYERS", (src, lambda L: [0, 10, 20]))
     sf = draft(tmp_path, "specforge", None, config=_default_specforge_build)
     [f] = _findings(sf, "K401")
     why = f"specforge's default training layers ({src})"

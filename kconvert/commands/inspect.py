@@ -5,6 +5,7 @@ from __future__ import annotations
 from kconvert.engines.expectations import EngineRules, engine_rules
 from kconvert.errors import UsageError
 from kconvert.formats.canonical import read_draft
+from kconvert.formats.detect import locate_draft
 from kconvert.formats.layouts import token_map_names
 from kconvert.results.inspect_result import InspectResult
 from kconvert.results.inspection import check_fail_on
@@ -17,8 +18,9 @@ from kconvert.targets import TargetModel, load_target
 
 
 def open_draft(source: str) -> Checkpoint:
-    """The draft's files and headers; from the Hub, its vocabulary maps are read up front (a bad answer stops here)."""
-    return open_checkpoint(source, prefetch=token_map_names)
+    """The draft's files and headers; from the Hub, its vocabulary maps are read up front (a bad answer stops here).
+    A producer's checkpoint folder (NeMo Automodel's `epoch_E_step_S/`) is read at the draft folder inside it."""
+    return open_checkpoint(locate_draft(source), prefetch=token_map_names)
 
 
 def check_decided_ids(decided: Decisions, target: TargetModel | None) -> None:

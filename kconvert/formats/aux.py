@@ -62,8 +62,9 @@ def read_aux_ids(ckpt: Checkpoint, cfg: dict[str, Any], fmt: FormatGuess, layout
     recorded = _recorded_convention(ckpt, ids_list)
     if recorded is not None:
         (conv, conv_ev), strength = recorded, "record"
+    trained = getattr(module, "trained_layers", None)
     aux = AuxIds(ids=ids_list, source=source, locations=locations, convention=conv, convention_evidence=conv_ev,
-                 convention_strength=strength)
+                 convention_strength=strength, producer_layers=trained(ckpt, cfg) if trained is not None else None)
     if ids is not None and ids_list is None:
         aux.locations["_invalid"] = ids
     return aux

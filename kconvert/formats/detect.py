@@ -3,16 +3,18 @@ layout), most specific first, and for a `kconvert fix` output the producer its r
 means adding one module beside this one and listing it in `PRODUCERS`."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from kconvert.errors import KConvertError
-from kconvert.formats import eagle, modelopt, specforge, speculators, torchspec
+from kconvert.formats import automodel, eagle, modelopt, specforge, speculators, torchspec
 from kconvert.formats.model import FormatGuess, KeyLayout
 from kconvert.source.checkpoint import Checkpoint, read_provenance
 from kconvert.source.names import PROVENANCE_NAME
 
 # Most specific first: stamps and nested configs beat architecture guesses.
-PRODUCERS = (speculators, torchspec, modelopt, specforge, eagle)
+PRODUCERS = (speculators, torchspec, modelopt, automodel, specforge, eagle)
 BY_NAME = {m.NAME: m for m in PRODUCERS}
 
 # Detection confidence from which a producer's known convention counts as evidence (SpecForge's full signature
@@ -48,3 +50,22 @@ def _recorded_producer(ckpt: Checkpoint) -> str | None:
     inp = prov.get("input") if prov else None
     producer = inp.get("producer") if isinstance(inp, dict) else None
     return producer if isinstance(producer, str) and producer in BY_NAME else None
+
+
+def locate_draft(ref: str) -> str:
+    """The draft folder a local path names: the path itself, or the draft inside a producer's checkpoint folder
+    (a producer module's `locate`, e.g. NeMo Automodel's `epoch_E_step_S/` -> its `model/consolidated/`). A Hub id
+    or a path no producer claims is returned unchanged; a producer's folder with nothing an engine loads is an
+    InputError that says what to run."""
+    p = Path(os.fsdecode(ref)).expanduser()
+    try:
+        if not p.is_dir():
+            return ref
+    except OSError:
+        return ref  # the source layer refuses it with its own one-line reason
+    for module in PRODUCERS:
+        locate = getattr(module, "locate", None)
+        found = locate(p) if locate is not None else None
+        if found is not None:
+            return str(found)
+    return ref

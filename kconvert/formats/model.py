@@ -7,6 +7,7 @@ the target and engine), never at raw files. Tensor names are canonical: the vLLM
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,34 @@ class KeyLayout:
 
 
 @dataclass
+class ProducerLayers:
+    """The target layers a producer trained a draft on, by its own record or code, where the draft's config names
+    none: ids its run recorded outside the config (NeMo Automodel's config.yaml), or its default for an L-layer
+    target (SpecForge's, Automodel's), in the convention its capture uses; neither when the record cannot be read."""
+
+    ids: list[int] | None  # as the producer's record holds them
+    default: Callable[[int], list[int]] | None  # the producer's choice for an L-layer target when none were named
+    convention: str  # "output" | "input": what the ids (or the default) name
+    evidence: str  # the file or code that says so
+    # The evidence is a file beside the draft folder that a copy of the folder leaves behind (a run's record): fix
+    # then writes the ids into the config, so that its output still says which layers the draft was trained on.
+    external: bool = False
+
+    def written(self, L: int | None) -> list[int] | None:
+        """The ids in the producer's convention, for a target of L layers."""
+        if self.ids is not None:
+            return list(self.ids)
+        return self.default(L) if self.default is not None and L else None
+
+    def streams(self, L: int | None) -> list[int] | None:
+        """The residual streams they name, in vLLM's input-of-layer numbering (output of layer i = stream i + 1)."""
+        ids = self.written(L)
+        if ids is None:
+            return None
+        return [i + 1 for i in ids] if self.convention == "output" else ids
+
+
+@dataclass
 class AuxIds:
     ids: list[int] | None  # as written
     source: str | None  # config path that held them, e.g. "eagle_config.eagle_aux_hidden_state_layer_ids"
@@ -58,6 +87,9 @@ class AuxIds:
     # "producer" (a producer recognised by its stamp or full signature, whose code fixes the convention), "weak"
     # (a producer guessed from the architecture alone, or a key only one engine reads), None.
     convention_strength: str | None = None
+    # What the producer's record or code says about the layers when the config names none (kconvert.formats.<producer>
+    # trained_layers); the rules weigh it (rules.aux_layers.producer_default_streams).
+    producer_layers: ProducerLayers | None = None
 
 
 @dataclass
@@ -153,6 +185,11 @@ class DraftModel:
             "aux_layer_ids": self.aux.ids,
             "aux_layer_ids_source": self.aux.source,
             "aux_convention": self.aux.convention,
+            # where the config names none: what the producer's record or code says of the training layers
+            "aux_layers_by_producer": ({"ids": self.aux.producer_layers.ids,
+                                        "convention": self.aux.producer_layers.convention,
+                                        "evidence": self.aux.producer_layers.evidence}
+                                       if self.aux.producer_layers is not None and self.aux.ids is None else None),
             "num_attention_heads": self.num_attention_heads,
             "num_key_value_heads": self.num_key_value_heads,
             "head_dim": self.head_dim,

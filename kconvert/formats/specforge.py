@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from kconvert.formats.model import FormatGuess, KeyLayout
+from kconvert.formats.model import FormatGuess, KeyLayout, ProducerLayers
 from kconvert.source.checkpoint import Checkpoint
 
 NAME = "specforge"
 LAYOUT = KeyLayout(prefix="", layer="midlayer.")
+# The layers SpecForge 0.2.0 trains on when no ids are given, in the output-of-layer numbering it captures in
+# (`resolve_eagle_capture_layers`: the run's ids, else the draft config's eagle_config ids, else [1, L//2-1, L-4]);
+# its exporter rebuilds the config from the user's draft JSON, so a default build ships no ids.
+DEFAULT_LAYERS = ("SpecForge 0.2.0 specforge/algorithms/model_providers.py resolve_eagle_capture_layers",
+                  lambda L: [1, L // 2 - 1, L - 4])
 
 
 def detect(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess | None:
@@ -44,3 +49,8 @@ def aux_convention(cfg: dict[str, Any], layout: KeyLayout) -> tuple[str | None, 
     # backend registers forward hooks on layers[idx] (outputs), the SGLang backend calls
     # set_eagle3_layers_to_capture, which adds +1; default [1, L//2-1, L-4].
     return "output", "SpecForge captures the outputs of layers[i] (default [1, L//2-1, L-4])"
+
+
+def trained_layers(ckpt: Checkpoint, cfg: dict[str, Any]) -> ProducerLayers:
+    source, layers = DEFAULT_LAYERS
+    return ProducerLayers(ids=None, default=layers, convention="output", evidence=source)

@@ -40,15 +40,6 @@ COST_EARLY = ("one layer early: position-0 acceptance ~10% instead of ~45% on Mi
 COST_LATE_SHORT = "one layer late: ~0.10 accept length lost on Kimi-K2.5 (sglang PR #25454)"
 COST_EARLY_SHORT = "one layer early: position-0 acceptance ~10% instead of ~45% (vLLM PR #43671)"
 
-# Producers whose code fixes the layers a draft is trained on when its config names none, in the output-of-layer
-# numbering they capture in: SpecForge 0.2.0 `specforge/algorithms/model_providers.py`
-# (`resolve_eagle_capture_layers`: the run's ids, else the draft config's eagle_config ids, else
-# [1, L//2-1, L-4]), whose exporter rebuilds the config from the user's draft JSON, so a default build ships no
-# ids. Only a producer recognised by its full signature counts (a guess from the architecture name does not).
-PRODUCER_DEFAULT_LAYERS = {
-    "specforge": ("SpecForge 0.2.0 specforge/algorithms/model_providers.py resolve_eagle_capture_layers",
-                  lambda L: [1, L // 2 - 1, L - 4]),
-}
 # The ids the output-convention producers capture by default for an L-layer target (the outputs of layers
 # [1, L//2-1, L-4], i.e. the inputs of vLLM's defaults): SpecForge 0.2.0 (resolve_eagle_capture_layers), ModelOpt
 # 0.47.0 (modelopt/torch/speculative/plugins/hf_eagle.py:63, `sorted({1, L//2-1, L-4})`, written unchanged into
@@ -84,14 +75,16 @@ PRODUCER_DEFAULT_CONFIDENCE = 0.75  # SpecForge's signature without the ids key:
 
 
 def producer_default_streams(ctx: Context) -> tuple[list[int], str] | None:
-    """The streams (vLLM's input-of-layer numbering) a recognised producer trains on when the config names no
-    ids, with the code that says so; None when no producer's code settles it."""
+    """The streams (vLLM's input-of-layer numbering) a recognised producer trained on when the config names no
+    ids, with the record or code that says so (`DraftModel.aux.producer_layers`, from the producer's format module:
+    SpecForge's defaults, NeMo Automodel's config.yaml or defaults); None when nothing settles it. Only a producer
+    recognised by its full signature counts (a guess from the architecture name does not)."""
     d = ctx.draft
-    entry = PRODUCER_DEFAULT_LAYERS.get(d.format.producer)
-    if entry is None or ctx.target is None or d.format.confidence < PRODUCER_DEFAULT_CONFIDENCE:
+    pl = d.aux.producer_layers
+    if pl is None or ctx.target is None or d.format.confidence < PRODUCER_DEFAULT_CONFIDENCE:
         return None
-    source, layers = entry
-    return [i + 1 for i in layers(ctx.target.num_hidden_layers)], source
+    streams = pl.streams(ctx.target.num_hidden_layers)
+    return (streams, pl.evidence) if streams is not None else None
 
 
 @dataclass
@@ -179,7 +172,9 @@ def trained_physical_ids(ctx: Context) -> list[int] | None:
             return ctx.engine.default_physical_ids(ctx.target.num_hidden_layers)
         if ctx.draft.format.producer == "eagle" and ctx.target is not None:
             return ctx.engine.default_physical_ids(ctx.target.num_hidden_layers)
-        return None
+        # the producer's record or code (SpecForge's defaults, Automodel's config.yaml): what fix's record keeps
+        by_producer = producer_default_streams(ctx)
+        return by_producer[0] if by_producer is not None else None
     conv = settle_convention(ctx).convention
     if conv == "input":
         return list(ids)
@@ -256,9 +251,15 @@ def _no_aux_head(ctx: Context) -> bool:
           "outputs of [1, L//2-1, L-4] when no ids are given (specforge/algorithms/model_providers.py, "
           "resolve_eagle_capture_layers), i.e. the inputs of [2, L//2, L-3], the defaults of vLLM "
           "(interfaces.py get_eagle3_default_aux_hidden_state_layers) and SGLang: info when the engine's "
-          "defaults feed those streams, an error when they do not.",
+          "defaults feed those streams, an error when they do not. NeMo Automodel 0.7.0 never writes ids into "
+          "config.json (recipes/llm/train_eagle3.py TrainEagle3Recipe.setup); it trains on the outputs of the "
+          "recipe's aux_layer_ids, which only the run's config.yaml records, else of [1, L//2-1, L-4] "
+          "(components/speculative/eagle/target.py default_eagle3_aux_layer_ids, HFEagle3TargetModel hooks "
+          "layers[i]): kconvert reads that file beside the draft and says which it found.",
       fix="Where the producer's code settles the layers and the engine's defaults feed other streams, fix writes "
-          "the producer's layers where the engine reads them (safe: the code is the evidence). Otherwise fix "
+          "the producer's layers where the engine reads them (safe: the code is the evidence); where a record "
+          "beside the folder settles them (Automodel's config.yaml), fix writes them in any case, since a copy of "
+          "the folder leaves the record behind. Otherwise fix "
           "leaves the config as it is (no ids written, the engine keeps its defaults), says so and records it in "
           "kconvert.json; --aux-ids L1,L2,L3 writes the layers you name, `--aux-ids default` the engine's "
           "defaults explicitly. It never guesses, and never refuses the other repairs for this warning.", )
@@ -275,32 +276,43 @@ def aux_ids_missing(ctx: Context) -> Iterator[Finding]:
             "consistent", severity="info", evidence=[Evidence("eagle_aux_hidden_state_layer_ids", None, default)],
             ops=ops)
         return
-    phys = trained_physical_ids(ctx)
-    by_producer = producer_default_streams(ctx) if phys is None else None
-    if by_producer is not None and default:
+    decided = ctx.decisions.aux_ids is not None or (ctx.decisions.aux_ids_default and ctx.target is not None)
+    by_producer = producer_default_streams(ctx) if not decided else None
+    pl = d.aux.producer_layers
+    if by_producer is not None and default and pl is not None:
         streams, source = by_producer
+        said = (f"{d.format.producer} trains on streams {streams} when none are given ({source})" if pl.ids is None
+                else f"{d.format.producer} trained on streams {streams} ({source})")
+        why = (f"{d.format.producer}'s default training layers ({source})" if pl.ids is None
+               else f"{d.format.producer}'s training layers ({source})")
         if streams == default:
+            # A record beside the folder (Automodel's config.yaml) stays behind in any copy: fix writes the ids, so
+            # that its output still says which layers the draft was trained on.
             yield aux_ids_missing.finding(
-                f"no aux ids recorded; {d.format.producer} trains on streams {streams} when none are given "
-                f"({source}), the streams {ctx.engine.key}'s defaults feed", severity="info",
-                evidence=[Evidence("eagle_aux_hidden_state_layer_ids", None, streams)])
+                f"no aux ids recorded; {said}, the streams {ctx.engine.key}'s defaults feed"
+                + ("; fix writes them into the config, where the record beside the folder does not follow a copy"
+                   if pl.external else ""), severity="info",
+                evidence=[Evidence("eagle_aux_hidden_state_layer_ids", None, streams)],
+                ops=write_ops(ctx, streams, why) if pl.external else [])
         else:
             yield aux_ids_missing.finding(
-                f"no aux ids recorded; {d.format.producer} trains on streams {streams} when none are given "
-                f"({source}), but {ctx.engine.key}'s defaults feed {default}: the draft would run on other "
-                "layers than it was trained on", severity="error",
+                f"no aux ids recorded; {said}, but {ctx.engine.key}'s defaults feed {default}: the draft would run "
+                "on other layers than it was trained on", severity="error",
                 evidence=[Evidence("eagle_aux_hidden_state_layer_ids", None, streams)],
-                ops=write_ops(ctx, streams, f"{d.format.producer}'s default training layers ({source})"))
+                ops=write_ops(ctx, streams, why))
         return
+    phys = trained_physical_ids(ctx) if decided else None
     if phys is not None:
         yield aux_ids_missing.finding(
             f"no aux ids recorded; writing {phys} as decided", evidence=[Evidence("eagle_aux_hidden_state_layer_ids",
                                                                                  None, phys)],
             ops=write_ops(ctx, phys, "aux ids decided by the user"))
         return
+    unsettled = (f"; {d.format.producer}: {pl.evidence}" if pl is not None and d.format.confidence
+                 >= PRODUCER_DEFAULT_CONFIDENCE else "")
     yield aux_ids_missing.finding(
         "no aux layer ids recorded: the engine will feed its defaults"
-        + (f" (inputs of layers {default})" if default else "")
+        + (f" (inputs of layers {default})" if default else "") + unsettled
         + "; a draft trained on other layers collapses (vLLM PR #50170), which only `kconvert verify` can see",
         evidence=[Evidence("eagle_aux_hidden_state_layer_ids", None, "the layers the draft was trained on")],
         needs_decision=DECIDE_IDS)

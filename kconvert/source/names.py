@@ -32,12 +32,18 @@ def is_pickle(name: str) -> bool:
     return name.lower().endswith(PICKLE_SUFFIXES)
 
 
+# Pickles beside a draft that are no weights: a trainer's optimizer, scheduler, RNG and argument state, and NeMo
+# Automodel's vocabulary records (train_eagle3.py _save_extra_state: eagle_meta.pt, earlier eagle3_meta.pt; its
+# serve_sglang.py _regenerate_token_map: speculative_token_map.pt, SGLang's --speculative-token-map).
+NOT_WEIGHTS = ("optimizer", "scheduler", "rng_state", "training_args", "eagle_meta", "eagle3_meta",
+               "speculative_token_map")
+
+
 def is_torch_weights(name: str) -> bool:
     """A file an engine would load as PyTorch weights (not optimizer state, which is pickle all the same)."""
     base = name.rsplit("/", 1)[-1].lower()
-    return base.endswith(TORCH_WEIGHT_SUFFIXES) and not base.startswith(("optimizer", "scheduler", "rng_state",
-                                                                          "training_args"))
+    return base.endswith(TORCH_WEIGHT_SUFFIXES) and not base.startswith(NOT_WEIGHTS)
 
 
-__all__ = ["CONFIG_NAME", "INDEX_NAME", "PICKLE_SUFFIXES", "PROVENANCE_NAME", "README_NAME", "SAFETENSORS_SUFFIX",
+__all__ = ["CONFIG_NAME", "INDEX_NAME", "NOT_WEIGHTS", "PICKLE_SUFFIXES", "PROVENANCE_NAME", "README_NAME", "SAFETENSORS_SUFFIX",
            "TOKENIZER_FILES", "TORCH_INDEX_NAME", "TORCH_WEIGHT_SUFFIXES", "is_pickle", "is_torch_weights"]
