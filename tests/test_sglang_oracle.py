@@ -14,6 +14,7 @@ import pytest
 
 from kconvert.engines.expectations import engine_rules, target_family
 from kconvert.targets import from_config, load_target
+from tests.producers import automodel_drafts
 
 ROOT = Path(__file__).resolve().parents[1]
 REC = json.loads((ROOT / "tests" / "data" / "sglang_oracle.json").read_text())
@@ -55,6 +56,9 @@ def test_the_recording_is_sglang_0_5_23_and_names_the_source_line_of_each_behavi
     producers = {p.name for d in ("producers", "producers-modelopt") for p in (ROOT / "tests" / "data" / d).iterdir()
                  if (p / "config.json").exists()}
     assert {k.split("/", 1)[1] for k in DRAFTS if k.startswith("producers/")} == producers
+    # and NeMo Automodel's drafts, with kconvert fix's output of each for each engine
+    # (tests/producers/automodel_drafts.py)
+    assert {k.split("/", 1)[1] for k in DRAFTS if k.startswith("automodel/")} == set(automodel_drafts.keys())
 
 
 @pytest.mark.parametrize("family", sorted(MODEL_TYPES))

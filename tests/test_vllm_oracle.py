@@ -18,6 +18,7 @@ from kconvert.engines.expectations import KNOWN, RUNNER_ROWS, other_runner
 from kconvert.formats.canonical import read_draft
 from kconvert.score.reading import declared_ids, engine_reading
 from kconvert.source.checkpoint import load_folder
+from tests.producers import automodel_drafts
 
 ROOT = Path(__file__).resolve().parents[1]
 REC = json.loads((ROOT / "tests" / "data" / "vllm_oracle.json").read_text())
@@ -34,6 +35,20 @@ def _on_disk(group: str, name: str) -> Path:
     """The shipped folder of a recorded draft (the producers' group spans two folders: ModelOpt's export apart)."""
     (folder,) = [ROOT / d / name for d in _dirs(ON_DISK[group]) if (ROOT / d / name / "config.json").exists()]
     return folder
+
+
+@pytest.fixture(scope="module")
+def automodel(tmp_path_factory) -> dict[str, Path]:
+    """The NeMo Automodel drafts the recording holds (group "automodel": tests/producers/automodel_drafts.py), kconvert
+    fix's outputs rebuilt here as the recorder built them."""
+    return {f"automodel/{k}": folder for k, (folder, _) in
+            automodel_drafts.drafts(tmp_path_factory.mktemp("vllm-oracle-automodel")).items()}
+
+
+def _refused(answer: dict) -> str | None:
+    """What vLLM's SpeculativeConfig raised for the draft (an architecture its registry lacks), or None."""
+    raised = answer["served"].get("raises")
+    return raised if raised else None
 
 
 def _release(row) -> str:
@@ -70,6 +85,8 @@ def test_the_recording_is_vllm_0_32_and_0_33_and_names_each_function_by_file_and
     assert {k.split("/", 1)[1] for k in REC["drafts"] if k.startswith("zoo/")} == zoo
     shipped = {f"{g}/{p.name}" for g, dirs in ON_DISK.items() for d in _dirs(dirs) for p in (ROOT / d).iterdir()
                if (p / "config.json").exists()}
+    # and NeMo Automodel's drafts, with kconvert fix's output of each for each engine
+    shipped |= {f"automodel/{k}" for k in automodel_drafts.keys()}
     assert {k for k in REC["drafts"] if not k.startswith(("zoo/", "probes/"))} == shipped
     # the config probes: copies of one shipped draft with num_aux_hidden_states / a 4th id set (record.py PROBES)
     assert {k for k in REC["drafts"] if k.startswith("probes/")} == {"probes/ids-4-fc-3", "probes/num-aux-4",
@@ -117,7 +134,7 @@ def test_the_rules_feed_what_vllms_runner_feeds_for_every_recorded_draft(version
 
 
 @pytest.mark.parametrize("version", sorted(ROWS))
-def test_engine_reading_of_each_shipped_draft_is_what_vllm_collects(version):
+def test_engine_reading_of_each_shipped_draft_is_what_vllm_collects(version, automodel):
     """The same through kconvert's full reading of the files on disk (vLLM collects sorted(set(ids)):
     set_aux_hidden_state_layers)."""
     row = ROWS[version]
@@ -125,7 +142,7 @@ def test_engine_reading_of_each_shipped_draft_is_what_vllm_collects(version):
         if key.startswith(("zoo/", "probes/")):
             continue  # built in a temporary folder by the recorder; the config test above covers them
         group, name = key.rsplit("/", 1)
-        folder = _on_disk(group, name)
+        folder = automodel[key] if key.startswith("automodel/") else _on_disk(group, name)
         draft = read_draft(load_folder(folder, ref=str(folder)))
         reading = engine_reading(draft, row, d["num_layers"], target_vocab=draft.vocab_size or 0)
         want = tuple(sorted(set(_fed(d["answers"][_release(row)], row.runner))))
@@ -200,7 +217,7 @@ from kconvert.targets import from_config, load_target  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def drafts(tmp_path_factory):
+def drafts(tmp_path_factory, automodel):
     """Every recorded draft as kconvert reads it from its files (the zoo replicas rebuilt by their build.py, ~1 s),
     with its target."""
     work = tmp_path_factory.mktemp("vllm-oracle-zoo")
@@ -214,6 +231,8 @@ def drafts(tmp_path_factory):
             folder = work / "probes" / name
             shutil.copytree(ROOT / d["probe_of"], folder)
             (folder / "config.json").write_text(json.dumps(d["config"]))
+        elif group == "automodel":
+            folder = automodel[key]
         else:
             g, n = key.rsplit("/", 1)
             folder = _on_disk(g, n)
@@ -242,6 +261,8 @@ def test_fc_width_and_aux_count_are_what_the_vllm_draft_class_builds(version, dr
     row = ROWS[version]
     bad = {}
     for key, d in REC["drafts"].items():
+        if _refused(d["answers"][_release(row)]):
+            continue  # no draft class: test_vllm_refuses_a_draft_exactly_where_kconvert_sees_an_architecture_error
         m = _built(d["answers"][_release(row)])
         draft, target = drafts[key]
         ctx = Context(draft=draft, target=target, engine=row)
@@ -267,6 +288,8 @@ def test_served_context_and_draft_positions_are_what_vllm_derives(version, draft
     bad = {}
     seen = set()
     for key, d in REC["drafts"].items():
+        if _refused(d["answers"][_release(row)]):
+            continue
         s = d["answers"][_release(row)]["served"]
         assert "raises" not in s, (key, s)
         draft, target = drafts[key]
@@ -312,6 +335,8 @@ def test_kept_and_dropped_weights_are_what_vllm_load_weights_does(version, draft
     row = ROWS[version]
     bad = {}
     for key, d in REC["drafts"].items():
+        if _refused(d["answers"][_release(row)]):
+            continue
         m = _built(d["answers"][_release(row)])
         draft, target = drafts[key]
         errors = {f.id for f in run_rules(Context(draft=draft, target=target, engine=row))
@@ -333,13 +358,44 @@ def test_kept_and_dropped_weights_are_what_vllm_load_weights_does(version, draft
             bad[key] = ("dropped", m["dropped"], row.ignored_tensors)
         k202 = _findings(draft, target, row, "K202")
         later_hidden = re.compile(r"^layers\.[1-9]\d*\.hidden_norm\.weight$")
+        # a layer vLLM builds past the draft's own (num_hidden_layers copied from the target: NeMo Automodel's vLLM
+        # helper leaves it) gets no weights: K103's error
+        beyond = [f for f in _findings(draft, target, row, "K103") if f.severity == "error"]
+        present = len(draft.decoder_layers)
         for p in m["params_not_loaded"]:
             c = p.removeprefix("model.")
+            idx = re.match(r"^layers\.(\d+)\.", c)
             ok = ((c == "embed_tokens.weight" and row.uses_draft_embeddings and c not in draft.tensors)
-                  or c in NORMS or later_hidden.match(c) or k202)
+                  or c in NORMS or later_hidden.match(c) or k202
+                  or (beyond and idx is not None and int(idx.group(1)) >= present))
             if not ok:
                 bad[key] = ("not loaded", p)
     assert not bad, (row.key, bad)
+
+
+@pytest.mark.parametrize("version", sorted(ROWS))
+def test_vllm_refuses_a_draft_exactly_where_kconvert_sees_an_architecture_error(version, drafts):
+    """SpeculativeConfig (config/speculative.py, the registry lookup of the draft's architectures after
+    configs/eagle.py prefixes `Eagle3`) refuses a draft whose architecture vLLM does not map (NeMo Automodel's
+    LlamaEagle3DraftModel) or whose model_type deepseek_v3 it turns into an MTP model (Eagle3DeepSeekMTPModel):
+    there kconvert's K101 or K102 is an error on every row of that release, and on no draft vLLM builds is K102 one."""
+    row = ROWS[version]
+    bad, refused = {}, set()
+    for key, d in REC["drafts"].items():
+        raised = _refused(d["answers"][_release(row)])
+        draft, target = drafts[key]
+        errors = {f.id: f.message for f in run_rules(Context(draft=draft, target=target, engine=row))
+                  if f.severity == "error" and f.id in ("K101", "K102")}
+        if raised:
+            refused.add(key)
+            m = re.search(r"Model architectures \['([^']+)'\] are not supported", raised)
+            want = "K102" if m and m.group(1) == "Eagle3DeepSeekMTPModel" else "K101"
+            if not m or want not in errors:
+                bad[key] = (raised, errors)
+        elif "K102" in errors:
+            bad[key] = ("vLLM built it", errors)
+    assert not bad, (row.key, bad)
+    assert refused >= {f"automodel/{k}" for k in ("automodel-eagle3", "automodel-eagle3-mla")}
 
 
 def test_the_recording_built_every_draft_class_and_names_the_functions():
@@ -349,6 +405,11 @@ def test_the_recording_built_every_draft_class_and_names_the_functions():
     assert "limit_max_model_len_to_draft" not in REC["releases"]["0.32"]["functions"]
     for key, d in REC["drafts"].items():
         for rel, a in d["answers"].items():
+            if _refused(a):
+                # vLLM refused the draft before building a class: only Automodel's drafts as written, its vLLM
+                # helper's MLA export, and kconvert's SGLang output of the MLA draft (model_type deepseek_v3)
+                assert key.startswith("automodel/") and "model" not in a, (key, rel)
+                continue
             assert "raises" not in a["served"] and "raises" not in a["model"], (key, rel)
             assert a["model"]["class"] in ("Eagle3LlamaForCausalLM", "Eagle3DeepseekV2ForCausalLM",
                                            "Eagle3Qwen3ForCausalLM"), (key, rel)

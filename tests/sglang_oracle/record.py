@@ -136,6 +136,15 @@ def manifest(work: Path) -> dict:
         entry = read_draft(folder)
         entry.update(target=prod_target, sparse_replica=False)
         out["producers"][folder.name] = entry
+    # NeMo Automodel's own recipe (tests/producers/build_automodel.py): its model/consolidated/ folders, its vLLM
+    # helper's exports and kconvert fix's outputs for each engine (tests/producers/automodel_drafts.py)
+    from tests.producers.automodel_drafts import drafts as automodel_drafts
+
+    out["automodel"] = {}
+    for key, (folder, tref) in automodel_drafts(work / "automodel").items():
+        entry = read_draft(folder)
+        entry.update(target=family(str(ROOT / tref)), sparse_replica=False)
+        out["automodel"][key] = entry
     tiny_target = family(str(ROOT / "examples" / "tiny" / "target"))
     for kind in ("drafts", "broken"):
         for folder in sorted((ROOT / "examples" / "tiny" / kind).iterdir()):
@@ -308,7 +317,7 @@ def run(manifest_doc: dict, stub_dir: Path) -> dict:
     results: dict = {"drafts": {}}
     draft_sources = {"llama": _where(LlamaForCausalLMEagle3.load_weights),
                      "mla": _where(Eagle3DeepseekV2ForCausalLM.load_weights)}
-    for group in ("zoo", "examples", "producers"):
+    for group in ("zoo", "examples", "producers", "automodel"):
         for key, entry in manifest_doc.get(group, {}).items():
             cfg, tensors = entry["config"], entry["tensors"]
             fam = draft_family(cfg)

@@ -73,6 +73,11 @@ def where(fn):
 def err(e):
     # the first line, cut before AutoWeightsLoader's listing of a Python set (its order changes per run)
     msg = (str(e).splitlines()[0] if str(e) else '').split(" The available parameters")[0]
+    if type(e).__name__ == "ValidationError" and hasattr(e, "errors"):
+        # pydantic's first line only counts the errors; the reason (e.g. an architecture the registry lacks) is the
+        # first error's message, whose first line names it
+        first = e.errors()[0]
+        msg += ": " + str(first.get("msg", "")).splitlines()[0].split(" Supported architectures")[0][:300]
     return {"raises": f"{type(e).__name__}: {msg}"}
 
 def ids(v):
@@ -358,7 +363,7 @@ def record() -> dict:
     with tempfile.TemporaryDirectory(prefix="kconvert-vllm-oracle-") as work:
         m = manifest(Path(work))
         drafts, configs = {}, {}
-        for group in ("zoo", "producers", "examples"):
+        for group in ("zoo", "producers", "examples", "automodel"):
             for name, e in m[group].items():
                 drafts[f"{group}/{name}"] = {"path": e["path"], "num_layers": e["target"]["num_layers"],
                                              "target_dir": target_folder(e["target"]["ref"], Path(work), sg),
