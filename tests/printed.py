@@ -336,6 +336,13 @@ def workspace(root: Path) -> list[tuple[str, str | None]]:
         for d in sorted((root / "examples" / "tiny" / group).iterdir()):
             if (d / "config.json").is_file():
                 pairs.append((f"examples/tiny/{group}/{d.name}", "examples/tiny/target"))
+    # NeMo Automodel's checkpoint folders as its recipe wrote them, given as a user gives them: the epoch folder
+    # (tests/producers/automodel_drafts.py)
+    from tests.producers import automodel_drafts as am
+
+    shutil.copytree(am.DATA, root / "automodel", ignore=shutil.ignore_patterns("*-vllm-export", "provenance.json"))
+    for name in am.FIXED_FROM:
+        pairs.append((f"automodel/{name}/{am.STEP}", f"automodel/targets/{am.WRITTEN[name][1]}"))
     return pairs
 
 
