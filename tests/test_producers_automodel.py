@@ -241,3 +241,46 @@ def test_fix_of_the_epoch_folder_inspects_clean_for_its_engine(name, engine, tmp
     assert written == ([s - 1 for s in trained_streams(name)] if engine == "sglang" else trained_streams(name))
     rep = inspect(out, name, capsys, "--engine", engine, "--engine-version", am.FIX_ROWS[engine])
     assert rep["verdict"] == "pass" and not ids(rep, "error") and not ids(rep, "warning"), rep["findings"]
+
+
+def older_layout(folder: Path, name: str = "automodel-eagle3") -> Path:
+    """The older layout Automodel's SGLang helper still reads (serve_sglang.py _maybe_export_training_checkpoint,
+    _find_eagle_meta, _regenerate_token_map): config.json and the draft's state dict as `draft_model.pt` (a hand
+    export: torch.save of the tensors its helper then torch.loads and saves as safetensors), the vocabulary record as
+    `eagle3_meta.pt`, and the token map that helper writes (torch.save of selected_token_ids). Made here from the
+    recipe's files, since no 0.7.0 code writes this layout."""
+    import torch
+    from safetensors.torch import load_file
+
+    folder.mkdir()
+    shutil.copy(consolidated(name) / "config.json", folder / "config.json")
+    torch.save(load_file(str(consolidated(name) / "model-00001-of-00001.safetensors")), folder / "draft_model.pt")
+    shutil.copy(epoch(name) / "eagle_meta.pt", folder / "eagle3_meta.pt")
+    meta = torch.load(folder / "eagle3_meta.pt", map_location="cpu", weights_only=True)
+    torch.save(meta["selected_token_ids"], folder / "speculative_token_map.pt")
+    return folder
+
+
+def test_the_older_draft_model_pt_layout_is_recognised_and_its_records_are_no_weights(tmp_path, capsys):
+    folder = older_layout(tmp_path / "old")
+    rep = inspect(folder, "automodel-eagle3", capsys)
+    assert rep["format"]["producer"] == "automodel"
+    ev = " | ".join(rep["format"]["evidence"])
+    assert "draft_model.pt: the older hand-exported layout" in ev
+    assert "eagle3_meta.pt: selected_token_ids are d2t + arange" in ev
+    # the weights are draft_model.pt's alone (read statically); the vocabulary record and SGLang's token map are
+    # pickles (K001 names them) but no weights, so the bare tensor of speculative_token_map.pt stops nothing
+    with safe_open(str(consolidated("automodel-eagle3") / "model-00001-of-00001.safetensors"), "np") as f:
+        assert rep["draft"]["num_tensors"] == len(list(f.keys()))
+    [k001] = [f for f in rep["findings"] if f["id"] == "K001"]
+    assert {"draft_model.pt", "eagle3_meta.pt", "speculative_token_map.pt"} <= {e["where"] for e in k001["evidence"]}
+    # fix converts draft_model.pt only when asked (--from-pickle) and then writes what the engine loads
+    out = tmp_path / "out"
+    code, doc = run(capsys, "fix", str(folder), "-o", str(out), "--target", str(target("automodel-eagle3")))
+    assert code != 0 and "--from-pickle" in json.dumps(doc)
+    code, doc = run(capsys, "fix", str(folder), "-o", str(out), "--target", str(target("automodel-eagle3")),
+                    "--from-pickle")
+    assert code == 0, doc
+    assert not [p.name for p in out.iterdir() if p.suffix == ".pt"]
+    rep = inspect(out, "automodel-eagle3", capsys)
+    assert rep["verdict"] == "pass" and not ids(rep, "error"), rep["findings"]
