@@ -62,6 +62,9 @@ FOREIGN_PREFIXES = {
     "transformers/": "huggingface/transformers (src/transformers/)",
     "models/": "huggingface/transformers (src/transformers/models/)",
     "Lib/": "python/cpython (Lib/: the standard library's sources)",
+    "nemo_automodel/": "NVIDIA-NeMo/Automodel (the nemo-automodel wheel)",
+    "recipes/": "NVIDIA-NeMo/Automodel (nemo_automodel/recipes/)",
+    "components/": "NVIDIA-NeMo/Automodel (nemo_automodel/components/)",
 }
 # Other repositories' paths whose first folder is also one of ours: by exact path.
 FOREIGN_PATHS = {
@@ -77,6 +80,7 @@ NOT_REPOSITORY_FILES = {
     "draft/config.json": "the user's draft in an example annotation",
     ".github/workflows/verify-draft.yml": "where a user copies examples/ci/verify-draft.yml",
     "RECORD.md": "each zoo folder's record, named generically",
+    "model/consolidate.sh": "the script NeMo Automodel writes into each checkpoint folder (epoch_E_step_S/model/)",
     "verify.md": "the Markdown report `kconvert verify --markdown verify.md` writes",
     "matrix.md": "the Markdown table `kconvert matrix --markdown matrix.md` writes",
     "out/matrix.html": "the page `kconvert matrix --html out/matrix.html` writes (README.md, docs/walkthrough.md)",
@@ -167,6 +171,8 @@ def scanned_files() -> list[Path]:
                 continue
             if (ROOT / "bench" / "mutation-runs") in p.parents:
                 continue  # records of past runs: the paths in their commands are those of the run's day
+            if (ROOT / "tests" / "data" / "producers-automodel") in p.parents and p.name != "provenance.json":
+                continue  # files NeMo Automodel wrote (consolidate.sh, its configs): its paths, not ours
             files.append(p)
     files += sorted((ROOT / COMMENTS_ONLY_DIR).glob("*.py"))
     return files

@@ -104,8 +104,10 @@ def test_the_fixtures_record_automodel_that_wrote_them():
     assert PROV["helpers"]["serve_sglang"]["returned"] == [".", None] and PROV["helpers"]["serve_sglang"]["wrote_nothing"]
     for name in ("automodel-vllm-export", "automodel-mla-vllm-export"):
         assert PROV["helpers"][name]["config_changes"] == {"architectures": ["LlamaForCausalLMEagle3"]}
-    # the DCP-only run, consolidated offline by the function Automodel's tool calls, gives the inline export's names
+    # the DCP-only run, consolidated offline by the function Automodel's tool calls, gives the inline export's names;
+    # the line its checkpointer logs for such a final checkpoint names the script
     assert PROV["outputs"]["automodel-eagle3-dcp"]["offline_consolidation"]["same_tensor_names_as_inline_export"]
+    assert FACTS["offline_consolidation_hint"].endswith("run bash %s.")
 
 
 @pytest.mark.parametrize("name", RUNS)
@@ -284,3 +286,20 @@ def test_the_older_draft_model_pt_layout_is_recognised_and_its_records_are_no_we
     assert not [p.name for p in out.iterdir() if p.suffix == ".pt"]
     rep = inspect(out, "automodel-eagle3", capsys)
     assert rep["verdict"] == "pass" and not ids(rep, "error"), rep["findings"]
+
+
+def test_no_other_producers_draft_reads_as_automodel_and_every_automodel_one_does():
+    """Over every draft another producer's code wrote (tests/data/producers, producers-modelopt) and every shipped
+    example, detection names its own producer, never Automodel; every Automodel draft (kconvert fix's outputs
+    apart, whose kconvert.json names it) reads as Automodel's."""
+    from kconvert.formats.canonical import read_draft
+    from kconvert.source.checkpoint import load_folder
+
+    others = [p for d in ("tests/data/producers", "tests/data/producers-modelopt", "examples/tiny/drafts",
+                          "examples/tiny/broken") for p in sorted((ROOT / d).iterdir()) if (p / "config.json").exists()]
+    assert len(others) > 10
+    for folder in others:
+        assert read_draft(load_folder(folder, ref=str(folder))).format.producer != "automodel", folder
+    for name, (rel, _) in am.WRITTEN.items():
+        folder = DATA / rel
+        assert read_draft(load_folder(folder, ref=str(folder))).format.producer == "automodel", name

@@ -182,6 +182,8 @@ def inside_run(name: str) -> None:
 def inside_facts() -> None:
     """What Automodel's code says, asked of the code itself, and what its serve helpers do with the outputs."""
     _hide_triton()
+    import inspect
+    import re
     from importlib.metadata import version
 
     import torch
@@ -230,7 +232,8 @@ def inside_facts() -> None:
         offline_names = sorted(f.keys())
     outputs["automodel-eagle3-dcp"]["offline_consolidation"] = {
         "function": "consolidate_safetensors_files_on_every_rank (" + rel(checkpointing) + " imports it from "
-                    "_backports/consolidate_hf_safetensors.py; tools/offline_hf_consolidation.py calls it)",
+                    "nemo_automodel/components/checkpoint/_backports/consolidate_hf_safetensors.py; "
+                    "tools/offline_hf_consolidation.py of an Automodel checkout calls it)",
         "files": sorted(p.name for p in offline.iterdir()),
         "same_tensor_names_as_inline_export": offline_names == outputs["automodel-eagle3"]["tensors"]}
 
@@ -265,7 +268,8 @@ def inside_facts() -> None:
             "device": "cpu (compute dtype float32: train_eagle3.py TrainEagle3Recipe.setup takes bfloat16 only on "
                       "cuda, so these drafts are F32 where a GPU run writes BF16)",
             "triton": "hidden in the runs (sys.modules['triton'] = None): kconvert's triton 3.9 refuses "
-                      "_peft/lora_kernel.py's autotune key at import; Automodel then sets HAVE_TRITON false",
+                      "nemo_automodel/components/_peft/lora_kernel.py's autotune key at import; Automodel then sets "
+                      "HAVE_TRITON false",
             "target_loader": "transformers.AutoModelForCausalLM.from_pretrained in place of "
                              "NeMoAutoModelForCausalLM.from_pretrained, which builds on cuda:current_device(); the "
                              "draft and every file written are Automodel's own code"},
@@ -307,8 +311,11 @@ def inside_facts() -> None:
                                     "serve_vllm": serve_vllm._VLLM_DRAFT_ARCHITECTURE,
                                     "serve_sglang": serve_sglang._SGLANG_ARCHITECTURE_FOR_ALGORITHM},
             "draft_classes": {a: s.draft_cls.__name__ for a, s in sorted(registry.EAGLE3_DRAFT_REGISTRY.items())},
-            "offline_consolidation_hint": checkpointing.Checkpointer._maybe_log_final_offline_consolidation_hint
-            .__doc__.strip(),
+            # the line the checkpointer logs at a final checkpoint saved without the consolidated export
+            "offline_consolidation_hint": re.search(
+                r'"(Final checkpoint was saved[^"]*)"\s*"([^"]*)"',
+                inspect.getsource(checkpointing.Checkpointer._maybe_log_final_offline_consolidation_hint)).expand(
+                    r"\1\2"),
         },
     }
     (WORK / "provenance.json").write_text(json.dumps(prov, indent=1, sort_keys=False) + "\n")
@@ -338,7 +345,8 @@ def kept(src: Path, dest: Path, consolidated: bool) -> list[str]:
                 out.append(n)
                 size = sum(f.stat().st_size for f in (Path(folder) / n).rglob("*") if f.is_file()) \
                     if (Path(folder) / n).is_dir() else (Path(folder) / n).stat().st_size
-                left_out.append(f"{rel} ({size} bytes)")
+                # named, not cited as a path: these files are not in the repository
+                left_out.append(f"{n} ({size} bytes)" if here.as_posix() == "." else f"{n} in {here}/ ({size} bytes)")
         return out
 
     shutil.copytree(src, dest, ignore=ignore, symlinks=False)
