@@ -303,3 +303,16 @@ def test_no_other_producers_draft_reads_as_automodel_and_every_automodel_one_doe
     for name, (rel, _) in am.WRITTEN.items():
         folder = DATA / rel
         assert read_draft(load_folder(folder, ref=str(folder))).format.producer == "automodel", name
+
+
+def test_a_config_yaml_that_asks_to_build_objects_is_refused_and_never_run(tmp_path, capsys):
+    """config.yaml is read with yaml.safe_load (SECURITY.md): a python/* tag that would call os.system is an unreadable
+    record (the layers stay unsettled), never executed."""
+    copy = tmp_path / STEP
+    shutil.copytree(epoch("automodel-eagle3-ids"), copy)
+    marker = tmp_path / "ran"
+    (copy / "config.yaml").write_text(f"recipe_args: !!python/object/apply:os.system ['touch {marker}']\n")
+    rep = inspect(copy, "automodel-eagle3-ids", capsys, "--engine-version", "0.32/v1")
+    assert not marker.exists()
+    [k401] = [f for f in rep["findings"] if f["id"] == "K401"]
+    assert k401["severity"] == "warning" and "config.yaml cannot be read" in k401["message"], k401["message"]

@@ -255,7 +255,8 @@ def _read_recipe(path: Path) -> dict[str, Any]:
     try:
         doc = yaml.safe_load(raw.decode("utf-8"))
     except (UnicodeDecodeError, yaml.YAMLError) as e:
-        raise InputError(f"{path.name}: not plain YAML ({str(e).splitlines()[0][:120]})") from None
+        # the problem only, not PyYAML's excerpt of the file
+        raise InputError(f"{path.name}: not plain YAML ({getattr(e, 'problem', None) or type(e).__name__})") from None
     if not isinstance(doc, dict):
         raise InputError(f"{path.name}: not a YAML mapping")
     return doc
