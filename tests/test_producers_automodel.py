@@ -316,3 +316,13 @@ def test_a_config_yaml_that_asks_to_build_objects_is_refused_and_never_run(tmp_p
     assert not marker.exists()
     [k401] = [f for f in rep["findings"] if f["id"] == "K401"]
     assert k401["severity"] == "warning" and "config.yaml cannot be read" in k401["message"], k401["message"]
+
+
+def test_the_matrix_gathers_an_epoch_folder_as_the_draft_inside_and_keeps_its_step():
+    from kconvert.matrix.gather import gather
+
+    entries = {e.draft: e for e in gather([str(epoch("automodel-eagle3")), str(epoch("automodel-eagle3-dcp"))])}
+    e = entries[str(consolidated("automodel-eagle3"))]
+    assert e.error is None and e.folder == consolidated("automodel-eagle3") and e.step == 8  # epoch_1_step_8
+    dcp = entries[str(epoch("automodel-eagle3-dcp"))]
+    assert "sharded (DCP)" in dcp.error and dcp.step == 8

@@ -300,6 +300,7 @@ def gather(drafts: list[str], *, from_file: str | None = None, search: str | Non
     refs = expand(refs)
     if not refs:
         raise UsageError("no drafts: give folders, globs or Hub ids, --from FILE, --hub-search or --hub-author")
+    from kconvert.formats.detect import locate_draft
     from kconvert.source.hub import is_hub_id
 
     entries = []
@@ -309,6 +310,11 @@ def gather(drafts: list[str], *, from_file: str | None = None, search: str | Non
         p = Path(ref).expanduser()
         try:
             if p.is_dir():
+                # a producer's checkpoint folder (NeMo Automodel's epoch_E_step_S/) is the draft inside it, named as
+                # inspect and fix name it (their next lines); its step stays the one the given name carries
+                found = locate_draft(ref)
+                if found != ref:
+                    e.draft, p = found, Path(found)
                 e.folder = p
                 e.revision = local_digest(p)
             elif not p.exists() and is_hub_id(ref) and not ref.startswith((".", "/", "~")):
