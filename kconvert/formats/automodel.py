@@ -83,8 +83,11 @@ def checkpoint_folder(ckpt: Checkpoint) -> Folder | None:
     if root.name == "vllm_export" and root.parent.name == "consolidated":
         root = root.parent  # Automodel's vLLM helper writes its export there (serve_vllm.py _export_for_vllm)
     epoch = root.parent.parent if root.name == "consolidated" and root.parent.name == "model" else root
-    meta = next((epoch / m for m in META if (epoch / m).is_file()), None)
-    recipe = epoch / RECIPE_FILE if (epoch / RECIPE_FILE).is_file() else None
+    try:
+        meta = next((epoch / m for m in META if (epoch / m).is_file()), None)
+        recipe = epoch / RECIPE_FILE if (epoch / RECIPE_FILE).is_file() else None
+    except OSError:
+        return None  # a folder around the draft it cannot look into says nothing
     if meta is None and recipe is None:
         return None
     return Folder(epoch, meta, recipe)

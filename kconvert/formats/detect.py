@@ -61,11 +61,11 @@ def locate_draft(ref: str) -> str:
     try:
         if not p.is_dir():
             return ref
+        for module in PRODUCERS:
+            locate = getattr(module, "locate", None)
+            found = locate(p) if locate is not None else None
+            if found is not None:
+                return str(found)
     except OSError:
-        return ref  # the source layer refuses it with its own one-line reason
-    for module in PRODUCERS:
-        locate = getattr(module, "locate", None)
-        found = locate(p) if locate is not None else None
-        if found is not None:
-            return str(found)
+        return ref  # a folder it cannot look into (permissions): the source layer refuses it with its own reason
     return ref
