@@ -225,6 +225,7 @@ def trained_layers(ckpt: Checkpoint, cfg: dict[str, Any]) -> ProducerLayers | No
     folder = checkpoint_folder(ckpt)
     if folder is None or folder.recipe is None:
         return ProducerLayers(ids=None, default=None, convention="output",
+                              source=f"no {RECIPE_FILE} beside the folder to say which layers the run named",
                               evidence=f"{CAPTURE}; [1, L//2-1, L-4] unless the recipe's aux_layer_ids named others, "
                                        f"which only the run's {RECIPE_FILE} records ({DEFAULT_IDS}), and there is no "
                                        f"{RECIPE_FILE} beside this folder")
@@ -233,18 +234,22 @@ def trained_layers(ckpt: Checkpoint, cfg: dict[str, Any]) -> ProducerLayers | No
         recipe = _read_recipe(folder.recipe)
     except KConvertError as e:
         return ProducerLayers(ids=None, default=None, convention="output",
+                              source=f"{rel} cannot be read ({e.message[:160]})",
                               evidence=f"{CAPTURE}; {rel} cannot be read ({e.message}), so whether the run named "
                                        "aux_layer_ids is not known")
     args = recipe.get("recipe_args") if isinstance(recipe.get("recipe_args"), dict) else {}
     ids = args.get("aux_layer_ids")
     if ids is None:
         return ProducerLayers(ids=None, default=_default_ids, convention="output", external=True,
+                              source=f"{rel} names no aux_layer_ids: Automodel's default [1, L//2-1, L-4], outputs",
                               evidence=f"{rel} names no recipe_args.aux_layer_ids, so the run used "
                                        f"{DEFAULT_IDS} [1, L//2-1, L-4]; {CAPTURE}")
     if not (isinstance(ids, list) and ids and all(isinstance(i, int) and not isinstance(i, bool) for i in ids)):
         return ProducerLayers(ids=None, default=None, convention="output",
-                              evidence=f"{rel} recipe_args.aux_layer_ids is {ids!r}, not a list of layer indices")
+                              source=f"{rel} recipe_args.aux_layer_ids is no list of layer indices",
+                              evidence=f"{rel} recipe_args.aux_layer_ids is {ids!r:.200}, not a list of layer indices")
     return ProducerLayers(ids=list(ids), default=None, convention="output", external=True,
+                          source=f"{rel} recipe_args.aux_layer_ids {ids}, outputs",
                           evidence=f"{rel} recipe_args.aux_layer_ids {ids} (the recipe passes them to its target "
                                    f"backend, train_eagle3.py _setup_colocated_target); {CAPTURE}")
 

@@ -57,10 +57,15 @@ class ProducerLayers:
     ids: list[int] | None  # as the producer's record holds them
     default: Callable[[int], list[int]] | None  # the producer's choice for an L-layer target when none were named
     convention: str  # "output" | "input": what the ids (or the default) name
-    evidence: str  # the file or code that says so
+    evidence: str  # the file or code that says so, in full (the report's draft summary)
+    source: str = ""  # the same in a few words, for a finding's message (default: the evidence)
     # The evidence is a file beside the draft folder that a copy of the folder leaves behind (a run's record): fix
     # then writes the ids into the config, so that its output still says which layers the draft was trained on.
     external: bool = False
+
+    @property
+    def said(self) -> str:
+        return self.source or self.evidence
 
     def written(self, L: int | None) -> list[int] | None:
         """The ids in the producer's convention, for a target of L layers."""

@@ -84,7 +84,7 @@ def producer_default_streams(ctx: Context) -> tuple[list[int], str] | None:
     if pl is None or ctx.target is None or d.format.confidence < PRODUCER_DEFAULT_CONFIDENCE:
         return None
     streams = pl.streams(ctx.target.num_hidden_layers)
-    return (streams, pl.evidence) if streams is not None else None
+    return (streams, pl.said) if streams is not None else None
 
 
 @dataclass
@@ -290,8 +290,8 @@ def aux_ids_missing(ctx: Context) -> Iterator[Finding]:
             # that its output still says which layers the draft was trained on.
             yield aux_ids_missing.finding(
                 f"no aux ids recorded; {said}, the streams {ctx.engine.key}'s defaults feed"
-                + ("; fix writes them into the config, where the record beside the folder does not follow a copy"
-                   if pl.external else ""), severity="info",
+                + ("; fix writes them, since a copy of the folder leaves the record behind" if pl.external else ""),
+                severity="info",
                 evidence=[Evidence("eagle_aux_hidden_state_layer_ids", None, streams)],
                 ops=write_ops(ctx, streams, why) if pl.external else [])
         else:
@@ -308,7 +308,7 @@ def aux_ids_missing(ctx: Context) -> Iterator[Finding]:
                                                                                  None, phys)],
             ops=write_ops(ctx, phys, "aux ids decided by the user"))
         return
-    unsettled = (f"; {d.format.producer}: {pl.evidence}" if pl is not None and d.format.confidence
+    unsettled = (f"; {d.format.producer}: {pl.said}" if pl is not None and d.format.confidence
                  >= PRODUCER_DEFAULT_CONFIDENCE else "")
     yield aux_ids_missing.finding(
         "no aux layer ids recorded: the engine will feed its defaults"
