@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         if last:
             _output.err_console.print("[dim]engine's last lines:[/]")
             for line in last:
-                _output.err_console.print(f"  {line}", highlight=False, markup=False)
+                _output.echo_line(f"  {line}")
         # a failure before the command recorded its format (a bad configuration key) still answers --json
         _output.emit_failure(run.failure(type(e).__name__, e.message, e.exit_code, hint=e.hint, last_lines=last),
                              run.format or _output.format_from_argv(args))

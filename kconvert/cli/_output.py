@@ -18,12 +18,13 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
 from typer._click.globals import get_current_context  # typer 0.29 bundles click: its context, not click's
 
 from kconvert.errors import UsageError
-from kconvert.report.formats import DOCUMENTS, Failure, get, output_formats
+from kconvert.guard.text import visible, visible_document, visible_lines
+from kconvert.report.formats import DOCUMENTS, Failure, get, output_formats, render, render_failure
 
 
 console = Console()
@@ -107,26 +108,32 @@ def format_from_argv(argv: Sequence[str], environ: Mapping[str, str] | None = No
 
 
 def write(text: str) -> None:
-    sys.stdout.write(text)
+    """Text for stdout (a rendered format, a line): whatever it holds, every character that would act on a
+    terminal but the line feeds is shown escaped (kconvert.guard.text), the last guard before the terminal."""
+    sys.stdout.write(visible_lines(text))
     sys.stdout.flush()
 
 
 def emit_json(doc: Any) -> None:
-    write(json.dumps(doc, indent=2, default=str) + "\n")
+    """A JSON document that is no report of the registry (rules, a push, a trace, a server measurement), its
+    strings escaped as every format's are (kconvert.guard.text)."""
+    write(json.dumps(visible_document(doc), indent=2, default=str) + "\n")
 
 
-def emit_report(doc: dict[str, Any], fmt: str, full: Callable[[], None]) -> None:
-    """One report (its `command`: inspect, fix, verify, score) in the chosen format (kconvert.report.formats);
-    `full` draws the rich view."""
+def emit_report(doc: dict[str, Any], fmt: str, full: Callable[[Console, dict[str, Any]], None], *,
+                document: str | None = None) -> None:
+    """One document (`document`, by default its `command`: inspect, fix, verify, score; the matrix) in the chosen
+    format (kconvert.report.formats.render); `full(console, doc)` draws the rich view. Either way the renderer
+    gets the document with every string escaped (kconvert.guard.text): nothing it prints can act on a
+    terminal."""
     run = current_run()
     if run is not None and run.statistics:
         write(statistics(doc.get("findings") or []))
         return
-    chosen = get(fmt)
-    if chosen.render is None:
-        full()
+    if get(fmt).render is None:
+        full(console, visible_document(doc))
     else:
-        write(chosen.render(doc["command"], doc))
+        write(render(fmt, document or doc["command"], doc))
 
 
 def _rule_name(rule_id: str) -> str:
@@ -154,14 +161,17 @@ def statistics(findings: Sequence[dict[str, Any]]) -> str:
 
 
 def error_line(message: str, hint: str | None = None) -> None:
-    # deferred: the report package loads the checkpoint readers, which a `--help` never needs
-    from kconvert.report.concise import LINE_BREAKS
-
-    # Messages quote names from the checkpoint (`[tensor]`, `[/oops]`): never let rich read them as markup.
-    err_console.print(f"[bold red]error:[/] {escape(message.translate(LINE_BREAKS))}", highlight=False,
-                      soft_wrap=True)
+    # Messages quote names from the checkpoint (`[tensor]`, `[/oops]`) and arguments as given: controls escaped
+    # (kconvert.guard.text), and a Text, never read by rich as markup or emoji codes.
+    err_console.print(Text.assemble(("error:", "bold red"), " ", visible(message)), highlight=False, soft_wrap=True)
     if hint:
-        err_console.print(f"[dim]hint: {escape(hint.translate(LINE_BREAKS))}[/]", highlight=False, soft_wrap=True)
+        err_console.print(Text(f"hint: {visible(hint)}", style="dim"), highlight=False, soft_wrap=True)
+
+
+def echo_line(line: str, style: str | None = None) -> None:
+    """One line of someone else's text on stderr (an engine's log line, a note naming a file), escaped and never
+    read as markup or emoji codes."""
+    err_console.print(Text(visible(line), style=style or ""), highlight=False, soft_wrap=True)
 
 
 def emit_failure(failure: Failure, fmt: str | None) -> None:
@@ -169,9 +179,9 @@ def emit_failure(failure: Failure, fmt: str | None) -> None:
     format without a failure rendering (full, concise) prints nothing on stdout."""
     if fmt is None:
         return
-    chosen = get(fmt)
-    if chosen.render_failure is not None:
-        write(chosen.render_failure(failure))
+    text = render_failure(fmt, failure)
+    if text is not None:
+        write(text)
 
 
 @contextmanager
@@ -183,11 +193,12 @@ def stage_progress(command: str, quiet: bool, *, first: str | None = None,
     if quiet:
         def echo(stage: str) -> None:
             if echo_when_quiet and err_console.is_terminal:
-                err_console.print(f"{command}: {stage}", highlight=False)
+                echo_line(f"{command}: {stage}")
         yield echo
         return
-    with err_console.status(f"{command}: {first}" if first else command, spinner="dots") as status:
-        yield lambda stage: status.update(f"{command}: {stage}")
+    # a stage names files and engines: a Text, escaped, never read as markup
+    with err_console.status(Text(visible(f"{command}: {first}" if first else command)), spinner="dots") as status:
+        yield lambda stage: status.update(Text(visible(f"{command}: {stage}")))
 
 
 ByteProgress = Callable[[int, int, str], None]  # (bytes done, bytes in all, what is under way)
@@ -200,13 +211,15 @@ def byte_progress(first: str, *, quiet: bool) -> Iterator[ByteProgress]:
     # deferred: rich.progress is ~15 ms of imports, and only fix and push draw a bar
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
-    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), DownloadColumn(),
+    # the description names files (`copied model.safetensors`): escaped, and the column reads no markup
+    with Progress(TextColumn("{task.description}", style="progress.description", markup=False), BarColumn(),
+                  DownloadColumn(),
                   TransferSpeedColumn(), TimeRemainingColumn(), console=err_console, disable=quiet,
                   transient=True) as prog:
         task = prog.add_task(first, total=None)
 
         def update(done: int, total: int, message: str) -> None:
-            prog.update(task, completed=done, total=total, description=message[:40])
+            prog.update(task, completed=done, total=total, description=visible(message)[:40])
 
         yield update
 
@@ -216,10 +229,10 @@ def print_hub_commit(readme: str, dry_run: bool, commit_url: str | None, pr_url:
     (and its pull request)."""
     if dry_run:
         console.rule("README.md")
-        console.print(readme, markup=False, highlight=False, soft_wrap=True)
+        console.print(Text(visible_lines(readme)), highlight=False, soft_wrap=True)
         console.rule()
         console.print("[dim]dry run: nothing uploaded[/]")
     else:
-        console.print(f"[green]committed[/] {commit_url}", highlight=False)
+        console.print(Text.assemble(("committed", "green"), " ", visible(str(commit_url))), highlight=False)
         if pr_url:
-            console.print(f"[green]pull request[/] {pr_url}", highlight=False)
+            console.print(Text.assemble(("pull request", "green"), " ", visible(pr_url)), highlight=False)

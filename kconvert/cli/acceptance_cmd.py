@@ -9,6 +9,7 @@ from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
 from kconvert.cli._common import json_opt
 from kconvert.cli._output import begin, console, emit_json, err_console
+from kconvert.guard.text import visible_document
 
 EXAMPLES = """
 Examples:
@@ -49,5 +50,5 @@ def acceptance_command(
     if as_json:
         emit_json(doc)
     else:
-        render_acceptance(console, err_console, doc)
+        render_acceptance(console, err_console, visible_document(doc))  # a server's model names: escaped
     raise typer.Exit(0)

@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
-from rich.markup import escape
+from rich.console import Console
+from rich.text import Text
 
 from kconvert.cli._app import app
 from kconvert.cli._gate import gate_options
@@ -13,7 +14,8 @@ from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
                                   ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
                                   SelectOpt, SourceArg, TargetOpt, project_settings)
-from kconvert.cli._output import begin, byte_progress, console, emit_report, err_console
+from kconvert.cli._output import begin, byte_progress, echo_line, emit_report, err_console
+from kconvert.guard.text import visible_lines
 from kconvert.errors import UsageError
 
 EXAMPLES = """
@@ -98,6 +100,7 @@ def fix_command(
     """
     # deferred: the library and its renderers load the rules and the readers, which --help never needs
     from kconvert.commands.fix import check_only, fix
+    from kconvert.writer.ops import DeleteConfig, SetConfig
 
     fmt = begin("fix", output_format, as_json, source)
     cast_dtype = None
@@ -122,66 +125,69 @@ def fix_command(
                      decisions=decisions, only=only_set, dry_run=dry_run, partial=partial, force=force,
                      to_format=to_format, progress=progress, durable=fsync, from_pickle=from_pickle,
                      decided_by=decided_by or None, selection=ps.selection, fail_on=ps.fail_on,
-                     notify=lambda line: err_console.print(f"[dim]{escape(line)}[/]"))
+                     notify=lambda line: echo_line(line, "dim"))
     doc = result.to_dict()
-    emit_report(doc, fmt, lambda: render_fix(result, doc))
+    config_ops = (SetConfig, DeleteConfig)
+    tensor_steps = [i for i, op in enumerate(result.plan.ops) if not isinstance(op, config_ops)]
+    emit_report(doc, fmt, lambda c, shown: render_fix(c, shown, result.plan.config_diff(), tensor_steps))
     raise typer.Exit(result.exit_code)
 
 
-def render_fix(result, doc: dict) -> None:
+def render_fix(console: Console, doc: dict, config_diff: str, tensor_steps: list[int]) -> None:
+    """fix's full view, from the report (its strings escaped: kconvert.cli._output.emit_report) and the config
+    diff; `tensor_steps`: the positions of the tensor ops among the report's `fix.steps`. Every document string
+    reaches rich inside a Text (never read as markup)."""
     # deferred: the report package loads the checkpoint readers, which --help never needs
     from kconvert.report.terminal import render_next
-    from kconvert.writer.ops import describe
 
-    if result.refused:
-        console.print(f"[red]refused:[/] {escape(result.refused['reason'])}")
+    fx = doc["fix"]
+    if doc.get("refused"):
+        console.print(Text.assemble(("refused:", "red"), " ", doc["refused"]["reason"]))
         render_next(console, doc)
         return
-    plan = result.plan
-    only = result.only
-    for rid in result.only_without_finding:
-        console.print(f"[yellow]--only {rid}:[/] no {rid} finding in this checkpoint")
-    unselected = [f for f in plan.left if only and f.id not in only]
-    if result.noop:
-        written = "" if result.dry_run else "; nothing written"
-        if unselected or plan.unfixable:
-            console.print(f"[yellow]0 ops: nothing selected can change this checkpoint{written}[/]")
-        elif plan.left_as_is:
-            console.print(f"[green]0 ops: nothing to change that the files settle{written}.[/]")
+    only = set(fx.get("only") or [])
+    for rid in fx["only_without_finding"]:
+        console.print(Text.assemble((f"--only {rid}:", "yellow"), f" no {rid} finding in this checkpoint"))
+    unselected = [f for f in fx["left"] if only and f["id"] not in only]
+    if fx["noop"]:
+        written = "" if fx["dry_run"] else "; nothing written"
+        if unselected or fx["unfixable"]:
+            console.print(Text(f"0 ops: nothing selected can change this checkpoint{written}", style="yellow"))
+        elif fx["left_as_is"]:
+            console.print(Text(f"0 ops: nothing to change that the files settle{written}.", style="green"))
         else:
-            console.print("[green]0 ops: the checkpoint already loads as intended on "
-                          f"{result.inspect.engine.engine}; nothing to change{written}.[/]")
+            console.print(Text(f"0 ops: the checkpoint already loads as intended on {doc['engine']['name']}; "
+                               f"nothing to change{written}.", style="green"))
     else:
-        diff = plan.config_diff()
-        if diff:
+        if config_diff:
             from rich.syntax import Syntax  # deferred: rich.syntax loads pygments (~15 ms); only a config diff shown needs it
 
-            console.print(Syntax(diff, "diff", theme="ansi_dark", word_wrap=True))
-        tops = plan.tensor_ops
+            console.print(Syntax(visible_lines(config_diff), "diff", theme="ansi_dark", word_wrap=True))
+        tops = [fx["steps"][i] for i in tensor_steps]
         if tops:
-            console.print(f"[bold]{len(tops)} tensor op(s):[/]")
-            for line in [describe(o) for o in tops][:40]:
-                console.print(f"  {line}", highlight=False, markup=False)
+            console.print(Text(f"{len(tops)} tensor op(s):", style="bold"))
+            for line in tops[:40]:
+                console.print(Text(f"  {line}"), highlight=False)
             if len(tops) > 40:
                 console.print(f"  ... and {len(tops) - 40} more")
-        fixed = ", ".join(f.id for f in plan.applied_findings)
-        console.print(f"[bold]{len(plan.ops)} op(s)[/] from findings {fixed}")
-    for f in plan.unfixable:
-        console.print(f"[red]left (not fixable):[/] {f.id} {escape(f.message)}")
-    for f in plan.left:
+        console.print(Text.assemble((f"{len(fx['ops'])} op(s)", "bold"),
+                                    f" from findings {', '.join(fx['applied_findings'])}"))
+    for f in fx["unfixable"]:
+        console.print(Text.assemble(("left (not fixable):", "red"), f" {f['id']} {f['message']}"))
+    for f in fx["left"]:
         why = " (not selected by --only)" if f in unselected else ""
-        console.print(f"[yellow]left as is{why}:[/] {f.id} {escape(f.message)}"
-                      + (f" (decide with {escape(f.needs_decision)})" if f.needs_decision else ""))
-    for entry in doc["fix"]["left_as_is"]:
+        console.print(Text.assemble((f"left as is{why}:", "yellow"), f" {f['id']} {f['message']}"
+                                    + (f" (decide with {f['needs_decision']})" if f.get("needs_decision") else "")))
+    for entry in fx["left_as_is"]:
         rec = entry.get("recommended")
-        console.print(f"[yellow]left as is:[/] {entry['id']} {escape(entry['message'].split(': ')[0])}; decide with {escape(entry['decide_with'])}"
-                      + (f"; measured: {escape(rec['flag'])} ({escape(rec['figure'])}, {escape(rec['source'])})"
-                         if rec else ""))
+        console.print(Text.assemble(("left as is:", "yellow"), f" {entry['id']} {entry['message'].split(': ')[0]}; "
+                                    f"decide with {entry['decide_with']}"
+                                    + (f"; measured: {rec['flag']} ({rec['figure']}, {rec['source']})" if rec else "")))
     for a in (doc.get("rule_selection") or {}).get("set_aside") or []:
-        console.print(f"[yellow]set aside by the rule selection:[/] {a['id']} {a['severity']} "
-                      f"{escape(a['message'])} ({escape(a['reason'])}): not fixed, not gated")
-    if result.dry_run:
-        console.print("[dim]dry run: nothing written[/]")
-    elif result.written:
-        console.print(f"[green]wrote[/] {escape(str(result.written))} (provenance in kconvert.json)")
+        console.print(Text.assemble(("set aside by the rule selection:", "yellow"),
+                                    f" {a['id']} {a['severity']} {a['message']} ({a['reason']}): not fixed, not gated"))
+    if fx["dry_run"]:
+        console.print(Text("dry run: nothing written", style="dim"))
+    elif fx["output"]:
+        console.print(Text.assemble(("wrote", "green"), f" {fx['output']} (provenance in kconvert.json)"))
     render_next(console, doc)

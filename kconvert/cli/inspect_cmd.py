@@ -83,5 +83,5 @@ def inspect_command(
                      decisions=decisions, fail_on=ps.fail_on, selection=ps.selection)
     doc = result.to_dict(hashes=hashes)
     write_outputs("inspect", doc, outputs or {})
-    emit_report(doc, fmt, lambda: render_report(console, doc))
+    emit_report(doc, fmt, render_report)
     raise typer.Exit(result.exit_code)

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from typing import Annotated, Any, Optional
 
 import typer
+from rich.text import Text
 
 from kconvert.cli._app import app
 from kconvert.cli._gate import gate_options
@@ -14,8 +15,9 @@ from kconvert.cli._panels import PanelCommand
 from kconvert.cli._common import (ConfigOpt, ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, SelectOpt, file_outputs,
                                   json_opt, write_outputs)
 from kconvert.cli._help import help_examples
-from kconvert.cli._output import begin, console, current_run, emit_json, err_console, statistics, write
+from kconvert.cli._output import begin, current_run, emit_report, err_console, statistics, write
 from kconvert.errors import UsageError
+from kconvert.guard.text import visible
 
 EXAMPLES = """
 Examples:
@@ -44,7 +46,8 @@ def progress(quiet: bool) -> Iterator[Callable[[dict[str, Any]], None] | None]:
 
         def on_cell(c: dict[str, Any]) -> None:
             n[0] += 1
-            status.update(f"matrix: {n[0]} cell{'' if n[0] == 1 else 's'} ({c['draft']} on {c['engine']} {c['engine_version']})")
+            status.update(Text(visible(f"matrix: {n[0]} cell{'' if n[0] == 1 else 's'} ({c['draft']} on {c['engine']} "
+                                       f"{c['engine_version']})")))
 
         yield on_cell
 
@@ -158,10 +161,8 @@ def matrix_command(
     run = current_run()
     if run is not None and run.statistics:  # --statistics: every cell's findings counted per rule
         write(statistics([f for c in doc.get("cells") or [] for f in c.get("findings") or []]))
-    elif fmt == "json":
-        emit_json(doc)
     else:
-        render_matrix(console, doc)
+        emit_report(doc, "json" if fmt == "json" else "full", render_matrix, document="matrix")
     if doc.get("interrupted"):
         err_console.print("interrupted: the matrix above holds the cells finished before it", markup=False)
         raise typer.Exit(130)

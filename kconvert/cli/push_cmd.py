@@ -4,10 +4,12 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
+from rich.text import Text
 
 from kconvert.cli._app import app
 from kconvert.cli._common import CreatePrOpt, HubRevisionOpt, HubTokenOpt, PrivateOpt
 from kconvert.cli._help import help_examples
+from kconvert.guard.text import visible
 from kconvert.cli._output import begin, byte_progress, console, emit_json, err_console, print_hub_commit
 
 EXAMPLES = """
@@ -78,17 +80,19 @@ def push_command(
     where = f"{repo_id}@{revision or 'main'}" + (" (pull request)" if create_pr else "")
     from rich.table import Table  # deferred: only the summary of a push draws a table
 
-    table = Table(title=f"{'would upload' if dry_run else 'uploaded'} to {where}: one commit", title_justify="left")
+    # file names, the repository id, notes: escaped, and Text (never read as markup)
+    table = Table(title=Text(visible(f"{'would upload' if dry_run else 'uploaded'} to {where}: one commit"),
+                             style="table.title"), title_justify="left")
     table.add_column("file")
     table.add_column("bytes", justify="right")
     table.add_column("sha256")
     table.add_column("bound to report")
     for f in result.files:
-        table.add_row(f.name, f"{f.size:,}", f.sha256 or "", "yes" if f.bound else "")
+        table.add_row(Text(visible(f.name)), f"{f.size:,}", Text(visible(f.sha256 or "")), "yes" if f.bound else "")
     table.add_row("README.md", f"{len(result.readme.encode('utf-8')):,}", "(rendered model card)", "")
     console.print(table)
-    console.print(f"commit message: {result.commit_message}", highlight=False)
+    console.print(Text(visible(f"commit message: {result.commit_message}")), highlight=False)
     for note in result.notes:
-        console.print(f"[yellow]note:[/] {note}", highlight=False)
+        console.print(Text.assemble(("note:", "yellow"), " ", visible(note)), highlight=False)
     print_hub_commit(result.readme, dry_run, result.commit_url, result.pr_url)
     raise typer.Exit(0)

@@ -7,10 +7,12 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
+from rich.text import Text
 
 from kconvert.cli._app import app
 from kconvert.cli._common import CreatePrOpt, HubRevisionOpt, HubTokenOpt, PrivateOpt
 from kconvert.cli._help import help_examples
+from kconvert.guard.text import visible
 from kconvert.cli._output import begin, byte_progress, console, emit_json, err_console, print_hub_commit
 
 EXAMPLES = """
@@ -61,14 +63,16 @@ def push_trace_command(
     from rich.table import Table
 
     where = f"{repo_id}@{revision or 'main'} (dataset)"
-    table = Table(title=f"{'would upload' if dry_run else 'uploaded'} to {where}: one commit", title_justify="left")
+    table = Table(title=Text(visible(f"{'would upload' if dry_run else 'uploaded'} to {where}: one commit"),
+                             style="table.title"), title_justify="left")
     for col in ("file", "bytes", "sha256"):
         table.add_column(col, justify="right" if col == "bytes" else "left")
     for f in result.files:
-        table.add_row(f.name, f"{f.size:,}", f.sha256 or "")
+        table.add_row(Text(visible(f.name)), f"{f.size:,}", Text(visible(f.sha256 or "")))
     table.add_row("README.md", f"{len(result.readme.encode('utf-8')):,}", "(rendered dataset card)")
     console.print(table)
     print_hub_commit(result.readme, dry_run, result.commit_url, result.pr_url)
     if not dry_run:
-        console.print(f"score drafts against it: kconvert score DRAFT --trace {result.reference}", highlight=False)
+        console.print(Text(visible(f"score drafts against it: kconvert score DRAFT --trace {result.reference}")),
+                      highlight=False)
     raise typer.Exit(0)

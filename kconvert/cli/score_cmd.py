@@ -126,5 +126,5 @@ def score_command(
     write_outputs("score", doc, outputs or {})
     from kconvert.report.terminal import render_score
 
-    emit_report(doc, fmt, lambda: render_score(console, doc))
+    emit_report(doc, fmt, render_score)
     raise typer.Exit(sr.exit_code)

@@ -4,11 +4,13 @@ from __future__ import annotations
 import json
 
 import typer
+from rich.text import Text
 
 from kconvert.cli._output import console, emit_json, write
 from kconvert.commands.verify.deployment import measure_server
 from kconvert.engines.output_health import health_line
 from kconvert.errors import UsageError
+from kconvert.guard.text import visible
 from kconvert.prompts import load_prompts
 from kconvert.report.files import write_json_atomic
 from kconvert.report.formats import get, output_formats
@@ -31,16 +33,17 @@ def run_server_mode(url: str, *, engine: str, prompts: str, k: int, max_tokens: 
     if fmt == "json":
         emit_json(result)
     elif fmt == "full":
-        console.print(f"[bold]{engine} server {url}[/] ({n_prompts} prompts of '{set_name}')", highlight=False)
+        console.print(Text.assemble((visible(f"{engine} server {url}"), "bold"),
+                                    visible(f" ({n_prompts} prompts of '{set_name}')")), highlight=False)
         for key in ("drafts", "draft_tokens", "accepted", "acceptance_rate", "mean_acceptance_length",
                     "sglang_accept_length", "per_position"):
             if key in acc:
                 value = acc[key]
                 if value is None and key == "mean_acceptance_length":
                     value = "not reported (vLLM's convention needs SGLang's spec_accept_token_num)"
-                console.print(f"  {key}: {value}", highlight=False)
+                console.print(Text(visible(f"  {key}: {value}")), highlight=False)
         if result.get("output_health"):
-            console.print(f"  output health: {health_line(result['output_health'])}", highlight=False)
+            console.print(Text(visible(f"  output health: {health_line(result['output_health'])}")), highlight=False)
     else:
         figures = ", ".join(f"{key} {json.dumps(acc[key])}" for key in (
             "mean_acceptance_length", "acceptance_rate", "per_position", "drafts", "draft_tokens", "accepted",

@@ -5,12 +5,13 @@ import re
 from typing import Annotated, Optional
 
 import typer
-from rich.markup import escape
+from rich.text import Text
 
 from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
 from kconvert.cli._output import console, emit_json, err_console, stage_progress
 from kconvert.errors import UsageError
+from kconvert.guard.text import visible
 
 
 EXAMPLES = """
@@ -200,21 +201,24 @@ def _print_written(result, pushed) -> None:
 
     out, doc = result.path, result.meta
     files = doc["data"].get("files") or [doc["data"]]
-    console.print(f"[green]wrote[/] {escape(str(out))}: {doc['num_sequences']} sequences, {doc['num_positions']} "
-                  f"positions, layers {doc['layers']}, {doc['dtype']}, {data_bytes(doc) / 1e6:.1f} MB in "
-                  f"{len(files)} file{'s' if len(files) > 1 else ''} (format {doc['version']})")
+    # paths, ids and notes are someone else's text: escaped (kconvert.guard.text), and Text, never markup
+    console.print(Text.assemble(("wrote", "green"), visible(
+        f" {out}: {doc['num_sequences']} sequences, {doc['num_positions']} positions, layers {doc['layers']}, "
+        f"{doc['dtype']}, {data_bytes(doc) / 1e6:.1f} MB in {len(files)} file{'s' if len(files) > 1 else ''} "
+        f"(format {doc['version']})")))
     ref = pushed.reference if pushed else str(out)
     if pushed:
-        console.print(f"[green]pushed[/] {escape(pushed.commit_url or pushed.repo_id)}", highlight=False)
-    console.print(f"score drafts against it: kconvert score DRAFT --trace {escape(ref)}", highlight=False)
+        console.print(Text.assemble(("pushed", "green"), " ", visible(pushed.commit_url or pushed.repo_id)),
+                      highlight=False)
+    console.print(Text(visible(f"score drafts against it: kconvert score DRAFT --trace {ref}")), highlight=False)
 
 
 def _print_estimate(est, how: str) -> None:
     from kconvert.trace.estimate import human_bytes
 
     b = est.tensor_bytes
-    console.print(f"trace of {escape(est.target)} (hidden {est.hidden_size}, vocab {est.vocab_size}, "
-                  f"{est.num_hidden_layers} layers), {est.dtype}", highlight=False)
+    console.print(Text(visible(f"trace of {est.target} (hidden {est.hidden_size}, vocab {est.vocab_size}, "
+                               f"{est.num_hidden_layers} layers), {est.dtype}")), highlight=False)
     console.print(f"  positions      {est.positions:>16,}  ({how})", highlight=False)
     console.print(f"  layers         {len(est.layers):>16}  {est.layers}", highlight=False)
     elem = {"bfloat16": 2, "float16": 2, "float32": 4}[est.dtype]
@@ -229,7 +233,7 @@ def _print_estimate(est, how: str) -> None:
                   + (f", {est.shards} shards" if est.shards > 1 else "") + ")", highlight=False)
     console.print(f"  each further position adds {est.per_position:,} bytes", highlight=False)
     for note in est.notes:
-        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+        console.print(Text.assemble(("note:", "yellow"), " ", visible(note)), highlight=False)
 
 
 def _push(out, repo_id: str, private: bool, quiet: bool):

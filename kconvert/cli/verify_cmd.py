@@ -12,7 +12,7 @@ from kconvert.cli._help import help_examples
 from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
                                   ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
                                   SelectOpt, file_outputs, project_settings, write_outputs)
-from kconvert.cli._output import begin, console, emit_report, err_console, stage_progress, write
+from kconvert.cli._output import begin, echo_line, emit_report, err_console, stage_progress, write
 from kconvert.errors import UsageError
 
 EXAMPLES = """
@@ -158,7 +158,7 @@ def verify_command(
                         thresholds=gate, decisions=decisions, progress=progress, fail_on=ps.fail_on,
                         selection=ps.selection, dry_run=dry_run, diagnose=diagnose,
                         speculative_config=speculative_config,
-                        notify=lambda line: err_console.print(line, markup=False, highlight=False))
+                        notify=echo_line)
     except UsageError as e:
         if getattr(e, "next_lines", None) and fmt in ("full", "concise"):
             write("\n".join(e.next_lines) + "\n")  # SGLang's launch line, then the `verify --server` line
@@ -167,6 +167,6 @@ def verify_command(
     write_outputs("verify", doc, outputs or {})
     from kconvert.report.terminal import render_verify  # deferred: the rich report modules, not for --help
 
-    emit_report(doc, fmt, lambda: render_verify(console, doc))
+    emit_report(doc, fmt, render_verify)
     raise typer.Exit(vr.exit_code)
 

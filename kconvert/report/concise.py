@@ -13,16 +13,15 @@ import json
 from typing import Any
 
 from kconvert.engines.output_health import health_line
+from kconvert.guard.text import visible
 from kconvert.report.figures import attention_text, number, percent, runner_line, series
 from kconvert.report.anchors import display_path
 
-# Every character str.splitlines() breaks a line at: escaped, so one finding stays one line.
-LINE_BREAKS = str.maketrans({c: c.encode("unicode_escape").decode("ascii")
-                             for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"})
-
 
 def one_line(s: Any) -> str:
-    return str(s).translate(LINE_BREAKS)
+    """`s` on one line, as every format shows text (kconvert.guard.text: every character str.splitlines() breaks
+    a line at is among those it escapes)."""
+    return visible(str(s))
 
 
 def value(v: Any) -> str:

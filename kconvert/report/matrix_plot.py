@@ -9,9 +9,10 @@ file with no dependency beyond the standard library.
 from __future__ import annotations
 
 import math
-import unicodedata
 from html import escape
 from typing import Any
+
+from kconvert.guard.text import visible
 
 _BLOCKS = " ▏▎▍▌▋▊▉█"
 
@@ -42,14 +43,8 @@ def plot_points(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 def plain(s: Any) -> str:
     """A document string made safe for a terminal: control characters (an ANSI escape in a draft's name) shown
-    as escapes instead of acting on the terminal."""
-    out = []
-    for ch in str(s):
-        if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"):
-            out.append(ch.encode("unicode_escape").decode("ascii"))
-        else:
-            out.append(ch)
-    return "".join(out)
+    as escapes instead of acting on the terminal (the one escape, kconvert.guard.text)."""
+    return visible(str(s))
 
 
 def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:

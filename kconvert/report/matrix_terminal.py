@@ -2,7 +2,9 @@
 drafts x engine rows when it fits, one block per draft when it does not, then the summary, each inferred target
 with its evidence, the best draft and its plot, and one fix command per failing or warning cell.
 
-Only draws: `kconvert matrix` computes the document (`kconvert.matrix.matrix`) and passes its console here.
+Only draws: `kconvert matrix` computes the document (`kconvert.matrix.matrix`) and passes its console here, the
+document's strings escaped (kconvert.guard.text). A draft name, a target or an error reaches rich only inside a
+`Text`, never read as markup or emoji codes.
 """
 from __future__ import annotations
 
@@ -10,8 +12,8 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from kconvert.report.matrix_plot import text_plot
 
@@ -46,7 +48,7 @@ def render_stacked(console: Console, doc: dict[str, Any], short: dict[str, str])
     console.print(f"[bold]kconvert matrix: {n} cell{'' if n == 1 else 's'}[/]")
     width = max(len(f"{e['engine']} {e['engine_version']}") for e in doc["engines"]) + 2
     for d in doc["drafts"]:
-        console.print(f"[bold]{escape(short.get(d['draft'], d['draft']))}[/]", soft_wrap=True, highlight=False)
+        console.print(Text(short.get(d["draft"], d["draft"]), style="bold"), soft_wrap=True, highlight=False)
         mine = {(c["engine"], c["engine_version"], c.get("kind", "static")): c for c in doc["cells"]
                 if c["draft"] == d["draft"]}
         for e in doc["engines"]:
@@ -79,7 +81,7 @@ def render_grid(console: Console, doc: dict[str, Any], short: dict[str, str]) ->
     for d in doc["drafts"]:
         mine = {(c["engine"], c["engine_version"], c.get("kind", "static")): c for c in doc["cells"]
                 if c["draft"] == d["draft"]}
-        row = [escape(short.get(d["draft"], d["draft"]))]
+        row: list[Text | str] = [Text(short.get(d["draft"], d["draft"]))]
         for e in doc["engines"]:
             c = mine.get((e["engine"], e["engine_version"], "static"))
             row.append(cell_text(c) if c else "")
@@ -104,20 +106,20 @@ def render_footer(console: Console, doc: dict[str, Any]) -> None:
     for d in doc["drafts"]:
         if d["target"]["state"] != "given":
             what = d["target"]["id"] or "unknown"
-            console.print(f"[dim]{escape(d['draft'])}: target {escape(what)} ({d['target']['state']}: "
-                          f"{escape('; '.join(d['target']['evidence']))})[/]")
+            console.print(Text(f"{d['draft']}: target {what} ({d['target']['state']}: "
+                               f"{'; '.join(d['target']['evidence'])})", style="dim"))
         if d.get("error"):
-            console.print(f"[magenta]{escape(d['draft'])}[/]: {escape(d['error'])}")
+            console.print(Text.assemble((d["draft"], "magenta"), f": {d['error']}"))
     if doc.get("ranking") and doc["ranking"].get("best"):
-        console.print(f"best by scored acceptance length: [bold]{escape(doc['ranking']['best'])}[/]")
+        console.print(Text.assemble("best by scored acceptance length: ", (doc["ranking"]["best"], "bold")))
         plot = text_plot(doc)
         if plot is not None:
-            console.print(plot, markup=False, highlight=False)
+            console.print(Text(plot), highlight=False)
     # one line per draft (issue 48): the command whose output serves the most of its failing rows, its comment
     # naming those rows and the rows that need another output (kconvert.matrix.fixes); printed unwrapped so a
     # copy stays one command
     for line in next_lines(doc):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        console.print(Text(line), highlight=False, soft_wrap=True)
 
 
 def next_lines(doc: dict[str, Any]) -> list[str]:

@@ -3,6 +3,11 @@
 At 80 columns (rich's width when stdout is not a terminal) nothing that carries meaning is cut: findings are a
 list whose message and evidence wrap under their header instead of table cells, the verdict has a line of its
 own, table cells fold instead of ending in an ellipsis, and commands are printed unwrapped so they copy whole.
+
+The document arrives with its strings escaped (`kconvert.cli._output.emit_report`, kconvert.guard.text). Its
+strings reach rich only inside `Text` objects (`_t`, `Text.assemble`, table cells and titles), which rich never
+reads as markup or emoji codes: a config value `[bold red]x[/]` or `:smile:` prints as written. kconvert's own
+styling is given as styles, never as markup around a document string.
 """
 from __future__ import annotations
 
@@ -10,7 +15,6 @@ from typing import Any
 
 from rich import box
 from rich.console import Console, Group
-from rich.markup import escape
 from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
@@ -22,6 +26,25 @@ from kconvert.report.concise import dry_run_lines, evidence_text, finding_path, 
 from kconvert.report.figures import attention_text, number, percent, runner_line, series
 
 SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def _t(text: Any, style: str = "") -> Text:
+    """A document string as rich shows it: literally (a Text is never parsed for markup or emoji codes)."""
+    return Text(one_line(text), style=style)
+
+
+def _title(text: str) -> Text:
+    """A table title holding document strings, in rich's title style (a str title would be read as markup)."""
+    return Text(one_line(text), style="table.title")
+
+
+def _verdict(doc: dict[str, Any], suffix: str = "") -> Text:
+    passed = doc["verdict"] == "pass"
+    return Text.assemble("verdict: ", ("PASS" if passed else "FAIL", "bold green" if passed else "bold red"), suffix)
+
+
+def _check(chk: dict[str, Any]) -> Text:
+    return Text.assemble(("pass", "green") if chk["passed"] else ("FAIL", "red"), " ", one_line(chk["message"]))
 
 
 def _fmt(v: Any) -> str:
@@ -48,7 +71,7 @@ def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]], la
         tab.add_column(col, overflow="fold", no_wrap=False, min_width=longest, max_width=None if i else label_width,
                        style="bold" if i == 0 else None)
     for r in rows:
-        tab.add_row(*r)
+        tab.add_row(*(Text(c) for c in r))
     return tab
 
 
@@ -141,7 +164,7 @@ def render_next(console: Console, doc: dict[str, Any]) -> None:
     for step in doc.get("next_steps") or []:
         console.print(Text(f"Next ({one_line(step['why'])}):", style="bold"))
         # unwrapped: a terminal folds it for the eye, and a copy of it stays one command
-        console.print(f"  {step['command']}", markup=False, highlight=False, soft_wrap=True)
+        console.print(_t(f"  {step['command']}"), highlight=False, soft_wrap=True)
 
 
 def render_report(console: Console, doc: dict[str, Any], *, next_steps: bool = True) -> None:
@@ -156,7 +179,7 @@ def render_report(console: Console, doc: dict[str, Any], *, next_steps: bool = T
 def acceptance_table(title: str, counters: dict[str, Any], acceptance: dict[str, Any],
                      extra: list[tuple[str, Any]] | None = None) -> Table:
     """The figures of one measurement (verify's live run, a server's scrapes), both conventions side by side."""
-    tab = Table(title=title)
+    tab = Table(title=_title(title))
     tab.add_column("measure")
     tab.add_column("value", justify="right")
     rows: list[tuple[str, Any]] = [
@@ -170,7 +193,7 @@ def acceptance_table(title: str, counters: dict[str, Any], acceptance: dict[str,
         ("conditional", series(acceptance["conditional"])),
     ]
     for name, val in rows + list(extra or []):
-        tab.add_row(name, str(val))
+        tab.add_row(name, _t(val))
     return tab
 
 
@@ -178,11 +201,11 @@ def render_verify(console: Console, doc: dict[str, Any]) -> None:
     """A verify report: the static view, then the live figures, the gate, the diagnosis, the serve lines."""
     render_report(console, doc, next_steps=False)
     if doc.get("refused"):
-        console.print(f"[red]refused:[/] {escape(doc['refused']['reason'])}")
+        console.print(Text.assemble(("refused:", "red"), " ", one_line(doc["refused"]["reason"])))
     if doc.get("dry_run"):
         for line in dry_run_lines(doc):
-            console.print(line, highlight=False, markup=False, soft_wrap=True)
-        console.print(f"verdict: {'[bold green]PASS' if doc['verdict'] == 'pass' else '[bold red]FAIL'}[/] (static)")
+            console.print(_t(line), highlight=False, soft_wrap=True)
+        console.print(_verdict(doc, " (static)"))
         render_next(console, doc)
         return
     if doc.get("refused"):
@@ -195,11 +218,11 @@ def render_verify(console: Console, doc: dict[str, Any]) -> None:
         # the runner the run would have used, and what the other runner's row changes (it can be the very
         # finding that blocked the run: K405 is an error under Model Runner V2 only)
         if runner_line(doc):
-            console.print(runner_line(doc), highlight=False, markup=False, soft_wrap=True)
+            console.print(_t(runner_line(doc)), highlight=False, soft_wrap=True)
         render_next(console, doc)
         return
     if runner_line(doc):
-        console.print(runner_line(doc), highlight=False, markup=False, soft_wrap=True)
+        console.print(_t(runner_line(doc)), highlight=False, soft_wrap=True)
     live = doc["live"]
     extra: list[tuple[str, Any]] = [("engine start / generate (s)", f"{number(live['timings']['engine_start_s'])} / "
                                                                     f"{number(live['timings']['generate_s'])}")]
@@ -214,11 +237,11 @@ def render_verify(console: Console, doc: dict[str, Any]) -> None:
                                    f"k={live['num_speculative_tokens']}, {live['num_prompts']} prompts of "
                                    f"'{live['prompt_set']}')", live["counters"], live["acceptance"], extra))
     for chk in (doc.get("thresholds") or {}).get("checks", []):
-        console.print(("[green]pass[/] " if chk["passed"] else "[red]FAIL[/] ") + chk["message"])
+        console.print(_check(chk))
     if doc.get("diagnosis"):
         render_diagnosis(console, doc["diagnosis"])
     _render_serve_lines(console, doc, live)
-    console.print(f"verdict: {'[bold green]PASS' if doc['verdict'] == 'pass' else '[bold red]FAIL'}[/]")
+    console.print(_verdict(doc))
     render_next(console, doc)
 
 
@@ -234,23 +257,23 @@ def _render_serve_lines(console: Console, doc: dict[str, Any], live: dict[str, A
         return
     console.print("[bold]Serve it:[/]")
     for key, line in lines.items():
-        console.print(f"  [dim]{key}:[/] {line}", highlight=False, soft_wrap=True)
+        console.print(Text.assemble("  ", (f"{key}:", "dim"), " ", one_line(line)), highlight=False, soft_wrap=True)
 
 
 def render_diagnosis(console: Console, diag: dict[str, Any]) -> None:
     """The readings a diagnosis tried, live (verify --diagnose: the baseline is a figure) or offline (score
     --diagnose: the baseline is the draft as loaded, with each reading's paired gain); every text from the files
-    or an engine is escaped, so a name or an error message holding [brackets] prints as written."""
+    or an engine is a Text, so a name or an error message holding [brackets] prints as written."""
     offline = isinstance(diag.get("baseline"), dict)
     if not diag.get("ran"):
         reason = diag.get("reason", "not run")
-        console.print(f"[dim]diagnose: {escape(str(reason)) if offline else f'not needed ({escape(str(reason))})'}[/]")
+        console.print(_t(f"diagnose: {reason}" if offline else f"diagnose: not needed ({reason})", "dim"))
         return
     if offline:
         b = diag["baseline"]
         head = f"AL {b['mean_acceptance_length']:.3f}" if b["mean_acceptance_length"] is not None else \
             f"does not run: {b['error']}"
-        tab = Table(title=f"Readings tried offline (as loaded: {escape(head)})")
+        tab = Table(title=_title(f"Readings tried offline (as loaded: {head})"))
         tab.add_column("reading")
     else:
         tab = Table(title=f"Diagnosis (as loaded: AL {diag['baseline']:.3f})")
@@ -263,27 +286,27 @@ def render_diagnosis(console: Console, diag: dict[str, Any]) -> None:
         if al is not None:
             figure = f"{al:.3f}"
         elif offline:
-            figure = escape(f"fails: {(c.get('error') or '')[:70]}")
+            figure = f"fails: {(c.get('error') or '')[:70]}"
         else:
-            figure = escape(f"engine failed: {(c.get('error') or '')[:60]}")
-        row = [escape(c["candidate"]), figure]
+            figure = f"engine failed: {(c.get('error') or '')[:60]}"
+        row = [_t(c["candidate"]), _t(figure)]
         if offline:
             g = c.get("gain")
-            row.append(f"{g['mean']:+.3f} ± {g['stderr']:.3f}" if g else "")
+            row.append(_t(f"{g['mean']:+.3f} ± {g['stderr']:.3f}" if g else ""))
         tab.add_row(*row)
     console.print(tab)
     for n in diag.get("notes") or []:
-        console.print(f"[dim]{escape(n)}[/]")
+        console.print(_t(n, "dim"))
     if offline:
         if diag.get("best"):
-            console.print(f"[bold green]best: {escape(diag['best'])}[/]")
+            console.print(_t(f"best: {diag['best']}", "bold green"))
             if diag.get("fix_command"):
-                console.print(f"  apply it with: {escape(diag['fix_command'])}", soft_wrap=True)
+                console.print(_t(f"  apply it with: {diag['fix_command']}"), soft_wrap=True)
         else:
             console.print("no reading beats the draft as loaded by a margin the trace resolves")
     elif diag.get("fix_command"):
-        console.print(f"[bold green]best: {escape(diag['best'])}[/] — apply it with:\n"
-                      f"  {escape(diag['fix_command'])}")
+        console.print(Text.assemble((f"best: {one_line(diag['best'])}", "bold green"), " — apply it with:\n",
+                                    f"  {one_line(diag['fix_command'])}"))
     else:
         console.print("no candidate beats the draft as loaded")
 
@@ -293,7 +316,7 @@ def render_score(console: Console, doc: dict[str, Any]) -> None:
     render_report(console, doc)
     sc = doc.get("score")
     if doc.get("refused"):
-        console.print(f"[red]refused:[/] {escape(doc['refused']['reason'])}")
+        console.print(Text.assemble(("refused:", "red"), " ", one_line(doc["refused"]["reason"])))
         return
     if doc.get("static_blocked") and not doc.get("diagnosis"):
         console.print("[red]static checks found errors: nothing scored (fix them with `kconvert fix`, measure the "
@@ -304,10 +327,11 @@ def render_score(console: Console, doc: dict[str, Any]) -> None:
         title = (f"Offline acceptance (k={sc['num_speculative_tokens']}, {tr['num_sequences']} sequences of "
                  f"'{tr['prompt_set'].get('name')}', trace {tr['sha256'][:12]}, {sc['dtype']} on {sc['device']})")
         if sc["error"]:
-            console.print(f"[red]the engine could not run the draft as read:[/] {escape(sc['error'])}")
+            console.print(Text.assemble(("the engine could not run the draft as read:", "red"), " ",
+                                        one_line(sc["error"])))
         else:
             acc, c = sc["acceptance"], sc["counters"]
-            tab = Table(title=escape(title))
+            tab = Table(title=_title(title))
             tab.add_column("measure")
             tab.add_column("value", justify="right")
             for name, val in [("drafts (verify steps)", c["drafts"]), ("draft tokens", c["draft_tokens"]),
@@ -318,13 +342,13 @@ def render_score(console: Console, doc: dict[str, Any]) -> None:
                               ("conditional", " / ".join(number(x) for x in acc["conditional"])),
                               ("aux ids fed", str(sc["reading"]["aux_ids"])),
                               ("scored in (s)", number(sc["timings"].get("score_s")))]:
-                tab.add_row(name, str(val))
+                tab.add_row(name, _t(val))
             console.print(tab)
         for chk in (doc.get("thresholds") or {}).get("checks", []):
-            console.print(("[green]pass[/] " if chk["passed"] else "[red]FAIL[/] ") + escape(chk["message"]))
+            console.print(_check(chk))
     if doc.get("diagnosis"):
         render_diagnosis(console, doc["diagnosis"])
-    console.print(f"verdict: {'[bold green]PASS' if doc['verdict'] == 'pass' else '[bold red]FAIL'}[/]")
+    console.print(_verdict(doc))
 
 
 def render_acceptance(console: Console, err_console: Console, doc: dict[str, Any]) -> None:
@@ -335,5 +359,5 @@ def render_acceptance(console: Console, err_console: Console, doc: dict[str, Any
     console.print(acceptance_table(f"Acceptance {span} (vLLM, model {models}, k={doc['num_speculative_tokens']})",
                                    doc["counters"], doc["acceptance"], extra))
     for w in doc["warnings"]:
-        err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
+        err_console.print(Text.assemble(("warning:", "yellow"), " ", one_line(w)), highlight=False)
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Mapping
 
+from kconvert.guard.text import visible, visible_document
+
 # The documents a format can render: each command's report (`inspect`, `fix`, `verify`, `score`) and the matrix.
 DOCUMENTS = ("inspect", "fix", "verify", "score", "matrix")
 
@@ -127,7 +129,22 @@ def file_options(document: str) -> tuple[tuple[Format, FileOption], ...]:
 
 
 def render(name: str, document: str, doc: dict[str, Any]) -> str:
+    """`doc` in format `name`, every string of it escaped first (`kconvert.guard.text`): the one door from a
+    document to a renderer, so no renderer sees a raw control character."""
     fmt = get(name)
     if fmt.render is None or not fmt.renders(document):
         raise ValueError(f"format {name!r} does not render a {document} document")
-    return fmt.render(document, doc)
+    return fmt.render(document, visible_document(doc))
+
+
+def render_failure(name: str, failure: Failure) -> str | None:
+    """A failed run in format `name` (None: the format answers on stderr only), its texts escaped as `render`
+    escapes a document's."""
+    fmt = get(name)
+    if fmt.render_failure is None:
+        return None
+    shown = Failure(failure.kind, visible(failure.message), failure.exit_code,
+                    hint=None if failure.hint is None else visible(failure.hint),
+                    command=failure.command, source=None if failure.source is None else visible(failure.source),
+                    last_lines=None if failure.last_lines is None else [visible(x) for x in failure.last_lines])
+    return fmt.render_failure(shown)
