@@ -22,6 +22,7 @@ import io
 import json
 import os
 import shutil
+import unicodedata
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -203,3 +204,45 @@ def test_the_draft_argument_is_echoed_escaped_in_every_failure_format(tmp_path: 
             == 1, err
         check(f"failure {fmt.name} (stderr)", err, "text")
         check(f"failure {fmt.name}", out, kind_of(fmt))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Names hold no control character, C1 included (SECURITY.md): every one of Unicode's 65 (category Cc), enumerated.
+# ---------------------------------------------------------------------------------------------------------------
+
+CONTROLS = [chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) == "Cc"]
+
+
+def test_the_controls_enumerated_are_c0_del_and_c1():
+    assert len(CONTROLS) == 65 and "\x9b" in CONTROLS and "\x7f" in CONTROLS  # a derivation, not the code's list
+
+
+def refused_one_line(argv: list[str]) -> str:
+    rc, out, err = run(argv)
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("hint:")]
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith("error: "), (rc, err)
+    assert not raw_characters(err), err
+    return lines[0]
+
+
+@pytest.mark.parametrize("where", ["header", "index"])
+def test_a_tensor_name_holding_any_control_character_is_refused(tmp_path: Path, where: str) -> None:
+    """The tensor name `d2t<control>` (the issue's case: U+009B, a C1 control, was accepted and printed raw), in a
+    shard's header or in the index, for each control character: exit 2, one line, the character escaped."""
+    from tests.writer_factories import draft_tensors, write_draft
+
+    for i, ch in enumerate(CONTROLS):
+        tensors = draft_tensors()
+        name = f"extra{ch}.weight"
+        if where == "header":
+            tensors[name] = ("F32", (1,), b"\0" * 4)
+            d = write_draft(tmp_path / f"d{i}", tensors)
+        else:
+            d = write_draft(tmp_path / f"d{i}", tensors, shards=2)
+            index = d / "model.safetensors.index.json"
+            doc = json.loads(index.read_text())
+            doc["weight_map"][name] = next(iter(doc["weight_map"].values()))
+            index.write_text(json.dumps(doc))
+        line = refused_one_line(["inspect", str(d)])
+        # the message quotes the name as Python writes it (repr: \x9b), never raw
+        assert "control characters" in line and repr(ch)[1:-1] in line, (hex(ord(ch)), line)

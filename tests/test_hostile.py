@@ -559,7 +559,9 @@ def test_unicode_line_breaks_in_a_tensor_name_keep_the_refusal_on_one_line(tmp_p
     d = write_draft(tmp_path / "d")
     header = json.dumps({name: {"dtype": "BF16", "shape": [], "data_offsets": [0, 2]}}).encode()
     (d / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)  # data missing: truncated
-    line = refused(["inspect", str(d)], "model.safetensors", "past the end of the file")
+    # U+0085 (NEL) is a C1 control, refused as a name since issue #45; the others are read, then refused as truncated
+    line = refused(["inspect", str(d)], "model.safetensors",
+                   "control characters" if name == "\x85" else "past the end of the file")
     assert "forged" not in line or "\\u2029" in line
 
 

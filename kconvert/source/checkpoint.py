@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 from kconvert.errors import HeaderError, InputError
+from kconvert.guard.text import has_control
 from kconvert.source.names import (
     CONFIG_NAME,
     INDEX_NAME,
@@ -219,7 +220,7 @@ def list_files(root: Path, allowed_root: Path | None = None) -> dict[str, FileEn
                 rel.encode("utf-8")
             except UnicodeEncodeError:
                 raise InputError(f"{root}: a file name is not valid UTF-8 ({rel!r}); rename it") from None
-            if any(ord(c) < 32 or c == "\x7f" for c in rel):
+            if has_control(rel):
                 # the name would be printed raw in later one-line refusals; a newline would split them
                 raise InputError(f"{root}: a file name holds control characters ({rel!r}); rename it")
             if rel.startswith(".") or "/." in rel:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kconvert.errors import HeaderError
+from kconvert.guard.text import has_control
 from kconvert.source.names import INDEX_NAME  # noqa: F401  (re-exported: older imports name it here)
 
 # safetensors itself refuses headers above 100 MB; a draft's header is a few KB.
@@ -164,7 +165,7 @@ def parse_header_json(file: str, header: Any, *, data_start: int, file_size: int
     for name, entry in header.items():
         if name == "__metadata__":
             continue
-        if not name or any(ord(c) < 32 for c in name):
+        if not name or has_control(name):
             raise HeaderError(file, "tensor name is empty or holds control characters", tensor=repr(name))
         if not isinstance(entry, dict):
             raise HeaderError(file, "entry is not an object", tensor=name)
@@ -280,8 +281,9 @@ def check_relative_path(root: Path, rel: Any, what: str, *, allowed_root: Path |
         raise HeaderError(what, f"path {rel!r} is not a non-empty string")
     if "\x00" in rel or "\\" in rel:
         raise HeaderError(what, f"path {rel!r} holds a NUL or backslash")
-    # A newline in a path would split the one-line refusal (and could forge a second 'error:' line).
-    if any(ord(c) < 32 or c == "\x7f" for c in rel):
+    # A newline in a path would split the one-line refusal (and could forge a second 'error:' line); a C1 control
+    # (U+009B is CSI) acts on a terminal as ESC does.
+    if has_control(rel):
         raise HeaderError(what, f"path {rel!r} holds control characters")
     if rel.startswith("/") or posixpath.isabs(rel) or (len(rel) > 1 and rel[1] == ":"):
         raise HeaderError(what, f"path {rel!r} is absolute; only paths inside the checkpoint folder are read")
@@ -312,7 +314,7 @@ def parse_index(raw: bytes, what: str = INDEX_NAME) -> dict[str, str]:
     wm = obj["weight_map"]
     for name, shard in wm.items():
         # Same rule as header tensor names: the name is printed in one-line refusals ("index [name]: ...").
-        if not name or any(ord(c) < 32 for c in name):
+        if not name or has_control(name):
             raise HeaderError(what, f"tensor name {name!r} is empty or holds control characters")
         if not isinstance(shard, str):
             raise HeaderError(what, f"shard of {name!r} is not a string")

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from kconvert.errors import HeaderError
+from kconvert.guard.text import has_control
 from kconvert.source.safetensors_header import MAX_RANK, MAX_TENSORS, TensorInfo
 
 MAX_PICKLE_BYTES = 64 * 1024 * 1024
@@ -93,7 +94,7 @@ def _refuse(file: str, msg: str, tensor: str | None = None) -> HeaderError:
 
 
 def _check_member_name(file: str, name: str) -> None:
-    if not name or "\x00" in name or "\\" in name or any(ord(c) < 32 or c == "\x7f" for c in name):
+    if not name or "\x00" in name or "\\" in name or has_control(name):
         raise _refuse(file, f"zip member {name!r} holds a NUL, backslash or control character")
     if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
         raise _refuse(file, f"zip member {name!r} is an absolute path")
@@ -631,7 +632,7 @@ def _describe(fh, rel: str, top: Any, arc: _Archive, byteorder: str, size: int) 
     for name, t in top.items():
         if not isinstance(t, _Tensor):
             continue
-        if not isinstance(name, str) or not name or any(ord(c) < 32 or c == "\x7f" for c in name):
+        if not isinstance(name, str) or not name or has_control(name):
             raise _refuse(rel, f"tensor name {name!r:.60} is not a plain string")
         s = t.storage
         member = arc.storages.get(s.key)

@@ -17,6 +17,7 @@ import numpy as np
 
 import kconvert.writer.rewrite as rewrite
 from kconvert.errors import InputError, KConvertError, UsageError
+from kconvert.guard.text import has_control
 from kconvert.source import open_checkpoint
 from kconvert.source.checkpoint import MAX_SMALL_TENSOR_BYTES, Checkpoint, load_folder
 from kconvert.source.safetensors_header import DTYPE_SIZES, TensorInfo
@@ -68,7 +69,7 @@ class Layout:
 
 
 def _valid_name(name: Any) -> bool:
-    return isinstance(name, str) and bool(name) and name != "__metadata__" and not any(ord(c) < 32 for c in name)
+    return isinstance(name, str) and bool(name) and name != "__metadata__" and not has_control(name)
 
 
 class _Tensors:
