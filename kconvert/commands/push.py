@@ -60,15 +60,12 @@ class PushResult:
 
 
 def check_repo_id(repo_id: str) -> None:
-    if repo_id.count("/") != 1 or not all(repo_id.split("/")):
-        raise UsageError(f"{repo_id!r}: give the repository as org/name")
-    # deferred: huggingface_hub is ~35-120 ms of imports; only a Hub id or an upload needs it
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
+    """The repository to publish to, checked by the one Hub id check (kconvert.source.hub.hub_id_problem)."""
+    from kconvert.source.hub import hub_id_problem
 
-    try:
-        validate_repo_id(repo_id)
-    except HFValidationError as e:
-        raise UsageError(f"{repo_id!r}: {str(e).splitlines()[0]}") from None
+    problem = "a branch goes in --revision" if "@" in repo_id else hub_id_problem(repo_id)
+    if problem is not None:
+        raise UsageError(f"{repo_id!r}: give the repository as org/name ({problem})")
 
 
 def refuse_other_method(root: Path, doc: dict[str, Any]) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import glob as _glob
 import hashlib
-import json
 import os
 import re
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kconvert.errors import InputError, KConvertError, UsageError
+from kconvert.source.checkpoint import read_json_file
 
 GLOB_CHARS = re.compile(r"[*?\[]")
 # epoch_3, step-12000, checkpoint-500, global_step1200, iter_0004000, ckpt-7: the number after the word
@@ -211,9 +211,9 @@ def infer_target(entry: DraftEntry) -> dict[str, Any]:
     found: list[tuple[str, str]] = []  # (target id, evidence)
     folder = entry.folder
     if folder is not None and (folder / "config.json").is_file():
-        try:
-            cfg = json.loads((folder / "config.json").read_text())
-        except (OSError, ValueError):
+        try:  # the one strict, bounded reader of a stranger's config (no RecursionError on deep nesting)
+            cfg = read_json_file(folder / "config.json", "config.json")
+        except KConvertError:
             cfg = {}
         ver = (cfg.get("speculators_config") or {}).get("verifier") if isinstance(cfg, dict) else None
         name = ver.get("name_or_path") if isinstance(ver, dict) else None
@@ -309,7 +309,8 @@ def gather(drafts: list[str], *, from_file: str | None = None, search: str | Non
         e = DraftEntry(draft=ref, given_target=target or col_target, step=step_of(ref))
         p = Path(ref).expanduser()
         try:
-            if p.is_dir():
+            # os.path, not Path: a name too long for the file system (ENAMETOOLONG) is no folder, no OSError
+            if os.path.isdir(p):
                 # a producer's checkpoint folder (NeMo Automodel's epoch_E_step_S/) is the draft inside it, named as
                 # inspect and fix name it (their next lines); its step stays the one the given name carries
                 found = locate_draft(ref)
@@ -317,11 +318,11 @@ def gather(drafts: list[str], *, from_file: str | None = None, search: str | Non
                     e.draft, p = found, Path(found)
                 e.folder = p
                 e.revision = local_digest(p)
-            elif not p.exists() and is_hub_id(ref) and not ref.startswith((".", "/", "~")):
+            elif not os.path.exists(p) and is_hub_id(ref) and not ref.startswith((".", "/", "~")):
                 e.source = "hub"
                 hub_entries.append(e)  # resolved below, several at once
             else:
-                e.error = f"{ref}: no such folder" if not p.exists() else f"{ref}: not a folder"
+                e.error = f"{ref}: no such folder" if not os.path.exists(p) else f"{ref}: not a folder"
         except KConvertError as err:
             e.error = err.message
         except OSError as err:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kconvert.errors import InputError
 from kconvert.source.checkpoint import Checkpoint, Prefetch, load_folder
-from kconvert.source.hub import is_hub_id, load_hub
+from kconvert.source.hub import hub_id_problem, load_hub
 
 def open_checkpoint(ref: str | os.PathLike[str], *, prefetch: Prefetch | None = None) -> Checkpoint:
     """A local folder, or a Hub id `org/name[@revision]` resolved through huggingface_hub.
@@ -25,11 +25,14 @@ def open_checkpoint(ref: str | os.PathLike[str], *, prefetch: Prefetch | None = 
         raise UsageError("the draft argument is empty: give a draft folder (./my-draft) or a Hub id "
                          "(org/name[@revision])")
     p = Path(s)
-    if p.exists() or s.startswith((".", "/", "~")) or os.sep in s.rstrip("/") and s.count("/") != 1:
+    # os.path.exists, not Path.exists: a name too long for the file system (ENAMETOOLONG) is no folder here,
+    # where Path.exists raises
+    if os.path.exists(s) or s.startswith((".", "/", "~")) or os.sep in s.rstrip("/") and s.count("/") != 1:
         return load_folder(p.expanduser(), ref=s)
-    if is_hub_id(s):
+    problem = hub_id_problem(s)
+    if problem is None:
         return load_hub(s, prefetch=prefetch)
-    raise InputError(f"{s}: neither a local folder nor a Hub id of the form org/name[@revision]")
+    raise InputError(f"{s}: neither a local folder nor a Hub id: {problem}")
 
 
 __all__ = ["Checkpoint", "Prefetch", "open_checkpoint"]

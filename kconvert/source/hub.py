@@ -51,8 +51,26 @@ SINGLE_FILE = "model.safetensors"  # what huggingface_hub's get_safetensors_meta
 _COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
 
 
+def hub_id_problem(ref: str) -> str | None:
+    """Why `ref` is not a Hub id `org/name[@revision]`, or None when it is one: the one check of a repo id, made
+    where one is parsed, so that huggingface_hub never raises on it later (its HFValidationError was a kconvert
+    bug, exit 70). The shape here (two parts, a revision after `@`); the repo id itself by huggingface_hub's own
+    validator (`validate_repo_id`: no leading or trailing '-' or '.', no '--' or '..', no '.git' suffix, at
+    most 96 characters a part)."""
+    if not _HUB_ID.match(ref) or ".." in ref:
+        return "not of the form org/name[@revision] (letters, digits, '-', '_' and '.')"
+    # deferred: huggingface_hub is ~35-120 ms of imports; only a Hub id needs it (a local draft never does)
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(split_hub_id(ref)[0])
+    except HFValidationError as e:
+        return str(e)
+    return None
+
+
 def is_hub_id(ref: str) -> bool:
-    return bool(_HUB_ID.match(ref)) and ".." not in ref
+    return hub_id_problem(ref) is None
 
 
 def split_hub_id(ref: str) -> tuple[str, str | None]:
@@ -77,6 +95,7 @@ def hub_errors(label: str, *, missing_hint: str, what: str = "") -> Iterator[Non
     from huggingface_hub.errors import (
         GatedRepoError,
         HfHubHTTPError,
+        HFValidationError,
         LocalEntryNotFoundError,
         RepositoryNotFoundError,
         RevisionNotFoundError,
@@ -96,6 +115,8 @@ def hub_errors(label: str, *, missing_hint: str, what: str = "") -> Iterator[Non
         raise InputError(f"{label}: no such repository on the Hub (or it is private: set HF_TOKEN)") from None
     except RevisionNotFoundError:
         raise InputError(f"{label}: no such revision") from None
+    except HFValidationError as e:  # an argument huggingface_hub refuses (a revision, a file name): bad input
+        raise InputError(f"{label}: {one_line(e)}") from None
     except (HfHubHTTPError, OSError) as e:
         raise InputError(f"{label}: the Hub could not be reached: {one_line(e)}") from None
 

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import posixpath
+import re
 import stat
 import struct
 from dataclasses import dataclass, field
@@ -99,11 +100,31 @@ def _lone_surrogate(obj: Any, depth: int = 0) -> str | None:
     return None
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+
+
+def _no_constant(name: str) -> Any:
+    # Python's json reads NaN, Infinity and -Infinity, which RFC 8259 (section 6) does not allow and serde_json,
+    # JSON.parse and most other parsers refuse: a config holding one would be written back as non-JSON.
+    raise ValueError(f"{name} is not a JSON number (strict JSON: no NaN or Infinity)")
+
+
+def _finite_float(text: str) -> float:
+    # 1e999 is JSON but overflows a double: Python's json makes it inf, serde_json refuses it ("number out of range")
+    x = float(text)
+    if not math.isfinite(x):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return x
+
+
 def loads_strict_json(raw: bytes, what: str, *, max_depth: int = 64, serde: bool = False) -> Any:
-    """Parse JSON refusing duplicate keys, invalid UTF-8 and absurd nesting. `what` names the document in the
-    message ("header is not valid JSON"); "" leaves it to a caller that names the file itself. `serde`: also
-    read `-0` as serde_json, the parser of safetensors' Rust reader, does (a float, so not an integer); the
-    other such difference, a lone surrogate escape, is refused by `parse_header_json` for remote headers too."""
+    """Parse JSON strictly, the one reader of JSON kconvert did not write (configs, headers, indexes, reports,
+    trace metadata): refusing duplicate keys, invalid UTF-8, absurd nesting, NaN/Infinity and numbers beyond a
+    double (RFC 8259 section 6), and strings holding a lone UTF-16 surrogate escape (`"\\ud800"`: RFC 8259
+    section 8.2, I-JSON RFC 7493; no UTF-8 form, so nothing read could be written back). `what` names the
+    document in the message ("header is not valid JSON"); "" leaves it to a caller that names the file itself.
+    `serde`: also read `-0` as serde_json, the parser of safetensors' Rust reader, does (a float, so not an
+    integer)."""
     def problem(text: str) -> str:
         return f"{what} is {text}" if what else text
     try:
@@ -133,9 +154,15 @@ def loads_strict_json(raw: bytes, what: str, *, max_depth: int = 64, serde: bool
         elif ch in "]}":
             depth -= 1
     try:
-        obj = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_int=_serde_int if serde else None)
+        obj = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_int=_serde_int if serde else None,
+                         parse_constant=_no_constant, parse_float=_finite_float)
     except (ValueError, RecursionError) as e:
         raise ValueError(problem(f"not valid JSON: {e}")) from None
+    # Only a \uD800-\uDFFF escape makes a surrogate (UTF-8 has none): walk the strings only when one is written. A
+    # header (`serde`) is checked by parse_header_json, which words it as safetensors' refusal, remote ones too.
+    bad = _lone_surrogate(obj) if not serde and _SURROGATE_ESCAPE.search(text) else None
+    if bad is not None:
+        raise ValueError(problem(f"not valid JSON: the string {bad!r:.60} holds a lone UTF-16 surrogate escape"))
     return obj
 
 

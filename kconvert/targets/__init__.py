@@ -15,7 +15,7 @@ from typing import Any
 from kconvert.errors import InputError, UsageError, did_you_mean
 from kconvert.schemas import validate
 from kconvert.source.checkpoint import read_json_file
-from kconvert.source.hub import hub_errors, is_hub_id, split_hub_id
+from kconvert.source.hub import hub_errors, hub_id_problem, split_hub_id
 from kconvert.source.names import CONFIG_NAME
 
 
@@ -153,14 +153,16 @@ def load_target(ref: str) -> TargetModel:
     if ref in profile_names():
         return load_profile(ref)
     p = Path(ref).expanduser()
-    if p.exists():
+    if os.path.exists(p):  # not Path.exists: a name too long for the file system (ENAMETOOLONG) is no folder
         cfg_path = p / CONFIG_NAME if p.is_dir() else p
         if not cfg_path.is_file():
             raise InputError(f"{ref}: no config.json in the target folder")
         cfg = read_json_file(cfg_path, f"{ref}/config.json")
         return from_config(cfg, name=ref, origin="folder", local_path=str(p.resolve() if p.is_dir() else p.parent))
-    if not is_hub_id(ref):
-        raise UsageError(f"--target {ref!r}: not a profile, folder or Hub id{did_you_mean(ref, profile_names())}",
+    problem = hub_id_problem(ref)
+    if problem is not None:
+        raise UsageError(f"--target {ref!r}: not a profile, folder or Hub id ({problem})"
+                         f"{did_you_mean(ref, profile_names())}",
                          hint=f"built-in profiles: {', '.join(profile_names())}")
     # huggingface_hub is imported where a Hub id is used: a profile or a local target never needs it
     from huggingface_hub import hf_hub_download

@@ -515,7 +515,7 @@ def resolve_trace(ref: str | os.PathLike[str]) -> tuple[Path, dict[str, Any] | N
     huggingface_hub's cache. Only trace.json, the trace's safetensors files and the card are fetched."""
     text = os.fsdecode(ref)
     root = Path(text).expanduser()
-    if root.exists() or isinstance(ref, os.PathLike):
+    if os.path.exists(root) or isinstance(ref, os.PathLike):  # os.path: a too long name is no path, no OSError
         return root, None
     from kconvert.source.hub import hub_errors, is_hub_id, split_hub_id
 

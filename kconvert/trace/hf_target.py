@@ -49,7 +49,7 @@ class LoadedTarget:
 
 def resolve_folder(ref: str) -> tuple[Path, str | None, str | None]:
     p = Path(ref).expanduser()
-    if p.is_dir():
+    if os.path.isdir(p):  # os.path: a too long name is no folder, where Path.is_dir raises ENAMETOOLONG
         return p, None, None
     from kconvert.source.hub import is_hub_id, split_hub_id
 

@@ -65,10 +65,12 @@ def trace_files(folder: str | Path) -> tuple[dict[str, Any], list[LocalFile]]:
 
 
 def check_repo_id(repo_id: str) -> None:
-    from kconvert.source.hub import is_hub_id
+    """The dataset repository to publish to, checked by the one Hub id check (kconvert.source.hub)."""
+    from kconvert.source.hub import hub_id_problem
 
-    if not is_hub_id(repo_id) or "@" in repo_id:
-        raise UsageError(f"{repo_id!r}: give the dataset repository as org/name (a branch with --revision)")
+    problem = "a branch goes in --revision" if "@" in repo_id else hub_id_problem(repo_id)
+    if problem is not None:
+        raise UsageError(f"{repo_id!r}: give the dataset repository as org/name ({problem})")
 
 
 def push_trace(folder: str | Path, repo_id: str, *, revision: str | None = None, create_pr: bool = False,

@@ -301,7 +301,8 @@ def _remember_digests(ckpt: Checkpoint, out_dir: Path, run: _Run, started: float
 
 
 def _json_bytes(doc: Any) -> bytes:
-    return (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    # strict JSON out as in (kconvert.source.safetensors_header.loads_strict_json): never NaN or Infinity
+    return (json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
 
 
 def _index_json(ckpt: Checkpoint, layout: Layout) -> bytes:
