@@ -12,6 +12,8 @@ from kconvert.formats.layouts import detect_layout, known_canonical, to_canonica
 from kconvert.formats.methods import detect_method
 from kconvert.formats.model import DraftModel, KeyLayout
 from kconvert.source.checkpoint import Checkpoint
+from kconvert.source.config_fields import check_sizes, config_architectures
+from kconvert.source.names import CONFIG_NAME
 from kconvert.source.safetensors_header import TensorInfo
 
 MLA_KEYS = ("kv_lora_rank", "qk_rope_head_dim")
@@ -44,13 +46,18 @@ def layer_family(config: dict[str, Any], archs: list[str], tensor_names: list[st
 
 def read_draft(ckpt: Checkpoint) -> DraftModel:
     """Describe the draft canonically; never raises on odd content (rules judge it), only on unreadable input."""
+    # bounded sizes first (kconvert.source.config_fields): no rule, op or allocation ever sees a vocabulary of 10^10
+    where = f"{ckpt.ref.rstrip('/')}/{CONFIG_NAME}" if ckpt.ref.strip("/") else CONFIG_NAME
+    check_sizes(ckpt.config, where)
     raw = sorted(ckpt.tensors)
     layout = detect_layout(raw)
     fmt = detect_format(ckpt, layout)
     spec = speculators.is_speculators(ckpt.config)
     cfg = speculators.flatten(ckpt.config) if spec else dict(ckpt.config)
+    if spec:
+        check_sizes(cfg, f"{where} transformer_layer_config")
     tensors, raw_names, unmapped = canonical_tensors(ckpt, raw, layout)
-    archs = [a for a in (cfg.get("architectures") if isinstance(cfg.get("architectures"), list) else []) if isinstance(a, str)]
+    archs = config_architectures(cfg)
     # The speculators format's own `architectures` (Eagle3Speculator) says nothing of the layer: read the family
     # from the unflattened config, whose transformer_layer_config names it.
     inner = ckpt.config.get("transformer_layer_config") if spec else None

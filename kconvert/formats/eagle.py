@@ -6,6 +6,7 @@ from typing import Any
 
 from kconvert.formats.model import FormatGuess, KeyLayout
 from kconvert.source.checkpoint import Checkpoint
+from kconvert.source.config_fields import config_architectures
 
 NAME = "eagle"
 LAYOUT = KeyLayout(prefix="", layer="midlayer.")
@@ -13,7 +14,7 @@ LAYOUT = KeyLayout(prefix="", layer="midlayer.")
 
 def detect(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess | None:
     cfg = ckpt.config
-    archs = cfg.get("architectures") if isinstance(cfg.get("architectures"), list) else []
+    archs = config_architectures(cfg)
     if archs != ["LlamaForCausalLM"] or layout.layer != "midlayer.":
         return None
     ec = cfg.get("eagle_config")

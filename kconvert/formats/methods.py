@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kconvert.source.config_fields import config_architectures
+
 EAGLE3 = "eagle3"
 METHODS = (EAGLE3, "dflash", "dspark", "peagle", "mtp")
 
@@ -41,8 +43,7 @@ class MethodGuess:
 
 
 def _archs(cfg: dict[str, Any]) -> list[str]:
-    a = cfg.get("architectures")
-    return [x for x in a if isinstance(x, str)] if isinstance(a, list) else []
+    return config_architectures(cfg)  # the one reading of `architectures` (kconvert.source.config_fields)
 
 
 def detect_method(config: dict[str, Any], tensor_names: list[str]) -> MethodGuess:

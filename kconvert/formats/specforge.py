@@ -6,6 +6,7 @@ from typing import Any
 
 from kconvert.formats.model import FormatGuess, KeyLayout, ProducerLayers
 from kconvert.source.checkpoint import Checkpoint
+from kconvert.source.config_fields import config_architectures
 
 NAME = "specforge"
 LAYOUT = KeyLayout(prefix="", layer="midlayer.")
@@ -18,7 +19,7 @@ DEFAULT_LAYERS = ("SpecForge 0.2.0 specforge/algorithms/model_providers.py resol
 
 def detect(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess | None:
     cfg = ckpt.config
-    archs = cfg.get("architectures") if isinstance(cfg.get("architectures"), list) else []
+    archs = config_architectures(cfg)
     ev: list[str] = []
     score = 0.0
     if "LlamaForCausalLMEagle3" in archs:

@@ -7,6 +7,7 @@ from typing import Any
 
 from kconvert.formats.model import FormatGuess, KeyLayout
 from kconvert.source.checkpoint import Checkpoint
+from kconvert.source.config_fields import config_architectures
 
 NAME = "torchspec"
 LAYOUT = KeyLayout(prefix="", layer="midlayer.")
@@ -15,7 +16,7 @@ MLA_ARCHS = ("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM")
 
 def detect(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess | None:
     cfg = ckpt.config
-    archs = cfg.get("architectures") if isinstance(cfg.get("architectures"), list) else []
+    archs = config_architectures(cfg)
     stamps = [k for k in cfg if k.startswith("_torchspec")]
     if stamps:
         return FormatGuess(NAME, 0.99, [f"config stamp '{k}'" for k in stamps])

@@ -65,8 +65,10 @@ def architecture_unmapped(ctx: Context) -> Iterator[Finding]:
             fixable=False)
         return
     raw = d.checkpoint.config.get("architectures") if isinstance(d.checkpoint.config, dict) else None
-    if fam is None and raw is not None and not (isinstance(raw, list) and all(isinstance(a, str) for a in raw)):
-        # HF's PretrainedConfig.architectures is a list of class names; a bare string is no architecture at all
+    if raw is not None and not (isinstance(raw, list) and all(isinstance(a, str) for a in raw)):
+        # HF's PretrainedConfig.architectures is a list of class names. A bare string names one for the registry
+        # (kconvert reads it so, kconvert.source.config_fields) but vLLM's EAGLE-3 config iterates it character by
+        # character (transformers_utils/configs/eagle.py: `for arch in self.model.architectures`): no class at all
         yield architecture_unmapped.finding(
             f"architectures is {json.dumps(raw)}, "
             f"{'a list holding no class name' if isinstance(raw, list) else 'not a list'}; write [\"{want}\"]",

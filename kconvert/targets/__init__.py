@@ -15,6 +15,7 @@ from typing import Any
 from kconvert.errors import InputError, UsageError, did_you_mean
 from kconvert.schemas import validate
 from kconvert.source.checkpoint import read_json_file
+from kconvert.source.config_fields import check_sizes, config_architectures
 from kconvert.source.hub import hub_errors, hub_id_problem, split_hub_id
 from kconvert.source.names import CONFIG_NAME
 
@@ -109,6 +110,10 @@ def from_config(cfg: dict[str, Any], *, name: str, origin: str, local_path: str 
         raise InputError(f"{name}: config.json is not a JSON object")
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else None
     t = text or cfg
+    # bounded sizes (kconvert.source.config_fields), before a size reaches a rule or an allocation
+    check_sizes(cfg, f"{name}: config.json")
+    if text is not None:
+        check_sizes(text, f"{name}: config.json text_config")
     prefix = ""
     if text is not None:
         # Kimi-K2.5 and other wrappers keep the text model under `language_model.`
@@ -128,8 +133,7 @@ def from_config(cfg: dict[str, Any], *, name: str, origin: str, local_path: str 
         rope_theta = t["rope_parameters"].get("rope_theta")
     # A stranger's config may put any JSON value anywhere: keep only well-typed values, so that
     # `list(True)` cannot raise TypeError here and rules never meet a string where they expect a number.
-    archs = cfg.get("architectures")
-    archs = [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
+    archs = config_architectures(cfg)
     if not (isinstance(rope_theta, (int, float)) and not isinstance(rope_theta, bool)):
         rope_theta = None
     tie = t.get("tie_word_embeddings")
