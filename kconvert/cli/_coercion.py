@@ -11,12 +11,14 @@ two agree, value by value.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, get_args, get_origin
 
 from typer import _coercion, core
+from typer._click.exceptions import BadParameter  # typer 0.29 bundles click: its exception, as its adapter raises
 from typer._param_types import coerce_cli_choice
 
 _NOT_PLAIN = object()  # the value is not one this module converts: typer's adapter does
@@ -75,11 +77,21 @@ class PlainRuntimeParam(_coercion.RuntimeParam):
 
     def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
         done = _plain(self.annotation, self.parameter_info, value, ctx)
-        if done is not _NOT_PLAIN:
-            return done
-        if not self._typer:
-            self._typer.append(_typer_build(self.descriptor))
-        return self._typer[0]._coerce_value(value, param=param, ctx=ctx)
+        if done is _NOT_PLAIN:
+            if not self._typer:
+                self._typer.append(_typer_build(self.descriptor))
+            done = self._typer[0]._coerce_value(value, param=param, ctx=ctx)
+        _refuse_non_finite(done, param, ctx)
+        return done
+
+
+def _refuse_non_finite(value: Any, param: Any, ctx: Any) -> None:
+    """No option of kconvert takes NaN or an infinity (a count, seconds, a rate, a length: issue #45), though
+    typer's adapter reads `nan` and `inf` as floats and an infinity passes a `min` alone: refused here, for every
+    float option at once, as typer words a refused value."""
+    for v in value if isinstance(value, (list, tuple)) else (value,):
+        if isinstance(v, float) and not math.isfinite(v):
+            raise BadParameter(f"{v} is not a finite number", ctx=ctx, param=param)
 
 
 def _handles(descriptor: Any) -> bool:

@@ -99,6 +99,18 @@ def write_outputs(document: str, doc: dict[str, Any], outputs: dict[str, str]) -
             write_text_atomic(outputs[fmt.name], render(fmt.name, document, doc))
 
 
+# The range of every numeric option, by kind (issue #45: `--max-prompts -1` and `--timeout nan` were accepted). Each
+# numeric option of each command takes one of these (`typer.Option(..., **COUNT)`), which `--help` shows and the
+# parser enforces; tests/test_bad_input.py reads them from the click tree and fails on a numeric option without one.
+# NaN and the infinities are refused for every float option by kconvert/cli/_coercion.py.
+COUNT = {"min": 1, "max": 2**31 - 1}  # prompts, tokens, sequences, positions, Hub results: engines count in int32
+SMALL_COUNT = {"min": 1, "max": 1024}  # draft tokens a step, tensor-parallel sizes, threads, workers, batch sizes
+TOKENS_AHEAD = {"min": 0, "max": 1024}  # trace --lookahead: 0 records none past the output
+SECONDS = {"min": 1.0, "max": 7 * 24 * 3600.0}  # an engine run's time limit: a second to a week
+FRACTION = {"min": 0.0, "max": 1.0}  # acceptance rates, --tolerance's share of the expected length
+LENGTH = {"min": 0.0, "max": 1025.0}  # acceptance lengths: at most the most draft tokens per step (1024) + 1
+
+
 FailOnOpt = Annotated[Optional[str], typer.Option(
     "--fail-on", help="Least severe finding that fails (exit 1): error, or warning for a strict gate. Default: "
                       "the configuration's, else error.")]

@@ -7,7 +7,7 @@ import typer
 
 from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
-from kconvert.cli._common import json_opt
+from kconvert.cli._common import SMALL_COUNT, json_opt
 from kconvert.cli._output import begin, console, emit_json, err_console
 from kconvert.guard.text import visible_document
 
@@ -31,7 +31,7 @@ def acceptance_command(
     model: Annotated[Optional[str], typer.Option(
         "--model", help="Only this model_name label (default: sum over every model and engine).")] = None,
     k: Annotated[Optional[int], typer.Option(
-        "-k", "--num-speculative-tokens", min=1,
+        "-k", "--num-speculative-tokens", **SMALL_COUNT,
         help="Speculative tokens per step (default: the draft positions the scrape exports).")] = None,
     as_json: json_opt("acceptance") = False,
 ) -> None:

@@ -9,7 +9,7 @@ from kconvert.cli._app import app
 from kconvert.cli._gate import gate_options
 from kconvert.cli._panels import PanelCommand
 from kconvert.cli._help import help_examples
-from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
+from kconvert.cli._common import (SMALL_COUNT, AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
                                   ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
                                   SelectOpt, SourceArg, TargetOpt, file_outputs, project_settings, write_outputs)
 from kconvert.cli._output import begin, console, emit_report
@@ -52,11 +52,12 @@ def inspect_command(
     hashes: Annotated[bool, typer.Option("--hash", help="Also compute the sha256 of every local file "
                                                          "(reads all bytes; off by default).")] = False,
     tp: Annotated[Optional[int], typer.Option(
-        "--tp", "--tensor-parallel-size", min=1,
+        "--tp", "--tensor-parallel-size", **SMALL_COUNT,
         help="Tensor-parallel size the draft will be served at: K304 checks that its heads, KV heads and draft "
              "vocabulary split over it as vLLM splits them.")] = None,
     draft_tp: Annotated[Optional[int], typer.Option(
-        "--draft-tp", min=1, help="draft_tensor_parallel_size, when it differs from --tp (vLLM accepts 1 or --tp).")
+        "--draft-tp", **SMALL_COUNT,
+        help="draft_tensor_parallel_size, when it differs from --tp (vLLM accepts 1 or --tp).")
     ] = None,
     outputs: dict[str, str] | None = None,
 ) -> None:

@@ -12,8 +12,8 @@ from rich.text import Text
 from kconvert.cli._app import app
 from kconvert.cli._gate import gate_options
 from kconvert.cli._panels import PanelCommand
-from kconvert.cli._common import (ConfigOpt, ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, SelectOpt, file_outputs,
-                                  json_opt, write_outputs)
+from kconvert.cli._common import (COUNT, SECONDS, SMALL_COUNT, ConfigOpt, ExtendIgnoreOpt, FailOnOpt, IgnoreOpt,
+                                  IsolatedOpt, SelectOpt, file_outputs, json_opt, write_outputs)
 from kconvert.cli._help import help_examples
 from kconvert.cli._output import begin, current_run, emit_report, err_console, statistics, write
 from kconvert.errors import UsageError
@@ -66,7 +66,7 @@ def matrix_command(
         "--hub-search", help="Add the Hub's models matching this text (HfApi.list_models).")] = None,
     hub_author: Annotated[Optional[str], typer.Option(
         "--hub-author", help="Add the Hub's models of this author or organisation.")] = None,
-    hub_limit: Annotated[int, typer.Option("--hub-limit", min=1, help="At most this many models from a Hub "
+    hub_limit: Annotated[int, typer.Option("--hub-limit", **COUNT, help="At most this many models from a Hub "
                                                                       "search (most downloaded first).")] = 200,
     target: Annotated[Optional[str], typer.Option(
         "--target", "-t", help="The target of every draft: a profile (kimi-k2.5, ...), a folder or a Hub id. "
@@ -78,11 +78,11 @@ def matrix_command(
     trace: Annotated[Optional[str], typer.Option(
         "--trace", help="A trace folder (`kconvert trace`): score every draft against it and rank them by "
                         "acceptance length.")] = None,
-    k: Annotated[int, typer.Option("--num-speculative-tokens", "-k", min=1, help="Draft tokens per step (score "
+    k: Annotated[int, typer.Option("--num-speculative-tokens", "-k", **SMALL_COUNT, help="Draft tokens per step (score "
                                                                                   "and live).")] = 3,
-    score_threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="torch CPU threads per score "
+    score_threads: Annotated[Optional[int], typer.Option("--threads", **SMALL_COUNT, help="torch CPU threads per score "
                                                                                   "cell.")] = None,
-    max_sequences: Annotated[Optional[int], typer.Option("--max-sequences", min=1, help="Score only the first N "
+    max_sequences: Annotated[Optional[int], typer.Option("--max-sequences", **COUNT, help="Score only the first N "
                                                                                         "sequences of the trace.")
                              ] = None,
     best: Annotated[bool, typer.Option("--best", help="Print only the best-ranked draft's path (needs --trace), "
@@ -90,20 +90,20 @@ def matrix_command(
     live: Annotated[bool, typer.Option("--live", help="Also verify each draft live on the installed vLLM "
                                                       "(kconvert verify).")] = False,
     prompts: Annotated[str, typer.Option("--prompts", help="Live: prompt set or JSONL file.")] = "all",
-    max_prompts: Annotated[Optional[int], typer.Option("--max-prompts", min=1, help="Live: only the first N "
+    max_prompts: Annotated[Optional[int], typer.Option("--max-prompts", **COUNT, help="Live: only the first N "
                                                                                     "prompts.")] = None,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Live: tokens per prompt.")] = 64,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", **COUNT, help="Live: tokens per prompt.")] = 64,
     engine_arg: Annotated[Optional[list[str]], typer.Option(
         "--engine-arg", help="Live: a vLLM engine argument K=V (repeatable), e.g. dtype=float32.")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="Live: seconds before an engine run is stopped.")
-                       ] = 1200.0,
+    timeout: Annotated[float, typer.Option("--timeout", **SECONDS,
+                                           help="Live: seconds before an engine run is stopped.")] = 1200.0,
     trust_remote_code: Annotated[bool, typer.Option("--trust-remote-code", help="Live: the target ships code the "
                                                                                  "engine needs.")] = False,
     executor: Annotated[str, typer.Option("--executor", help="local (a process pool) or ray "
                                           "(pip install 'kconvert-eagle3[ray]').")
                         ] = "local",
-    workers: Annotated[int, typer.Option("--workers", min=1, help="Cells computed at once (1: in this process).")
-                       ] = 1,
+    workers: Annotated[int, typer.Option("--workers", **SMALL_COUNT,
+                                         help="Cells computed at once (1: in this process).")] = 1,
     ray_address: Annotated[Optional[str], typer.Option(
         "--ray-address", help="Ray cluster to join (auto reads RAY_ADDRESS); default a local Ray instance.")] = None,
     ray_runtime_env: Annotated[Optional[str], typer.Option(

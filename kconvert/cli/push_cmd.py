@@ -7,7 +7,7 @@ import typer
 from rich.text import Text
 
 from kconvert.cli._app import app
-from kconvert.cli._common import CreatePrOpt, HubRevisionOpt, HubTokenOpt, PrivateOpt
+from kconvert.cli._common import SMALL_COUNT, CreatePrOpt, HubRevisionOpt, HubTokenOpt, PrivateOpt
 from kconvert.cli._help import help_examples
 from kconvert.guard.text import visible
 from kconvert.cli._output import begin, byte_progress, console, emit_json, err_console, print_hub_commit
@@ -46,8 +46,9 @@ def push_command(
     base_model: Annotated[Optional[str], typer.Option(
         "--base-model", help="Target's Hub id for the card's base_model and serve lines (default: from the "
                              "report; needed when verify used a local target folder).")] = None,
-    tp: Annotated[Optional[int], typer.Option("--tp", min=1, help="Tensor-parallel size in the card's serve lines "
-                                                                  "(default: the verify run's).")] = None,
+    tp: Annotated[Optional[int], typer.Option("--tp", **SMALL_COUNT,
+                                              help="Tensor-parallel size in the card's serve lines (default: the "
+                                                   "verify run's).")] = None,
     token: HubTokenOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document (operations, card, commit: "
                                                          "schemas/push.schema.json) instead of the terminal output; a failure prints a JSON "

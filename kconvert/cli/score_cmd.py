@@ -9,9 +9,9 @@ from kconvert.cli._app import app
 from kconvert.cli._gate import gate_options
 from kconvert.cli._panels import PanelCommand
 from kconvert.cli._help import help_examples
-from kconvert.cli._common import (AuxIdsOpt, ConfigOpt, EngineOpt, EngineVersionOpt, ExtendIgnoreOpt, IgnoreOpt,
-                                  IsolatedOpt, JsonOpt, OutputFormatOpt, SelectOpt, file_outputs, project_settings,
-                                  write_outputs)
+from kconvert.cli._common import (COUNT, FRACTION, LENGTH, SMALL_COUNT, AuxIdsOpt, ConfigOpt, EngineOpt,
+                                  EngineVersionOpt, ExtendIgnoreOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
+                                  SelectOpt, file_outputs, project_settings, write_outputs)
 from kconvert.cli._output import begin, console, emit_report, err_console, stage_progress
 from kconvert.errors import UsageError
 
@@ -40,7 +40,7 @@ def score_command(
                                                        "dataset org/name[@rev] read through the Hugging Face cache "
                                                        "(HF_HUB_OFFLINE=1 reads the cache only). A path that "
                                                        "exists always wins; write ./org/name for a folder.")],
-    k: Annotated[int, typer.Option("--num-speculative-tokens", "-k", help="Draft tokens per step.")] = 3,
+    k: Annotated[int, typer.Option("--num-speculative-tokens", "-k", **SMALL_COUNT, help="Draft tokens per step.")] = 3,
     aux_ids: AuxIdsOpt = None,
     engine: EngineOpt = None,
     engine_version: EngineVersionOpt = None,
@@ -52,11 +52,12 @@ def score_command(
     device: Annotated[str, typer.Option("--device", help="auto (a GPU when torch sees one), cpu, cuda, cuda:N.")
                       ] = "auto",
     threads: Annotated[Optional[int], typer.Option(
-        "--threads", help="torch CPU threads (1 is fastest on a few shared cores; default: torch's).")] = None,
+        "--threads", **SMALL_COUNT,
+        help="torch CPU threads (1 is fastest on a few shared cores; default: torch's).")] = None,
     mode: Annotated[Optional[str], typer.Option(
         "--mode", help="replay (the engine's verify steps over a greedy trace; default) or every-position "
                        "(teacher-forced estimate; default for offline training dumps).")] = None,
-    max_sequences: Annotated[Optional[int], typer.Option("--max-sequences", help="Score only the first N "
+    max_sequences: Annotated[Optional[int], typer.Option("--max-sequences", **COUNT, help="Score only the first N "
                                                                                  "sequences.")] = None,
     skip_static: Annotated[bool, typer.Option("--skip-static", help="Score even when static checks find errors "
                                                                     "(to measure a defect); never another method's "
@@ -72,10 +73,10 @@ def score_command(
     lm_head_from: Annotated[Optional[str], typer.Option(
         "--lm-head-from", help="A full-vocabulary head (draft folder) to re-select lm_head rows from "
                                "(full[d2t + arange]) in --diagnose.")] = None,
-    min_al: Annotated[Optional[float], typer.Option("--min-acceptance-length", help="Gate: minimum mean "
+    min_al: Annotated[Optional[float], typer.Option("--min-acceptance-length", **LENGTH, help="Gate: minimum mean "
                                                     "acceptance length (vLLM's, bonus token included).")] = None,
-    min_rate: Annotated[Optional[float], typer.Option("--min-acceptance-rate", help="Gate: minimum acceptance "
-                                                      "rate.")] = None,
+    min_rate: Annotated[Optional[float], typer.Option("--min-acceptance-rate", **FRACTION,
+                                                      help="Gate: minimum acceptance rate.")] = None,
     select: SelectOpt = None,
     ignore: IgnoreOpt = None,
     extend_ignore: ExtendIgnoreOpt = None,

@@ -8,6 +8,7 @@ import typer
 from rich.text import Text
 
 from kconvert.cli._app import app
+from kconvert.cli._common import COUNT, SECONDS, SMALL_COUNT, TOKENS_AHEAD
 from kconvert.cli._help import help_examples
 from kconvert.cli._output import console, emit_json, err_console, stage_progress
 from kconvert.errors import UsageError
@@ -67,19 +68,22 @@ def trace_command(
                       ] = None,
     prompts: Annotated[str, typer.Option("--prompts", help="Prompt set: math, chat, code, all, or a .jsonl/.txt "
                                                           "file.")] = "all",
-    max_prompts: Annotated[Optional[int], typer.Option("--max-prompts", help="Use only the first N prompts.")] = None,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Greedy tokens per prompt (as verify).")] = 64,
+    max_prompts: Annotated[Optional[int], typer.Option("--max-prompts", **COUNT,
+                                                       help="Use only the first N prompts.")] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", **COUNT,
+                                            help="Greedy tokens per prompt (as verify).")] = 64,
     engine: Annotated[str, typer.Option(
         "--engine", help="Who runs the target: hf (HF transformers, CPU or one GPU) or vllm (inside vLLM, as "
                          "verify runs it, through its extract_hidden_states method: the engine's own tokens and "
                          "states; needs the live extra: pip install 'kconvert-eagle3[live]').")] = "hf",
-    tp: Annotated[int, typer.Option("--tp", "--tensor-parallel-size", help="With --engine vllm: tensor parallel "
-                                                                           "size (8 for Kimi-K2.5).")] = 1,
+    tp: Annotated[int, typer.Option("--tp", "--tensor-parallel-size", **SMALL_COUNT,
+                                    help="With --engine vllm: tensor parallel size (8 for Kimi-K2.5).")] = 1,
     engine_arg: Annotated[Optional[list[str]], typer.Option(
         "--engine-arg", help="With --engine vllm: any other engine argument, KEY=VALUE (repeatable), as verify "
                              "takes it.")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="With --engine vllm: hard limit for the engine run, "
-                                                             "in seconds.")] = 1200.0,
+    timeout: Annotated[float, typer.Option("--timeout", **SECONDS,
+                                           help="With --engine vllm: hard limit for the engine run, in seconds.")
+                       ] = 1200.0,
     layers: Annotated[Optional[str], typer.Option(
         "--layers", help="Residual streams to record, vLLM's input-of-layer numbering (k = entering layer k), or "
                          "all. Default: the engines' default aux ids and --aux-ids, each ±1.")] = None,
@@ -88,10 +92,11 @@ def trace_command(
     dtype: Annotated[str, typer.Option("--dtype", help="Compute dtype of the target: bfloat16 (as served), "
                                                        "float16 or float32.")] = "bfloat16",
     device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")] = "auto",
-    threads: Annotated[Optional[int], typer.Option("--threads", help="torch CPU threads.")] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Sequences per forward.")] = 16,
-    lookahead: Annotated[int, typer.Option("--lookahead", help="Greedy tokens recorded past each output, so the "
-                                                               "last verify step can be checked (>= k).")] = 8,
+    threads: Annotated[Optional[int], typer.Option("--threads", **SMALL_COUNT, help="torch CPU threads.")] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", **SMALL_COUNT, help="Sequences per forward.")] = 16,
+    lookahead: Annotated[int, typer.Option("--lookahead", **TOKENS_AHEAD,
+                                           help="Greedy tokens recorded past each output, so the last verify step "
+                                                "can be checked (>= k).")] = 8,
     lm_head: Annotated[bool, typer.Option("--lm-head", help="Also store the target's lm_head (drafts without "
                                                             "their own share it).")] = False,
     continuations: Annotated[Optional[str], typer.Option(
@@ -119,7 +124,7 @@ def trace_command(
         "--estimate", help="Print the bytes the trace will take, from the target's config alone (a profile such "
                            "as kimi-k2.5 works), and record nothing.")] = False,
     positions: Annotated[Optional[int], typer.Option(
-        "--positions", min=1, help="With --estimate: total tokens (prompts + outputs + lookahead). Default: the "
+        "--positions", **COUNT, help="With --estimate: total tokens (prompts + outputs + lookahead). Default: the "
                                    "prompts' outputs and lookahead, prompt tokens not counted.")] = None,
     push: Annotated[Optional[str], typer.Option(
         "--push", help="After recording, upload the trace as a Hub dataset repo org/name (created if "

@@ -9,9 +9,10 @@ from kconvert.cli._app import app
 from kconvert.cli._gate import gate_options
 from kconvert.cli._panels import PanelCommand
 from kconvert.cli._help import help_examples
-from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
-                                  ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
-                                  SelectOpt, file_outputs, project_settings, write_outputs)
+from kconvert.cli._common import (COUNT, FRACTION, LENGTH, SECONDS, SMALL_COUNT, AuxConvOpt, AuxIdsOpt, ConfigOpt,
+                                  D2tOpt, EngineOpt, EngineVersionOpt, ExtendIgnoreOpt, FailOnOpt, IgnoreOpt,
+                                  IsolatedOpt, JsonOpt, OutputFormatOpt, SelectOpt, file_outputs, project_settings,
+                                  write_outputs)
 from kconvert.cli._output import begin, echo_line, emit_report, err_console, stage_progress, write
 from kconvert.errors import UsageError
 
@@ -46,11 +47,13 @@ def verify_command(
                                                   show_default=False)] = None,
     engine: EngineOpt = None,
     engine_version: EngineVersionOpt = None,
-    tp: Annotated[int, typer.Option("--tp", "--tensor-parallel-size",
+    tp: Annotated[int, typer.Option("--tp", "--tensor-parallel-size", **SMALL_COUNT,
                                     help="Tensor parallel size of the target (8 for Kimi-K2.5); "
                                          "--tensor-parallel-size as vllm serve spells it.")] = 1,
-    draft_tp: Annotated[Optional[int], typer.Option("--draft-tp", help="Tensor parallel size of the draft.")] = None,
-    k: Annotated[int, typer.Option("--num-speculative-tokens", "-k", help="Draft tokens per step.")] = 3,
+    draft_tp: Annotated[Optional[int], typer.Option("--draft-tp", **SMALL_COUNT,
+                                                    help="Tensor parallel size of the draft.")] = None,
+    k: Annotated[int, typer.Option("--num-speculative-tokens", "-k", **SMALL_COUNT,
+                                   help="Draft tokens per step.")] = 3,
     speculative_config: Annotated[Optional[str], typer.Option(
         "--speculative-config", "--speculative_config",
         help="Replay a production serve line: the JSON of vllm serve's --speculative-config as written there. "
@@ -59,14 +62,17 @@ def verify_command(
              "--tensor-parallel-size from the same line.")] = None,
     prompts: Annotated[str, typer.Option("--prompts", help="Prompt set: math, chat, code, all, or a .jsonl/.txt "
                                                           "file.")] = "all",
-    max_prompts: Annotated[Optional[int], typer.Option("--max-prompts", help="Use only the first N prompts.")] = None,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Tokens generated per prompt (greedy).")] = 64,
+    max_prompts: Annotated[Optional[int], typer.Option("--max-prompts", **COUNT,
+                                                       help="Use only the first N prompts.")] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", **COUNT,
+                                            help="Tokens generated per prompt (greedy).")] = 64,
     trust_remote_code: Annotated[bool, typer.Option("--trust-remote-code", help="Let the engine run the target's "
                                                     "remote code (Kimi-K2.5 needs it); never on unless given.")] = False,
     engine_arg: Annotated[Optional[list[str]], typer.Option(
         "--engine-arg", help="Any other engine argument, KEY=VALUE (repeatable): quantization, max_model_len, "
                              "kv_cache_dtype, distributed_executor_backend, ...")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="Hard limit for one engine run, in seconds.")] = 1200.0,
+    timeout: Annotated[float, typer.Option("--timeout", **SECONDS,
+                                           help="Hard limit for one engine run, in seconds.")] = 1200.0,
     skip_static: Annotated[bool, typer.Option("--skip-static", help="Run live even when static checks find "
                                                                     "errors (to measure a defect); never another "
                                                                     "method's checkpoint (K105: refused).")] = False,
@@ -75,18 +81,22 @@ def verify_command(
                                            "in bf16 a k+1-token verify step and a one-token decode step round "
                                            "differently, so a good draft can change greedy outputs; it proves "
                                            "losslessness with --engine-arg dtype=float32.")] = False,
-    min_al: Annotated[Optional[float], typer.Option("--min-acceptance-length", help="Gate: minimum mean "
-                                                    "acceptance length (vLLM's, bonus token included).")] = None,
-    min_rate: Annotated[Optional[float], typer.Option("--min-acceptance-rate", help="Gate: minimum acceptance "
-                                                      "rate (accepted / draft tokens).")] = None,
+    min_al: Annotated[Optional[float], typer.Option("--min-acceptance-length", **LENGTH,
+                                                    help="Gate: minimum mean acceptance length (vLLM's, bonus token "
+                                                         "included).")] = None,
+    min_rate: Annotated[Optional[float], typer.Option("--min-acceptance-rate", **FRACTION,
+                                                      help="Gate: minimum acceptance rate (accepted / draft "
+                                                           "tokens).")] = None,
     min_pos: Annotated[Optional[str], typer.Option("--min-per-position", help="Gate: minimum rate per position, "
                                                    "e.g. 0.7,0.5,0.3.")] = None,
-    expected: Annotated[Optional[float], typer.Option("--expected-accept-length", help="A published acceptance "
-                                                      "length (e.g. from a model card) to gate against.")] = None,
+    expected: Annotated[Optional[float], typer.Option("--expected-accept-length", **LENGTH,
+                                                      help="A published acceptance length (e.g. from a model card) to "
+                                                           "gate against.")] = None,
     expected_convention: Annotated[str, typer.Option("--expected-convention", help="How --expected-accept-length "
                                                      "counts: vllm, sglang (both include the bonus token) or "
                                                      "accepted (without it).")] = "sglang",
-    tolerance: Annotated[float, typer.Option("--tolerance", help="Allowed shortfall from the expected value.")] = 0.1,
+    tolerance: Annotated[float, typer.Option("--tolerance", **FRACTION,
+                                             help="Allowed shortfall from the expected value.")] = 0.1,
     policy: Annotated[Optional[str], typer.Option("--policy", help="TOML gate policy keyed by target and prompt "
                                                   "set (schemas/policy.schema.json).")] = None,
     max_degenerate: Annotated[Optional[str], typer.Option(
