@@ -5,6 +5,8 @@ cannot run) is one of these; the CLI turns them into one line and a stable exit 
 """
 from __future__ import annotations
 
+import signal
+
 from kconvert._version import install_hint, vllm_install_hint
 
 EXIT_OK = 0
@@ -105,3 +107,59 @@ class EngineError(KConvertError):
     def __init__(self, message: str, *, last_lines: list[str] | None = None, hint: str | None = None):
         super().__init__(message, hint=hint)
         self.last_lines = list(last_lines or [])
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived (`raise_interrupted`, the handler of both): the run stops and cleans up as for
+    Ctrl-C (a KeyboardInterrupt, which every cleanup path already handles), and the command line exits 128 + the
+    signal's number, 130 or 143, as a shell reports a process that signal ended (a cancelled CI job is no
+    kconvert bug)."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
+_RECEIVED: list[int] = []  # the signals `raise_interrupted` handled in this process, last last
+
+
+def raise_interrupted(signum: int, frame: object) -> None:
+    """The handler of SIGINT and SIGTERM while kconvert runs (kconvert.cli.main, kconvert.writer.atomic)."""
+    _RECEIVED.append(signum)
+    raise Interrupted(signum)
+
+
+def signals_received() -> int:
+    """How many SIGINT/SIGTERM `raise_interrupted` has handled in this process (a caller compares two counts)."""
+    return len(_RECEIVED)
+
+
+def interrupt_of(exc: BaseException | None) -> KeyboardInterrupt | None:
+    """The interrupt behind `exc`: itself, or the one it was raised while handling, followed through
+    `__context__` and `__cause__`. An exception raised while cleaning up after Ctrl-C or SIGTERM (a BufferError
+    from a buffer a hash thread still holds, click's Abort around a KeyboardInterrupt) is the interrupt's, not a
+    kconvert bug."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__context__ or exc.__cause__
+    return None
+
+
+def interrupt_signal(exc: BaseException | None = None) -> int:
+    """The signal an interrupt came from: its own, else the last one handled, else SIGINT (Python's own Ctrl-C)."""
+    it = interrupt_of(exc)
+    if isinstance(it, Interrupted):
+        return it.signum
+    return _RECEIVED[-1] if _RECEIVED else int(signal.SIGINT)
+
+
+def interrupt_exit_code(exc: BaseException | None = None) -> int:
+    """128 + the signal's number: 130 for SIGINT, 143 for SIGTERM."""
+    return 128 + interrupt_signal(exc)
+
+
+def interrupt_message(exc: BaseException | None = None) -> str:
+    return f"interrupted by {signal.Signals(interrupt_signal(exc)).name}"

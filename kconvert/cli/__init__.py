@@ -4,14 +4,18 @@ from __future__ import annotations
 import functools
 import gc
 import os
+import signal
 import sys
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import typer
 from typer._click.exceptions import ClickException  # typer 0.29 raises its bundled click's, not click's
 
 from kconvert.cli import _output
 from kconvert.cli._app import app  # re-exported: `kconvert.cli.app`
-from kconvert.errors import EXIT_INTERNAL, EXIT_USAGE, KConvertError
+from kconvert.errors import EXIT_INTERNAL, EXIT_USAGE, KConvertError, interrupt_of, raise_interrupted, signals_received
 
 
 def _register() -> None:
@@ -74,9 +78,49 @@ def _built(name: str | None):
     return command
 
 
+@contextmanager
+def _interrupts() -> Iterator[None]:
+    """For the whole run, SIGINT and SIGTERM raise kconvert.errors.Interrupted, a KeyboardInterrupt: every command's
+    cleanup runs as for Ctrl-C and the run exits 128 + the signal (130, 143) with one line. Restored after; a signal
+    the caller ignores stays ignored; outside the main thread (a library caller's thread) nothing is installed,
+    as Python allows handlers in the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old: dict[int, Any] = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        current = signal.getsignal(sig)
+        if current is not signal.SIG_IGN:
+            old[sig] = signal.signal(sig, raise_interrupted)
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
+
+def _interrupted(e: BaseException | None) -> int:
+    return _output.interrupt_line(e)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit code (0 pass, 1 findings or failed gate, 2 bad usage or unreadable
-    input, 3 this machine cannot run the step, 70 a kconvert bug)."""
+    input, 3 this machine cannot run the step, 70 a kconvert bug, 130 and 143 interrupted by SIGINT and SIGTERM)."""
+    with _interrupts():
+        signals, lines = signals_received(), _output.interrupt_lines()
+        try:
+            rc = _main(argv)
+        except KeyboardInterrupt as e:  # a second signal while the first one's line was being printed
+            return _interrupted(e)
+        # typer's own main turns a KeyboardInterrupt in a command into a silent exit 130 (typer/core.py `_main`,
+        # `raise Exit(130) from e`), whichever signal it was: a signal handled during the run and not yet said is
+        # said here, with its own exit code
+        if signals_received() > signals and _output.interrupt_lines() == lines:
+            return _interrupted(None)
+        return rc
+
+
+def _main(argv: list[str] | None) -> int:
     _register()
     args = sys.argv[1:] if argv is None else list(argv)
     done = _completion(args)
@@ -89,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rc = _click_command(args).main(args=args, standalone_mode=False, prog_name="kconvert", obj=run)
     except KConvertError as e:
+        if interrupt_of(e) is not None:  # raised while cleaning up after the interrupt: the interrupt's
+            return _interrupted(e)
         _output.error_line(e.message, e.hint)
         last = getattr(e, "last_lines", None)
         if last:
@@ -101,9 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     except typer.Exit as e:
         return e.exit_code
-    except (typer.Abort, KeyboardInterrupt):
-        _output.error_line("interrupted")
-        return 130
+    except (typer.Abort, KeyboardInterrupt) as e:  # click wraps an interrupt in Abort (its __cause__)
+        return _interrupted(e)
     except ClickException as e:
         # A mistyped command, an unknown option, a missing argument: the usage message, exit 2 (click's own
         # rendering, as the help is click's: bare `kconvert` prints the whole help this way).
@@ -119,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except Exception as e:  # a kconvert bug: one line, never a traceback, its own exit code
+        if interrupt_of(e) is not None:  # raised while cleaning up after an interrupt: the interrupt's, no bug
+            return _interrupted(e)
         if os.environ.get("KCONVERT_DEBUG"):
             raise
         message = f"internal error: {type(e).__name__}: {e}"
@@ -137,10 +184,21 @@ def main(argv: list[str] | None = None) -> int:
 _ONE_BLAS_THREAD = {"inspect", "fix", "rules"}
 
 
+def _exit_now(signum: int, frame: object) -> None:
+    """A signal after the command finished (the process tearing down): its line and exit code at once, the
+    command's work being done; raising into the interpreter's teardown would print a traceback instead."""
+    sys.stdout.flush()
+    os.write(2, f"error: interrupted by {signal.Signals(signum).name}\n".encode())
+    os._exit(128 + signum)
+
+
 def entry() -> None:
     if sys.argv[1:2] and sys.argv[1] in _ONE_BLAS_THREAD:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     rc = main()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, _exit_now)
     # The process ends here: CPython's last cycle collection at exit would walk every object the imports made
     # (~15 ms of a `kconvert --help`, bench/NOTES.md); frozen objects are skipped, and modules are still torn
     # down (files closed, atexit handlers run) as usual.

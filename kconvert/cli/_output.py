@@ -168,6 +168,24 @@ def error_line(message: str, hint: str | None = None) -> None:
         err_console.print(Text(f"hint: {visible(hint)}", style="dim"), highlight=False, soft_wrap=True)
 
 
+_INTERRUPT_LINES: list[str] = []  # the interrupt lines printed in this process (kconvert.cli.main counts them)
+
+
+def interrupt_line(exc: BaseException | None = None, note: str = "") -> int:
+    """The one line of a run SIGINT or SIGTERM stopped (`error: interrupted by SIGTERM`, and what is left where
+    it matters), printed once; returns the exit code, 128 + the signal (kconvert.errors)."""
+    from kconvert.errors import interrupt_exit_code, interrupt_message
+
+    line = interrupt_message(exc) + (f": {note}" if note else "")
+    error_line(line)
+    _INTERRUPT_LINES.append(line)
+    return interrupt_exit_code(exc)
+
+
+def interrupt_lines() -> int:
+    return len(_INTERRUPT_LINES)
+
+
 def echo_line(line: str, style: str | None = None) -> None:
     """One line of someone else's text on stderr (an engine's log line, a note naming a file), escaped and never
     read as markup or emoji codes."""

@@ -15,7 +15,7 @@ from kconvert.cli._panels import PanelCommand
 from kconvert.cli._common import (COUNT, SECONDS, SMALL_COUNT, ConfigOpt, ExtendIgnoreOpt, FailOnOpt, IgnoreOpt,
                                   IsolatedOpt, SelectOpt, file_outputs, json_opt, write_outputs)
 from kconvert.cli._help import help_examples
-from kconvert.cli._output import begin, current_run, emit_report, err_console, statistics, write
+from kconvert.cli._output import begin, current_run, emit_report, err_console, interrupt_line, statistics, write
 from kconvert.errors import UsageError
 from kconvert.guard.text import visible
 
@@ -164,6 +164,5 @@ def matrix_command(
     else:
         emit_report(doc, "json" if fmt == "json" else "full", render_matrix, document="matrix")
     if doc.get("interrupted"):
-        err_console.print("interrupted: the matrix above holds the cells finished before it", markup=False)
-        raise typer.Exit(130)
+        raise typer.Exit(interrupt_line(note="the matrix above holds the cells finished before it"))
     raise typer.Exit(doc["exit_code"])

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from kconvert.errors import InputError, UsageError
+from kconvert.errors import InputError, UsageError, raise_interrupted
 
 _TMP_TAG = "kconvert-tmp"
 _OLD_TAG = "kconvert-old"
@@ -95,18 +95,16 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 @contextlib.contextmanager
 def interrupt_guard() -> Iterator[None]:
-    """Within: SIGTERM raises KeyboardInterrupt (so cleanup runs as for Ctrl-C), and SIGXFSZ is ignored so
-    that exceeding a file size limit is an EFBIG error to report, not a silent kill."""
+    """Within: SIGTERM raises Interrupted, a KeyboardInterrupt (so cleanup runs as for Ctrl-C, and the command
+    line exits 143: kconvert.errors), and SIGXFSZ is ignored so that exceeding a file size limit is an EFBIG
+    error to report, not a silent kill. For library callers: the command line installs the same handler for
+    its whole run."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    old_term = signal.signal(signal.SIGTERM, raise_interrupted)
     old_xfsz = signal.signal(signal.SIGXFSZ, signal.SIG_IGN) if hasattr(signal, "SIGXFSZ") else None
     try:
         yield
@@ -128,11 +126,14 @@ class TempFolder:
             raise InputError(f"{out_dir}: cannot create its parent folder: {os_error_reason(e)}") from None
         remove_stale(out_dir)
         self.path = self.parent / f".{out_dir.name}.{_TMP_TAG}-{os.getpid()}-{secrets.token_hex(4)}"
+        self.committed = False
         try:
             os.mkdir(self.path, 0o755)
         except OSError as e:
             raise InputError(f"{out_dir}: cannot write in {self.parent}: {os_error_reason(e)}") from None
-        self.committed = False
+        except BaseException:  # an interrupt right after the folder was made: it goes with the run
+            _remove(self.path)
+            raise
 
     def discard(self) -> None:
         if not self.committed:

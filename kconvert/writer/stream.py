@@ -163,10 +163,14 @@ class _Ring:
                 f.result()
         finally:
             # A future is done as soon as its hash has run, while the executor's thread may still hold the
-            # arguments: released views make the map closable whoever still refers to them.
-            for v in views:
-                v.release()
-            mm.close()
+            # arguments: released views make the map closable whoever still refers to them. A hash still queued
+            # or running (this wait was interrupted: Ctrl-C, SIGTERM) keeps its view exported, and releasing it
+            # would raise BufferError over the interrupt (issue #45: exit 70 at 4 of 10 SIGTERMs during a copy):
+            # that map is left to the garbage collector, which unmaps it once the hash thread lets it go.
+            if all(f.done() for f in fs):
+                for v in views:
+                    v.release()
+                mm.close()
 
 
 def _segments(fd: int, start: int, end: int) -> list[tuple[int, int, bool]]:

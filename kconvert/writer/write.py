@@ -191,9 +191,13 @@ class _Run:
                  copy_mode: str, chunk_bytes: int, durable: bool, n_workers: int):
         self.ckpt, self.layout = ckpt, layout
         self.tmp = TempFolder(out_dir)
-        self.shared = stream.Shared(progress, total)
-        self.streamers = [stream.Streamer(copy_mode=copy_mode, chunk=chunk_bytes, shared=self.shared,
-                                          durable=durable) for _ in range(n_workers)]
+        try:  # an interrupt here (before write_checkpoint's try holds this run) must not leave the folder
+            self.shared = stream.Shared(progress, total)
+            self.streamers = [stream.Streamer(copy_mode=copy_mode, chunk=chunk_bytes, shared=self.shared,
+                                              durable=durable) for _ in range(n_workers)]
+        except BaseException:
+            self.tmp.discard()
+            raise
         self.files: dict[str, dict[str, Any]] = {}
         self.input_files: dict[str, dict[str, Any]] = {}
         self.computed_inputs: set[str] = set()  # input digests this run computed (not known before)
