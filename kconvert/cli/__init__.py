@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             rc = _main(argv)
         except KeyboardInterrupt as e:  # a second signal while the first one's line was being printed
             return _interrupted(e)
-        # typer's own main turns a KeyboardInterrupt in a command into a silent exit 130 (typer/core.py `_main`,
+        # typer's own main turns a KeyboardInterrupt in a command into a silent exit 130 (typer 0.29, `core._main`:
         # `raise Exit(130) from e`), whichever signal it was: a signal handled during the run and not yet said is
         # said here, with its own exit code
         if signals_received() > signals and _output.interrupt_lines() == lines:

@@ -49,7 +49,8 @@ app = typer.Typer(
          "Pipeline: inspect (static checks) → fix (write a corrected copy) → verify (live acceptance in a real "
          "engine) → push (publish only what passed).\n\n"
          "Exit codes: 0 passed; 1 error-level findings or a failed gate; 2 bad usage or unreadable input; "
-         "3 this machine cannot run the step (engine failed, package missing); 70 internal error (a kconvert bug).",
+         "3 this machine cannot run the step (engine failed, package missing); 70 internal error (a kconvert bug); "
+         "130 and 143 interrupted by SIGINT and SIGTERM.",
     no_args_is_help=True,
     # ruff's habits: -h as well as --help on every command (click hands help_option_names down to subcommands),
     # and typer's --install-completion / --show-completion for bash, zsh, fish and PowerShell.
