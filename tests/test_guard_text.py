@@ -246,3 +246,32 @@ def test_a_tensor_name_holding_any_control_character_is_refused(tmp_path: Path, 
         line = refused_one_line(["inspect", str(d)])
         # the message quotes the name as Python writes it (repr: \x9b), never raw
         assert "control characters" in line and repr(ch)[1:-1] in line, (hex(ord(ch)), line)
+
+
+@settings(max_examples=max(2, EXAMPLES // 50), deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                 HealthCheck.filter_too_much])
+@given(s=HOSTILE)
+def test_an_engines_last_lines_are_echoed_escaped_in_every_failure_format(tmp_path: Path, s: str) -> None:
+    """An engine that fails prints its own log lines, which quote the model's config (its architectures, a
+    name): kconvert echoes the last ones on stderr and in each format's failure document. The engine run is
+    replaced by its failure (kconvert.errors.EngineError, as the vLLM runner raises it) so that no engine starts;
+    what is checked is the echo."""
+    from unittest import mock
+
+    from kconvert.errors import EngineError
+
+    draft = make_draft(tmp_path / "d", "torchspec")
+    target = make_target(tmp_path / "t")
+
+    def fails(*_a, **_k):
+        raise EngineError(f"the engine exited with code 1 loading {s}", last_lines=[f"ValueError: {s}", s])
+
+    with mock.patch("kconvert.commands.verify.command.run_vllm", fails):
+        for fmt in output_formats():
+            rc, out, err = run(["verify", str(draft), "--target", str(target), "--skip-static", "--output-format",
+                                fmt.name])
+            assert rc == 3, f"{fmt.name}: exit {rc}: {err}"
+            check(f"engine failure {fmt.name} (stderr)", err, "text")
+            check(f"engine failure {fmt.name}", out, kind_of(fmt))
+            assert visible(s) in err
