@@ -122,6 +122,12 @@ def stdout_choices(document: str) -> list[tuple[str, list[str]]]:
     return [(f.name, ["--output-format", f.name]) for f in output_formats() if f.renders(document)]
 
 
+def in_json(s: str) -> str:
+    """`s` as a config may hold it: strict JSON has no lone surrogate (kconvert refuses one, exit 2:
+    tests/test_bad_input.py), so those go; every other character stays."""
+    return "".join(c for c in s if not 0xD800 <= ord(c) <= 0xDFFF)
+
+
 def put(s: str, tensor_ok: bool):
     def config(c: dict) -> None:
         c["architectures"] = [s, "LlamaForCausalLMEagle3"]
@@ -146,6 +152,7 @@ def folder_name(s: str) -> str:
 
 
 def build(root: Path, s: str) -> tuple[Path, Path]:
+    s = in_json(s)
     shutil.rmtree(root, ignore_errors=True)
     config, tensors = put(s, tensor_name_accepted(s))
     draft = make_draft(root / folder_name(s), "specforge", config=config, tensors=tensors)
@@ -164,7 +171,7 @@ def build(root: Path, s: str) -> tuple[Path, Path]:
 @given(s=HOSTILE)
 def test_config_strings_reach_no_output_raw_in_any_format(tmp_path: Path, s: str) -> None:
     draft, target = build(tmp_path / "ex", s)
-    shown = visible(s)
+    shown = visible(in_json(s))
     for document, argv in commands(draft, target, tmp_path).items():
         for name, flags in stdout_choices(document):
             rc, out, err = run(argv + flags)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kconvert.errors import InputError
 from kconvert.source.checkpoint import Checkpoint, Prefetch, load_folder
-from kconvert.source.hub import hub_id_problem, load_hub
+from kconvert.source.hub import NOT_A_HUB_ID, hub_id_problem, load_hub
 
 def open_checkpoint(ref: str | os.PathLike[str], *, prefetch: Prefetch | None = None) -> Checkpoint:
     """A local folder, or a Hub id `org/name[@revision]` resolved through huggingface_hub.
@@ -32,7 +32,8 @@ def open_checkpoint(ref: str | os.PathLike[str], *, prefetch: Prefetch | None = 
     problem = hub_id_problem(s)
     if problem is None:
         return load_hub(s, prefetch=prefetch)
-    raise InputError(f"{s}: neither a local folder nor a Hub id: {problem}")
+    raise InputError(f"{s}: neither a local folder nor a Hub id of the form org/name[@revision]"
+                     + ("" if problem == NOT_A_HUB_ID else f" ({problem})"))
 
 
 __all__ = ["Checkpoint", "Prefetch", "open_checkpoint"]

@@ -51,6 +51,9 @@ SINGLE_FILE = "model.safetensors"  # what huggingface_hub's get_safetensors_meta
 _COMMIT_SHA = re.compile(r"[0-9a-f]{40}")
 
 
+NOT_A_HUB_ID = "not of the form org/name[@revision]"
+
+
 def hub_id_problem(ref: str) -> str | None:
     """Why `ref` is not a Hub id `org/name[@revision]`, or None when it is one: the one check of a repo id, made
     where one is parsed, so that huggingface_hub never raises on it later (its HFValidationError was a kconvert
@@ -58,7 +61,7 @@ def hub_id_problem(ref: str) -> str | None:
     validator (`validate_repo_id`: no leading or trailing '-' or '.', no '--' or '..', no '.git' suffix, at
     most 96 characters a part)."""
     if not _HUB_ID.match(ref) or ".." in ref:
-        return "not of the form org/name[@revision] (letters, digits, '-', '_' and '.')"
+        return NOT_A_HUB_ID
     # deferred: huggingface_hub is ~35-120 ms of imports; only a Hub id needs it (a local draft never does)
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
