@@ -9,7 +9,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from kconvert.cli._output import current_run, emit_json, err_console, write
+from kconvert.cli._output import current_run, echo_line, emit_json, write
 
 GATE_PANEL = "Gate"  # the help panel these options sit in (kconvert.cli._panels)
 
@@ -102,7 +102,7 @@ def gate_options(command: Callable[..., Any]) -> Callable[..., Any]:
             from kconvert.project import load_config
 
             for w in load_config(kwargs.get("config")).warnings:
-                err_console.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
+                echo_line(f"warning: {w}")  # a kconvert.toml is anyone's (a checked-out repository): escaped
         run_ = current_run()
         if run_ is not None:
             run_.statistics = statistics
