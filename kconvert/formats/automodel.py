@@ -33,6 +33,7 @@ from typing import Any
 from kconvert.errors import InputError, KConvertError
 from kconvert.formats.model import FormatGuess, KeyLayout, ProducerLayers
 from kconvert.source.checkpoint import Checkpoint, read_small_file
+from kconvert.source.config_fields import config_architectures
 from kconvert.source.names import CONFIG_NAME
 
 NAME = "automodel"
@@ -137,7 +138,7 @@ def _script_value(script: Path, flag: str) -> str | None:
 
 def detect(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess | None:
     cfg = ckpt.config
-    archs = cfg.get("architectures") if isinstance(cfg.get("architectures"), list) else []
+    archs = config_architectures(cfg)
     keys = [k for k in RECIPE_KEYS if k in cfg]
     ev: list[str] = []
     if archs == [ARCHITECTURE]:

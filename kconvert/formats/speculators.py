@@ -7,6 +7,7 @@ from typing import Any
 
 from kconvert.formats.model import FormatGuess, KeyLayout
 from kconvert.source.checkpoint import Checkpoint
+from kconvert.source.config_fields import config_architectures
 
 NAME = "speculators"
 LAYOUT = KeyLayout(prefix="", layer="layers.0.")
@@ -21,8 +22,7 @@ def detect(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess | None:
     cfg = ckpt.config
     ev = [f"config key '{k}'" for k in ("speculators_model_type", "speculators_config", "speculators_version",
                                         "transformer_layer_config") if k in cfg]
-    archs = cfg.get("architectures")
-    if isinstance(archs, list) and any(a in ARCHITECTURES for a in archs):
+    if any(a in ARCHITECTURES for a in config_architectures(cfg)):
         ev.append("architectures contains Eagle3Speculator")
     if not ev:
         return None
