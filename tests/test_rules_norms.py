@@ -169,12 +169,15 @@ def test_k602_specforge_and_eagle_drafts_set_true_wait_for_a_decision(tmp_path):
     # Both train with the raw fc output as the residual; a true flag may be a copied config or a real variant.
     for producer in ("specforge", "eagle"):
         (f,) = one_rule("K602", _draft(tmp_path, producer, producer, config=_set(norm_before_residual=True)))
+        # fix has no flag that sets it (issue #48: the old decision named `fix --set`, which does not exist): the
+        # message names the edit and the measurement that tells the two trainings apart
         assert _full(f) == {
             "severity": "warning",
-            "message": f"norm_before_residual is true but {producer} trains with the raw fc output as residual",
+            "message": f"norm_before_residual is true but {producer} trains with the raw fc output as residual; if "
+                       "this draft was, set it to false in config.json (`kconvert score --diagnose` measures both "
+                       "readings)",
             "evidence": [Evidence("norm_before_residual", True, False)], "ops": [],
-            "needs_decision": "--set norm_before_residual=false if the draft was trained without it",
-            "fixable": True}
+            "needs_decision": None, "fixable": False}
 
 
 def test_k602_nothing_to_say_when_the_flag_matches_training(tmp_path):

@@ -119,8 +119,9 @@ def test_an_unknown_selector_is_refused_when_the_selection_is_made():
 
 @pytest.mark.parametrize("reason", ["", "   "])
 def test_every_ignored_rule_needs_a_reason(reason):
-    # docs/manual.md: "Every ignored rule needs a reason"
-    assert "Every ignored rule needs a reason" in (ROOT / "docs" / "manual.md").read_text()
+    # docs/manual.md: "Every ignored rule should state its reason"; a project file's plain list gets "no reason
+    # given" from kconvert.project (ruff's habit, issue #48), so an ignore reaching the selection always has one
+    assert "Every ignored rule should state its reason" in (ROOT / "docs" / "manual.md").read_text()
     with pytest.raises(UsageError) as e:
         Selection(ignore=(Ignored("K902", reason, "kconvert.toml"),))
     assert e.value.message == "ignore 'K902': give the reason it is ignored"
