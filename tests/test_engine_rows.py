@@ -33,19 +33,55 @@ def found(res, rid: str) -> list:
 
 # --- --engine-version -----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("engine,version", [("vllm", "0.32"), ("vllm", "0.32.0"), ("vllm", "0.33"), ("vllm", "0.33.0"),
-                                            ("vllm", "0.32.4"), ("sglang", "pre-25454"), ("sglang", "post-32334"),
-                                            ("sglang", "0.5.23")])
-def test_known_versions_and_their_patch_releases_are_accepted(engine, version):
-    assert engine_rules(engine, version).engine == engine
+def _named(row) -> list[str]:
+    """Every way a row is named: its version, its aliases, and for vLLM a patch release of it (0.34.2, 0.33.7/v1)."""
+    out = [row.version, *row.aliases]
+    if row.engine == "vllm":
+        release, slash, runner = row.version.partition("/")
+        out.append(f"{release}.7{slash}{runner}")
+    return out
 
 
-@pytest.mark.parametrize("engine,version", [("vllm", "9.9"), ("vllm", "0.34"), ("vllm", "0.31"), ("vllm", "latest"),
-                                            ("sglang", "0.5.24"), ("sglang", "post-99999")])
+NAMED = [(r.engine, v, r.key) for r in ALL_ROWS for v in _named(r)]
+
+
+@pytest.mark.parametrize("engine,version,key", NAMED, ids=[f"{e}-{v}" for e, v, _ in NAMED])
+def test_known_versions_and_their_patch_releases_are_accepted(engine, version, key):
+    assert engine_rules(engine, version).key == key
+
+
+def _next_minor() -> str:
+    newest = max(tuple(int(x) for x in v.split("/")[0].split(".")) for v in KNOWN["vllm"])
+    return f"{newest[0]}.{newest[1] + 1}"
+
+
+@pytest.mark.parametrize("engine,version", [("vllm", "9.9"), ("vllm", _next_minor()), ("vllm", "0.31"),
+                                            ("vllm", "latest"), ("sglang", "0.5.24"), ("sglang", "post-99999")])
 def test_an_unknown_version_is_refused_with_the_known_ones_listed(engine, version):
     with pytest.raises(UsageError) as e:
         engine_rules(engine, version)
     assert all(v in e.value.message for v in KNOWN[engine])
+
+
+@pytest.mark.parametrize("version", [v for r in KNOWN["vllm"].values() if r.runner == "v2" and "v1" not in
+                                     r.release_runners for v in (f"{r.version}/v1", f"{r.version}.0/v1",
+                                                                 f"{r.version}.3/v1")])
+def test_a_v1_row_of_a_release_without_model_runner_v1_is_refused_with_vllms_own_reason(version):
+    # vLLM 0.34.0 platforms/interface.py validate_environ, read from the unpacked wheel (not from kconvert's data)
+    src = (ROOT / ".vllm-oracle" / "vllm-0.34.0" / "vllm" / "platforms" / "interface.py")
+    with pytest.raises(UsageError) as e:
+        engine_rules("vllm", version)
+    assert "Model Runner V1 has been removed" in e.value.message and "validate_environ" in e.value.message
+    if src.is_file():
+        assert "Model Runner V1 has been removed" in src.read_text()
+    assert "--engine-version 0.34" in e.value.hint and "0.33/v1" in e.value.hint
+
+
+def test_the_newest_vllm_row_is_model_runner_v2_only_and_sets_no_runner_variable():
+    row = KNOWN["vllm"][NEWEST["vllm"]]
+    assert row.runner == "v2" and row.release_runners == ("v2",) and row.serve_env == ()
+    from kconvert.engines.expectations import other_runner
+    assert other_runner(row) is None
 
 
 def test_engine_version_9_9_exits_2_naming_the_known_versions(tmp_path):
@@ -298,11 +334,11 @@ def test_the_v1_rows_are_first_class_rows_listed_wherever_rows_are():
 
     keys = [r.key for r in ALL_ROWS]
     assert {"vllm 0.32/v1", "vllm 0.33/v1"} <= set(keys)
-    # each V1 row beside its V2 row: 0.32, 0.32/v1, 0.33, 0.33/v1
-    assert keys[:4] == ["vllm 0.32", "vllm 0.32/v1", "vllm 0.33", "vllm 0.33/v1"]
+    # each V1 row beside its V2 row: 0.32, 0.32/v1, 0.33, 0.33/v1; 0.34 has no V1 row (vLLM 0.34 removed V1)
+    assert keys[:5] == ["vllm 0.32", "vllm 0.32/v1", "vllm 0.33", "vllm 0.33/v1", "vllm 0.34"]
     help_text = " ".join(engine_version_help().split())
-    assert "0.32/v1" in help_text and "0.33/v1" in help_text
-    assert [r.key for r in engine_rows("vllm")] == keys[:4]
+    assert "0.32/v1" in help_text and "0.33/v1" in help_text and "0.34 (newest)" in help_text
+    assert [r.key for r in engine_rows("vllm")] == keys[:5]
     assert [r.key for r in engine_rows("vllm:0.33/v1")] == ["vllm 0.33/v1"]
 
 

@@ -69,12 +69,15 @@ def _predicted(row, cfg: dict, num_layers: int) -> list[int]:
     return row.default_physical_ids(num_layers) if ids is None else row.physical_ids(ids)
 
 
-def test_the_recording_is_vllm_0_32_and_0_33_and_names_each_function_by_file_and_line():
-    assert {r: REC["releases"][r]["versions"]["vllm"] for r in REC["releases"]} == {"0.32": "0.32.0",
-                                                                                    "0.33": "0.33.0"}
+def test_the_recording_is_every_vllm_release_with_a_row_and_names_each_function_by_file_and_line():
+    # every release a vLLM row names is recorded, from that release's own code (0.34: Model Runner V2 only)
+    assert {r: REC["releases"][r]["versions"]["vllm"] for r in REC["releases"]} == {
+        _release(r): r.learned_from.rsplit("-", 1)[1].removesuffix(".json") for r in ROWS.values()}
     where = re.compile(r"^vllm/[a-z0-9_/]+\.py:\d+$")
-    for rel in REC["releases"].values():
-        assert {"v1", "v2", "default", "get_config"} <= set(rel["functions"])
+    for label, rel in REC["releases"].items():
+        assert {"v2", "default", "get_config"} <= set(rel["functions"])
+        # V1's function is recorded exactly where the release has Model Runner V1 (0.34 removed it)
+        assert ("v1" in rel["functions"]) == any(r.runner == "v1" for r in ROWS.values() if _release(r) == label)
         assert all(where.match(f) for f in rel["functions"].values())
     # every row kconvert ships for vLLM names a release the recording covers, and both runners are covered
     assert {_release(r) for r in ROWS.values()} <= set(REC["releases"])
@@ -150,12 +153,17 @@ def test_engine_reading_of_each_shipped_draft_is_what_vllm_collects(version, aut
 
 
 def test_the_two_runners_differ_only_where_the_recording_says():
-    """Rows paired by other_runner read alike exactly where vLLM's V1 and V2 functions answered alike."""
+    """Rows paired by other_runner read alike exactly where vLLM's V1 and V2 functions answered alike; a release
+    without Model Runner V1 (0.34) has no V1 row and no V1 answer."""
     for row in ROWS.values():
         if row.runner != "v2":
             continue
         v1 = other_runner(row)
-        assert v1 is not None and v1.runner == "v1" and _release(v1) == _release(row)
+        if v1 is None:
+            assert "v1" not in row.release_runners
+            assert all("v1" not in d["answers"][_release(row)] for d in REC["drafts"].values())
+            continue
+        assert v1.runner == "v1" and _release(v1) == _release(row)
         for key, d in REC["drafts"].items():
             a = d["answers"][_release(row)]
             same_vllm = _fed(a, "v1") == _fed(a, "v2")
@@ -402,6 +410,7 @@ def test_the_recording_built_every_draft_class_and_names_the_functions():
     for rel in REC["releases"].values():
         assert {"SpeculativeConfig", "draft_max_position_embeddings", "initialize_model"} <= set(rel["functions"])
     assert "limit_max_model_len_to_draft" in REC["releases"]["0.33"]["functions"]
+    assert "limit_max_model_len_to_draft" in REC["releases"]["0.34"]["functions"]
     assert "limit_max_model_len_to_draft" not in REC["releases"]["0.32"]["functions"]
     for key, d in REC["drafts"].items():
         for rel, a in d["answers"].items():

