@@ -22,8 +22,8 @@ def _register() -> None:
     """Register every command on `app` (each module's @app.command runs at its import). Imported here, at the first
     `main`, not at `import kconvert.cli`: a library user importing `kconvert.cli.app` or `main` pays for the
     commands only when the command line runs; an import error in a command is an error, never hidden."""
-    from kconvert.cli import (acceptance_cmd, fix_cmd, inspect_cmd, matrix_cmd, push_cmd,  # noqa: F401
-                              push_trace_cmd, rules_cmd, score_cmd, trace_cmd, verify_cmd)
+    from kconvert.cli import (acceptance_cmd, engines_cmd, fix_cmd, inspect_cmd, matrix_cmd,  # noqa: F401
+                              push_cmd, push_trace_cmd, rules_cmd, score_cmd, trace_cmd, verify_cmd)
 
 
 def _completion(args: list[str]) -> int | None:
@@ -55,26 +55,31 @@ def _click_command(args: list[str]):
     call (~40 ms of signature introspection), which a program calling `main` many times (tests) pays each time.
     When the command line starts with a command's name (`kconvert inspect ...`) only that command is built: the
     others' parameters are never read (~25 ms); anything else (`--help`, a mistyped name) builds them all."""
-    names = {info.name for info in app.registered_commands}
+    names = {info.name for info in app.registered_commands} | {info.name for info in app.registered_groups}
     return _built(args[0] if args and args[0] in names else None)
 
 
 @functools.cache
 def _built(name: str | None):
     """The click command for one command name (None: all of them), built once per process."""
-    everything = app.registered_commands
+    everything, groups = app.registered_commands, app.registered_groups
     try:
         if name is not None:
+            # a command (`inspect`) or a command group (`engines`): only that one is built
             app.registered_commands = [info for info in everything if info.name == name]
+            app.registered_groups = [info for info in groups if info.name == name]
         command = typer.main.get_command(app)
     finally:
-        app.registered_commands = everything
-    for cmd in getattr(command, "commands", {}).values():
-        # `kconvert -h` lists each command by its first sentence, whole (click cuts it at ~45 characters
-        # with "..."); click wraps the list at the terminal's width
-        if not cmd.short_help and cmd.help:
-            first = " ".join(cmd.help.split("\n\n", 1)[0].split())
-            cmd.short_help = first.split(". ", 1)[0].rstrip(".") + "."
+        app.registered_commands, app.registered_groups = everything, groups
+    groups = [command]
+    while groups:
+        for cmd in getattr(groups.pop(), "commands", {}).values():
+            # `kconvert -h` (and `kconvert engines -h`) lists each command by its first sentence, whole (click
+            # cuts it at ~45 characters with "..."); click wraps the list at the terminal's width
+            if not cmd.short_help and cmd.help:
+                first = " ".join(cmd.help.split("\n\n", 1)[0].split())
+                cmd.short_help = first.split(". ", 1)[0].rstrip(".") + "."
+            groups.append(cmd)
     return command
 
 

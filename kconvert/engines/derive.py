@@ -182,7 +182,10 @@ def derive_vllm(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
          "vllm/config/speculative.py _CACHE_ONLY_ROPE_TYPES"], list(short))
     put("limits_served_to_draft", {r: (short["short-yarn-rope"].get(f"{r}_max_model_len") or TARGET_CONTEXT)
                                    < TARGET_CONTEXT for r in runners},
-        [_fn(doc, "limit_max_model_len_to_draft", "VllmConfig._limit_max_model_len_to_draft")], ["short-yarn-rope"])
+        [_fn(doc, "limit_max_model_len_to_draft", "VllmConfig._limit_max_model_len_to_draft")
+         if "limit_max_model_len_to_draft" in doc["functions"] else
+         _fn(doc, "SpeculativeConfig", "SpeculativeConfig (the release has no _limit_max_model_len_to_draft: the "
+                                       "target's max_model_len is served)")], ["short-yarn-rope"])
 
     # what the release refuses outright: P-EAGLE
     pe = A["peagle-speculators"]
