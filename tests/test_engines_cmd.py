@@ -76,8 +76,8 @@ def test_engines_list_of_one_row_prints_each_fact_and_its_source(capsys):
     rc, out, _ = run(capsys, "engines", "list", "vllm 0.34")
     assert rc == 0
     lines = [ln for ln in out.splitlines() if ln.startswith("  ")]
-    assert any(ln.startswith("  aux_read_paths: learned (kconvert/engines/learned/vllm-0.34.0.json): vllm/v1/worker/gpu/"
-                             "spec_decode/eagle/eagle3_utils.py:") for ln in lines), lines
+    want = "  aux_read_paths: learned (kconvert/engines/learned/vllm-0.34.0.json): vllm/v1/worker/gpu/spec_decode/eagle/"
+    assert any(ln.startswith(want + "eagle3_utils.py:") for ln in lines), lines
     assert any(ln.startswith("  aux_rule: read by hand: ") for ln in lines)
     rc, _, err = run(capsys, "engines", "list", "vllm 0.35")
     assert rc == 2 and "no engine row" in err
@@ -102,10 +102,12 @@ def test_engines_diff_033_034_says_what_a_deployer_acts_on(capsys):
     if src is not None:
         said = re.search(r'"(VLLM_USE_V2_MODEL_RUNNER=\{value\} is no longer supported: ".*?Unset this variable\.)"',
                          src, re.S)
-        assert said and "Model Runner V1 has been removed" in said.group(1) and "Model Runner V1 has been removed" in v1[0]
+        assert said and "Model Runner V1 has been removed" in said.group(1)
+        assert "Model Runner V1 has been removed" in v1[0]
     # ids kept only in eagle_config: V1 read them (recorded), no 0.34 runner does
     reads = _says(ch, "aux_read_paths")
-    assert any("eagle_config.eagle_aux_hidden_state_layer_ids" in s and "by no runner in vllm 0.34.0" in s for s in reads)
+    assert any("eagle_config.eagle_aux_hidden_state_layer_ids" in s and "by no runner in vllm 0.34.0" in s
+               for s in reads)
     only_ec = [d for k, d in REC["drafts"].items() if "eagle_aux_hidden_state_layer_ids" not in d["config"]
                and (d["config"].get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")]
     assert only_ec and all(d["answers"]["0.33"]["v1"] and d["answers"]["0.34"]["v2"] is None
@@ -193,3 +195,95 @@ def test_each_learned_files_facts_follow_from_its_own_recorded_answers(release):
     # come from the same functions
     label = release.rsplit(".", 1)[0]
     assert REC["releases"][label]["functions"] == {k: v for k, v in doc["functions"].items()}
+
+
+# ---------------------------------------------------------------------------------------------------- --oracle
+
+KIMI = "zoo/lightseekorg_kimi_k25_eagle3_mla"  # Kimi-K2.5 shaped (7168 hidden, 163840 vocabulary), sparse headers
+
+
+def _recorded_oracle(key: str, release: str, runner: str = "v2") -> dict:
+    """What vLLM `release`'s own code answered for a recorded draft (tests/data/vllm_oracle.json), in the shape
+    kconvert.runners.engine_oracle.ask_about_draft returns."""
+    label = release.rsplit(".", 1)[0]
+    return {"engine": "vllm", "release": release, "why": "recorded by tests/vllm_oracle/record.py", "runner": runner,
+            "learned_from": "tests/data/vllm_oracle.json", "functions": REC["releases"][label]["functions"],
+            "patched": REC["releases"][label].get("patched", []), "answer": REC["drafts"][key]["answers"][label],
+            "seconds": 0.0}
+
+
+@pytest.fixture()
+def kimi(tmp_path):
+    from tests.zoo.lightseekorg_kimi_k25_eagle3_mla.build import build
+
+    return str(build(tmp_path / "kimi"))
+
+
+@pytest.mark.skipif(not (ORACLE / "vllm-0.34.0" / "vllm" / "__init__.py").is_file(),
+                    reason="vLLM 0.34.0's Python files are not unpacked in .vllm-oracle/ (tests/vllm_oracle/record.py)")
+def test_inspect_oracle_asks_vllm_034s_code_about_a_kimi_k25_shaped_draft_and_agrees(kimi):
+    """The real child, as a user runs it: vLLM 0.34.0's Python files asked about a Kimi-K2.5-shaped draft next to the
+    kimi-k2.5 profile. Its answers are those tests/vllm_oracle/record.py recorded for the same replica, and the row
+    agrees with them (no K107)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), KCONVERT_ENGINES_CACHE=str(ORACLE))
+    p = subprocess.run([sys.executable, "-m", "kconvert", "inspect", kimi, "--target", "kimi-k2.5", "--engine-version",
+                        "0.34", "--oracle", "--json"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert p.returncode in (0, 1), p.stderr[-2000:]
+    doc = json.loads(p.stdout)
+    validate(doc, "report")
+    o = doc["oracle"]
+    rec = REC["drafts"][KIMI]["answers"]["0.34"]
+    assert (o["release"], o["runner"]) == ("0.34.0", "v2")
+    assert o["functions"]["v2"] == REC["releases"]["0.34"]["functions"]["v2"]
+    a = o["answers"]
+    assert a["raises"] is None and a["draft_class"] == rec["model"]["class"]
+    assert a["fc_weight_shape"] == rec["model"]["fc_weight_shape"] and a["dropped"] == rec["model"]["dropped"]
+    assert a["served_max_model_len"] == rec["served"]["v2_max_model_len"]
+    assert a["ids_fed"] == sorted(set(rec["v2"] or rec["default"]))
+    assert "K107" not in {f["id"] for f in doc["findings"]}
+    print(f"--oracle on {KIMI}: {o['seconds']} s in the child")  # the measurement the report quotes
+
+
+def test_verify_dry_run_with_oracle_reports_the_engines_answers_and_a_stale_row_fails(kimi, monkeypatch):
+    import kconvert.runners.engine_oracle as eo
+    from kconvert.commands.verify import verify
+
+    monkeypatch.setattr(eo, "ask_about_draft", lambda ckpt, target, row, **k: _recorded_oracle(KIMI, "0.34.0"))
+    vr = verify(kimi, "kimi-k2.5", engine_version="0.34", dry_run=True, oracle=True)
+    doc = vr.to_dict()
+    validate(doc, "report")
+    assert doc["oracle"]["release"] == "0.34.0" and "K107" not in {f["id"] for f in doc["findings"]}
+    # the same answers against the 0.33/v1 row: V1 read eagle_config's ids there; 0.34's code feeds the defaults,
+    # so the row's claim about served context (V1 serves the target's) disagrees with 0.34's answer
+    vr = verify(kimi, "kimi-k2.5", engine_version="0.33/v1", dry_run=True, oracle=True)
+    k107 = [f for f in vr.inspect.findings if f.id == "K107"]
+    assert k107 and all(f.severity == "error" for f in k107) and vr.exit_code == 1
+    assert any("the context served" in f.message for f in k107)
+
+
+def test_oracle_needs_a_target_and_a_learnable_engine(capsys, kimi):
+    rc, _, err = run(capsys, "inspect", kimi, "--oracle")
+    assert rc == 2 and "--oracle needs --target" in err
+    rc, _, err = run(capsys, "inspect", kimi, "--target", "kimi-k2.5", "--engine", "sglang", "--oracle")
+    assert rc == 2 and "--oracle asks vllm's code" in err
+
+
+def test_matrix_oracle_asks_for_each_vllm_cell_only(kimi, monkeypatch):
+    import kconvert.runners.engine_oracle as eo
+    from kconvert.matrix.build import MatrixRequest, engine_rows
+
+    asked = []
+
+    def recorded(ckpt, target, row, **k):
+        asked.append(row.key)
+        return _recorded_oracle(KIMI, {"0.34": "0.34.0", "0.33": "0.33.0", "0.32": "0.32.0"}[row.version.split("/")[0]],
+                                row.runner)
+
+    monkeypatch.setattr(eo, "ask_about_draft", recorded)
+    from kconvert.matrix import run_matrix
+
+    doc = run_matrix(MatrixRequest(drafts=[kimi], target="kimi-k2.5", engines="all", oracle=True))
+    vllm = [r.key for r in engine_rows("all") if r.engine == "vllm"]
+    assert sorted(asked) == sorted(vllm)  # one question per vLLM cell, none for SGLang's rows
+    cells = {f"{c['engine']} {c['engine_version']}": c for c in doc["cells"]}
+    assert "K107" not in cells["vllm 0.34"]["finding_ids"] and "K107" not in cells["vllm 0.33"]["finding_ids"]

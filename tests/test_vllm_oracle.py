@@ -422,3 +422,69 @@ def test_the_recording_built_every_draft_class_and_names_the_functions():
             assert "raises" not in a["served"] and "raises" not in a["model"], (key, rel)
             assert a["model"]["class"] in ("Eagle3LlamaForCausalLM", "Eagle3DeepseekV2ForCausalLM",
                                            "Eagle3Qwen3ForCausalLM"), (key, rel)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# `--oracle` (K107, kconvert/rules/engine_oracle.py): the same comparisons as above, made by the product against an
+# engine's answers about one draft. Fed here the answers each release's code gave for every recorded draft.
+
+def _oracle(d: dict, row) -> dict:
+    rel = _release(row)
+    return {"engine": "vllm", "release": REC["releases"][rel]["versions"]["vllm"], "runner": row.runner,
+            "functions": REC["releases"][rel]["functions"], "answer": d["answers"][rel]}
+
+
+def _k107(draft, target, row, oracle) -> list[str]:
+    return [f.message for f in run_rules(Context(draft=draft, target=target, engine=row, oracle=oracle))
+            if f.id == "K107"]
+
+
+@pytest.mark.parametrize("version", sorted(ROWS))
+def test_k107_finds_every_row_agreeing_with_its_releases_code_on_every_recorded_draft(version, drafts):
+    row = ROWS[version]
+    bad = {key: msgs for key, d in REC["drafts"].items()
+           if (msgs := _k107(*drafts[key], row, _oracle(d, row)))}
+    assert not bad, (row.key, bad)
+
+
+def _stale(**change):
+    from dataclasses import replace
+
+    return replace(ROWS["0.34"], **change)
+
+
+def _loads_034(d: dict) -> bool:
+    """0.34 built and loaded the draft: past a load failure (K201/K203/K301 agree on it) nothing else is compared."""
+    m = d["answers"]["0.34"]["model"]
+    return "raises" not in m and "load_weights" not in m
+
+
+STALE = {
+    # 0.34 read as if V1 still fed eagle_config's ids: wrong exactly where 0.33's V1 and 0.34's V2 fed other streams
+    "aux_read_paths": (dict(aux_read_paths=ROWS["0.33/v1"].aux_read_paths),
+                       lambda d: _loads_034(d)
+                       and _fed(d["answers"]["0.33"], "v1") != _fed(d["answers"]["0.34"], "v2")),
+    # a row that forgot the skipped t2d: wrong wherever 0.34 loaded the draft and dropped a tensor
+    "ignored_tensors": (dict(ignored_tensors=()),
+                        lambda d: bool(d["answers"]["0.34"]["model"].get("dropped"))),
+    # a row that forgot _limit_max_model_len_to_draft: wrong wherever 0.34 served less than the target's context
+    "limits_served_to_draft": (dict(limits_served_to_draft=False),
+                               lambda d: d["answers"]["0.34"]["served"]["v2_max_model_len"]
+                               < d["answers"]["0.34"]["served"]["target_max_model_len"]),
+}
+
+
+@pytest.mark.parametrize("fact", sorted(STALE))
+def test_k107_is_an_error_exactly_where_a_stale_row_and_the_engines_answers_differ(fact, drafts):
+    change, differs = STALE[fact]
+    row = _stale(**change)
+    want = {k for k, d in REC["drafts"].items() if differs(d)}
+    got = {}
+    for key, d in REC["drafts"].items():
+        msgs = _k107(*drafts[key], row, _oracle(d, row))
+        if msgs:
+            got[key] = msgs
+    assert want and set(got) == want, (fact, sorted(set(got) ^ want))
+    msg = next(iter(got.values()))[0]
+    assert "vllm 0.34.0's own code disagrees with the vllm 0.34 row" in msg and "the row says" in msg
+    assert re.search(r"vllm/[a-z0-9_/]+\.py:\d+", msg)  # the function that answered, by file and line

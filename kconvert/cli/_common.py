@@ -34,6 +34,11 @@ def engine_version_help() -> str:
 
 
 EngineVersionOpt = Annotated[Optional[str], typer.Option("--engine-version", help=engine_version_help())]
+OracleOpt = Annotated[bool, typer.Option(
+    "--oracle", help="Also ask the engine's own code about this draft and target (the installed vLLM, or the Python "
+                     "files of the release the row was learned from; no GPU): the ids it feeds, fc width, errors "
+                     "while building, the context served, the weights kept. A disagreement with the row's verdict is "
+                     "a K107 error quoting both. Needs --target and the learn extra (torch, transformers).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document (schemas/report.schema.json) instead "
                                                       "of the terminal report; the same as --output-format json. A "
                                                       "failure prints a JSON error object (schemas/error.schema.json).")]

@@ -10,8 +10,8 @@ from kconvert.cli._gate import gate_options
 from kconvert.cli._panels import PanelCommand
 from kconvert.cli._help import help_examples
 from kconvert.cli._common import (SMALL_COUNT, AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
-                                  ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
-                                  SelectOpt, SourceArg, TargetOpt, file_outputs, project_settings, write_outputs)
+                                  ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OracleOpt,
+                                  OutputFormatOpt, SelectOpt, SourceArg, TargetOpt, file_outputs, project_settings, write_outputs)
 from kconvert.cli._output import begin, console, emit_report
 from kconvert.errors import UsageError
 
@@ -59,6 +59,7 @@ def inspect_command(
         "--draft-tp", **SMALL_COUNT,
         help="draft_tensor_parallel_size, when it differs from --tp (vLLM accepts 1 or --tp).")
     ] = None,
+    oracle: OracleOpt = False,
     outputs: dict[str, str] | None = None,
 ) -> None:
     """Describe a draft, name its producer and list every incompatibility with the target and engine.
@@ -81,7 +82,7 @@ def inspect_command(
     ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,
                           engine=engine, engine_version=engine_version, target=target, fail_on=fail_on)
     result = inspect(source, target=ps.target, engine=ps.engine, engine_version=ps.engine_version,
-                     decisions=decisions, fail_on=ps.fail_on, selection=ps.selection)
+                     decisions=decisions, fail_on=ps.fail_on, selection=ps.selection, oracle=oracle)
     doc = result.to_dict(hashes=hashes)
     write_outputs("inspect", doc, outputs or {})
     emit_report(doc, fmt, render_report)

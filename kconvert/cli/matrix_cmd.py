@@ -13,7 +13,7 @@ from kconvert.cli._app import app
 from kconvert.cli._gate import gate_options
 from kconvert.cli._panels import PanelCommand
 from kconvert.cli._common import (COUNT, SECONDS, SMALL_COUNT, ConfigOpt, ExtendIgnoreOpt, FailOnOpt, IgnoreOpt,
-                                  IsolatedOpt, SelectOpt, file_outputs, json_opt, write_outputs)
+                                  IsolatedOpt, OracleOpt, SelectOpt, file_outputs, json_opt, write_outputs)
 from kconvert.cli._help import help_examples
 from kconvert.cli._output import begin, current_run, emit_report, err_console, interrupt_line, statistics, write
 from kconvert.errors import UsageError
@@ -119,6 +119,7 @@ def matrix_command(
     fail_on: FailOnOpt = None,
     config: ConfigOpt = None,
     isolated: IsolatedOpt = False,
+    oracle: OracleOpt = False,
     as_json: json_opt("matrix") = False,
     outputs: dict[str, str] | None = None,
 ) -> None:
@@ -148,7 +149,8 @@ def matrix_command(
                      from_file=from_file, hub_search=hub_search, hub_author=hub_author, hub_limit=hub_limit,
                      engines=engines, trace=trace, live=live, k=k, score_threads=score_threads,
                      max_sequences=max_sequences, prompts=prompts, max_prompts=max_prompts, max_tokens=max_tokens,
-                     engine_args=args, timeout_s=timeout, trust_remote_code=trust_remote_code, refresh=refresh)
+                     engine_args=args, timeout_s=timeout, trust_remote_code=trust_remote_code, refresh=refresh,
+                     oracle=oracle)
     write_outputs("matrix", doc, outputs or {})
     if best:
         chosen = (doc.get("ranking") or {}).get("best")

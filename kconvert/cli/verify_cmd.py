@@ -11,8 +11,8 @@ from kconvert.cli._panels import PanelCommand
 from kconvert.cli._help import help_examples
 from kconvert.cli._common import (COUNT, FRACTION, LENGTH, SECONDS, SMALL_COUNT, AuxConvOpt, AuxIdsOpt, ConfigOpt,
                                   D2tOpt, EngineOpt, EngineVersionOpt, ExtendIgnoreOpt, FailOnOpt, IgnoreOpt,
-                                  IsolatedOpt, JsonOpt, OutputFormatOpt, SelectOpt, file_outputs, project_settings,
-                                  write_outputs)
+                                  IsolatedOpt, JsonOpt, OracleOpt, OutputFormatOpt, SelectOpt, file_outputs,
+                                  project_settings, write_outputs)
 from kconvert.cli._output import begin, echo_line, emit_report, err_console, stage_progress, write
 from kconvert.errors import UsageError
 
@@ -121,6 +121,7 @@ def verify_command(
     extend_ignore: ExtendIgnoreOpt = None,
     config: ConfigOpt = None,
     isolated: IsolatedOpt = False,
+    oracle: OracleOpt = False,
     output_format: OutputFormatOpt = None,
     as_json: JsonOpt = False,
     outputs: dict[str, str] | None = None,
@@ -167,7 +168,7 @@ def verify_command(
             vr = verify(draft, ps.target, engine=ps.engine, engine_version=ps.engine_version, settings=settings,
                         thresholds=gate, decisions=decisions, progress=progress, fail_on=ps.fail_on,
                         selection=ps.selection, dry_run=dry_run, diagnose=diagnose,
-                        speculative_config=speculative_config,
+                        speculative_config=speculative_config, oracle=oracle,
                         notify=echo_line)
     except UsageError as e:
         if getattr(e, "next_lines", None) and fmt in ("full", "concise"):

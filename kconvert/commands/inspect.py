@@ -42,20 +42,28 @@ def check_decided_ids(decided: Decisions, target: TargetModel | None) -> None:
 
 def analyse(ckpt: Checkpoint, target: TargetModel | None, engine: EngineRules,
             decisions: Decisions | None = None, *, fail_on: str = "error",
-            selection: Selection | None = None) -> InspectResult:
+            selection: Selection | None = None, oracle: dict | None = None) -> InspectResult:
     draft = read_draft(ckpt)
     decided = decisions or Decisions()
     check_decided_ids(decided, target)
     chosen = selection or Selection()
-    findings, set_aside = chosen.split(run_rules(Context(draft=draft, target=target, engine=engine, decisions=decided)))
+    findings, set_aside = chosen.split(run_rules(Context(draft=draft, target=target, engine=engine, decisions=decided,
+                                                         oracle=oracle)))
     return InspectResult(ckpt, draft, target, engine, findings, decided, fail_on=check_fail_on(fail_on),
-                         selection=chosen, set_aside=set_aside)
+                         selection=chosen, set_aside=set_aside, oracle=oracle)
+
+
+def ask_oracle(ckpt: Checkpoint, target: TargetModel | None, engine: EngineRules) -> dict:
+    """`--oracle`: the engine's own code asked about this draft and target (kconvert/runners/engine_oracle.py)."""
+    from kconvert.runners.engine_oracle import ask_about_draft  # deferred: only --oracle starts a child
+
+    return ask_about_draft(ckpt, target, engine)
 
 
 def inspect(source: str, *, target: str | TargetModel | None = None, engine: str = "vllm",
             engine_version: str | None = None, decisions: Decisions | None = None,
             options: Decisions | None = None, fail_on: str = "error",
-            selection: Selection | None = None) -> InspectResult:
+            selection: Selection | None = None, oracle: bool = False) -> InspectResult:
     """Static checks of an EAGLE-3 draft: producer, canonical description, every incompatibility with the target
     and the engine. Reads config, index and safetensors headers (and d2t/t2d and a few embedding rows), never the
     weights, never code from the checkpoint.
@@ -69,6 +77,9 @@ def inspect(source: str, *, target: str | TargetModel | None = None, engine: str
     fail_on: "error" (default) or "warning": the least severe finding that makes `.verdict` "fail".
     selection: `kconvert.rules.selection.Selection`, the rules in force (select / ignore with a reason); the
         findings it sets aside are in `.set_aside` and the report's `rule_selection`.
+    oracle: also ask the engine's own code about this draft and target (the installed vLLM, or the Python files of
+        the release the row was learned from; one child interpreter, no GPU): its answers are the report's
+        `oracle`, and K107 is an error wherever they disagree with the row's verdict.
 
     Returns an `InspectResult` (`.findings`, `.verdict`, `.exit_code`, `.to_dict()` = `kconvert inspect --json`).
     Raises `KConvertError` subclasses for unreadable or hostile input and bad arguments.
@@ -77,4 +88,6 @@ def inspect(source: str, *, target: str | TargetModel | None = None, engine: str
     check_fail_on(fail_on)
     ckpt = open_draft(source)
     tgt = load_target(target) if isinstance(target, str) else target
-    return analyse(ckpt, tgt, engine_rules(engine, engine_version), decisions, fail_on=fail_on, selection=selection)
+    row = engine_rules(engine, engine_version)
+    answers = ask_oracle(ckpt, tgt, row) if oracle else None
+    return analyse(ckpt, tgt, row, decisions, fail_on=fail_on, selection=selection, oracle=answers)

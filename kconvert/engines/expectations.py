@@ -29,6 +29,7 @@ that changed it:
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -526,8 +527,43 @@ def row_for(engine: str, version: str) -> EngineRules | None:
         parts = release.split(".")
         if len(parts) == 3 and all(p.isdigit() for p in parts) and (not slash or runner in ("v1", "v2")):
             minor = ".".join(parts[:2])
-            return rows.get(minor + "/v1" if runner == "v1" else minor)
-    return None
+            row = rows.get(minor + "/v1" if runner == "v1" else minor)
+            if row is not None:
+                return row
+    return cached_row(engine, version)
+
+
+@functools.lru_cache(maxsize=None)
+def cached_row(engine: str, version: str) -> EngineRules | None:
+    """The row of a release learned on this machine (`kconvert engines learn`, kconvert's cache): its learned facts,
+    and the facts its code cannot answer carried from the newest committed row of the same runner, each said to
+    be carried (EngineRules.provenance). `0.35`, `0.35.0`, `0.35.2` (the newest learned patch of the minor) and
+    `/v1` / `/v2` name it as they name a committed row. None when no such release was learned."""
+    if engine not in learned.LEARNABLE:
+        return None
+    release, slash, runner = version.strip().partition("/")
+    parts = release.split(".")
+    if not (2 <= len(parts) <= 3 and all(p.isdigit() for p in parts)) or (slash and runner not in ("v1", "v2")):
+        return None
+    minor = ".".join(parts[:2])
+    have = [r for _, r in learned.cached(engine) if r.rsplit(".", 1)[0] == minor]
+    if not have:
+        return None
+    rel = release if release in have else max(have, key=lambda r: tuple(int(x) for x in r.split(".")))
+    want = runner or "v2"
+    base = next((r for r in reversed(list(KNOWN[engine].values())) if r.runner == want), None)
+    doc = learned.load(engine, rel)
+    if base is None or doc is None or want not in doc["facts"]["runners"]["value"]:
+        return None
+    carried = {name: (getattr(base, name), f"carried from the {base.key} row, not re-read for {engine} {rel}: "
+                                           f"{src.where}")
+               for name, src in base.provenance.items() if not src.learned}
+    return learned_vllm_row(
+        rel, want, version=minor + ("/v1" if want == "v1" else ""),
+        aliases=(rel, f"{rel}/{want}", f"{minor}/{want}") if want == "v2" else (f"{rel}/v1",), hand=carried,
+        source=f"{engine} {rel} learned on this machine ({doc['_path']}); the facts its code cannot answer carried "
+               f"from the {base.key} row",
+        notes=(f"learned by `kconvert engines learn {engine}=={rel}` on this machine; not a row kconvert ships",))
 
 
 def runner_removed(engine: str, version: str) -> UsageError | None:
@@ -549,7 +585,9 @@ def runner_removed(engine: str, version: str) -> UsageError | None:
 
 
 def known_versions(engine: str) -> list[str]:
-    return list(KNOWN[engine])
+    """The rows kconvert ships, then the minors of releases learned on this machine."""
+    extra = [r.rsplit(".", 1)[0] for _, r in learned.cached(engine)] if engine in learned.LEARNABLE else []
+    return list(KNOWN[engine]) + [v for v in dict.fromkeys(extra) if v not in KNOWN[engine]]
 
 
 def engine_rules(engine: str = "vllm", version: str | None = None) -> EngineRules:

@@ -46,6 +46,9 @@ class MatrixRequest:
     timeout_s: float = 1200.0
     trust_remote_code: bool = False
     refresh: bool = False
+    # --oracle: each static cell of a learnable engine's row also asks that release's own code about the draft
+    # (kconvert inspect --oracle; K107 where it disagrees with the row)
+    oracle: bool = False
     # the gate of every static cell, as inspect's (kconvert.rules.selection.Selection or None; "error"/"warning")
     selection: Any = None
     fail_on: str = "error"
@@ -134,13 +137,16 @@ def exit_code(cells: list[dict[str, Any]], scores: list[dict[str, Any]]) -> int:
 
 def plan(entries: list[DraftEntry], rows: list[Any], req: MatrixRequest, *, digest: str | None,
          live_row: Any, score_row: Any) -> list[CellSpec]:
+    from kconvert.engines.learned import LEARNABLE
+
     specs: list[CellSpec] = []
     for e in entries:
         tid = e.target["id"]
         for r in rows:
+            ask = req.oracle and r.engine in LEARNABLE and tid is not None
             specs.append(CellSpec(draft=e.draft, engine=r.engine, engine_version=r.version, kind="static",
                                   target=tid, revision=e.revision, source=e.source, selection=req.selection,
-                                  fail_on=req.fail_on))
+                                  fail_on=req.fail_on, settings=settings_tuple(oracle=True if ask else None)))
         if req.trace:
             # the trace records its target: score judges the draft against that one
             specs.append(CellSpec(draft=e.draft, engine=score_row.engine, engine_version=score_row.version,

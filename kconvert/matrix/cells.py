@@ -142,7 +142,7 @@ def static_cell(spec: CellSpec) -> dict[str, Any]:
         from kconvert.commands.inspect import inspect
 
         res = inspect(spec.read_ref, target=spec.target, engine=spec.engine, engine_version=spec.engine_version,
-                      selection=spec.selection, fail_on=spec.fail_on)
+                      selection=spec.selection, fail_on=spec.fail_on, oracle=bool(spec.setting("oracle")))
         ids, findings = _findings(res.findings)
         state, message = _state(res, has_target=res.target is not None)
         cell.update(state=state, message=message, finding_ids=ids, findings=findings, fix=_fix(res),

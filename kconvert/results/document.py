@@ -67,6 +67,33 @@ def build_report(result: Inspection, *, command: str, hashes: bool = False,
         **next_steps(result, command=command, written=written, live=live is not None, left_as_is=left_as_is,
                      noop=noop),
     }
+    if result.oracle is not None:
+        doc["oracle"] = oracle_block(result.oracle, result.engine)
     if extra:
         doc.update(extra)
     return doc
+
+
+def oracle_block(o: dict[str, Any], row: Any) -> dict[str, Any]:
+    """The report's `oracle`: which release's code was asked and what it answered about this draft (the full answer
+    holds every parameter name; the report keeps what a reader compares with the findings)."""
+    a = o.get("answer") or {}
+    m = a.get("model") if isinstance(a.get("model"), dict) else {}
+    runner = o.get("runner") or row.runner
+    served = a.get("served") if isinstance(a.get("served"), dict) else {}
+    raised = next((x["raises"] for x in (a.get("hf_config"), a.get("served"), a.get("model"), m.get("load_weights"))
+                   if isinstance(x, dict) and "raises" in x), None)
+    fed = a.get(runner)
+    return {"engine": o.get("engine"), "release": o.get("release"), "asked": o.get("why"),
+            "learned_from": o.get("learned_from"), "runner": runner, "seconds": o.get("seconds"),
+            "functions": o.get("functions"), "patched": o.get("patched") or [],
+            "answers": {"raises": raised,
+                        "ids_read": fed if isinstance(fed, list) else None,
+                        "ids_fed": sorted(set(fed if isinstance(fed, list) and fed else (a.get("default") or []))),
+                        "draft_class": m.get("class"), "fc_weight_shape": m.get("fc_weight_shape"),
+                        "num_aux_hidden_states": m.get("num_aux_hidden_states"), "num_layers": m.get("num_layers"),
+                        "dropped": m.get("dropped"), "params_not_loaded": m.get("params_not_loaded"),
+                        "target_max_model_len": served.get("target_max_model_len"),
+                        "draft_max_position_embeddings": served.get("draft_max_position_embeddings"),
+                        "served_max_model_len": served.get(f"{runner}_max_model_len",
+                                                           served.get("target_max_model_len"))}}

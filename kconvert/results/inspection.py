@@ -65,6 +65,8 @@ class Inspection(Gated):
     selection: Selection = field(default_factory=Selection)
     set_aside: list[tuple[Finding, Ignored]] = field(default_factory=list)
     created: str = field(default_factory=lambda: _now())  # looked up per call: tests pin the clock
+    # `--oracle`: what the engine's own code answered about this draft and target (None: not asked)
+    oracle: dict[str, Any] | None = None
 
     @property
     def options(self) -> Decisions:

@@ -214,6 +214,33 @@ def other_method(ctx: Context) -> Iterator[Finding]:
             "kconvert's EAGLE-3 checks do not apply", evidence=ev)
 
 
+@rule("K107", "error",
+      fix_availability=FixAvailability.NEVER, any_method=True, runs_last=True,
+      summary="With --oracle: the engine's own code, asked about this draft and this target, answers otherwise than "
+              "the engine row kconvert judged by (the ids fed, fc width, an error while building or loading, the "
+              "context served, the tensors skipped).",
+      why="A row states what a release's code does with drafts (kconvert/engines/learned/ holds what each release "
+          "answered over kconvert's probe set); --oracle asks that code about this very draft next to this very "
+          "target (kconvert/runners/engine_oracle.py: the installed engine, or a learned release's Python files, "
+          "its config, loader and runner functions on the meta device, no GPU). Where the two disagree the row is "
+          "wrong or stale for this draft, and the engine's answer is what will happen: an error quoting both and the "
+          "function that answered (kconvert/rules/engine_oracle.py compares them as tests/test_vllm_oracle.py does "
+          "for every shipped draft).",
+      fix="Nothing for fix to do: the engine's answer is the fact. Relearn the release (`kconvert engines learn "
+          "vllm==X.Y.Z`) or report the row; the other findings are the row's and may be wrong for this draft.")
+def engine_oracle_disagrees(ctx: Context) -> Iterator[Finding]:
+    if not ctx.oracle:
+        return
+    from kconvert.rules.engine_oracle import disagreements
+
+    who = f"{ctx.oracle.get('engine', 'vllm')} {ctx.oracle.get('release')}"
+    for d in disagreements(ctx):
+        yield engine_oracle_disagrees.finding(
+            f"{who}'s own code disagrees with the {ctx.engine.key} row on {d.what}: the row says {d.kconvert}; the "
+            f"engine's code says {d.engine} ({d.where})",
+            evidence=[Evidence(d.what, d.engine, d.kconvert)])
+
+
 @rule("K004", "info",
       fix_availability=FixAvailability.NEVER,
       summary="No known producer (SpecForge, TorchSpec, EAGLE, speculators, ModelOpt) was recognised.",

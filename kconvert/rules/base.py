@@ -110,6 +110,9 @@ class Context:
     _cache: dict[str, Any] = field(default_factory=dict)
     # tensor name -> why its values could not be read (the checks on them were skipped; K005 says so)
     unreadable: dict[str, str] = field(default_factory=dict)
+    # `--oracle`: what the engine's own code answered about this draft and target (kconvert/runners/engine_oracle.py
+    # ask_about_draft); K107 holds the row's verdict against it. None: not asked.
+    oracle: dict[str, Any] | None = None
 
     def key_path(self, key: str) -> tuple[str, ...]:
         """Where a layer-config key lives: nested under transformer_layer_config in the speculators format."""

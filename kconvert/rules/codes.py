@@ -40,6 +40,8 @@ CODES: dict[str, Code] = {
     "K103": Code("num-hidden-layers", "config-hygiene", STABLE),
     "K104": Code("target-only-fields", "config-hygiene", STABLE),
     "K105": Code("other-method", "architecture", STABLE),
+    "K106": Code("engine-release-unknown", "config-hygiene", STABLE),
+    "K107": Code("engine-oracle-disagrees", "architecture", STABLE),
     "K201": Code("key-layout", "tensor-names", STABLE),
     "K202": Code("missing-tensors", "tensor-names", STABLE),
     "K203": Code("unexpected-tensors", "tensor-names", STABLE),

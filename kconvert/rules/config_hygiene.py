@@ -11,6 +11,9 @@ from kconvert.rules.base import (
     rule,
     skipped_without_target,
 )
+from kconvert.engines.expectations import row_for
+from kconvert.engines.installed import installed_version
+from kconvert.engines.learned import LEARNABLE
 from kconvert.rules.tensor_names import draft_layers
 from kconvert.writer.ops import DeleteConfig, SetConfig
 
@@ -27,6 +30,42 @@ def target_skipped(ctx: Context) -> Iterator[Finding]:
         yield target_skipped.finding(
             f"no --target given: {len(skipped)} checks that compare with the target were skipped "
             f"({', '.join(skipped)})", evidence=[Evidence("--target", None, "a profile, folder or Hub id")])
+
+
+@rule("K106", "warning",
+      fix_availability=FixAvailability.NEVER, any_method=True,
+      summary="The engine installed here is a release kconvert has no row for: another release's row judged the "
+              "draft.",
+      why="A row is what one release's code does with a draft (kconvert/engines/learned/: its config, loader and "
+          "runner functions asked over kconvert's probe set); releases change it: vLLM 0.34 removed Model Runner V1, "
+          "so 0.33's V1 row would read ids 0.34 never reads, and refuses P-EAGLE, which 0.33 served. Judging the "
+          "installed release by another's row without saying so would state facts nobody read "
+          "(kconvert/engines/installed.py reads the installed version; a patch release is its minor's row).",
+      fix="Nothing to fix in the draft. Settle the row: `kconvert engines learn ENGINE==VERSION` runs that release's "
+          "own code and writes its row (vLLM), or `--oracle` asks the installed engine's code about this draft and "
+          "reports where it disagrees with the row applied.")
+def engine_release_unknown(ctx: Context) -> Iterator[Finding]:
+    import shlex
+
+    engine = ctx.engine.engine
+    version = installed_version(engine)
+    if not version or row_for(engine, version) is not None:
+        return
+    release = version.split("+")[0]  # a local build tag (+cu128) is not a release on the index
+    again = ["kconvert", "inspect", ctx.draft.checkpoint.ref]
+    if ctx.target is not None:
+        again += ["--target", ctx.target.name]
+    if engine in LEARNABLE:
+        settle = (f"settle it with `kconvert engines learn {engine}=={release}` (that release's own code answers the "
+                  f"row's facts) or `{shlex.join(again + ['--oracle'])}` (the installed engine's code asked about "
+                  "this draft)")
+    else:
+        settle = (f"kconvert learns {', '.join(LEARNABLE)} releases only; name the row that reads drafts as "
+                  f"{engine} {version} does with --engine-version")
+    yield engine_release_unknown.finding(
+        f"{engine} {version} is installed here and kconvert has no row for it: this report applies the "
+        f"{ctx.engine.key} row instead; {settle}",
+        evidence=[Evidence("installed engine", f"{engine} {version}", f"a row ({ctx.engine.key} applied)")])
 
 
 @rule("K103", "error",

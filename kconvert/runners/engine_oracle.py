@@ -24,14 +24,13 @@ from typing import Any, Callable, Mapping
 
 from kconvert._version import install_hint
 from kconvert.engines.installed import DISTRIBUTIONS, installed_version
-from kconvert.engines.learned import cache_root
+from kconvert.engines.learned import LEARNABLE as ENGINES, cache_root
 from kconvert.errors import EngineError, MissingPackageError, UsageError
 
 CHILD = Path(__file__).with_name("engine_oracle_child.py")
 # The learner imports the release's code, which imports torch and transformers (the `learn` extra); the release's
 # other dependencies are those of an installed vLLM (the `live` or `gpu` extra).
 NEEDS = ("torch", "transformers")
-ENGINES = ("vllm",)
 
 
 def check_learner_packages(step: str) -> None:
@@ -52,7 +51,7 @@ def release_files(engine: str, version: str, *, cache: Path | None = None,
     files came from. Downloads the wheel when the cache has no copy."""
     if engine not in ENGINES:
         raise UsageError(f"kconvert learns vLLM releases from their code; {engine} is not one of {', '.join(ENGINES)}")
-    if installed_version(engine) == version:
+    if (installed_version(engine) or "").split("+")[0] == version:
         from importlib import metadata
 
         dist = next((d for d in DISTRIBUTIONS.get(engine, (engine,)) if _has_dist(metadata, d)), engine)
@@ -136,6 +135,11 @@ def run_child(extra_path: Path | None, drafts: Mapping[str, Any], *, release: Ma
     # one per release, or two releases overwrite each other's entries on every run
     env["VLLM_CACHE_ROOT"] = str(vllm_cache)
     env.pop("VLLM_USE_V2_MODEL_RUNNER", None)  # 0.34 refuses any value but 1 at import of its config
+    if extra_path is not None:
+        # a release's files in kconvert's cache come without bytecode (the wheel ships none): the first child writes
+        # it for the modules it imports, and every later one imports them without compiling (measured: the --oracle
+        # child spent ~9 of its ~25 s compiling vLLM's sources when PYTHONDONTWRITEBYTECODE kept it from writing)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
     try:
         p = subprocess.run([sys.executable, str(CHILD)], input=json.dumps({"drafts": dict(drafts),
                                                                           "release": release}),
@@ -175,3 +179,59 @@ def ask(engine: str, version: str, *, probes: bool = True, drafts: Mapping[str, 
         raw = run_child(path, todo, release={"arch_candidates": arch_candidates()} if probes else None,
                         vllm_cache=vllm_cache or root / "vllm-cache" / version, cwd=cwd)
     return raw, source
+
+
+def oracle_release(row: Any) -> tuple[str, str]:
+    """Which release's code `--oracle` asks for `row`: the installed engine when it is that row's release (any patch
+    of it) or a release kconvert has no row for (K106: the installed code is then the one to ask); else the release
+    the row was learned from (its Python files, fetched into the cache when missing). (release, why)."""
+    from kconvert.engines.expectations import row_for
+
+    inst = installed_version(row.engine)
+    base = row.version.split("/")[0]
+    if inst:
+        irow = row_for(row.engine, inst)
+        if irow is None:
+            return inst.split("+")[0], f"the installed {row.engine} {inst} (no row of its own: K106)"
+        if irow.version.split("/")[0] == base:
+            return inst.split("+")[0], f"the installed {row.engine} {inst}"
+    if not row.learned_from:
+        raise UsageError(f"--oracle: the {row.key} row was read by hand, from no release's code kconvert can ask")
+    release = Path(row.learned_from).stem.partition("-")[2]
+    return release, f"{row.engine} {release}'s Python files (the release the {row.key} row was learned from)"
+
+
+def ask_about_draft(ckpt: Any, target: Any, row: Any, *, cache: Path | None = None,
+                    say: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """`--oracle`: the row's engine code asked about this draft next to this target (one child interpreter): its
+    config as vLLM reads it, the ids each runner feeds, the draft class on the meta device and its load_weights fed
+    meta tensors of the checkpoint's names and shapes (read from the headers: no weight is read), the served context.
+    The answer, the functions that gave it, and how long it took (K107 compares it with the row's verdict)."""
+    import time
+
+    from kconvert.targets import engine_config
+
+    if row.engine not in ENGINES:
+        raise UsageError(f"--oracle asks {', '.join(ENGINES)}'s code; the {row.key} row is not one of its releases")
+    if target is None:
+        raise UsageError("--oracle needs --target: the engine builds the draft next to its target")
+    release, why = oracle_release(row)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="kconvert-oracle-") as work:
+        w = Path(work)
+        (w / "draft").mkdir()
+        # vLLM reads the draft's config.json; the tensors it is fed are meta tensors of the headers' names and shapes
+        (w / "draft" / "config.json").write_text(json.dumps(ckpt.config))
+        cfg = engine_config(target)
+        if cfg is None:
+            tdir = str(Path(target.local_path))
+        else:
+            (w / "target").mkdir()
+            (w / "target" / "config.json").write_text(json.dumps(cfg))
+            tdir = str(w / "target")
+        drafts = {"draft": {"path": str(w / "draft"), "num_layers": target.num_hidden_layers, "target_dir": tdir,
+                            "tensors": {n: [i.dtype, list(i.shape)] for n, i in sorted(ckpt.tensors.items())}}}
+        raw, source = ask(row.engine, release, probes=False, drafts=drafts, cache=cache, say=say)
+    return {"engine": row.engine, "release": release, "why": why, "learned_from": source, "runner": row.runner,
+            "functions": raw["functions"], "patched": raw.get("patched", []), "answer": raw["drafts"]["draft"],
+            "seconds": round(time.perf_counter() - t0, 1)}

@@ -139,7 +139,8 @@ def main() -> None:  # noqa: C901 - one linear script of questions, each guarded
     limit_per_runner = limit is not None and "use_v2_model_runner" in inspect.getsource(limit)
     funcs.update({"ModelConfig": where(ModelConfig.__post_init__),
                   "SpeculativeConfig": where(SpeculativeConfig.__post_init__),
-                  "draft_max_position_embeddings": where(SpeculativeConfig._maybe_override_draft_max_position_embeddings),
+                  "draft_max_position_embeddings":
+                      where(SpeculativeConfig._maybe_override_draft_max_position_embeddings),
                   "draft_max_model_len": where(SpeculativeConfig._maybe_override_draft_max_model_len),
                   "initialize_model": where(initialize_model)})
     if limit is not None:
@@ -256,7 +257,9 @@ def main() -> None:  # noqa: C901 - one linear script of questions, each guarded
                 reached.setdefault(id(loaded), set()).add(_n)
                 return _o(param, loaded, *a, **k)
             prm.weight_loader = wrap
-        ckpt = {name: torch.empty(shape, dtype=dtypes[dt], device="meta") for name, (dt, shape) in d["tensors"].items()}
+        # a dtype torch has no name for here loads as bfloat16: names and shapes are what is recorded
+        ckpt = {name: torch.empty(shape, dtype=dtypes.get(dt, torch.bfloat16), device="meta")
+                for name, (dt, shape) in d["tensors"].items()}
         try:
             with set_current_vllm_config(vc):
                 model.load_weights(iter(sorted(ckpt.items())))

@@ -177,3 +177,32 @@ def load_target(ref: str) -> TargetModel:
         path = hf_hub_download(repo_id, CONFIG_NAME, revision=revision)
     cfg = read_json_file(Path(path), f"{ref}/config.json")
     return from_config(cfg, name=ref, origin="hub", local_path=os.fspath(Path(path).parent))
+
+
+# The fields a target profile copies from the public config, which an engine's config class reads (the rest stays
+# the class's default).
+ENGINE_CONFIG_KEYS = ("num_hidden_layers", "hidden_size", "vocab_size", "num_attention_heads", "num_key_value_heads",
+                      "head_dim", "max_position_embeddings", "rms_norm_eps", "torch_dtype", "rope_theta",
+                      "rope_scaling", "first_k_dense_replace")
+
+
+def engine_config(target: TargetModel) -> dict[str, Any] | None:
+    """The text model's config.json an engine builds for this target where no folder holds one (a profile: the
+    fields it copies from the public config; a Hub target: the fields kconvert read), for an engine's own config
+    code to read (`--oracle`, tests/vllm_oracle/record.py). A multimodal wrapper (Kimi-K2.5) gives its text model,
+    which sets the context the engine serves. None for a local folder: its own config.json is the one."""
+    if target.origin == "folder" and target.local_path:
+        return None
+    raw: dict[str, Any] = {}
+    if target.origin == "profile":
+        f = resources.files("kconvert.targets") / "profiles" / f"{target.name}.json"
+        raw = json.loads(f.read_text()) if f.is_file() else {}
+    cfg = {k: raw.get(k, getattr(target, k, None)) for k in ENGINE_CONFIG_KEYS}
+    cfg = {k: v for k, v in cfg.items() if v is not None}
+    cfg.update(target.mla or {})
+    if target.text_model_type and target.text_model_type != target.model_type:
+        cfg.update(architectures=["DeepseekV3ForCausalLM"] if target.mla else target.architectures,
+                   model_type=target.text_model_type)
+    else:
+        cfg.update(architectures=target.architectures, model_type=target.model_type)
+    return cfg

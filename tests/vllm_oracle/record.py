@@ -75,9 +75,9 @@ PROBES = {
 def target_folder(ref: str, work: Path, sg) -> str:
     """A folder holding the target's config.json, for vLLM's ModelConfig: the shipped tiny target as it is; the
     producers' target from the config tests/data/producers/provenance.json records; a built-in profile
-    (kconvert/targets/profiles/*.json, the zoo's targets) written as its text model's config.json with the fields the
-    profile copies from the public config (layers, widths, vocabulary, heads, max_position_embeddings, rope_theta,
-    rope_scaling, the MLA ranks); every other field is the config class's default."""
+    (kconvert/targets/profiles/*.json, the zoo's targets) as `kconvert.targets.engine_config` writes it for
+    `--oracle` (its text model's config.json with the fields the profile copies from the public config; every other
+    field is the config class's default)."""
     if (ROOT / ref / "config.json").is_file():
         return str(ROOT / ref)
     dest = work / "targets" / ref.replace("/", "_").replace("#", "_")
@@ -85,18 +85,9 @@ def target_folder(ref: str, work: Path, sg) -> str:
         if ref == sg.PRODUCERS_TARGET:
             cfg = json.loads((ROOT / "tests" / "data" / "producers" / "provenance.json").read_text())["target"]
         else:
-            p = json.loads((ROOT / "kconvert" / "targets" / "profiles" / f"{ref}.json").read_text())
-            keys = ("num_hidden_layers", "hidden_size", "vocab_size", "num_attention_heads", "num_key_value_heads",
-                    "head_dim", "max_position_embeddings", "rms_norm_eps", "torch_dtype", "rope_theta", "rope_scaling",
-                    "first_k_dense_replace")
-            cfg = {k: p[k] for k in keys if p.get(k) is not None}
-            cfg.update(p.get("mla") or {})
-            if p.get("text_model_type") and p["text_model_type"] != p["model_type"]:
-                # a multimodal wrapper (Kimi-K2.5): its text model, which sets the context vLLM serves
-                cfg.update(architectures=["DeepseekV3ForCausalLM"] if p.get("mla") else p["architectures"],
-                           model_type=p["text_model_type"])
-            else:
-                cfg.update(architectures=p["architectures"], model_type=p["model_type"])
+            from kconvert.targets import engine_config, load_profile
+
+            cfg = engine_config(load_profile(ref))
         dest.mkdir(parents=True, exist_ok=True)
         (dest / "config.json").write_text(json.dumps(cfg))
     return str(dest)

@@ -14,7 +14,7 @@ from kconvert.engines.live_messages import LiveRequest
 from kconvert.engines.serve_lines import parse_speculative_config, serve_lines, sglang_next_lines
 from kconvert.errors import EXIT_ENGINE, UsageError
 from kconvert.prompts import load_prompts
-from kconvert.commands.inspect import analyse, open_draft
+from kconvert.commands.inspect import analyse, ask_oracle, open_draft
 from kconvert.commands.verify.diagnose_live import diagnose as run_diagnosis
 from kconvert.commands.verify.diagnose_live import plan_diagnosis
 from kconvert.results.inspection import Inspection
@@ -100,7 +100,7 @@ def verify(draft: str | None, target: str | None, *, engine: str = "vllm", engin
            decisions: Decisions | None = None, options: Decisions | None = None, progress: Progress | None = None,
            fail_on: str = "error", selection: Selection | None = None,
            dry_run: bool = False, diagnose: bool = False, notify: Progress | None = None,
-           speculative_config: str | None = None) -> VerifyResult:
+           speculative_config: str | None = None, oracle: bool = False) -> VerifyResult:
     """Static checks, then the draft next to `target` in a real vLLM engine (child process, hard timeout):
     acceptance from the engine's own counters, the optional lossless check, and the gate.
 
@@ -119,7 +119,9 @@ def verify(draft: str | None, target: str | None, *, engine: str = "vllm", engin
     (one engine run each) and name the best with its `kconvert fix` command in `.diagnosis`, as `kconvert verify
     --diagnose` does (with `dry_run`, `.planned` says it would). progress: each stage as it starts; notify: a line
     worth keeping on screen, the gate's notes, the lossless check, the diagnosis plan with its time estimate before
-    its runs start (default: progress).
+    its runs start (default: progress). oracle: the static checks also ask the engine's own code about this draft
+    and target (as `kconvert.inspect(oracle=True)`; K107 where it disagrees with the row, an error that stops the
+    live run like any other).
 
     engine "sglang" without `dry_run` starts nothing: kconvert starts vLLM only, so an EAGLE-3 draft raises a
     `UsageError` whose `.next_lines` are SGLang's launch line and the `verify --server` line (placeholders for a
@@ -153,7 +155,11 @@ def verify(draft: str | None, target: str | None, *, engine: str = "vllm", engin
     tgt, engine_target = resolve_target(target)
     ckpt = ckpt or open_draft(draft)
     decided = replace(decisions or Decisions(), tp=st.tp, draft_tp=st.draft_tp)
-    res = analyse(ckpt, tgt, engine_rules(engine, engine_version), decided, fail_on=fail_on, selection=selection)
+    row = engine_rules(engine, engine_version)
+    if oracle:
+        say("oracle: asking the engine's own code about the draft")
+    answers = ask_oracle(ckpt, tgt, row) if oracle else None
+    res = analyse(ckpt, tgt, row, decided, fail_on=fail_on, selection=selection, oracle=answers)
     refuse_parallel_split(res, st)
     out = VerifyResult(inspect=res, settings=st, engine_target=engine_target, thresholds=thresholds)
     out.prompt_set, prompts = load_prompts(st.prompts)

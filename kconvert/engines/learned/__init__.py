@@ -19,6 +19,8 @@ from typing import Any, Mapping
 
 HERE = Path(__file__).resolve().parent
 ENV_CACHE = "KCONVERT_ENGINES_CACHE"
+# The engines whose releases `kconvert engines learn` and `--oracle` can ask (kconvert/runners/engine_oracle.py)
+LEARNABLE = ("vllm",)
 
 # How each learned fact becomes an EngineRules field. PER_RUNNER facts hold one value per model runner.
 PER_RUNNER = frozenset({"aux_read_paths", "no_aux_heads", "limits_served_to_draft"})
