@@ -37,9 +37,12 @@ from kconvert.trace.hf_target import resolve_folder, target_eos_ids
 from kconvert.trace.request import TraceRequest, check_request, resolve_layers
 from kconvert.trace.format import TraceMeta, TraceWriter
 
-# vLLM's recording parts (vLLM PR #33736); an installed vLLM without them cannot record
-RECORDING_MODULES = ("v1/spec_decode/extract_hidden_states.py",
-                     "distributed/kv_transfer/kv_connector/v1/example_hidden_states_connector.py")
+# vLLM's recording parts (vLLM PR #33736); an installed vLLM without them cannot record. A tuple names the places one
+# part has lived: vLLM 0.34 removed Model Runner V1 and with it v1/spec_decode/extract_hidden_states.py; its method
+# lives in v1/worker/gpu/spec_decode/extract_hidden_states.py (Model Runner V2's; 0.32 and 0.33 have both).
+RECORDING_MODULES = (
+    ("v1/spec_decode/extract_hidden_states.py", "v1/worker/gpu/spec_decode/extract_hidden_states.py"),
+    "distributed/kv_transfer/kv_connector/v1/example_hidden_states_connector.py")
 HF_HINT = "record the trace in HF transformers instead: kconvert trace TARGET --engine hf (the default)"
 
 
@@ -54,7 +57,8 @@ def check_recording_vllm() -> str:
     if spec is None or not spec.submodule_search_locations:
         raise MissingPackageError("kconvert trace --engine vllm", "vLLM", "live")
     root = Path(list(spec.submodule_search_locations)[0])
-    missing = [m for m in RECORDING_MODULES if not (root / m).is_file()]
+    missing = [" or ".join(m) if isinstance(m, tuple) else m for m in RECORDING_MODULES
+               if not any((root / p).is_file() for p in (m if isinstance(m, tuple) else (m,)))]
     if missing:
         raise EngineError(f"vLLM {version} cannot record a trace: it has no {missing[0]} (the extract_hidden_states "
                           "method and its hidden-states connector, vLLM PR #33736)", hint=HF_HINT)
