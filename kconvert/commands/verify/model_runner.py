@@ -1,7 +1,7 @@
 """Which vLLM model runner a verify run measures, and what the static checks say under the other runner's row.
 
-vLLM picks its runner in config/vllm.py use_v2_model_runner (0.32.0 and 0.33.0): the CPU build has no Triton
-backend and runs Model Runner V1; elsewhere VLLM_USE_V2_MODEL_RUNNER decides when set, else a feature V2 lacks
+vLLM picks its runner in config/vllm.py use_v2_model_runner (0.32.0 and 0.33.0; 0.34.0 has Model Runner V2 only): the
+CPU build has no Triton backend and runs Model Runner V1; elsewhere VLLM_USE_V2_MODEL_RUNNER decides when set, else a feature V2 lacks
 (_get_v2_model_runner_unsupported_features: "parallel drafting for EAGLE speculative decoding", P-EAGLE) forces
 V1, else V2. The two runners read a draft's aux ids from different keys (kconvert/engines/expectations.py), so a
 verdict measured on one can differ on the other; the report says which one was measured and what differs."""
@@ -18,6 +18,14 @@ def measured_runner(row: EngineRules, *, parallel_drafting: bool = False,
                     environ: Mapping[str, str] | None = None) -> tuple[str, str]:
     """The runner vLLM runs here for `row`, and why (config/vllm.py use_v2_model_runner)."""
     env = os.environ if environ is None else environ
+    if row.release_runners and "v1" not in row.release_runners:
+        # vLLM 0.34 removed Model Runner V1 (learned: platforms/interface.py validate_environ refuses
+        # VLLM_USE_V2_MODEL_RUNNER=0); its CPU runner subclasses V2
+        why = f"vLLM {row.version} has Model Runner V2 only (V1 was removed)"
+        if runner_asked(env) == "v1":
+            why += f"; VLLM_USE_V2_MODEL_RUNNER={env['VLLM_USE_V2_MODEL_RUNNER'].strip()} set here makes it refuse to " \
+                   f"start: {row.v1_refused}"
+        return "v2", why
     if detect_platform(env) == "cpu":
         return "v1", "vLLM's CPU build runs Model Runner V1 (no Triton backend)"
     asked = runner_asked(env)
