@@ -52,11 +52,12 @@ if [ $# -eq 0 ]; then
   # and fail if tests/data/sglang_oracle.json is stale. ~90 s the first time (venv .venv-sglang-oracle), ~15 s after.
   echo "test: SGLang oracle (.venv-sglang-oracle: sglang 0.5.23 --no-deps on CPU)"
   .venv/bin/python tests/sglang_oracle/record.py --venv "$PWD/.venv-sglang-oracle" --check
-  # vLLM's own code as the oracle for its aux-layer reading (tests/vllm_oracle/README.md): re-run vLLM 0.32.0's
-  # (this venv) and 0.33.0's (Python files only, .vllm-oracle/) V1/V2 aux-layer functions over every shipped draft
-  # and fail if tests/data/vllm_oracle.json is stale. ~22-28 s warm (two child interpreters importing vLLM, ~11 s
-  # each); the first run on a machine without /work/cache/vllm-0.33.0 also downloads the 0.33.0 wheel.
-  echo "test: vLLM oracle (vllm 0.32.0 installed, 0.33.0 Python files)"
+  # vLLM's own code as the oracle for its rows (tests/vllm_oracle/README.md): kconvert's learner asks vLLM 0.32.0's
+  # (this venv), 0.33.0's and 0.34.0's (Python files only, .vllm-oracle/) config, loader and runner functions about
+  # every shipped draft and kconvert's probe set, and fails if tests/data/vllm_oracle.json or a learned file
+  # (kconvert/engines/learned/) is stale. Three child interpreters importing vLLM (see the README for timings); the
+  # first run on a machine without .vllm-oracle/vllm-0.3{3,4}.0 also downloads those wheels.
+  echo "test: vLLM oracle (vllm 0.32.0 installed, 0.33.0 and 0.34.0 Python files)"
   .venv/bin/python tests/vllm_oracle/record.py --check
 fi
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
