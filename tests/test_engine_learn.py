@@ -143,3 +143,24 @@ def test_a_verify_on_0_34_measures_model_runner_v2_whatever_the_platform_and_say
     assert runner == "v2" and "Model Runner V1 has been removed" in why
     # the rows with V1 keep vLLM 0.32/0.33's choice: V1 on the CPU build
     assert measured_runner(KNOWN["vllm"]["0.33"], environ={"VLLM_TARGET_DEVICE": "cpu"})[0] == "v1"
+
+
+def test_the_sglang_rows_learned_facts_are_what_the_sglang_recording_settles():
+    """kconvert/engines/learned/sglang-0.5.23.json is tests/data/sglang_oracle.json (SGLang 0.5.23's own code, recorded
+    by tests/sglang_oracle/record.py, whose --check compares the learned file too) read as row facts; the 0.5.23 row
+    takes them and names their source."""
+    rec = json.loads((ROOT / "tests" / "data" / "sglang_oracle.json").read_text())
+    doc = learned.load("sglang", "0.5.23")
+    assert learned.comparable(learned.document_sglang(rec)) == learned.comparable(doc)
+    row = KNOWN["sglang"]["0.5.23"]
+    got, _ = learned.fields(doc, None)
+    assert set(got) == {"aux_rule", "layer_names", "multi_layer", "norm_before_fc", "fc_norm", "model_prefix_ok"}
+    for name, value in got.items():
+        assert getattr(row, name) == value and row.provenance[name].learned, name
+    # the capture's reading of each target family, checked against the recorded ids by hand here: on DeepSeek/Kimi
+    # [1, 29, 57] -> [2, 30, 58] and [2, 30, 58] stays; on Llama every id +1; on GPT-OSS ids ending at L stay
+    cap = {fam: {tuple(p["ids"]): p["layers_to_capture"] for p in c["probes"] if p["ids"]}
+           for fam, c in rec["capture"].items()}
+    assert cap["deepseek_v2"][(1, 29, 57)] == [2, 30, 58] and cap["deepseek_v2"][(2, 30, 58)] == [2, 30, 58]
+    assert cap["llama"][(2, 30, 58)] == [3, 31, 59] and cap["gpt_oss"][(24, 30, 36)] == [24, 30, 36]
+    assert row.aux_rule == {"*": "output", "deepseek": "output-if-first-is-1", "gpt_oss": "output-unless-final"}

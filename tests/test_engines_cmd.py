@@ -287,3 +287,10 @@ def test_matrix_oracle_asks_for_each_vllm_cell_only(kimi, monkeypatch):
     assert sorted(asked) == sorted(vllm)  # one question per vLLM cell, none for SGLang's rows
     cells = {f"{c['engine']} {c['engine_version']}": c for c in doc["cells"]}
     assert "K107" not in cells["vllm 0.34"]["finding_ids"] and "K107" not in cells["vllm 0.33"]["finding_ids"]
+
+
+def test_learn_says_why_it_does_not_fetch_sglang(capsys):
+    rc, _, err = run(capsys, "engines", "learn", "sglang==0.5.23")
+    assert rc == 2 and "tests/sglang_oracle/record.py" in err and "sglang-0.5.23.json" in err
+    rc, out, _ = run(capsys, "engines", "list", "sglang 0.5.23")
+    assert rc == 0 and "aux_rule: learned (kconvert/engines/learned/sglang-0.5.23.json)" in out

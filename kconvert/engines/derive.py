@@ -198,3 +198,80 @@ def derive_vllm(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
         facts["refuses"]["detail"] = {"peagle": {"speculative_config": pe.get("speculative_config"),
                                                  "v2_unsupported_features": feats}}
     return facts
+
+
+# ---- SGLang: the answers tests/sglang_oracle/record.py records from SGLang's own code (its loaders' load_weights
+# and each target family's set_eagle3_layers_to_capture, run on CPU in a venv of their own)
+
+# SGLang's model files by the target family kconvert's rows name (kconvert.engines.expectations.target_family)
+SGLANG_CAPTURE_FAMILY = {"llama": "*", "qwen2": "*", "qwen3": "*", "glm4_moe": "*", "minimax_m2": "*",
+                         "deepseek_v2": "deepseek", "glm4_moe_lite": "deepseek", "gpt_oss": "gpt_oss"}
+SGLANG_DRAFT_CLASSES = {"LlamaForCausalLMEagle3": "llama", "Eagle3DeepseekV2ForCausalLM": "mla"}
+
+
+def capture_rule(probes: list[dict[str, Any]]) -> str | None:
+    """Which reading of explicit ids (kconvert.engines.expectations AUX_RULES) every probe of one
+    set_eagle3_layers_to_capture agrees with (ids as given, the layers it captures, the target's layer count)."""
+    def fits(rule: str, ids: list[int], got: list[int], n: int) -> bool:
+        plus = [i + 1 for i in ids]
+        want = {"input": ids, "output": plus, "output-if-first-is-1": plus if ids[0] == 1 else ids,
+                "output-unless-final": ids if max(ids) == n else plus}[rule]
+        return sorted(want) == sorted(got)
+    explicit = [p for p in probes if p.get("ids")]
+    for rule in ("input", "output", "output-if-first-is-1", "output-unless-final"):
+        if explicit and all(fits(rule, p["ids"], p["layers_to_capture"], p["num_layers"]) for p in explicit):
+            return rule
+    return None
+
+
+def derive_sglang(rec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The row facts an SGLang recording settles (tests/data/sglang_oracle.json): how each target family's capture
+    reads explicit ids, and what each draft class loads."""
+    facts: dict[str, dict[str, Any]] = {}
+
+    def put(name: str, value: Any, sources: list[str], probes: list[str], **extra: Any) -> None:
+        facts[name] = {"value": value, "from": sources, "probes": probes, **extra}
+
+    cap = rec["capture"]
+    rules = {fam: capture_rule(c["probes"]) for fam, c in sorted(cap.items()) if fam in SGLANG_CAPTURE_FAMILY}
+    aux_rule: dict[str, str] = {}
+    for fam, rule in rules.items():
+        key = SGLANG_CAPTURE_FAMILY[fam]
+        if rule is not None and (key not in aux_rule or fam in ("llama", "deepseek_v2", "gpt_oss")):
+            aux_rule[key] = rule
+    put("aux_rule", dict(sorted(aux_rule.items())),
+        [f"{cap[f]['source']} set_eagle3_layers_to_capture" for f in sorted(rules)],
+        [f"capture {f}" for f in sorted(rules)], by_model_file=rules)
+
+    loaders = {d["draft_class"]: d["loader"] for d in rec["drafts"].values() if d.get("loader")}
+    names = {SGLANG_DRAFT_CLASSES[p["draft_class"]]: p for p in rec["name_probes"]
+             if p["draft_class"] in SGLANG_DRAFT_CLASSES}
+    cfg = rec["config_probes"]
+
+    def loaded(results: dict[str, Any]) -> bool:
+        return bool(results) and all(v.get("outcome") in ("loaded", "renamed") for v in results.values())
+
+    def src(fam: str) -> str:
+        cls = next(c for c, f in SGLANG_DRAFT_CLASSES.items() if f == fam)
+        return f"{loaders.get(cls, cls)} {cls}.load_weights"
+
+    fams = sorted(names)
+    multi = [f for f in fams if cfg.get(f"{f} multi-layer", {}).get("outcome") == "built"]
+    put("multi_layer", multi, [src(f) for f in fams], [f"{f} multi-layer" for f in fams])
+    # midlayer.* is each class's own name; layers.0.* loads too; layers.N.* for a class that builds N layers
+    put("layer_names", {f: ["midlayer."] + (["layers." if f in multi else "layers.0."]
+                                           if loaded(names[f]["results"].get("layers.0. instead of midlayer.", {}))
+                                           else []) for f in fams},
+        [src(f) for f in fams], [f"name probes {f}" for f in fams])
+    put("norm_before_fc", {f: (cfg.get(f"{f} norm_before_fc", {}).get("tensors", {}).get("input_norm.weight", {})
+                               .get("outcome") == "loaded") for f in fams},
+        [src(f) for f in fams], [f"{f} norm_before_fc" for f in fams])
+    fc = {f: loaded(cfg.get(f"{f} fc_norm", {}).get("tensors", {})) for f in fams}
+    put("fc_norm", all(fc.values()), [src(f) for f in fams], [f"{f} fc_norm" for f in fams], by_family=fc)
+    # the decoder layer, fc and norm under `model.` (what the row's model_prefix_ok is about; lm_head and t2d are
+    # top-level names a draft class reads or skips on their own)
+    put("model_prefix_ok", [f for f in fams if all(
+        v.get("outcome") in ("loaded", "renamed") for k, v in names[f]["results"].get("model.-prefixed", {}).items()
+        if k.startswith(("model.midlayer.", "model.layers.", "model.fc.", "model.norm.")))],
+        [src(f) for f in fams], [f"name probes {f}" for f in fams])
+    return facts

@@ -424,42 +424,62 @@ SGLANG_POST_32334 = EngineRules(
     source="sglang PR #32334 (merged 2026-07): GPT-OSS boundaries incl. the final one; norm_before_fc honoured",
 )
 
-SGLANG_0_5_23 = EngineRules(
-    version="0.5.23", **{**_SGLANG_COMMON,
-                         # llama_eagle3.py:185 (fc_norm or use_aux_norm builds one RMSNorm per state, applied before
-                         # fc at :241); the MLA class loads fc_norm.{i} too (recorded: config_probes "mla fc_norm")
-                         "fc_norm": True,
-                         # llama_eagle3.py:207 reads config.norm_output (the Llama class only)
-                         "norm_output": True},
-    aux_rule=SGLANG_POST_32334.aux_rule,
-    final_boundary=SGLANG_POST_32334.final_boundary,
-    # recorded: Llama class loads midlayer.*, layers.N.* and model.-prefixed names (llama_eagle3.py:372 tries
-    # name, then model.name); the MLA class maps layers.0. to midlayer. (kimi_k25_eagle3.py:448) and skips
-    # model.-prefixed names with a warning
-    layer_names={"llama": ("midlayer.", "layers."), "mla": ("midlayer.", "layers.0.")},
-    # recorded: Llama builds num_hidden_layers layers; the MLA class raises "EAGLE3 currently only supports 1 layer"
-    multi_layer=frozenset({"llama"}),
-    # recorded: Llama loads input_norm.weight when eagle_config.norm_before_fc is set (llama_eagle3.py:173); the
-    # MLA class drops it ("skipping unexpected weight input_norm.weight")
-    norm_before_fc={"llama": True, "mla": False},
-    # recorded (name_probes "model.-prefixed"): llama_eagle3.py:372 tries the name, then "model." + name, so
-    # model.layers.0.* loads (model.lm_head.weight does not); kimi_k25_eagle3.py:449 prefixes model. again and
-    # skips every such name
-    model_prefix_ok=frozenset({"llama"}),
+# SGLang 0.5.23: what its own code answered (tests/sglang_oracle/record.py runs its loaders' load_weights and every
+# target family's set_eagle3_layers_to_capture on CPU; kconvert/engines/learned/sglang-0.5.23.json holds the facts
+# that recording settles: aux_rule, layer_names, multi_layer, norm_before_fc, fc_norm, model_prefix_ok). The rest is
+# read by hand, each with its source here.
+_SGLANG_0_5_23_HAND: dict[str, tuple[Any, str]] = {
+    # the capture hook fires before layer i; #32334 added the stream after the last layer for GPT-OSS only (a forward
+    # pass, which the recording does not run)
+    "final_boundary": (SGLANG_POST_32334.final_boundary, "sglang PR #32334 (gpt_oss.py captures the final "
+                                                         "boundary); the hook fires before layer i elsewhere"),
+    "aux_read_paths": (_SGLANG_COMMON["aux_read_paths"], "model_runner_components/spec_aux_hidden_state.py reads "
+                                                         "eagle_config.eagle_aux_hidden_state_layer_ids only"),
+    "aux_write_paths": (_SGLANG_COMMON["aux_write_paths"], "kconvert's choice: where SGLang reads them"),
+    "layout": (_SGLANG_COMMON["layout"], "kconvert's choice: midlayer.*, the name both draft classes load"),
+    "uses_draft_embeddings": (False, "TorchSpec issue #38: SGLang replaces the draft's embed_tokens with the "
+                                     "target's (the worker's replacement is not in the recording)"),
+    "norm_output": (True, "llama_eagle3.py:207 reads config.norm_output (the Llama class only)"),
+    "no_aux_heads": ("yes", "sglang PR #14920 (2025-12): GPT-OSS Eagle v2 heads"),
+    "architectures": (SGLANG_ARCHS, "SGLang's ModelConfig renames a draft's LlamaForCausalLM to "
+                                    "LlamaForCausalLMEagle3; its registry's EAGLE-3 classes"),
+    "preferred_arch": (_SGLANG_COMMON["preferred_arch"], "kconvert's choice among those architectures"),
+    "mla_model_type_refused": ((), "model_config.py:1032 turns a DeepseekV3ForCausalLM draft into the NextN (MTP) "
+                                   "class by architecture, not by model type"),
+    "speculators_norm_before_residual_default": (None, "the speculators format does not build in SGLang "
+                                                       "(tests/data/sglang_oracle.json: raises)"),
+    "reads_speculators_format": (False, "a speculators config does not build in SGLang (tests/data/sglang_oracle.json)"),
+    "raises_max_positions": (False, "no source read raises a draft's max_position_embeddings (SpecForge #249)"),
+    "reads_num_aux_from": (_SGLANG_COMMON["reads_num_aux_from"], "llama_eagle3.py reads the eagle_config ids' count"),
     # srt/speculative/spec_info.py SpeculativeAlgorithm (DFLASH, DSPARK, EAGLE; spec_registry.py: NEXTN is an
     # alias of EAGLE), srt/models/dflash.py DFlashDraftModel, srt/models/dspark.py DSparkDraftModel,
     # srt/configs/model_config.py:1032 (a DeepseekV3ForCausalLM draft becomes DeepseekV3ForCausalLMNextN). No
     # P-EAGLE (peagle / parallel drafting of an EAGLE draft) in 0.5.23's srt/speculative.
-    methods={"dflash": "--speculative-algorithm DFLASH --speculative-draft-model-path DRAFT (srt/models/dflash.py)",
-             "dspark": "--speculative-algorithm DSPARK --speculative-draft-model-path DRAFT (srt/models/dspark.py)",
-             "mtp": "--speculative-algorithm NEXTN (an alias of EAGLE; a DeepseekV3ForCausalLM draft is loaded as "
-                    "DeepseekV3ForCausalLMNextN, model_config.py:1032)"},
-    mtp_requires=("architectures", ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLMNextN")),
-    source="sglang 0.5.23 run on CPU (tests/sglang_oracle/record.py, tests/data/sglang_oracle.json): "
-           "llama_eagle3.py:325 and kimi_k25_eagle3.py:428 load_weights, set_eagle3_layers_to_capture of llama.py:929, "
-           "qwen2.py:781, qwen3.py:778, deepseek_v2.py:3458, glm4_moe.py:1269, glm4_moe_lite.py:805, "
-           "minimax_m2.py:1067, gpt_oss.py:1337",
-)
+    "methods": ({"dflash": "--speculative-algorithm DFLASH --speculative-draft-model-path DRAFT (srt/models/dflash.py)",
+                 "dspark": "--speculative-algorithm DSPARK --speculative-draft-model-path DRAFT (srt/models/dspark.py)",
+                 "mtp": "--speculative-algorithm NEXTN (an alias of EAGLE; a DeepseekV3ForCausalLM draft is loaded as "
+                        "DeepseekV3ForCausalLMNextN, model_config.py:1032)"},
+                "srt/speculative/spec_info.py SpeculativeAlgorithm, spec_registry.py, srt/models/dflash.py, dspark.py"),
+    "mtp_requires": (("architectures", ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
+                                        "DeepseekV3ForCausalLMNextN")), "srt/configs/model_config.py:1032"),
+}
+
+
+def _sglang_0_5_23() -> EngineRules:
+    doc = learned.load("sglang", "0.5.23")
+    got, prov = learned.fields(doc, None)
+    hand = {k: v for k, (v, _) in _SGLANG_0_5_23_HAND.items()}
+    sources = {k: learned.Source(False, src) for k, (_, src) in _SGLANG_0_5_23_HAND.items()}
+    return EngineRules(
+        engine="sglang", version="0.5.23", **{**hand, **got}, provenance={**sources, **prov},
+        learned_from=doc["_path"],
+        source="sglang 0.5.23 run on CPU (tests/sglang_oracle/record.py, tests/data/sglang_oracle.json), its facts in "
+               "kconvert/engines/learned/sglang-0.5.23.json: llama_eagle3.py:325 and kimi_k25_eagle3.py:428 "
+               "load_weights, set_eagle3_layers_to_capture of llama.py:929, qwen2.py:781, qwen3.py:778, "
+               "deepseek_v2.py:3458, glm4_moe.py:1269, glm4_moe_lite.py:805, minimax_m2.py:1067, gpt_oss.py:1337")
+
+
+SGLANG_0_5_23 = _sglang_0_5_23()
 
 # Every row, the Model Runner V1 rows (`0.32/v1`, `0.33/v1`) beside the V2 rows GPUs run (`0.32`, `0.33`): each is
 # a row of its own in `--engine-version`, `matrix --engines all` and the zoo's per-row records, because the two

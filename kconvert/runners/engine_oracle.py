@@ -50,7 +50,10 @@ def release_files(engine: str, version: str, *, cache: Path | None = None,
     """The folder to put first on the child's path (None: the installed engine is that release) and where the
     files came from. Downloads the wheel when the cache has no copy."""
     if engine not in ENGINES:
-        raise UsageError(f"kconvert learns vLLM releases from their code; {engine} is not one of {', '.join(ENGINES)}")
+        raise UsageError(f"kconvert learns {', '.join(ENGINES)} releases from their code here; {engine}'s code needs a "
+                         "venv of its own (its imports need more than torch and transformers): "
+                         "tests/sglang_oracle/record.py records SGLang, and kconvert ships what it recorded of "
+                         "sglang 0.5.23 (kconvert/engines/learned/sglang-0.5.23.json)")
     if (installed_version(engine) or "").split("+")[0] == version:
         from importlib import metadata
 

@@ -596,7 +596,16 @@ def _record(a: argparse.Namespace, venv: Path, work: Path) -> int:
                         "run": round(time.perf_counter() - t1, 1)}
     gen_path = Path(a.out).with_name("sglang_generate_0_5_23.json")
     bodies = generate_bodies(doc)
+    # the release's learned file (the SGLang row's facts this recording settles), written from the same answers
+    sys.path.insert(0, str(ROOT))
+    from kconvert.engines.learned import HERE, comparable, document_sglang, file_name
+
+    learned = document_sglang(doc)
+    learned_path = HERE / file_name("sglang", learned["release"])
     if a.check:
+        if not learned_path.exists() or comparable(json.loads(learned_path.read_text())) != comparable(learned):
+            print(f"{learned_path} is stale: rerun tests/sglang_oracle/record.py", file=sys.stderr)
+            return 1
         old = json.loads(Path(a.out).read_text())
         strip = lambda d: {k: v for k, v in d.items() if k != "timings_s"}  # noqa: E731
         if not gen_path.exists() or json.loads(gen_path.read_text()) != bodies:
@@ -618,6 +627,8 @@ def _record(a: argparse.Namespace, venv: Path, work: Path) -> int:
     tmp.write_text(json.dumps(bodies, indent=2) + "\n")
     tmp.replace(gen_path)
     print(f"wrote {gen_path}")
+    learned_path.write_text(json.dumps(learned, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {learned_path}")
     print(f"wrote {a.out}: {len(doc['drafts'])} drafts, timings {doc['timings_s']}")
     return 0
 

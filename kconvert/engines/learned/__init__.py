@@ -25,6 +25,7 @@ LEARNABLE = ("vllm",)
 # How each learned fact becomes an EngineRules field. PER_RUNNER facts hold one value per model runner.
 PER_RUNNER = frozenset({"aux_read_paths", "no_aux_heads", "limits_served_to_draft"})
 _CONVERT: dict[str, Any] = {
+    "aux_rule": dict,
     "aux_read_paths": lambda v: tuple(tuple(p) for p in v),
     "no_aux_heads": str,
     "reads_num_aux_from": str,
@@ -159,6 +160,28 @@ def document(raw: Mapping[str, Any], *, engine: str, release: str, learned_from:
            "release_answers": raw["release"],
            "answers": {k: _compact(v) for k, v in sorted(raw["drafts"].items()) if k in probes}}
     return doc
+
+
+def document_sglang(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """The learned file of an SGLang release, from what tests/sglang_oracle/record.py recorded of its own code (its
+    loaders' load_weights and each target family's set_eagle3_layers_to_capture, run on CPU in a venv of their own:
+    SGLang's imports need more than the learner's child offers, so `kconvert engines learn` does not fetch SGLang)."""
+    from kconvert.engines.derive import derive_sglang
+
+    functions = {f"capture {fam}": c["source"] for fam, c in sorted(rec["capture"].items())}
+    functions.update({d["draft_class"]: d["loader"] for d in rec["drafts"].values() if d.get("loader")})
+    return {"about": "what this release's own code answered (tests/sglang_oracle/record.py; "
+                     "kconvert/engines/learned/__init__.py document_sglang)",
+            "engine": "sglang", "release": rec["versions"]["sglang"],
+            "learned_from": "tests/sglang_oracle/record.py: SGLang's own code installed --no-deps in a venv of its "
+                            "own, run on CPU (tests/data/sglang_oracle.json)",
+            "versions": rec["versions"], "functions": dict(sorted(functions.items())),
+            "facts": derive_sglang(rec),
+            "not_learned": ["whether the stream after the last layer is captured (the hook runs in a forward pass)",
+                            "the embedding replacement the worker makes after load",
+                            "acceptance: only a live run measures it"],
+            "answers": {"capture": rec["capture"], "config_probes": rec["config_probes"],
+                        "name_probes": rec["name_probes"]}}
 
 
 def comparable(doc: Mapping[str, Any]) -> dict[str, Any]:
