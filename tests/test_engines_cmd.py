@@ -76,7 +76,8 @@ def test_engines_list_of_one_row_prints_each_fact_and_its_source(capsys):
     rc, out, _ = run(capsys, "engines", "list", "vllm 0.34")
     assert rc == 0
     lines = [ln for ln in out.splitlines() if ln.startswith("  ")]
-    want = "  aux_read_paths: learned (kconvert/engines/learned/vllm-0.34.0.json): vllm/v1/worker/gpu/spec_decode/eagle/"
+    want = ("  aux_read_paths: learned (kconvert/engines/learned/vllm-0.34.0.json): "
+            "vllm/v1/worker/gpu/spec_decode/eagle/")
     assert any(ln.startswith(want + "eagle3_utils.py:") for ln in lines), lines
     assert any(ln.startswith("  aux_rule: read by hand: ") for ln in lines)
     rc, _, err = run(capsys, "engines", "list", "vllm 0.35")

@@ -97,9 +97,10 @@ def test_every_cell_is_inspects_verdict_on_its_engine_row_and_the_json_is_the_sc
 
 
 def test_an_unknown_engine_row_is_bad_usage_naming_the_known_rows(capsys):
-    rc, out, err = cli(capsys, MLA, "--engines", "vllm:0.34", "--cache", "off")
+    rc, out, err = cli(capsys, MLA, "--engines", "vllm:0.35", "--cache", "off")
     assert rc == 2
-    assert "known rows: vllm:0.32, vllm:0.32/v1, vllm:0.33, vllm:0.33/v1, sglang:pre-25454" in " ".join(err.split())
+    assert "known rows: vllm:0.32, vllm:0.32/v1, vllm:0.33, vllm:0.33/v1, vllm:0.34, sglang:pre-25454" in " ".join(
+        err.split())
     rc, _, err = cli(capsys, MLA, "--engines", "tensorrt", "--cache", "off")
     assert rc == 2 and "no engine 'tensorrt'" in err
     rc, _, err = cli(capsys, "--cache", "off")

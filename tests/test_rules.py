@@ -976,6 +976,43 @@ def test_draft_vocab_size_above_the_target_vocabulary_is_k501(tmp_path):
     assert f.ops[0].value == TINY.draft_vocab
 
 
+def test_an_installed_engine_release_without_a_row_is_k106(tmp_path, monkeypatch):
+    # the installed vLLM as kconvert/engines/installed.py reads it: a release one minor past the newest row
+    import kconvert.rules.config_hygiene as ch
+    from kconvert.engines.expectations import KNOWN
+
+    newest = max(tuple(int(x) for x in v.split("/")[0].split(".")) for v in KNOWN["vllm"])
+    unknown = f"{newest[0]}.{newest[1] + 1}.0"
+    monkeypatch.setattr(ch, "installed_version", lambda engine: unknown if engine == "vllm" else None)
+    f = the(run(tmp_path, engine_version="0.34"), "K106", "warning")
+    assert f"vllm {unknown} is installed here" in f.message and "vllm 0.34 row" in f.message
+
+
+def test_the_engines_own_code_disagreeing_with_the_row_is_k107(tmp_path):
+    # what vLLM 0.34.0's own code answered for the tiny speculators example (tests/data/vllm_oracle.json), held
+    # against a 0.34 row that still reads eagle_config's ids as Model Runner V1 did: the draft's ids sit there only
+    import json
+    from dataclasses import replace
+
+    from kconvert.commands.inspect import analyse, open_draft
+    from kconvert.engines.expectations import engine_rules
+    from kconvert.targets import load_target
+
+    rec = json.loads((Path(__file__).parent / "data" / "vllm_oracle.json").read_text())
+    key = "examples/drafts/llama-specforge"
+    oracle = {"engine": "vllm", "release": "0.34.0", "runner": "v2", "functions": rec["releases"]["0.34"]["functions"],
+              "answer": rec["drafts"][key]["answers"]["0.34"]}
+    root = Path(__file__).parents[1]
+    ckpt = open_draft(str(root / "examples/tiny/drafts/llama-specforge"))
+    target = load_target(str(root / "examples/tiny/target"))
+    assert not [f for f in analyse(ckpt, target, engine_rules("vllm", "0.34"), oracle=oracle).findings
+                if f.id == "K107"]
+    stale = replace(engine_rules("vllm", "0.34"), aux_read_paths=engine_rules("vllm", "0.33/v1").aux_read_paths)
+    res = analyse(ckpt, target, stale, oracle=oracle)
+    f = the(res, "K107", "error")
+    assert "[1, 4, 6]" in f.message and "[2, 4, 5]" in f.message  # the row's streams and the engine's defaults
+
+
 def test_a_dflash_checkpoint_is_k105_alone_not_a_cascade_of_eagle3_errors(tmp_path):
     # the DFlash shape of TorchSpec's configs/draft_models/qwen3_8b_dflash.json (tests/test_methods.py has the
     # other methods and engine rows); as an EAGLE-3 draft it drew K101, K203, K301, K302, K601 errors
@@ -1003,6 +1040,8 @@ COVERAGE: dict[str, list[str]] = {
              "test_num_hidden_layers_in_speculators_is_set_in_the_nested_layer_config"],
     "K104": ["test_quantization_config_copied_from_the_target_is_an_error", "test_index_topk_alone_is_a_warning"],
     "K105": ["test_a_dflash_checkpoint_is_k105_alone_not_a_cascade_of_eagle3_errors"],
+    "K106": ["test_an_installed_engine_release_without_a_row_is_k106"],
+    "K107": ["test_the_engines_own_code_disagreeing_with_the_row_is_k107"],
     "K201": ["test_model_prefixed_keys_are_renamed_for_vllm", "test_layers0_keys_are_renamed_to_midlayer_for_sglang"],
     "K202": ["test_missing_projection_is_k202_and_not_fixable", "test_missing_fc_is_k202",
              "test_missing_mla_projection_is_k202"],

@@ -153,7 +153,8 @@ def derive_vllm(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     if spec_ok:
         archs["Eagle3Speculator"] = EAGLE3_CLASSES[_model(spec)["class"]]
     put("architectures", dict(sorted(archs.items())),
-        [_fn(doc, "EAGLEConfig", "EAGLEConfig (the Eagle3 prefix)"), _fn(doc, "registry", "_SPECULATIVE_DECODING_MODELS")],
+        [_fn(doc, "EAGLEConfig", "EAGLEConfig (the Eagle3 prefix)"),
+         _fn(doc, "registry", "_SPECULATIVE_DECODING_MODELS")],
         ["speculators-llama"])
     mla = A["mla-model-type-deepseek_v3"]
     refused = [] if (_model(mla).get("class") == "Eagle3DeepseekV2ForCausalLM") else ["deepseek_v3"]

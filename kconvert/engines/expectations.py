@@ -448,7 +448,8 @@ _SGLANG_0_5_23_HAND: dict[str, tuple[Any, str]] = {
                                    "class by architecture, not by model type"),
     "speculators_norm_before_residual_default": (None, "the speculators format does not build in SGLang "
                                                        "(tests/data/sglang_oracle.json: raises)"),
-    "reads_speculators_format": (False, "a speculators config does not build in SGLang (tests/data/sglang_oracle.json)"),
+    "reads_speculators_format": (False, "a speculators config does not build in SGLang "
+                                        "(tests/data/sglang_oracle.json)"),
     "raises_max_positions": (False, "no source read raises a draft's max_position_embeddings (SpecForge #249)"),
     "reads_num_aux_from": (_SGLANG_COMMON["reads_num_aux_from"], "llama_eagle3.py reads the eagle_config ids' count"),
     # srt/speculative/spec_info.py SpeculativeAlgorithm (DFLASH, DSPARK, EAGLE; spec_registry.py: NEXTN is an

@@ -178,7 +178,8 @@ def vllm_probes() -> dict[str, dict[str, Any]]:
         add(f"{fam}-names-model-prefixed", fam, cfg,
             {"model." + n: v for n, v in draft_tensors(fam, names="layers").items()})
         add(f"{fam}-two-layers", fam, {**cfg, "num_hidden_layers": 2}, draft_tensors(fam, layers=2, names="layers"))
-        add(f"{fam}-norm-before-fc", fam, _merge(cfg, {"norm_before_fc": True, "eagle_config": {"norm_before_fc": True}}),
+        add(f"{fam}-norm-before-fc", fam,
+            _merge(cfg, {"norm_before_fc": True, "eagle_config": {"norm_before_fc": True}}),
             {**draft_tensors(fam), "input_norm.weight": ["BF16", [3 * H]]})
         add(f"{fam}-fc-norm", fam, {**cfg, "fc_norm": True},
             {**draft_tensors(fam), **{f"fc_norm.{i}.weight": ["BF16", [H]] for i in range(3)}})

@@ -224,8 +224,8 @@ def other_method(ctx: Context) -> Iterator[Finding]:
           "target (kconvert/runners/engine_oracle.py: the installed engine, or a learned release's Python files, "
           "its config, loader and runner functions on the meta device, no GPU). Where the two disagree the row is "
           "wrong or stale for this draft, and the engine's answer is what will happen: an error quoting both and the "
-          "function that answered (kconvert/rules/engine_oracle.py compares them as tests/test_vllm_oracle.py does "
-          "for every shipped draft).",
+          "function that answered (kconvert/rules/engine_oracle.py compares them, the same comparisons the rows are "
+          "held to over every shipped draft).",
       fix="Nothing for fix to do: the engine's answer is the fact. Relearn the release (`kconvert engines learn "
           "vllm==X.Y.Z`) or report the row; the other findings are the row's and may be wrong for this draft.")
 def engine_oracle_disagrees(ctx: Context) -> Iterator[Finding]:
