@@ -164,3 +164,27 @@ def test_the_sglang_rows_learned_facts_are_what_the_sglang_recording_settles():
     assert cap["deepseek_v2"][(1, 29, 57)] == [2, 30, 58] and cap["deepseek_v2"][(2, 30, 58)] == [2, 30, 58]
     assert cap["llama"][(2, 30, 58)] == [3, 31, 59] and cap["gpt_oss"][(24, 30, 36)] == [24, 30, 36]
     assert row.aux_rule == {"*": "output", "deepseek": "output-if-first-is-1", "gpt_oss": "output-unless-final"}
+
+
+def test_a_peagle_draft_on_vllm_0_34_is_a_k105_error_in_vllm_034s_own_words_and_every_command_refuses_it(tmp_path):
+    """vLLM 0.34 refuses P-EAGLE (transformers_utils/configs/speculators/algos.py update_peagle), where 0.33 loaded it
+    with its EAGLE-3 classes. The message is read here from 0.34's own file when it is unpacked (.vllm-oracle/)."""
+    import re
+
+    from kconvert.commands.fix import fix
+    from kconvert.commands.inspect import inspect
+    from tests.test_methods import peagle_config, peagle_folder
+
+    folder = str(peagle_folder(tmp_path / "peagle", peagle_config()))
+    res = inspect(folder, engine="vllm", engine_version="0.34")
+    k105 = [f for f in res.findings if f.id == "K105"]
+    assert [f.severity for f in k105] == ["error"] and "vllm 0.34 refuses it" in k105[0].message
+    assert "speculators/algos.py" in k105[0].message and "update_peagle" in k105[0].message
+    algos = ROOT / ".vllm-oracle" / "vllm-0.34.0" / "vllm" / "transformers_utils" / "configs" / "speculators" / "algos.py"
+    if algos.is_file():
+        said = re.search(r'def update_peagle.*?raise ValueError\("([^"]+)"\)', algos.read_text(), re.S).group(1)
+        assert said in k105[0].message
+    assert res.refusal("verify") is not None and fix(folder, None, engine_version="0.34", dry_run=True).refused
+    # 0.33 loads it with its EAGLE-3 classes: not an error there (its row was not read for other methods: a warning)
+    assert all(f.severity != "error" for f in inspect(folder, engine="vllm", engine_version="0.33").findings
+               if f.id == "K105")
