@@ -254,6 +254,15 @@ def test_verify_dry_run_with_oracle_reports_the_engines_answers_and_a_stale_row_
     doc = vr.to_dict()
     validate(doc, "report")
     assert doc["oracle"]["release"] == "0.34.0" and "K107" not in {f["id"] for f in doc["findings"]}
+    import io
+
+    from rich.console import Console
+
+    from kconvert.report.terminal import header
+
+    buf = io.StringIO()
+    Console(file=buf, width=200, color_system=None).print(header(doc))
+    assert "oracle: vllm 0.34.0's own code" in buf.getvalue() and "serves 4096 tokens" in buf.getvalue()
     # the same answers against the 0.33/v1 row: V1 read eagle_config's ids there; 0.34's code feeds the defaults,
     # so the row's claim about served context (V1 serves the target's) disagrees with 0.34's answer
     vr = verify(kimi, "kimi-k2.5", engine_version="0.33/v1", dry_run=True, oracle=True)

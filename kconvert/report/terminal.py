@@ -141,6 +141,7 @@ def header(doc: dict[str, Any]) -> Panel:
                       # a bare vLLM version does not say which model runner it is (a V1 row ends in /v1)
                       + (" (Model Runner V2)" if eng.get("runner") == "v2" else "")),
         Text("evidence: " + "; ".join(fmt.get("evidence", [])), style="dim"),
+        *([oracle_line(doc["oracle"])] if doc.get("oracle") else []),
         Text.assemble((_plural(s["errors"], "error"), SEV_STYLE["error"] if s["errors"] else ""), ", ",
                       (_plural(s["warnings"], "warning"), "yellow" if s["warnings"] else ""), ", ",
                       f"{s['info']} info · {s.get('fixable', 0)} fixable by `kconvert fix`"
@@ -153,6 +154,16 @@ def header(doc: dict[str, Any]) -> Panel:
                       (" (--fail-on warning)" if doc.get("fail_on") == "warning" else "", "dim")),
     ]
     return Panel(Group(*lines), title=f"kconvert {doc['command']}", title_align="left", box=box.ROUNDED)
+
+
+def oracle_line(o: dict[str, Any]) -> Text:
+    """--oracle: which release's code was asked and what it answered (K107 lists each disagreement)."""
+    a = o.get("answers") or {}
+    said = (f"raises {a['raises']}" if a.get("raises") else
+            f"feeds {a.get('ids_fed')}, fc {a.get('fc_weight_shape')}, serves {a.get('served_max_model_len')} tokens"
+            + (f", skips {', '.join(a['dropped'])}" if a.get("dropped") else ""))
+    return Text(f"oracle: {o.get('engine')} {o.get('release')}'s own code ({o.get('asked')}, {o.get('seconds')} s): "
+                f"{said}", style="dim")
 
 
 def render_next(console: Console, doc: dict[str, Any]) -> None:
