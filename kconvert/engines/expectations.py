@@ -615,11 +615,13 @@ def engine_rules(engine: str = "vllm", version: str | None = None) -> EngineRule
     """The row for an engine version.
 
     An explicit version kconvert has no row for is refused (UsageError, exit 2) with the known versions listed,
-    including a plausible newer release such as vLLM 0.34 (a vLLM version may end in /v1 or /v2, the model runner;
-    a bare version is Model Runner V2, what GPUs run): a row is facts read from that release's loader, and
+    including a plausible newer release such as vLLM 0.35 (a vLLM version may end in /v1 or /v2, the model runner;
+    a bare version is Model Runner V2, what GPUs run): a row is facts read from that release's code, and
     mapping an unread release onto the nearest row would state those facts without having read them; the user
-    can name the nearest row explicitly. Without --engine-version the installed engine's row is used when there
-    is one, else the newest row, and the report records both (engine.installed_version vs rules_version).
+    can name the nearest row explicitly, or learn the release (`kconvert engines learn`: a release learned on this
+    machine is a row, `cached_row`). A runner the release does not have (`0.34/v1`) is refused with the release's
+    own reason (`runner_removed`). Without --engine-version the installed engine's row is used when there is one,
+    else the newest row, and the report records both (engine.installed_version vs rules_version; K106 says so).
     """
     if engine not in KNOWN:
         raise UsageError(f"--engine {engine!r}: choose vllm or sglang{did_you_mean(engine, list(KNOWN))}")
