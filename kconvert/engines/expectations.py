@@ -433,7 +433,7 @@ _SGLANG_0_5_23_HAND: dict[str, tuple[Any, str]] = {
     # pass, which the recording does not run)
     "final_boundary": (SGLANG_POST_32334.final_boundary, "sglang PR #32334 (gpt_oss.py captures the final "
                                                          "boundary); the hook fires before layer i elsewhere"),
-    "aux_read_paths": (_SGLANG_COMMON["aux_read_paths"], "model_runner_components/spec_aux_hidden_state.py reads "
+    "aux_read_paths": (_SGLANG_COMMON["aux_read_paths"], "SGLang's spec_aux_hidden_state.py (model runner) reads "
                                                          "eagle_config.eagle_aux_hidden_state_layer_ids only"),
     "aux_write_paths": (_SGLANG_COMMON["aux_write_paths"], "kconvert's choice: where SGLang reads them"),
     "layout": (_SGLANG_COMMON["layout"], "kconvert's choice: midlayer.*, the name both draft classes load"),
