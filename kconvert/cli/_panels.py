@@ -17,7 +17,7 @@ ORDER = ("Draft and target", "Engine", "Prompts and measurement", "Trace", "Deci
 _BY_PANEL: dict[str, tuple[str, ...]] = {
     "Draft and target": ("--target", "--trust-remote-code", "--server"),
     "Engine": ("--engine", "--engine-version", "--tp", "--draft-tp", "--num-speculative-tokens", "--speculative-config",
-               "--engine-arg", "--timeout", "--engines", "--dtype", "--device", "--threads", "--mode"),
+               "--engine-arg", "--timeout", "--engines", "--dtype", "--device", "--threads", "--mode", "--oracle"),
     "Prompts and measurement": ("--prompts", "--max-prompts", "--max-tokens", "--lossless", "--diagnose",
                                 "--skip-static", "--dry-run", "--live", "--try", "--search-aux", "--max-sequences"),
     "Trace": ("--trace", "--best"),
