@@ -76,12 +76,12 @@ def main() -> None:  # noqa: C901 - one linear script of questions, each guarded
 
     def err(e):
         # the first line, cut before AutoWeightsLoader's listing of a Python set (its order changes per run)
-        lines = str(e).splitlines()
-        msg = (lines[0] if lines else "").split(" The available parameters")[0]
-        if type(e).__name__ == "ValidationError" and len(lines) > 1:
-            # pydantic's first line only counts the errors; the second is the message, cut before the registry's
-            # list of every architecture and pydantic's own trailer
-            msg = lines[1].strip().split(" Supported architectures")[0].split(" [type=")[0]
+        msg = (str(e).splitlines()[0] if str(e) else "").split(" The available parameters")[0]
+        if type(e).__name__ == "ValidationError" and hasattr(e, "errors"):
+            # pydantic's first line only counts the errors; the reason (e.g. an architecture the registry lacks) is
+            # the first error's message, whose first line names it
+            first = e.errors()[0]
+            msg += ": " + str(first.get("msg", "")).splitlines()[0].split(" Supported architectures")[0][:300]
         return {"raises": f"{type(e).__name__}: {msg}"}
 
     def ids(v):
