@@ -454,9 +454,12 @@ def _stale(**change):
 
 
 def _loads_034(d: dict) -> bool:
-    """0.34 built and loaded the draft: past a load failure (K201/K203/K301 agree on it) nothing else is compared."""
-    m = d["answers"]["0.34"]["model"]
-    return "raises" not in m and "load_weights" not in m
+    """0.34 read, built and loaded the draft: past a refusal (K101/K102/K201/K203/K301 agree on it) nothing else is
+    compared."""
+    a = d["answers"]["0.34"]
+    m = a.get("model")
+    return "hf_config" not in a and "raises" not in a.get("served", {}) and isinstance(m, dict) \
+        and "raises" not in m and "load_weights" not in m
 
 
 STALE = {
@@ -466,10 +469,10 @@ STALE = {
                        and _fed(d["answers"]["0.33"], "v1") != _fed(d["answers"]["0.34"], "v2")),
     # a row that forgot the skipped t2d: wrong wherever 0.34 loaded the draft and dropped a tensor
     "ignored_tensors": (dict(ignored_tensors=()),
-                        lambda d: bool(d["answers"]["0.34"]["model"].get("dropped"))),
+                        lambda d: _loads_034(d) and bool(d["answers"]["0.34"]["model"].get("dropped"))),
     # a row that forgot _limit_max_model_len_to_draft: wrong wherever 0.34 served less than the target's context
     "limits_served_to_draft": (dict(limits_served_to_draft=False),
-                               lambda d: d["answers"]["0.34"]["served"]["v2_max_model_len"]
+                               lambda d: _loads_034(d) and d["answers"]["0.34"]["served"]["v2_max_model_len"]
                                < d["answers"]["0.34"]["served"]["target_max_model_len"]),
 }
 
