@@ -42,6 +42,7 @@ class PathOption:
     flag: str  # the option's first spelling, or the argument's name
     role: str  # kconvert.cli._common: input, output-file, output-folder, cache
     argument: int | None  # the position among the command's arguments (None: an option)
+    force: bool = False  # the command takes --force (what it replaces is tried with it too)
 
     @property
     def id(self) -> str:
@@ -56,14 +57,15 @@ def path_options() -> list[PathOption]:
     out = []
     for name, cmd in sorted(_built(None).commands.items()):
         args = [p for p in cmd.params if type(p).__name__.endswith("Argument")]
+        force = any("--force" in (getattr(p, "opts", None) or []) for p in cmd.params)
         for p in cmd.params:
             role = path_role(p)
             if role is None:
                 continue
             if p in args:
-                out.append(PathOption(name, p.name, role, args.index(p)))
+                out.append(PathOption(name, p.name, role, args.index(p), force))
             else:
-                out.append(PathOption(name, p.opts[0], role, None))
+                out.append(PathOption(name, p.opts[0], role, None, force))
     return out
 
 

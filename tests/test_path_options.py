@@ -6,7 +6,8 @@ option declared as taking a path is tried here without an edit. Each is given, i
 (engine-free, run in this process): a new path, a regular file, an empty file, an empty and a non-empty folder, an
 earlier output of the same kind (for an input: what it expects), a symlink inside the sandbox and one out of it, a
 FIFO, a private character device (mknod of /dev/null's numbers in the test's own folder), a socket, and the
-command's input itself, a path inside it and its parent folder. For each:
+command's input itself, a path inside it and its parent folder; a folder destination of a command that takes
+--force, each of them again with --force. For each:
 
 - the exit code is one of 0, 1, 2, 3, 130, 143 (never 70, no traceback), within a timeout (no hang);
 - nothing outside the destination changed: names, types, sizes, mtimes, sha256 and device numbers of every entry
@@ -225,19 +226,24 @@ def test_every_kind_of_path_in_every_path_option(opt: PathOption, template, tmp_
     cwd.mkdir()
     monkeypatch.chdir(cwd)  # no project configuration found upward from here but what a test writes
     src_root, src = template
+    inputs = copy_inputs(src, src_root, tmp_path / "in")  # one copy per option: every run checks it is unchanged
     failures = []
-    for kind in KINDS:
-        sandbox = tmp_path / kind
-        inputs = copy_inputs(src, src_root, sandbox / "in")
+    # a destination a command may replace with --force is tried with it too (issue #45: `fix -o PATH --force`
+    # deleted whatever stood at PATH)
+    tries = [(kind, []) for kind in KINDS]
+    if opt.role == "output-folder" and opt.force:
+        tries += [(kind, ["--force"]) for kind in KINDS]
+    for kind, extra in tries:
+        sandbox = tmp_path / (kind + ("+forced" if extra else ""))  # no "--force" in a path an error line names
         out, outside, scratch = sandbox / "out", sandbox / "outside", sandbox / "scratch"
         for d in (out, outside, scratch):
-            d.mkdir()
+            d.mkdir(parents=True)
         (outside / "precious.txt").write_text("outside the sandbox's out folder\n")
 
         def earlier(p: Path) -> Path:
             if opt.role == "input":
                 return inputs[valid_input(opt)]
-            rc, _, err = run(argv_with(opt, str(p), inputs, scratch), capsys)  # the same command, once before
+            rc, _, err = run(argv_with(opt, str(p), inputs, scratch) + extra, capsys)  # the same command, before
             assert rc in ALLOWED, (kind, rc, err)
             return p
 
@@ -247,10 +253,11 @@ def test_every_kind_of_path_in_every_path_option(opt: PathOption, template, tmp_
         while dest is not None and not os.path.lexists(dest.parent):
             dest = dest.parent  # a new path's missing folders are made with it, as mkdir -p makes them
         loose = {value.parent, *value.parents} if writable else set()
-        before = snapshot(sandbox, {scratch} | ({dest} if dest else set()), loose)
+        watched = (tmp_path / "in", sandbox)
+        before = [snapshot(w, {scratch} | ({dest} if dest else set()), loose) for w in watched]
         node = os.lstat(value) if os.path.lexists(value) else None
         reader = FifoReader(value) if kind == "fifo" and opt.role == "output-file" else None
-        argv = argv_with(opt, str(value), inputs, scratch)
+        argv = argv_with(opt, str(value), inputs, scratch) + extra
         try:
             rc, _, err = run(argv, capsys)
         except Hung as e:
@@ -259,17 +266,18 @@ def test_every_kind_of_path_in_every_path_option(opt: PathOption, template, tmp_
         finally:
             if reader is not None:
                 reader.close()
-        after = snapshot(sandbox, {scratch} | ({dest} if dest else set()), loose)
+        after = [snapshot(w, {scratch} | ({dest} if dest else set()), loose) for w in watched]
         problems = []
         if rc not in ALLOWED or "Traceback" in err or "internal error" in err:
             problems.append(f"exit {rc}: {err.strip()[-300:]}")
-        if before != after:
-            changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
-            problems.append(f"changed outside the destination: {changed[:6]}")
+        for b, a in zip(before, after):
+            changed = sorted(k for k in set(b) | set(a) if b.get(k) != a.get(k))
+            if changed:
+                problems.append(f"changed outside the destination: {changed[:6]}")
         if opt.role != "input" and not writable:
             if rc != 2:
                 problems.append(f"a {kind} destination was not refused (exit {rc})")
-            elif "--force" in err and kind not in ("earlier",):
+            elif "--force" in err and not (kind == "earlier" and not extra):
                 problems.append(f"the refusal suggests --force: {err.strip()}")
         if node is not None and (stat.S_ISFIFO(node.st_mode) or stat.S_ISCHR(node.st_mode)):
             now = os.lstat(value)
