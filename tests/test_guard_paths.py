@@ -492,3 +492,36 @@ def test_a_checkpoint_file_that_is_not_a_regular_file_is_refused_by_name_not_ski
     err = capsys.readouterr().err
     assert rc == 2 and name in err and "not a regular file" in err, err
     assert stat.S_IFMT(os.lstat(p).st_mode) in (stat.S_IFIFO, stat.S_IFSOCK, stat.S_IFCHR)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "foreign", "folder", "database"])
+def test_the_digest_cache_path_from_the_environment_is_guarded_too(tmp_path, monkeypatch, kind):
+    """$KCONVERT_HASH_CACHE may name anything: a FIFO, someone's file, a folder, another program's sqlite database
+    (into which `CREATE TABLE IF NOT EXISTS files` wrote a table). The cache turns itself off (as for any failure
+    of it), the command runs, and what stands there is left as it was, byte for byte."""
+    import sqlite3
+
+    from kconvert.source import hashcache
+    from tests.writer_factories import write_draft
+
+    p = tmp_path / "cache"
+    if kind == "fifo":
+        os.mkfifo(p)
+    elif kind == "foreign":
+        p.write_text("someone's notes\n")
+    elif kind == "database":
+        con = sqlite3.connect(p)
+        con.execute("CREATE TABLE accounts (name TEXT)")
+        con.commit()
+        con.close()
+    else:
+        p.mkdir()
+    regular = kind in ("foreign", "database")
+    before = node(p), p.read_bytes() if regular else None
+    monkeypatch.setenv("KCONVERT_HASH_CACHE", str(p))
+    d = write_draft(tmp_path / "d")
+    with deadline():
+        assert hashcache.lookup(d / "model.safetensors") is None
+        hashcache.store(d / "model.safetensors", "0" * 64)
+    assert (node(p), p.read_bytes() if regular else None) == before
+    assert sorted(q.name for q in tmp_path.iterdir()) == ["cache", "d"]  # no -journal or -wal beside it

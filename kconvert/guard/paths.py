@@ -34,18 +34,13 @@ import json
 import math
 import os
 import re
+import functools
 import stat
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from kconvert.errors import InputError, UsageError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 # Nesting at most this deep in any JSON or TOML kconvert parses (safetensors headers, indexes, configs, file options):
 # far above any real document (a config nests 3-4 levels), far below Python's recursion limit (1000).
@@ -168,10 +163,15 @@ def decode_utf8(raw: bytes, what: str) -> str:
 # JSON's structure outside strings: a string (escapes included; an unterminated one matches nothing, so its
 # brackets are counted, which can only over-count an invalid document) or a bracket.
 _JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\[\s\S])*"|[\[\]{}]')
-# TOML's: comments, the four kinds of strings (a multi-line one may end with up to two more quotes, TOML 1.0
-# "String"), newlines and the characters that make structure: tables and arrays, inline tables, dotted keys.
-_TOML_TOKEN = re.compile(r'''\#[^\n]*|"""(?:[^\\]|\\[\s\S])*?"""(?:""?)?|\'\'\'[\s\S]*?\'\'\'(?:\'\'?)?'''
-                         r'''|"(?:[^"\\\n]|\\.)*"|'[^'\n]*'|[\[\]{},.=\n]''')
+
+
+@functools.cache
+def _toml_token() -> re.Pattern[str]:
+    """TOML's structure outside strings: comments, the four kinds of strings (a multi-line one may end with up to
+    two more quotes, TOML 1.0 "String"), newlines and the characters that make structure: tables and arrays,
+    inline tables, dotted keys. Compiled at the first TOML read (every command start-up reads JSON, few TOML)."""
+    return re.compile(r'''\#[^\n]*|"""(?:[^\\]|\\[\s\S])*?"""(?:""?)?|\'\'\'[\s\S]*?\'\'\'(?:\'\'?)?'''
+                      r'''|"(?:[^"\\\n]|\\.)*"|'[^'\n]*'|[\[\]{},.=\n]''')
 
 
 def json_depth_ok(text: str, max_depth: int = MAX_DEPTH) -> bool:
@@ -200,8 +200,9 @@ def toml_depth_ok(text: str, max_depth: int = MAX_DEPTH) -> bool:
     dots = 0  # dots in the current key since the last separator
     at_line_start = True  # a [ here opens a table header
     pos = 0
+    token = _toml_token()
     while True:
-        m = _TOML_TOKEN.search(text, pos)
+        m = token.search(text, pos)
         if m is None:
             return True
         tok, pos = m.group(), m.end()
@@ -219,7 +220,7 @@ def toml_depth_ok(text: str, max_depth: int = MAX_DEPTH) -> bool:
                 pos += 1
             parts = 1
             while True:
-                h = _TOML_TOKEN.search(text, pos)
+                h = token.search(text, pos)
                 if h is None or h.group() in ("]", "\n"):
                     pos = h.end() if h is not None else len(text)
                     break
@@ -373,6 +374,11 @@ def _finite(text: str) -> float:
 def read_toml(path: str | os.PathLike[str], what: str, *, max_bytes: int = 4 * 1024 * 1024,
               max_depth: int = MAX_DEPTH) -> dict[str, Any]:
     """A regular file of TOML, nested at most `max_depth` levels (checked before tomllib runs), without nan/inf."""
+    if sys.version_info >= (3, 11):  # deferred: only a configuration or a policy is TOML
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+
     text = read_text(path, what, max_bytes=max_bytes)
     if not toml_depth_ok(text, max_depth):
         raise _deeper(what, max_depth)
@@ -509,7 +515,7 @@ def _owned_file(path: Path, owns: Callable[[Path], bool] | None) -> bool:
         return False
     try:
         return bool(owns(path))
-    except (InputError, ValueError, TypeError, KeyError, AttributeError):
+    except Exception:  # a recogniser that cannot read what stands there has not recognised it: it is not replaced
         return False
 
 
@@ -608,6 +614,8 @@ def _write_through(path: Path, raw: bytes, what: str) -> None:
 
 
 def _write_replacing(path: Path, raw: bytes, what: str, owns: Callable[[Path], bool] | None, kind: str) -> None:
+    import tempfile  # deferred: only a report file is written this way
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
