@@ -104,9 +104,11 @@ def _interrupted(e: BaseException | None) -> int:
     return _output.interrupt_line(e)
 
 
-# `--cache off` and its spellings (kconvert.matrix.cache.OFF, which tests/test_path_options.py checks this against):
-# no file at all
-_NO_CACHE = ("off", "none", "no", "0", "false", "")
+def _no_cache(value: str) -> bool:
+    """`--cache off` and its other spellings: no file at all."""
+    from kconvert.matrix.cache import OFF  # deferred: only a command with a cache option asks
+
+    return value.strip().lower() in OFF
 
 
 def _guarded(cmd) -> None:
@@ -133,7 +135,7 @@ def _guarded(cmd) -> None:
         for name, (role, flag) in roles.items():
             if role != INPUT:
                 for v in values(name):
-                    if str(v) == "-" or (role == CACHE and str(v).strip().lower() in _NO_CACHE):
+                    if str(v) == "-" or (role == CACHE and _no_cache(str(v))):
                         continue  # standard output; no cache at all
                     check_apart(v, inputs, f"{flag} {v}")
         set_command_inputs(inputs)

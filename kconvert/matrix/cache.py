@@ -25,8 +25,9 @@ BUSY_TIMEOUT_S = 30.0  # how long a writer waits for another (sqlite's busy time
 
 
 def is_cell_cache(path: Path) -> bool:
-    """An earlier cell cache: an sqlite database (its 16-byte header, sqlite's file format section 1.3.1) whose one
-    table is this module's `cells`, opened read-only."""
+    """An earlier cell cache: an sqlite database (its 16-byte header, sqlite's file format section 1.3.1) whose
+    only table is this module's `cells`, or none yet (another run is creating it this moment: an empty database
+    holds nobody's data), opened read-only."""
     if read_head(path, str(path), 16) != b"SQLite format 3\x00":
         return False
     try:
@@ -37,7 +38,7 @@ def is_cell_cache(path: Path) -> bool:
             con.close()
     except sqlite3.Error:
         return False
-    return names == {"cells"}
+    return names <= {"cells"}
 
 
 def default_path() -> Path:

@@ -45,14 +45,15 @@ _GUARDED: dict[Path, bool] = {}  # per process: the path guard's answer for each
 
 
 def _is_hash_cache(path: Path) -> bool:
-    """An earlier digest cache: an sqlite database (its 16-byte header) whose one table is `files`."""
+    """An earlier digest cache: an sqlite database (its 16-byte header) whose only table is `files`, or none yet
+    (another process is creating it: an empty database holds nobody's data)."""
     from kconvert.guard.paths import read_head
 
     if read_head(path, str(path), 16) != b"SQLite format 3\x00":
         return False
     con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
     try:
-        return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} == {"files"}
+        return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} <= {"files"}
     finally:
         con.close()
 
