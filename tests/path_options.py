@@ -31,7 +31,8 @@ KNOWN = {
     ("score", "--report"),
     ("trace", "target"), ("trace", "--output"), ("trace", "--prompts"), ("trace", "--continuations"),
     ("trace", "--from-dump"), ("trace", "--for-drafts"),
-    ("verify", "draft"), ("verify", "--target"), ("verify", "--prompts"), ("verify", "--policy"), ("verify", "--config"),
+    ("verify", "draft"), ("verify", "--target"), ("verify", "--prompts"), ("verify", "--policy"),
+    ("verify", "--config"),
     ("verify", "--report"), ("verify", "--junit"), ("verify", "--markdown"), ("verify", "--sarif"),
 }
 

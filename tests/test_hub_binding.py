@@ -173,9 +173,9 @@ def test_an_extra_weight_against_a_report_without_a_source_names_the_subject_as_
 
 
 # load_report / check_report: what push says before it hashes anything. Each expected message is the full line a
-# user reads, naming the option (kconvert/commands/push.py calls load_report then check_report); the OS's part of "cannot read" is
-# strerror(ENOTDIR), "Not a directory" (glibc's text for POSIX ENOTDIR, which open(2) returns when a path's
-# directory component is a regular file); the schema's part is jsonschema's "'x' is a required property"
+# user reads, naming the option (kconvert/commands/push.py calls load_report then check_report); the OS's part of
+# "cannot read" is strerror(ENOTDIR), "Not a directory" (glibc's text for POSIX ENOTDIR, which open(2) returns when a
+# path's directory component is a regular file); the schema's part is jsonschema's "'x' is a required property"
 # (jsonschema's `required` validator) at "(root)" for a missing top-level key.
 
 

@@ -447,7 +447,8 @@ def owned_folder(folder: Path, manifest: str, listed: Callable[[Any], Iterable[s
     holds nothing but the manifest and those files (regular files, in folders of their own): a file the user
     added afterwards makes it theirs, and it is not replaced."""
     try:
-        doc = read_json(folder / manifest, manifest, max_bytes=max_bytes)
+        # constants: recognising is not validating, and kconvert's own writers may still write a NaN
+        doc = read_json(folder / manifest, manifest, max_bytes=max_bytes, constants=True)
         names = listed(doc)
     except (InputError, AttributeError, TypeError, KeyError):
         return False
