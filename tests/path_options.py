@@ -99,7 +99,7 @@ def build_inputs(root: Path) -> dict[str, Path]:
         "draft_t": make_draft(root / "draft-t", "torchspec"),  # a llama draft score reads
         "full": make_draft(root / "full", "torchspec", full_vocab=True),
         "target": make_target(root / "target", "tiny"),
-        "trace": random_trace(root / "trace", seqs=((4, 6),)),
+        "trace": random_trace(root / "trace", seqs=((4, 6), (4, 6))),  # two: a diagnosis's standard error is finite
         "pushed": make_checkpoint(root / "pushed"),
     }
     f["verify_report"] = write_report(root / "verify.json", make_report(f["pushed"]))

@@ -30,11 +30,11 @@ check each.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
 import re
-import functools
 import stat
 import sys
 from pathlib import Path

@@ -50,9 +50,7 @@ def load_report(report: str | Path | dict[str, Any]) -> dict[str, Any]:
         what = f"--report {report}"
         # the read guard: a regular file (a FIFO or device is refused unopened), bounded, strict JSON nested at
         # most 64 levels (checked before parsing)
-        # constants: kconvert's own reports still carry Infinity where a figure has none (a standard error of
-        # one sequence); they are read as they were written until the writers print only strict JSON
-        doc = read_json(p, what, max_bytes=MAX_REPORT_BYTES, noun="report", constants=True,
+        doc = read_json(p, what, max_bytes=MAX_REPORT_BYTES, noun="report",
                         missing_hint="run `kconvert verify ... --json > verify.json` first")
     if not isinstance(doc, dict):
         raise InputError(f"{what}: not a JSON object")

@@ -24,11 +24,10 @@ MAX_REPORT_BYTES = 64 * 1024 * 1024
 def load_score_report(path: str) -> tuple[dict[str, Any], str]:
     p = Path(path)
     # the read guard: a regular file (a FIFO or device is refused unopened), bounded, then strict JSON (no duplicate
-    # key, nested at most 64 levels, checked before parsing). constants: `score --diagnose` itself writes Infinity
-    # for the standard error of a single sequence; read as written until the report writers print strict JSON
+    # key, no NaN or Infinity, nested at most 64 levels, checked before parsing)
     raw = read_bytes(p, f"--decided-by {p}", max_bytes=MAX_REPORT_BYTES, noun="report")
     try:
-        doc = loads_json(raw, "", constants=True)
+        doc = loads_json(raw, "")
     except ValueError as e:
         raise InputError(f"--decided-by {p}: {e}") from None
     validate(doc, "report", what=str(p))
