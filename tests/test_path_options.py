@@ -85,6 +85,18 @@ def test_every_option_that_speaks_of_a_file_or_folder_is_declared_a_path():
 
 # ------------------------------------------------------------------------------------------------ the sandbox ---
 
+_DIGESTS: dict[tuple, str] = {}
+
+
+def _sha256(p: Path, st: os.stat_result) -> str:
+    """A file's sha256, remembered while its (device, inode, size, mtime, ctime) stay the same, as git's index does:
+    any write changes ctime, which no process can set back."""
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return _DIGESTS[key]
+
+
 def snapshot(root: Path, skip: set[Path], loose_dirs: set[Path]) -> dict[str, tuple]:
     """Every entry under `root` by relative path: type, size, mtime, sha256 (files), target (symlinks), rdev
     (devices). Nothing is opened but regular files: a FIFO or a device is only lstat-ed. `skip`: subtrees left out
@@ -102,7 +114,7 @@ def snapshot(root: Path, skip: set[Path], loose_dirs: set[Path]) -> dict[str, tu
             rel = p.relative_to(root).as_posix()
             kind = stat.S_IFMT(st.st_mode)
             if stat.S_ISREG(st.st_mode):
-                out[rel] = (kind, st.st_size, st.st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+                out[rel] = (kind, st.st_size, st.st_mtime_ns, _sha256(p, st))
             elif stat.S_ISLNK(st.st_mode):
                 out[rel] = (kind, os.readlink(p))
             elif stat.S_ISDIR(st.st_mode):
