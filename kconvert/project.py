@@ -22,19 +22,15 @@ ruff's plain list (`ignore = ["K902"]`) is accepted with a warning (`ProjectSett
 """
 from __future__ import annotations
 
-import sys
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kconvert.errors import InputError, UsageError, did_you_mean
+from kconvert.errors import UsageError, did_you_mean
+from kconvert.guard.paths import read_toml
 from kconvert.results.inspection import check_fail_on
 from kconvert.rules.selection import Ignored, Selection, from_flags, resolve
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 KEYS = ("select", "ignore", "fail-on", "engine", "engine-version", "target")
 
@@ -58,13 +54,14 @@ class ProjectConfig:
                          ignore=tuple(Ignored(k, v, self.path or "") for k, v in ign.items()), config_file=self.path)
 
 
-def _table(path: Path) -> dict[str, Any] | None:
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot read: {e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(f"{path}: not valid TOML: {e}") from None
+# A project configuration is a few hundred bytes; a pyproject.toml a few KB.
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+
+
+def _table(path: Path, given: bool = False) -> dict[str, Any] | None:
+    # the read guard: a regular file, bounded, UTF-8, nested at most 64 levels before tomllib runs (a kconvert.toml
+    # a checked-out repository carries is found automatically, and read like --config)
+    doc = read_toml(path, f"--config {path}" if given else str(path), max_bytes=MAX_CONFIG_BYTES)
     if path.name == "pyproject.toml":
         tool = doc.get("tool")
         t = tool.get("kconvert") if isinstance(tool, dict) else None
@@ -75,10 +72,11 @@ def _table(path: Path) -> dict[str, Any] | None:
 def find_config(start: Path | None = None) -> Path | None:
     here = (start or Path.cwd()).resolve()
     for d in (here, *here.parents):
-        if (d / "kconvert.toml").is_file():
+        # lexists, not is_file: a FIFO or a folder of that name is refused by the read guard, not skipped
+        if os.path.lexists(d / "kconvert.toml"):
             return d / "kconvert.toml"
         py = d / "pyproject.toml"
-        if py.is_file() and _table(py) is not None:
+        if os.path.lexists(py) and _table(py) is not None:
             return py
     return None
 
@@ -148,9 +146,9 @@ def load_config(path: str | None = None, *, isolated: bool = False) -> ProjectCo
     p = Path(path) if path else find_config()
     if p is None:
         return ProjectConfig()
-    if not p.is_file():
+    if not os.path.lexists(p):
         raise UsageError(f"--config {path}: no such file")
-    t = _table(p)
+    t = _table(p, given=bool(path))
     if t is None:
         raise UsageError(f"--config {p}: no [tool.kconvert] table")
     warnings: list[str] = []

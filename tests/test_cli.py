@@ -275,12 +275,14 @@ def test_a_failed_fix_leaves_no_output_folder(ws, capsys, monkeypatch):
     with pytest.raises(SelfCheckError, match="K404"):
         kconvert.fix("bad", "out", target="target")
     assert not Path("out").exists() and not [p for p in Path(".").iterdir() if p.name.startswith(".out")]
+    # an earlier output (its kconvert.json lists every file in it: the only folder --force may replace)
     Path("keep").mkdir()
     (Path("keep") / "marker").write_text("old")
+    (Path("keep") / "kconvert.json").write_text('{"tool": "kconvert", "output": {"files": {"marker": {}}}}')
     rc, out, err = run(capsys, "fix", "bad", "-o", "keep", "--target", "target", "--force")
     assert rc == 1 and "self-check" in err and "nothing written" in err
     assert "already loads" not in out
-    assert sorted(p.name for p in Path("keep").iterdir()) == ["marker"]
+    assert sorted(p.name for p in Path("keep").iterdir()) == ["kconvert.json", "marker"]
 
 
 def test_fix_prints_the_verify_command_and_that_command_works_statically(ws, capsys):

@@ -18,7 +18,7 @@ def test_reads_token_id_lines_and_skips_blank_ones(tmp_path):
 
 
 @pytest.mark.parametrize("body, message", [
-    (b'{"prompt_token_ids": [1], "output_token_ids": [2]}\nnot json\n', "c.jsonl:2: not JSON ("),
+    (b'{"prompt_token_ids": [1], "output_token_ids": [2]}\nnot json\n', "c.jsonl:2: not valid JSON: "),
     (b'{"prompt_token_ids": [true], "output_token_ids": [2]}\n', "c.jsonl:1: expected {\"prompt_token_ids\""),
     (b'{"prompt_token_ids": [], "output_token_ids": [2]}\n', "c.jsonl:1: expected"),
     (b"\n\n", "c.jsonl: no continuations"),
@@ -33,5 +33,5 @@ def test_refuses_what_is_not_token_ids_in_one_line(tmp_path, body, message):
 
 
 def test_a_missing_file_is_refused(tmp_path):
-    with pytest.raises(InputError, match="cannot read"):
+    with pytest.raises(InputError, match="no such file"):
         read_continuations(tmp_path / "nope.jsonl")

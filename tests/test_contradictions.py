@@ -96,12 +96,12 @@ def test_an_unreadable_config_names_the_file_once(tmp_path):
 
 @pytest.mark.parametrize("mask", [0o022, 0o077])
 def test_report_and_sarif_files_get_the_mode_open_would_give(tmp_path, mask):
-    from kconvert.report.files import write_json_atomic, write_text_atomic
+    from kconvert.report.files import write_report
 
     old = os.umask(mask)
     try:
-        write_json_atomic(tmp_path / "r.json", {"a": 1})
-        write_text_atomic(tmp_path / "r.sarif", "{}")
+        write_report(tmp_path / "r.json", "json", "inspect", '{"a": 1}\n')
+        write_report(tmp_path / "r.sarif", "sarif", "inspect", "{}")
         with open(tmp_path / "plain", "w"):  # the oracle: what open(2) gives under this umask
             pass
     finally:

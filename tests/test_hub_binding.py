@@ -173,9 +173,9 @@ def test_an_extra_weight_against_a_report_without_a_source_names_the_subject_as_
 
 
 # load_report / check_report: what push says before it hashes anything. Each expected message is the full line a
-# user reads (kconvert/commands/push.py calls load_report then check_report); the OS's part of "cannot read" is
-# strerror(ENOTDIR), "Not a directory" (glibc's text for POSIX ENOTDIR, which open(2) returns when a path's
-# directory component is a regular file); the schema's part is jsonschema's "'x' is a required property"
+# user reads, naming the option (kconvert/commands/push.py calls load_report then check_report); the OS's part of
+# "cannot read" is strerror(ENOTDIR), "Not a directory" (glibc's text for POSIX ENOTDIR, which open(2) returns when a
+# path's directory component is a regular file); the schema's part is jsonschema's "'x' is a required property"
 # (jsonschema's `required` validator) at "(root)" for a missing top-level key.
 
 
@@ -183,34 +183,34 @@ def test_load_report_refusals_name_the_path_and_what_is_wrong(tmp_path):
     missing = tmp_path / "verify.json"
     with pytest.raises(InputError) as e:
         load_report(missing)
-    assert e.value.message == f"{missing}: no such report"
+    assert e.value.message == f"--report {missing}: no such report"
     assert e.value.hint == "run `kconvert verify ... --json > verify.json` first"
 
     with pytest.raises(InputError) as e:
         load_report(tmp_path)
-    assert e.value.message == f"{tmp_path}: is a folder, not a report file"
+    assert e.value.message == f"--report {tmp_path}: is a folder, not a report"
 
     (tmp_path / "afile").write_text("x")
     under_a_file = tmp_path / "afile" / "verify.json"
     with pytest.raises(InputError) as e:
         load_report(under_a_file)
-    assert e.value.message == f"{under_a_file}: cannot read: Not a directory"
+    assert e.value.message == f"--report {under_a_file}: cannot read: Not a directory"
 
     arr = tmp_path / "list.json"
     arr.write_text("[1, 2]")
     with pytest.raises(InputError) as e:
         load_report(arr)
-    assert e.value.message == f"{arr}: not a JSON object"
+    assert e.value.message == f"--report {arr}: not a JSON object"
 
 
 def test_load_report_schema_refusal_names_the_file_or_says_report_for_a_dict(tmp_path):
     """A JSON object that is not a report (no `schema_version`, the schema's first required key): the refusal
-    starts with the file's path when read from a file, with the word "report" when handed a dict."""
+    starts with the option and the file's path when read from a file, with the word "report" when handed a dict."""
     f = tmp_path / "other.json"
     f.write_text("{}")
     with pytest.raises(InputError) as e:
         load_report(f)
-    assert e.value.message == f"{f}: (root): 'schema_version' is a required property"
+    assert e.value.message == f"--report {f}: (root): 'schema_version' is a required property"
     with pytest.raises(InputError) as e:
         load_report({})
     assert e.value.message == "report: (root): 'schema_version' is a required property"

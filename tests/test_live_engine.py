@@ -19,7 +19,7 @@ from kconvert.engines.installed import detect_platform
 from kconvert.engines.live_messages import LiveRequest, LiveResult
 from kconvert.runners.engine_setup import patched_draft_folder
 from kconvert.runners.vllm_args import build_engine_args, parse_engine_args
-from kconvert.errors import EXIT_ENGINE, EngineError, UsageError
+from kconvert.errors import EXIT_ENGINE, EngineError, InputError, UsageError
 from kconvert.prompts import load_prompts
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -52,7 +52,7 @@ def test_load_prompts_reads_jsonl_and_txt_paths(tmp_path):
 @pytest.mark.parametrize(
     "content, suffix, fragment",
     [
-        ('{"prompt": "ok"}\nnot json\n', ".jsonl", ":2: not a JSON object"),
+        ('{"prompt": "ok"}\nnot json\n', ".jsonl", ":2: not valid JSON"),
         ('{"text": "no prompt key"}\n', ".jsonl", 'expected an object with a "prompt" key'),
         ('{"prompt": ""}\n', ".jsonl", "non-empty string"),
         ("\n\n", ".txt", "has no prompts"),
@@ -62,7 +62,7 @@ def test_load_prompts_reads_jsonl_and_txt_paths(tmp_path):
 def test_load_prompts_rejects_bad_files_with_one_line(tmp_path, content, suffix, fragment):
     f = tmp_path / f"bad{suffix}"
     f.write_text(content)
-    with pytest.raises(UsageError) as exc:
+    with pytest.raises((UsageError, InputError)) as exc:  # InputError: the read guard's (a line that is not JSON)
         load_prompts(str(f))
     assert fragment in exc.value.message and "\n" not in exc.value.message
 

@@ -82,12 +82,10 @@ def test_missing_parent_folders_are_created(tmp_path):
 
 def test_a_cache_that_cannot_be_opened_is_a_usage_error_naming_the_path_sqlites_reason_and_the_options(
         tmp_path, monkeypatch):
-    """A folder where the file should be: sqlite answers SQLITE_CANTOPEN, whose text is "unable to open database
-    file" (https://www.sqlite.org/rescode.html, sqlite3_errstr). Another program's database holding an index
-    named `cells`: CREATE TABLE IF NOT EXISTS is a no-op only for a table or view of that name
-    (https://www.sqlite.org/lang_createtable.html), so sqlite refuses with "there is already an index named
-    cells" (build.c sqlite3StartTable) — an error that is not a lock, so no retry (no sleep at all). A parent that
-    is a file: mkdir's OSError. Each is kconvert's usage error, naming the path, with a hint that ends on the
+    """A folder where the file should be, and another program's database (here one holding an index named `cells`,
+    which CREATE TABLE IF NOT EXISTS would not even skip: https://www.sqlite.org/lang_createtable.html): refused by
+    the path guard before sqlite opens anything for writing (issue #45), so no retry (no sleep at all). A parent
+    that is a file: mkdir's OSError. Each is kconvert's usage error, naming the path, with a hint that ends on the
     option the user types and names the two spellings the manual gives (docs/manual.md: `--cache PATH`,
     `--cache off`)."""
     assert "[--cache PATH]" in MANUAL and "`--cache off`" in MANUAL
@@ -99,16 +97,19 @@ def test_a_cache_that_cannot_be_opened_is_a_usage_error_naming_the_path_sqlites_
     folder.mkdir()
     with pytest.raises(UsageError) as e:
         CellCache(folder)
-    assert str(folder) in e.value.message and "unable to open database file" in e.value.message
+    assert str(folder) in e.value.message and "is a folder" in e.value.message  # the path guard, before sqlite
     assert "--cache PATH" in e.value.hint and e.value.hint.endswith("--cache off")
     foreign = tmp_path / "other-program.sqlite"
     raw = _raw(foreign)
     raw.execute("CREATE TABLE other (x)")
     raw.execute("CREATE INDEX cells ON other (x)")
     raw.close()
+    before = foreign.read_bytes()
     with pytest.raises(UsageError) as e:
         CellCache(foreign)
-    assert str(foreign) in e.value.message and "there is already an index named cells" in e.value.message
+    # another program's database is never written to (issue #45): refused before sqlite opens it for writing
+    assert str(foreign) in e.value.message and "not a cell cache kconvert wrote" in e.value.message
+    assert "--force" not in e.value.message and foreign.read_bytes() == before
     assert "--cache PATH" in e.value.hint and e.value.hint.endswith("--cache off")
     (tmp_path / "a-file").write_text("x")
     with pytest.raises(UsageError) as e:

@@ -182,7 +182,7 @@ def test_invalid_report_is_an_input_error(ckpt, tmp_path):
     with pytest.raises(InputError, match="required property"):
         push(folder, REPO, report=bad, dry_run=True)
     bad.write_text("{not json")
-    with pytest.raises(InputError, match="not JSON"):
+    with pytest.raises(InputError, match="not valid JSON"):
         push(folder, REPO, report=bad, dry_run=True)
 
 

@@ -12,6 +12,7 @@ them by copy_file_range and hashes them through maps of the output, where an int
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -156,8 +157,8 @@ def test_a_signal_at_every_progress_point_of_a_fix_exits_128_plus_the_signal_ato
 
 @pytest.mark.parametrize("sig", list(SIGNALS), ids=lambda s: signal.Signals(s).name)
 def test_a_signal_while_replacing_an_earlier_output_leaves_it_intact_or_replaced(case, sig):
-    """--force over an earlier fix output (a file added to it marks the old one): at every other point the old
-    output is there as it was, or the new one whole."""
+    """--force over an earlier fix output (a file it lists marks the old one): at every other point the old output
+    is there as it was, or the new one whole."""
     root, _, _, reference_dir, calls = case
     reference = _tree(reference_dir)
     out = root / "earlier"
@@ -165,6 +166,11 @@ def test_a_signal_while_replacing_an_earlier_output_leaves_it_intact_or_replaced
         shutil.rmtree(out, ignore_errors=True)
         shutil.copytree(reference_dir, out)
         (out / "OLD.txt").write_text("the earlier output\n")
+        # listed in its kconvert.json: an earlier output holds only what it lists (a file added by hand makes it
+        # the user's, which --force never replaces: kconvert.guard.paths.owned_folder)
+        record = json.loads((out / "kconvert.json").read_text())
+        record["output"]["files"]["OLD.txt"] = {"size": 19}
+        (out / "kconvert.json").write_text(json.dumps(record))
         old = _tree(out)
         _check(root, out, _run(root, n, sig, out, force=True), sig, reference, old)
 

@@ -212,6 +212,24 @@ def test_fix_refuses_a_bin_draft_unasked_and_converts_it_with_from_pickle(tmp_pa
     assert [f for f in res.after.findings if f.severity == "error"] == []
 
 
+def test_from_pickle_judges_the_destination_against_the_users_folder_not_its_temporary_copy(tmp_path, capsys):
+    """Issue #45: the destination was checked against the converted copy in a temporary folder, so `-o D/sub/out`
+    wrote inside the draft (exit 0) and `-o D --force` replaced it (its pytorch_model.bin deleted). Both are refused
+    before anything is converted, and the draft's folder is byte for byte what it was."""
+    pytest.importorskip("torch")
+    from kconvert.cli import main
+    from tests.writer_factories import sha256_tree
+
+    src = bin_draft(tmp_path / "d")
+    target = str(make_target(tmp_path / "t"))
+    before = sha256_tree(src), sorted(p.relative_to(src).as_posix() for p in src.rglob("*"))
+    for out, force in ((src / "sub" / "out", []), (src, ["--force"]), (tmp_path, ["--force"])):
+        assert main(["fix", str(src), "-o", str(out), "--target", target, "--from-pickle", *force]) == 2
+        assert "the input" in capsys.readouterr().err
+        assert (sha256_tree(src), sorted(p.relative_to(src).as_posix() for p in src.rglob("*"))) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d", "t"]  # no temporary copy left beside
+
+
 def test_from_pickle_without_torch_is_exit_3_with_the_install_line(tmp_path, monkeypatch):
     # One rule for a missing optional package (issue 18): exit 3, "this machine cannot run the step".
     from kconvert.errors import MissingPackageError

@@ -350,23 +350,29 @@ def test_existing_destination_is_refused_without_force(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["in", "out"]
 
 
-def test_force_replaces_an_existing_destination(tmp_path):
+def test_force_replaces_an_earlier_output_and_nothing_else(tmp_path):
+    """--force replaces what kconvert wrote (a folder its kconvert.json lists whole), never a folder of other files
+    (issue #45: `fix -o PATH --force` deleted whatever stood at PATH)."""
     src = write_draft(tmp_path / "in")
-    (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "stale.safetensors").write_text("x")
+    _write(src, [], tmp_path / "out")
     _write(src, [], tmp_path / "out", force=True)
-    assert not (tmp_path / "out" / "stale.safetensors").exists()
     assert (tmp_path / "out" / "model.safetensors").exists()
+    assert sorted(os.listdir(tmp_path)) == ["in", "out"]
+    (tmp_path / "out" / "stale.safetensors").write_text("x")  # a file kconvert did not write makes it the user's
+    with pytest.raises(UsageError, match="not a fix output kconvert wrote") as e:
+        _write(src, [], tmp_path / "out", force=True)
+    assert "--force" not in str(e.value)
+    assert (tmp_path / "out" / "stale.safetensors").read_text() == "x"
     assert sorted(os.listdir(tmp_path)) == ["in", "out"]
 
 
 def test_writing_into_or_over_the_input_is_refused(tmp_path):
     src = write_draft(tmp_path / "in")
-    with pytest.raises(UsageError, match="input checkpoint"):
+    with pytest.raises(UsageError, match="is the input"):
         _write(src, [], src, force=True)
     with pytest.raises(UsageError, match="inside the input"):
         _write(src, [], src / "fixed")
-    with pytest.raises(UsageError, match="input checkpoint"):
+    with pytest.raises(UsageError, match="contains the input"):
         _write(src, [], tmp_path, force=True)
 
 

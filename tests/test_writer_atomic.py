@@ -224,7 +224,7 @@ def test_commit_marks_itself_committed_so_a_later_discard_keeps_the_output(tmp_p
         if force:
             out.mkdir()
             (out / "old").write_bytes(b"old")
-        t = TempFolder(out)
+        t = TempFolder(out, owned=lambda folder: True)  # the old folder counts as an earlier output of ours
         (t.path / "new").write_bytes(b"new")
         assert not t.committed
         t.commit(force=force)
@@ -240,7 +240,7 @@ def test_force_commit_puts_the_old_destination_back_when_the_rename_fails(tmp_pa
     out = tmp_path / "out"
     out.mkdir()
     (out / "old").write_bytes(b"old bytes")
-    t = TempFolder(out)
+    t = TempFolder(out, owned=lambda folder: True)
     os.rmdir(t.path)  # the temporary folder is gone: the second rename cannot succeed
     with pytest.raises(FileNotFoundError):
         t.commit(force=True, durable=False)
@@ -261,6 +261,31 @@ def test_a_destination_that_appears_while_writing_is_refused_by_name(tmp_path):
     assert _listing(out) == {"theirs": b"theirs"}
 
 
+@pytest.mark.parametrize("owned", [None, lambda folder: False])
+def test_force_commit_never_replaces_a_folder_it_does_not_recognise(tmp_path, owned):
+    """Expected (issue #45): with force, only an earlier output (`owned`) is moved aside; a folder of someone else's
+    files stays as it is, and the output is not written."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "theirs").write_bytes(b"theirs")
+    t = TempFolder(out, owned=owned)
+    with pytest.raises(UsageError):
+        t.commit(force=True, durable=False)
+    assert _listing(out) == {"theirs": b"theirs"} and not t.committed
+    t.discard()
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_commit_replaces_an_empty_folder_in_one_rename(tmp_path):
+    """Expected (rename(2)): a folder renamed onto an empty folder replaces it; no --force is needed for nothing."""
+    out = tmp_path / "out"
+    out.mkdir()
+    t = TempFolder(out)
+    (t.path / "new").write_bytes(b"new")
+    t.commit(force=False, durable=False)
+    assert _listing(out) == {"new": b"new"} and sorted(os.listdir(tmp_path)) == ["out"]
+
+
 def test_force_commit_works_for_the_longest_name_the_temp_folder_allows(tmp_path):
     """Expected (pathconf(3), _PC_NAME_MAX): a destination whose hidden temp name `.<name>.kconvert-tmp-<pid>-<8 hex>`
     is exactly NAME_MAX long can be replaced: the folder it is moved aside to must be no longer than that."""
@@ -269,7 +294,7 @@ def test_force_commit_works_for_the_longest_name_the_temp_folder_allows(tmp_path
     out = tmp_path / ("n" * (name_max - fixed))
     out.mkdir()
     (out / "old").write_bytes(b"old")
-    t = TempFolder(out)
+    t = TempFolder(out, owned=lambda folder: True)
     assert len(t.path.name) == name_max
     (t.path / "new").write_bytes(b"new")
     t.commit(force=True)

@@ -141,8 +141,8 @@ def test_an_exception_mid_write_removes_the_temporary_folder(tmp_path):
 
 def test_force_keeps_the_old_destination_when_the_new_write_fails(tmp_path):
     src = write_draft(tmp_path / "in")
-    (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "old.txt").write_text("old")
+    write_checkpoint(load_folder(src, ref=str(src)), [], tmp_path / "out", provenance={})  # an earlier output
+    before = sha256_tree(tmp_path / "out")
 
     def boom(done, total, message):
         raise RuntimeError("boom")
@@ -150,7 +150,7 @@ def test_force_keeps_the_old_destination_when_the_new_write_fails(tmp_path):
     with pytest.raises(RuntimeError):
         write_checkpoint(load_folder(src, ref=str(src)), [], tmp_path / "out", force=True, provenance={},
                          progress=boom)
-    assert os.listdir(tmp_path / "out") == ["old.txt"]
+    assert sha256_tree(tmp_path / "out") == before
     assert sorted(os.listdir(tmp_path)) == ["in", "out"]
 
 

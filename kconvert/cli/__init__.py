@@ -79,6 +79,7 @@ def _built(name: str | None):
             if not cmd.short_help and cmd.help:
                 first = " ".join(cmd.help.split("\n\n", 1)[0].split())
                 cmd.short_help = first.split(". ", 1)[0].rstrip(".") + "."
+            _guarded(cmd)
             groups.append(cmd)
     return command
 
@@ -106,6 +107,47 @@ def _interrupts() -> Iterator[None]:
 
 def _interrupted(e: BaseException | None) -> int:
     return _output.interrupt_line(e)
+
+
+def _no_cache(value: str) -> bool:
+    """`--cache off` and its other spellings: no file at all."""
+    from kconvert.matrix.cache import OFF  # deferred: only a command with a cache option asks
+
+    return value.strip().lower() in OFF
+
+
+def _guarded(cmd) -> None:
+    """Check, before `cmd` runs, that none of its destinations (the parameters `kconvert.cli._common.path` declares
+    an output) is, holds or lies inside one of its inputs (those it declares an input), by the one guard
+    (`kconvert.guard.paths.check_apart`), and hand the inputs to the report writer (`_common.command_inputs`). Read
+    from the parameters themselves: an option declared a path is guarded without another edit."""
+    from kconvert.cli._common import CACHE, INPUT, path_role, set_command_inputs
+
+    roles = {p.name: (path_role(p), p.opts[0] if p.opts else p.name) for p in cmd.params if path_role(p)}
+    if not roles or getattr(cmd.callback, "_kconvert_guarded", False):
+        return
+    run = cmd.callback
+
+    @functools.wraps(run)
+    def callback(**kwargs):
+        from kconvert.guard.paths import check_apart, existing_inputs
+
+        def values(name):
+            v = kwargs.get(name)
+            return [] if v is None else list(v) if isinstance(v, (list, tuple)) else [v]
+
+        inputs = tuple(existing_inputs(v for n, (role, _) in roles.items() if role == INPUT for v in values(n)))
+        for name, (role, flag) in roles.items():
+            if role != INPUT:
+                for v in values(name):
+                    if str(v) == "-" or (role == CACHE and _no_cache(str(v))):
+                        continue  # standard output; no cache at all
+                    check_apart(v, inputs, f"{flag} {v}")
+        set_command_inputs(inputs)
+        return run(**kwargs)
+
+    callback._kconvert_guarded = True
+    cmd.callback = callback
 
 
 def main(argv: list[str] | None = None) -> int:

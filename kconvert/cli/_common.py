@@ -2,6 +2,7 @@
 (the habit of huggingface_hub's cli/_cli_utils.py)."""
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 from enum import Enum
@@ -12,12 +13,38 @@ import typer
 from kconvert.cli._output import ENV_FORMAT
 from kconvert.report.formats import file_options, output_formats, render
 
-SourceArg = Annotated[str, typer.Argument(help="Draft checkpoint: a local folder or a Hub id org/name[@revision].",
-                                          show_default=False)]
-TargetOpt = Annotated[Optional[str], typer.Option(
+# What a parameter's value is, when it names a path: declared with the parameter (`path`), read back from the click
+# command typer builds (`path_role`). kconvert.cli checks every command's destinations against its inputs before the
+# command runs (`kconvert.cli._guarded`), and tests/test_path_options.py tries every kind of path in each such
+# parameter; a parameter declared here is covered by both without another edit.
+INPUT = "input"  # read: a file, a folder, or a name that may be one (a draft, a target, a prompt set)
+OUTPUT_FILE = "output-file"  # a report file written (`-` is standard output)
+OUTPUT_FOLDER = "output-folder"  # a folder written (fix -o, trace -o)
+CACHE = "cache"  # a database kept between runs (matrix --cache)
+PATH_ROLES = (INPUT, OUTPUT_FILE, OUTPUT_FOLDER, CACHE)
+
+
+def path(role: str, info: Any) -> Any:
+    """`info` (a typer.Option or typer.Argument) declared as taking a path of `role`."""
+    if role not in PATH_ROLES:
+        raise ValueError(f"path role {role!r}: one of {PATH_ROLES}")
+    info.kconvert_path = role
+    return info
+
+
+def path_role(param: Any) -> str | None:
+    """The role `path` declared for a parameter of the click command typer builds (None: not a path). typer 0.29
+    keeps the typer.Option/Argument a parameter was built from as its type descriptor's `parameter_info`."""
+    info = getattr(getattr(param, "type_descriptor", None), "parameter_info", None)
+    return getattr(info, "kconvert_path", None)
+
+
+SourceArg = Annotated[str, path(INPUT, typer.Argument(
+    help="Draft checkpoint: a local folder or a Hub id org/name[@revision].", show_default=False))]
+TargetOpt = Annotated[Optional[str], path(INPUT, typer.Option(
     "--target", "-t",
     help="The target model: a built-in profile (kimi-k2.5, kimi-k2, deepseek-v3, llama-3.1-8b, llama-3.3-70b, "
-         "gpt-oss-120b, qwen3-8b), a local folder, or a Hub id. Only its config.json is read.")]
+         "gpt-oss-120b, qwen3-8b), a local folder, or a Hub id. Only its config.json is read."))]
 EngineOpt = Annotated[Optional[str], typer.Option(
     "--engine", "-e", help="Engine the draft is meant for: vllm or sglang. Default: the configuration's, else "
                            "vllm.")]
@@ -79,13 +106,22 @@ def file_outputs(document: str) -> Callable[[Callable[..., Any]], Callable[..., 
         own = [p for p in sig.parameters.values() if p.name != "outputs"]
         formats = {f"{fmt.name}_file": (fmt, opt) for fmt, opt in file_options(document)}  # parameter -> format
         added = [inspect.Parameter(param, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                   annotation=Annotated[Optional[str], typer.Option(opt.flag, help=opt.help)])
+                                   annotation=Annotated[Optional[str], path(OUTPUT_FILE,
+                                                                            typer.Option(opt.flag, help=opt.help))])
                  for param, (_, opt) in formats.items()]
 
         @functools.wraps(command)
         def run(**kwargs: Any) -> Any:
-            paths = {formats[p][0].name: kwargs.pop(p) for p in list(kwargs) if p in formats}
-            return command(**kwargs, outputs={name: path for name, path in paths.items() if path})
+            given = {formats[p][0].name: kwargs.pop(p) for p in list(kwargs) if p in formats}
+            outputs = {name: value for name, value in given.items() if value}
+            # deferred: the report writer and the path guard, only when a file option is given
+            if outputs:
+                from kconvert.report.files import check_report
+
+                for fmt, _ in file_options(document):
+                    if fmt.name in outputs:  # refused before the command runs, not after minutes of it
+                        check_report(outputs[fmt.name], fmt.name, document, inputs=command_inputs())
+            return command(**kwargs, outputs=outputs)
 
         run.__signature__ = sig.replace(parameters=own + added)  # type: ignore[attr-defined]
         run.__annotations__ = {p.name: p.annotation for p in own + added}
@@ -95,13 +131,27 @@ def file_outputs(document: str) -> Callable[[Callable[..., Any]], Callable[..., 
 
 
 def write_outputs(document: str, doc: dict[str, Any], outputs: dict[str, str]) -> None:
-    """Write each file option given (`file_outputs`), atomically, in the registry's order."""
+    """Write each file option given (`file_outputs`) through the path guard, in the registry's order."""
     # deferred: the writer of report files, only when one is asked for
-    from kconvert.report.files import write_text_atomic
+    from kconvert.report.files import write_report
 
     for fmt, _ in file_options(document):
         if fmt.name in outputs:
-            write_text_atomic(outputs[fmt.name], render(fmt.name, document, doc))
+            write_report(outputs[fmt.name], fmt.name, document, render(fmt.name, document, doc),
+                         inputs=command_inputs())
+
+
+# The values of the running command's input parameters (`path_role` INPUT), set by kconvert.cli before the command
+# runs: what a report written at its end may not be, hold or lie inside.
+_INPUTS: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("kconvert_inputs", default=())
+
+
+def command_inputs() -> tuple[str, ...]:
+    return _INPUTS.get()
+
+
+def set_command_inputs(values: tuple[str, ...]) -> None:
+    _INPUTS.set(values)
 
 
 # The range of every numeric option, by kind (issue #45: `--max-prompts -1` and `--timeout nan` were accepted). Each
@@ -135,9 +185,9 @@ IgnoreOpt = Annotated[Optional[str], typer.Option(
                      "never fail the gate and are not fixed. Replaces the configuration's ignore.")]
 ExtendIgnoreOpt = Annotated[Optional[str], typer.Option(
     "--extend-ignore", help="Rules set aside in addition to the configuration's ignore.")]
-ConfigOpt = Annotated[Optional[str], typer.Option(
+ConfigOpt = Annotated[Optional[str], path(INPUT, typer.Option(
     "--config", help="Project configuration to read (kconvert.toml, or pyproject.toml with [tool.kconvert]). "
-                     "Default: the closest one upward from the working directory.")]
+                     "Default: the closest one upward from the working directory."))]
 IsolatedOpt = Annotated[bool, typer.Option("--isolated", help="Read no project configuration.")]
 
 # The Hub commit options `kconvert push` and `kconvert push-trace` share.

@@ -7,7 +7,7 @@ import typer
 
 from kconvert.cli._app import app
 from kconvert.cli._help import help_examples
-from kconvert.cli._common import SMALL_COUNT, json_opt
+from kconvert.cli._common import INPUT, SMALL_COUNT, json_opt, path
 from kconvert.cli._output import begin, console, emit_json, err_console
 from kconvert.guard.text import visible_document
 
@@ -24,10 +24,10 @@ Examples:
 
 @app.command("acceptance", epilog=help_examples(EXAMPLES))
 def acceptance_command(
-    metrics: Annotated[str, typer.Argument(help="A vLLM /metrics scrape (Prometheus text; '-' reads stdin).",
-                                           show_default=False)],
-    before: Annotated[Optional[str], typer.Option(
-        "--before", help="An earlier scrape of the same server: report the counters between the two.")] = None,
+    metrics: Annotated[str, path(INPUT, typer.Argument(
+        help="A vLLM /metrics scrape (Prometheus text; '-' reads stdin).", show_default=False))],
+    before: Annotated[Optional[str], path(INPUT, typer.Option(
+        "--before", help="An earlier scrape of the same server: report the counters between the two."))] = None,
     model: Annotated[Optional[str], typer.Option(
         "--model", help="Only this model_name label (default: sum over every model and engine).")] = None,
     k: Annotated[Optional[int], typer.Option(

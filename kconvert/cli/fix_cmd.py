@@ -11,9 +11,9 @@ from kconvert.cli._app import app
 from kconvert.cli._gate import gate_options
 from kconvert.cli._panels import PanelCommand
 from kconvert.cli._help import help_examples
-from kconvert.cli._common import (AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt,
-                                  ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
-                                  SelectOpt, SourceArg, TargetOpt, project_settings)
+from kconvert.cli._common import (INPUT, OUTPUT_FOLDER, AuxConvOpt, AuxIdsOpt, ConfigOpt, D2tOpt, EngineOpt,
+                                  EngineVersionOpt, ExtendIgnoreOpt, FailOnOpt, IgnoreOpt, IsolatedOpt, JsonOpt,
+                                  OutputFormatOpt, SelectOpt, SourceArg, TargetOpt, path, project_settings)
 from kconvert.cli._output import begin, byte_progress, echo_line, emit_report, err_console
 from kconvert.guard.text import visible_lines
 from kconvert.errors import UsageError
@@ -41,8 +41,9 @@ CAST = {"bf16": "BF16", "bfloat16": "BF16", "fp16": "F16", "float16": "F16", "fp
 @gate_options  # --extend-select, --exit-zero, --statistics, --show-settings: kconvert.cli._gate
 def fix_command(
     source: SourceArg,
-    output: Annotated[Optional[str], typer.Option("--output", "-o", help="Destination folder (must not exist "
-                                                                           "unless --force).")] = None,
+    output: Annotated[Optional[str], path(OUTPUT_FOLDER, typer.Option(
+        "--output", "-o", help="Destination folder: a new path, an empty folder, or (with --force) an earlier fix "
+                               "output; nothing else is ever replaced."))] = None,
     target: TargetOpt = None,
     engine: EngineOpt = None,
     engine_version: EngineVersionOpt = None,
@@ -53,9 +54,9 @@ def fix_command(
     aux_ids: AuxIdsOpt = None,
     aux_convention: AuxConvOpt = None,
     d2t: D2tOpt = None,
-    lm_head_from: Annotated[Optional[str], typer.Option(
+    lm_head_from: Annotated[Optional[str], path(INPUT, typer.Option(
         "--lm-head-from", help="Full-vocabulary draft whose lm_head rows are re-selected as full[d2t + arange] "
-                               "(repairs a prune that indexed with d2t alone).")] = None,
+                               "(repairs a prune that indexed with d2t alone)."))] = None,
     cast: Annotated[Optional[str], typer.Option("--cast", help="Cast floating-point weights: bf16, fp16 or "
                                                                "fp32 (lossy; never done unasked).")] = None,
     rope_from_target: Annotated[bool, typer.Option(
@@ -75,10 +76,10 @@ def fix_command(
         help="Flush the output to disk before renaming it into place (default), so that even a power cut "
              "cannot leave a complete-looking folder with data missing. --no-fsync leaves the flushing to the "
              "OS like cp does (faster on slow disks); an interrupted or killed fix still leaves nothing.")] = True,
-    decided_by: Annotated[Optional[str], typer.Option(
+    decided_by: Annotated[Optional[str], path(INPUT, typer.Option(
         "--decided-by", help="A `kconvert score --diagnose` report of this draft: take the decision flags from the "
                              "reading it measured best (or check the flags given agree) and record in kconvert.json "
-                             "which trace decided, with the acceptance lengths.")] = None,
+                             "which trace decided, with the acceptance lengths."))] = None,
     select: SelectOpt = None,
     ignore: IgnoreOpt = None,
     extend_ignore: ExtendIgnoreOpt = None,

@@ -12,8 +12,9 @@ from rich.text import Text
 from kconvert.cli._app import app
 from kconvert.cli._gate import gate_options
 from kconvert.cli._panels import PanelCommand
-from kconvert.cli._common import (COUNT, SECONDS, SMALL_COUNT, ConfigOpt, ExtendIgnoreOpt, FailOnOpt, IgnoreOpt,
-                                  IsolatedOpt, OracleOpt, SelectOpt, file_outputs, json_opt, write_outputs)
+from kconvert.cli._common import (CACHE, COUNT, INPUT, SECONDS, SMALL_COUNT, ConfigOpt, ExtendIgnoreOpt, FailOnOpt,
+                                  IgnoreOpt, IsolatedOpt, OracleOpt, SelectOpt, file_outputs, json_opt, path,
+                                  write_outputs)
 from kconvert.cli._help import help_examples
 from kconvert.cli._output import begin, current_run, emit_report, err_console, interrupt_line, statistics, write
 from kconvert.errors import UsageError
@@ -56,11 +57,11 @@ def progress(quiet: bool) -> Iterator[Callable[[dict[str, Any]], None] | None]:
 @file_outputs("matrix")  # --markdown, --html, --csv, --report: kconvert.report.formats
 @gate_options  # --extend-select, --exit-zero, --statistics, --show-settings: kconvert.cli._gate
 def matrix_command(
-    drafts: Annotated[Optional[list[str]], typer.Argument(
+    drafts: Annotated[Optional[list[str]], path(INPUT, typer.Argument(
         help="Drafts: local folders, globs (runs/*/epoch_*, quoted or not), Hub ids org/name[@rev].",
-        show_default=False)] = None,
-    from_file: Annotated[Optional[str], typer.Option(
-        "--from", help="A file of drafts, one per line, optionally followed by its target; # starts a comment.")
+        show_default=False))] = None,
+    from_file: Annotated[Optional[str], path(INPUT, typer.Option(
+        "--from", help="A file of drafts, one per line, optionally followed by its target; # starts a comment."))
     ] = None,
     hub_search: Annotated[Optional[str], typer.Option(
         "--hub-search", help="Add the Hub's models matching this text (HfApi.list_models).")] = None,
@@ -68,16 +69,16 @@ def matrix_command(
         "--hub-author", help="Add the Hub's models of this author or organisation.")] = None,
     hub_limit: Annotated[int, typer.Option("--hub-limit", **COUNT, help="At most this many models from a Hub "
                                                                       "search (most downloaded first).")] = 200,
-    target: Annotated[Optional[str], typer.Option(
+    target: Annotated[Optional[str], path(INPUT, typer.Option(
         "--target", "-t", help="The target of every draft: a profile (kimi-k2.5, ...), a folder or a Hub id. "
                                "Default: inferred per draft from its metadata, with the evidence shown; unknown "
-                               "is its own state.")] = None,
+                               "is its own state."))] = None,
     engines: Annotated[str, typer.Option(
         "--engines", help="Engine rows: all, an engine (vllm, sglang), or a list such as "
                           "vllm:0.32,sglang:post-32334.")] = "all",
-    trace: Annotated[Optional[str], typer.Option(
+    trace: Annotated[Optional[str], path(INPUT, typer.Option(
         "--trace", help="A trace folder (`kconvert trace`): score every draft against it and rank them by "
-                        "acceptance length.")] = None,
+                        "acceptance length."))] = None,
     k: Annotated[int, typer.Option("--num-speculative-tokens", "-k", **SMALL_COUNT, help="Draft tokens per step (score "
                                                                                   "and live).")] = 3,
     score_threads: Annotated[Optional[int], typer.Option("--threads", **SMALL_COUNT, help="torch CPU threads per score "
@@ -89,7 +90,7 @@ def matrix_command(
                                                       "for $(...) in a script; exit 1 when none is ranked.")] = False,
     live: Annotated[bool, typer.Option("--live", help="Also verify each draft live on the installed vLLM "
                                                       "(kconvert verify).")] = False,
-    prompts: Annotated[str, typer.Option("--prompts", help="Live: prompt set or JSONL file.")] = "all",
+    prompts: Annotated[str, path(INPUT, typer.Option("--prompts", help="Live: prompt set or JSONL file."))] = "all",
     max_prompts: Annotated[Optional[int], typer.Option("--max-prompts", **COUNT, help="Live: only the first N "
                                                                                     "prompts.")] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", **COUNT, help="Live: tokens per prompt.")] = 64,
@@ -109,8 +110,8 @@ def matrix_command(
     ray_runtime_env: Annotated[Optional[str], typer.Option(
         "--ray-runtime-env", help="Ray runtime_env as JSON, passed through (e.g. to pin an engine version).")
     ] = None,
-    cache: Annotated[Optional[str], typer.Option(
-        "--cache", help="The cell cache (sqlite); off for none. Default $XDG_CACHE_HOME/kconvert/matrix.sqlite.")
+    cache: Annotated[Optional[str], path(CACHE, typer.Option(
+        "--cache", help="The cell cache (sqlite); off for none. Default $XDG_CACHE_HOME/kconvert/matrix.sqlite."))
     ] = None,
     refresh: Annotated[bool, typer.Option("--refresh", help="Recompute every cell (and store it).")] = False,
     select: SelectOpt = None,

@@ -7,7 +7,7 @@ import typer
 from rich.text import Text
 
 from kconvert.cli._app import app
-from kconvert.cli._common import SMALL_COUNT, CreatePrOpt, HubRevisionOpt, HubTokenOpt, PrivateOpt
+from kconvert.cli._common import INPUT, SMALL_COUNT, CreatePrOpt, HubRevisionOpt, HubTokenOpt, PrivateOpt, path
 from kconvert.cli._help import help_examples
 from kconvert.guard.text import visible
 from kconvert.cli._output import begin, byte_progress, console, emit_json, err_console, print_hub_commit
@@ -27,14 +27,14 @@ Examples:
 
 @app.command("push", epilog=help_examples(EXAMPLES))
 def push_command(
-    folder: Annotated[str, typer.Argument(help="The checkpoint folder that was verified (e.g. `kconvert fix` "
-                                               "output).", show_default=False)],
+    folder: Annotated[str, path(INPUT, typer.Argument(
+        help="The checkpoint folder that was verified (e.g. `kconvert fix` output).", show_default=False))],
     repo_id: Annotated[str, typer.Argument(help="Hub repository to publish to: org/name (created if missing).",
                                            show_default=False)],
-    report: Annotated[str, typer.Option("--report", "-r", help="The `kconvert verify --json` report of this "
-                                                               "folder; its verdict must be pass and its sha256s "
-                                                               "must match the folder's files.",
-                                        show_default=False)],
+    report: Annotated[str, path(INPUT, typer.Option("--report", "-r", help="The `kconvert verify --json` report of "
+                                                                         "this folder; its verdict must be pass and "
+                                                                         "its sha256s must match the folder's files.",
+                                        show_default=False))],
     revision: HubRevisionOpt = None,
     create_pr: CreatePrOpt = False,
     private: PrivateOpt = False,

@@ -10,7 +10,7 @@ import typer
 from rich.text import Text
 
 from kconvert.cli._app import app
-from kconvert.cli._common import CreatePrOpt, HubRevisionOpt, HubTokenOpt, PrivateOpt
+from kconvert.cli._common import INPUT, CreatePrOpt, HubRevisionOpt, HubTokenOpt, PrivateOpt, path
 from kconvert.cli._help import help_examples
 from kconvert.guard.text import visible
 from kconvert.cli._output import begin, byte_progress, console, emit_json, err_console, print_hub_commit
@@ -28,7 +28,8 @@ Examples:
 
 @app.command("push-trace", epilog=help_examples(EXAMPLES))
 def push_trace_command(
-    folder: Annotated[str, typer.Argument(help="A trace folder written by `kconvert trace`.", show_default=False)],
+    folder: Annotated[str, path(INPUT, typer.Argument(help="A trace folder written by `kconvert trace`.",
+                                                      show_default=False))],
     repo_id: Annotated[str, typer.Argument(help="Hub dataset repository: org/name (created if missing).",
                                            show_default=False)],
     revision: HubRevisionOpt = None,

@@ -9,9 +9,9 @@ from kconvert.cli._app import app
 from kconvert.cli._gate import gate_options
 from kconvert.cli._panels import PanelCommand
 from kconvert.cli._help import help_examples
-from kconvert.cli._common import (COUNT, FRACTION, LENGTH, SMALL_COUNT, AuxIdsOpt, ConfigOpt, EngineOpt,
+from kconvert.cli._common import (COUNT, FRACTION, INPUT, LENGTH, SMALL_COUNT, AuxIdsOpt, ConfigOpt, EngineOpt,
                                   EngineVersionOpt, ExtendIgnoreOpt, IgnoreOpt, IsolatedOpt, JsonOpt, OutputFormatOpt,
-                                  SelectOpt, file_outputs, project_settings, write_outputs)
+                                  SelectOpt, file_outputs, path, project_settings, write_outputs)
 from kconvert.cli._output import begin, console, emit_report, err_console, stage_progress
 from kconvert.errors import UsageError
 
@@ -34,18 +34,18 @@ Examples:
 @file_outputs("score")  # --report: kconvert.report.formats
 @gate_options  # --extend-select, --exit-zero, --statistics, --show-settings: kconvert.cli._gate
 def score_command(
-    draft: Annotated[str, typer.Argument(help="Draft checkpoint folder (or a Hub id in the cache).",
-                                         show_default=False)],
-    trace: Annotated[str, typer.Option("--trace", help="Trace recorded by `kconvert trace`: a folder, or a Hub "
-                                                       "dataset org/name[@rev] read through the Hugging Face cache "
-                                                       "(HF_HUB_OFFLINE=1 reads the cache only). A path that "
-                                                       "exists always wins; write ./org/name for a folder.")],
+    draft: Annotated[str, path(INPUT, typer.Argument(help="Draft checkpoint folder (or a Hub id in the cache).",
+                                                     show_default=False))],
+    trace: Annotated[str, path(INPUT, typer.Option(
+        "--trace", help="Trace recorded by `kconvert trace`: a folder, or a Hub dataset org/name[@rev] read through "
+                        "the Hugging Face cache (HF_HUB_OFFLINE=1 reads the cache only). A path that exists always "
+                        "wins; write ./org/name for a folder."))],
     k: Annotated[int, typer.Option("--num-speculative-tokens", "-k", **SMALL_COUNT, help="Draft tokens per step.")] = 3,
     aux_ids: AuxIdsOpt = None,
     engine: EngineOpt = None,
     engine_version: EngineVersionOpt = None,
-    target: Annotated[Optional[str], typer.Option(
-        "--target", "-t", help="The target's facts for the static checks (default: the config the trace records).")
+    target: Annotated[Optional[str], path(INPUT, typer.Option(
+        "--target", "-t", help="The target's facts for the static checks (default: the config the trace records)."))
     ] = None,
     dtype: Annotated[Optional[str], typer.Option(
         "--dtype", help="Compute dtype of the draft: bfloat16, float16 or float32 (default: the trace's).")] = None,
@@ -70,9 +70,9 @@ def score_command(
     search_aux: Annotated[Optional[bool], typer.Option(
         "--search-aux/--no-search-aux", help="With --diagnose: search the recorded layers for the aux ids "
                                              "(default: when the config declares none).")] = None,
-    lm_head_from: Annotated[Optional[str], typer.Option(
+    lm_head_from: Annotated[Optional[str], path(INPUT, typer.Option(
         "--lm-head-from", help="A full-vocabulary head (draft folder) to re-select lm_head rows from "
-                               "(full[d2t + arange]) in --diagnose.")] = None,
+                               "(full[d2t + arange]) in --diagnose."))] = None,
     min_al: Annotated[Optional[float], typer.Option("--min-acceptance-length", **LENGTH, help="Gate: minimum mean "
                                                     "acceptance length (vLLM's, bonus token included).")] = None,
     min_rate: Annotated[Optional[float], typer.Option("--min-acceptance-rate", **FRACTION,

@@ -12,7 +12,6 @@ from kconvert.engines.output_health import health_line
 from kconvert.errors import UsageError
 from kconvert.guard.text import visible
 from kconvert.prompts import load_prompts
-from kconvert.report.files import write_json_atomic
 from kconvert.report.formats import get, output_formats
 
 
@@ -28,7 +27,10 @@ def run_server_mode(url: str, *, engine: str, prompts: str, k: int, max_tokens: 
     result = measure_server(url, engine=engine, prompts=prompts, k=k, max_tokens=max_tokens, max_prompts=max_prompts)
     set_name, n_prompts = result["prompt_set"], result["num_prompts"]
     if report:
-        write_json_atomic(report, result)
+        from kconvert.cli._common import command_inputs
+        from kconvert.report.files import write_json_report  # deferred: the path guard, only for a --report
+
+        write_json_report(report, "verify", result, inputs=command_inputs())
     acc = result.get("acceptance") or {}
     if fmt == "json":
         emit_json(result)

@@ -8,7 +8,7 @@ import typer
 from rich.text import Text
 
 from kconvert.cli._app import app
-from kconvert.cli._common import COUNT, SECONDS, SMALL_COUNT, TOKENS_AHEAD
+from kconvert.cli._common import COUNT, INPUT, OUTPUT_FOLDER, SECONDS, SMALL_COUNT, TOKENS_AHEAD, path
 from kconvert.cli._help import help_examples
 from kconvert.cli._output import console, emit_json, err_console, stage_progress
 from kconvert.errors import UsageError
@@ -60,14 +60,14 @@ def parse_size(text: str | None) -> int | None:
 
 @app.command("trace", epilog=help_examples(EXAMPLES))
 def trace_command(
-    target: Annotated[str, typer.Argument(help="The target model: a local folder or a Hub id (safetensors "
-                                               "weights; built into transformers, never remote code).",
-                                          show_default=False)],
-    output: Annotated[Optional[str], typer.Option("--output", "-o", help="Trace folder to write (must not exist "
-                                                                         "unless --force; not with --estimate).")
-                      ] = None,
-    prompts: Annotated[str, typer.Option("--prompts", help="Prompt set: math, chat, code, all, or a .jsonl/.txt "
-                                                          "file.")] = "all",
+    target: Annotated[str, path(INPUT, typer.Argument(help="The target model: a local folder or a Hub id "
+                                                          "(safetensors weights; built into transformers, never "
+                                                          "remote code).", show_default=False))],
+    output: Annotated[Optional[str], path(OUTPUT_FOLDER, typer.Option(
+        "--output", "-o", help="Trace folder to write: a new path, an empty folder, or (with --force) an earlier "
+                               "trace; not with --estimate."))] = None,
+    prompts: Annotated[str, path(INPUT, typer.Option(
+        "--prompts", help="Prompt set: math, chat, code, all, or a .jsonl/.txt file."))] = "all",
     max_prompts: Annotated[Optional[int], typer.Option("--max-prompts", **COUNT,
                                                        help="Use only the first N prompts.")] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", **COUNT,
@@ -99,12 +99,12 @@ def trace_command(
                                                 "can be checked (>= k).")] = 8,
     lm_head: Annotated[bool, typer.Option("--lm-head", help="Also store the target's lm_head (drafts without "
                                                             "their own share it).")] = False,
-    continuations: Annotated[Optional[str], typer.Option(
+    continuations: Annotated[Optional[str], path(INPUT, typer.Option(
         "--continuations", help="Teacher-force these token ids instead of generating: a .jsonl of "
-                                "{prompt_token_ids, output_token_ids} (e.g. an engine's outputs).")] = None,
-    from_dump: Annotated[Optional[str], typer.Option(
+                                "{prompt_token_ids, output_token_ids} (e.g. an engine's outputs)."))] = None,
+    from_dump: Annotated[Optional[str], path(INPUT, typer.Option(
         "--from-dump", help="Build the trace from an offline training dump of hidden states instead of running "
-                            "the target's layers (see --format).")] = None,
+                            "the target's layers (see --format)."))] = None,
     dump_format: Annotated[str, typer.Option(
         "--format", help="Format of --from-dump: speculators (vLLM extract_hidden_states safetensors files: "
                          "token_ids [T], hidden_states [T, n, H]). SpecForge's torch.save dumps are not read.")
@@ -113,10 +113,10 @@ def trace_command(
         "--dump-aux-ids", help="With --from-dump: the streams the dump's aux states are (input-of-layer "
                                "numbering; default: the engines' defaults (2, L//2, L-3), what SpecForge "
                                "captures).")] = None,
-    for_drafts: Annotated[Optional[list[str]], typer.Option(
+    for_drafts: Annotated[Optional[list[str]], path(INPUT, typer.Option(
         "--for-drafts", help="Record only the streams these drafts are fed (their aux ids as the engine reads "
                              "them; repeat or comma-separate): the same score, fewer bytes. --diagnose's shifted "
-                             "readings then have no neighbours to try.")] = None,
+                             "readings then have no neighbours to try."))] = None,
     shard_size: Annotated[Optional[str], typer.Option(
         "--shard-size", help="Split trace.safetensors into shards of at most this size, whole tensors each "
                              "(e.g. 5GB): easier uploads and downloads, same bytes.")] = None,

@@ -9,9 +9,9 @@ from kconvert.cli._app import app
 from kconvert.cli._gate import gate_options
 from kconvert.cli._panels import PanelCommand
 from kconvert.cli._help import help_examples
-from kconvert.cli._common import (COUNT, FRACTION, LENGTH, SECONDS, SMALL_COUNT, AuxConvOpt, AuxIdsOpt, ConfigOpt,
-                                  D2tOpt, EngineOpt, EngineVersionOpt, ExtendIgnoreOpt, FailOnOpt, IgnoreOpt,
-                                  IsolatedOpt, JsonOpt, OracleOpt, OutputFormatOpt, SelectOpt, file_outputs,
+from kconvert.cli._common import (COUNT, FRACTION, INPUT, LENGTH, SECONDS, SMALL_COUNT, AuxConvOpt, AuxIdsOpt,
+                                  ConfigOpt, D2tOpt, EngineOpt, EngineVersionOpt, ExtendIgnoreOpt, FailOnOpt, IgnoreOpt,
+                                  IsolatedOpt, JsonOpt, OracleOpt, OutputFormatOpt, SelectOpt, file_outputs, path,
                                   project_settings, write_outputs)
 from kconvert.cli._output import begin, echo_line, emit_report, err_console, stage_progress, write
 from kconvert.errors import UsageError
@@ -40,11 +40,12 @@ Examples:
 @file_outputs("verify")  # --report, --junit, --markdown, --sarif: kconvert.report.formats
 @gate_options  # --extend-select, --exit-zero, --statistics, --show-settings: kconvert.cli._gate
 def verify_command(
-    draft: Annotated[Optional[str], typer.Argument(help="Draft checkpoint folder (or Hub id in the cache); not "
-                                                        "needed with --server.", show_default=False)] = None,
-    target: Annotated[Optional[str], typer.Option("--target", "-t", help="Target: a local folder, a Hub id, or a "
-                                                  "profile name (mapped to its Hub id); not needed with --server.",
-                                                  show_default=False)] = None,
+    draft: Annotated[Optional[str], path(INPUT, typer.Argument(
+        help="Draft checkpoint folder (or Hub id in the cache); not needed with --server.", show_default=False))
+    ] = None,
+    target: Annotated[Optional[str], path(INPUT, typer.Option(
+        "--target", "-t", help="Target: a local folder, a Hub id, or a profile name (mapped to its Hub id); not "
+                               "needed with --server.", show_default=False))] = None,
     engine: EngineOpt = None,
     engine_version: EngineVersionOpt = None,
     tp: Annotated[int, typer.Option("--tp", "--tensor-parallel-size", **SMALL_COUNT,
@@ -60,8 +61,8 @@ def verify_command(
              "Its num_speculative_tokens and draft_tensor_parallel_size set -k and --draft-tp, every other key "
              "goes to the engine as written; its model is replaced by DRAFT (and recorded). Use it with "
              "--tensor-parallel-size from the same line.")] = None,
-    prompts: Annotated[str, typer.Option("--prompts", help="Prompt set: math, chat, code, all, or a .jsonl/.txt "
-                                                          "file.")] = "all",
+    prompts: Annotated[str, path(INPUT, typer.Option(
+        "--prompts", help="Prompt set: math, chat, code, all, or a .jsonl/.txt file."))] = "all",
     max_prompts: Annotated[Optional[int], typer.Option("--max-prompts", **COUNT,
                                                        help="Use only the first N prompts.")] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", **COUNT,
@@ -97,8 +98,8 @@ def verify_command(
                                                      "accepted (without it).")] = "sglang",
     tolerance: Annotated[float, typer.Option("--tolerance", **FRACTION,
                                              help="Allowed shortfall from the expected value.")] = 0.1,
-    policy: Annotated[Optional[str], typer.Option("--policy", help="TOML gate policy keyed by target and prompt "
-                                                  "set (schemas/policy.schema.json).")] = None,
+    policy: Annotated[Optional[str], path(INPUT, typer.Option(
+        "--policy", help="TOML gate policy keyed by target and prompt set (schemas/policy.schema.json)."))] = None,
     max_degenerate: Annotated[Optional[str], typer.Option(
         "--max-degenerate-share", help="Gate: the largest share of the target's outputs that may end in a short loop "
                                        "filling half of them (the acceptance is then counted on the loop, not the "

@@ -2,6 +2,7 @@
 gate (`hub.binding`), the model card (`hub.card`), one commit (`hub.upload`)."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -9,12 +10,16 @@ from typing import Any, Callable
 from kconvert.commands.inspect import analyse, open_draft
 from kconvert.engines.expectations import engine_rules
 from kconvert.errors import GateError, UsageError
+from kconvert.guard.paths import read_text
 from kconvert.hub.binding import LocalFile, Progress, bind, check_report, load_report
 from kconvert.hub.card import commit_message as default_commit_message
 from kconvert.hub.card import render_card, target_hub_id
 from kconvert.hub.upload import upload
 from kconvert.source.checkpoint import read_provenance
 from kconvert.source.names import README_NAME
+
+
+MAX_README_BYTES = 16 * 1024 * 1024
 
 
 @dataclass
@@ -105,7 +110,9 @@ def push(folder: str | Path, repo_id: str, *, report: str | Path | dict[str, Any
     files = bind(root, doc, progress=progress)
     refuse_other_method(root, doc)
     readme_path = root / README_NAME
-    existing = readme_path.read_text(encoding="utf-8") if readme_path.is_file() else None
+    # the folder's own card, kept under the new one's metadata: through the read guard like every file kconvert reads
+    existing = read_text(readme_path, README_NAME, max_bytes=MAX_README_BYTES) if os.path.lexists(readme_path) \
+        else None
     card = render_card(doc, repo_id, provenance=read_provenance(root), existing=existing, target=base_model, tp=tp)
     result = PushResult(repo_id=repo_id, revision=revision, create_pr=create_pr, private=private, dry_run=dry_run,
                         commit_message=commit_message or default_commit_message(doc), files=files, readme=card,

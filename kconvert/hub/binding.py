@@ -7,13 +7,13 @@ along unbound: they do not change what the engine loads.
 """
 from __future__ import annotations
 
-import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from kconvert.errors import GateError, InputError
+from kconvert.guard.paths import read_json
 from kconvert.schemas import validate
 from kconvert.source.checkpoint import list_files, sha256_file
 from kconvert.source.names import CONFIG_NAME, INDEX_NAME, README_NAME, SAFETENSORS_SUFFIX, TOKENIZER_FILES, is_pickle
@@ -37,26 +37,21 @@ class LocalFile:
         return {"name": self.name, "size": self.size, "sha256": self.sha256, "bound": self.bound}
 
 
+# A verify report is tens of KB (a few MB with every prompt's outputs).
+MAX_REPORT_BYTES = 64 * 1024 * 1024
+
+
 def load_report(report: str | Path | dict[str, Any]) -> dict[str, Any]:
     """A verify report from a path or a dict, validated against schemas/report.schema.json (InputError)."""
     if isinstance(report, dict):
         doc, what = report, "report"
     else:
         p = Path(report).expanduser()
-        what = str(report)
-        try:
-            raw = p.read_bytes()
-        except FileNotFoundError:
-            raise InputError(f"{report}: no such report", hint="run `kconvert verify ... --json > verify.json` "
-                                                              "first") from None
-        except IsADirectoryError:
-            raise InputError(f"{report}: is a folder, not a report file") from None
-        except OSError as e:
-            raise InputError(f"{report}: cannot read: {e.strerror or e}") from None
-        try:
-            doc = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as e:
-            raise InputError(f"{report}: not JSON ({e})") from None
+        what = f"--report {report}"
+        # the read guard: a regular file (a FIFO or device is refused unopened), bounded, strict JSON nested at
+        # most 64 levels (checked before parsing)
+        doc = read_json(p, what, max_bytes=MAX_REPORT_BYTES, noun="report",
+                        missing_hint="run `kconvert verify ... --json > verify.json` first")
     if not isinstance(doc, dict):
         raise InputError(f"{what}: not a JSON object")
     validate(doc, "report", what=what)

@@ -8,6 +8,7 @@ live cells on the installed vLLM), take what the cache holds, run the rest on an
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,10 +100,14 @@ def installed_row(engine: str = "vllm") -> Any:
 
 def trace_digest(trace: str) -> str:
     """sha256 of the trace's trace.json, which records its data file's sha256 and size."""
-    meta = Path(trace).expanduser() / "trace.json"
-    if not meta.is_file():
+    from kconvert.guard.paths import read_bytes
+    from kconvert.trace.format import MAX_META_BYTES, META_NAME
+
+    meta = Path(trace).expanduser() / META_NAME
+    if not os.path.lexists(meta):  # a FIFO or a folder of that name is refused by the read guard, by name
         raise UsageError(f"--trace {trace}: not a trace folder (no trace.json; record one with `kconvert trace`)")
-    return "sha256:" + hashlib.sha256(meta.read_bytes()).hexdigest()
+    return "sha256:" + hashlib.sha256(read_bytes(meta, f"--trace {trace}: {META_NAME}",
+                                                 max_bytes=MAX_META_BYTES)).hexdigest()
 
 
 def _rules_text(ids: set[str]) -> dict[str, Any]:

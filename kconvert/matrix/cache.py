@@ -14,12 +14,31 @@ import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
-from kconvert.errors import UsageError
+from kconvert.errors import KConvertError, UsageError
+from kconvert.guard.paths import check_output_file, read_head
 
 OFF = ("off", "none", "no", "0", "false", "")
+_HINT = "give another --cache PATH, or --cache off"
 BUSY_TIMEOUT_S = 30.0  # how long a writer waits for another (sqlite's busy timeout, and the opening's retries)
+
+
+def is_cell_cache(path: Path) -> bool:
+    """An earlier cell cache: an sqlite database (its 16-byte header, sqlite's file format section 1.3.1) whose
+    only table is this module's `cells`, or none yet (another run is creating it this moment: an empty database
+    holds nobody's data), opened read-only."""
+    if read_head(path, str(path), 16) != b"SQLite format 3\x00":
+        return False
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+        try:
+            names = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return False
+    return names <= {"cells"}
 
 
 def default_path() -> Path:
@@ -30,16 +49,22 @@ def default_path() -> Path:
 class CellCache:
     """get(key) -> cell or None; put(key, cell). `path=None` is a cache that remembers nothing."""
 
-    def __init__(self, path: str | os.PathLike[str] | None):
+    def __init__(self, path: str | os.PathLike[str] | None, *, inputs: Iterable[Any] = ()):
         self.path = Path(path).expanduser() if path is not None else None
         self._con: sqlite3.Connection | None = None
         if self.path is not None:
+            # the path guard: a new path, an empty file or an earlier cell cache (is_cell_cache), never a file of
+            # someone else's that sqlite would turn into a database, nor a FIFO, a device, or an input of the run
+            try:
+                check_output_file(self.path, what=f"--cache {self.path}", inputs=inputs, owns=is_cell_cache,
+                                  kind="cell cache", through=False)
+            except KConvertError as e:
+                raise UsageError(e.message, hint=_HINT) from None
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._con = self._open(self.path)
             except (OSError, sqlite3.Error) as e:
-                raise UsageError(f"--cache {self.path}: cannot open the cell cache: {e}",
-                                 hint="give another --cache PATH, or --cache off") from None
+                raise UsageError(f"--cache {self.path}: cannot open the cell cache: {e}", hint=_HINT) from None
 
     @staticmethod
     def _open(path: Path) -> sqlite3.Connection:
@@ -61,10 +86,10 @@ class CellCache:
                 time.sleep(0.05)
 
     @classmethod
-    def from_option(cls, value: str | None) -> "CellCache":
+    def from_option(cls, value: str | None, *, inputs: Iterable[Any] = ()) -> "CellCache":
         if value is not None and value.strip().lower() in OFF:
             return cls(None)
-        return cls(value if value is not None else default_path())
+        return cls(value if value is not None else default_path(), inputs=inputs)
 
     def get(self, key: str) -> dict[str, Any] | None:
         if self._con is None:

@@ -41,7 +41,9 @@ def matrix(drafts: list[str] | None = None, *, config: str | None = None, isolat
         executor, ExecutorOptions(workers=workers, address=ray_address, runtime_env=ray_runtime_env))
     req = replace(req, target=ps.target, selection=None if ps.selection.is_default else ps.selection,
                   fail_on=ps.fail_on)
-    store = cache if isinstance(cache, CellCache) else CellCache.from_option(cache)
+    # what the run reads, as given: the cell cache may be none of them, nor hold nor lie inside one
+    inputs = [*req.drafts, req.from_file, req.trace, req.prompts, ps.target, config]
+    store = cache if isinstance(cache, CellCache) else CellCache.from_option(cache, inputs=inputs)
     try:
         return run_matrix(req, executor=ex, cache=store, on_cell=on_cell)
     finally:

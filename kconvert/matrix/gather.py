@@ -50,12 +50,15 @@ def step_of(ref: str) -> int | None:
     return None
 
 
+# A list of drafts, one a line: thousands of lines at most.
+MAX_LIST_BYTES = 16 * 1024 * 1024
+
+
 def read_list_file(path: str) -> list[tuple[str, str | None]]:
     """`--from FILE`: one draft per line, optionally followed by its target; `#` starts a comment."""
-    try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise UsageError(f"--from {path}: cannot read: {e.strerror or e}") from None
+    from kconvert.guard.paths import read_text
+
+    text = read_text(path, f"--from {path}", max_bytes=MAX_LIST_BYTES)  # the read guard: regular, bounded, UTF-8
     out: list[tuple[str, str | None]] = []
     for n, line in enumerate(text.splitlines(), 1):
         line = line.split("#", 1)[0].strip()
@@ -192,17 +195,25 @@ def _profile_for_hub_id(hub_id: str) -> str | None:
     return None
 
 
+MAX_CARD_BYTES = 16 * 1024 * 1024
+
+
 def _card_base_model(folder: Path) -> Any:
     card = folder / "README.md"
     if not card.is_file():
         return None
     try:
-        from huggingface_hub.repocard import metadata_load
+        import yaml
+        from huggingface_hub.repocard import REGEX_YAML_BLOCK
 
-        meta = metadata_load(card) or {}
+        from kconvert.guard.paths import read_text
+
+        # huggingface_hub's metadata_load, on the text the read guard gave (bounded, a regular file, UTF-8)
+        found = REGEX_YAML_BLOCK.search(read_text(card, "README.md", max_bytes=MAX_CARD_BYTES).lstrip("\ufeff"))
+        meta = yaml.safe_load(found.group(2)) if found else None
     except Exception:  # a card whose metadata block does not parse says nothing about the target
         return None
-    return meta.get("base_model")
+    return meta.get("base_model") if isinstance(meta, dict) else None
 
 
 def infer_target(entry: DraftEntry) -> dict[str, Any]:

@@ -7,11 +7,12 @@ user messages; the engine layer renders them with the target's chat template.
 """
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from kconvert.errors import InputError, UsageError
+from kconvert.guard.paths import read_json_lines, read_text
 
 PROMPTS_DIR = Path(__file__).resolve().parent
 SHIPPED_SETS = ("math", "chat", "code")
@@ -26,34 +27,14 @@ def shipped_set_names() -> list[str]:
     return names
 
 
-def _json_lines(path: Path, error: type[Exception], *, cannot_read: str, not_utf8: str, not_json: str,
-                max_bytes: int | None = None, too_large: str = "") -> Iterator[tuple[int, Any]]:
-    """The objects of a JSON-lines file with their line numbers, blank lines skipped; `error` (one line) for an
-    unreadable, oversized, non-UTF-8 or non-JSON file, worded by the caller's templates (formatted with `path`,
-    and `exc` and `reason` for `cannot_read` and `not_utf8`, `lineno` and `msg` for `not_json`)."""
-    try:
-        if max_bytes is not None and path.stat().st_size > max_bytes:
-            raise error(too_large.format(path=path))
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise error(cannot_read.format(path=path, reason=exc.strerror or exc, exc=exc)) from None
-    except UnicodeDecodeError as exc:
-        raise error(not_utf8.format(path=path, exc=exc)) from None
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise error(not_json.format(path=path, lineno=lineno, msg=exc.msg)) from None
-        yield lineno, obj
+# A prompt file holds prompts, a few KB to a few MB.
+MAX_PROMPTS_BYTES = 64 * 1024 * 1024
 
 
-def _read_jsonl(path: Path) -> list[str]:
+def _read_jsonl(path: Path, what: str) -> list[str]:
     prompts: list[str] = []
-    for lineno, obj in _json_lines(path, UsageError, cannot_read="cannot read prompt file {path}: {exc}",
-                                   not_utf8="cannot read prompt file {path}: {exc}",
-                                   not_json="{path}:{lineno}: not a JSON object ({msg})"):
+    # the read guard: a regular file (a FIFO is refused unopened), bounded, UTF-8, each line strict JSON
+    for lineno, obj in read_json_lines(path, what, max_bytes=MAX_PROMPTS_BYTES, where=str(path)):
         if not isinstance(obj, dict) or "prompt" not in obj:
             raise UsageError(f'{path}:{lineno}: expected an object with a "prompt" key')
         prompt = obj["prompt"]
@@ -75,10 +56,7 @@ def read_continuations(path: str | Path) -> list[dict[str, Any]]:
     (e.g. an engine's outputs) to teacher-force; InputError (one line) for anything else."""
     p = Path(path)
     items = []
-    for n, obj in _json_lines(p, InputError, cannot_read="{path}: cannot read: {reason}",
-                              not_utf8="{path}: not UTF-8 text", not_json="{path}:{lineno}: not JSON ({msg})",
-                              max_bytes=MAX_CONTINUATION_BYTES,
-                              too_large="{path}: too large for a continuations file"):
+    for n, obj in read_json_lines(p, f"--continuations {p}", max_bytes=MAX_CONTINUATION_BYTES, where=str(p)):
         ok = isinstance(obj, dict) and all(_token_ids(obj.get(k)) for k in ("prompt_token_ids", "output_token_ids"))
         if not ok or not obj["prompt_token_ids"]:
             raise InputError(f'{p}:{n}: expected {{"prompt_token_ids": [int, ...], "output_token_ids": [int, ...]}}')
@@ -88,11 +66,8 @@ def read_continuations(path: str | Path) -> list[dict[str, Any]]:
     return items
 
 
-def _read_txt(path: Path) -> list[str]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read prompt file {path}: {exc}") from None
+def _read_txt(path: Path, what: str) -> list[str]:
+    text = read_text(path, what, max_bytes=MAX_PROMPTS_BYTES)
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
@@ -117,15 +92,15 @@ def load_prompts(name_or_path: str | Path) -> tuple[str, list[str]]:
         if not shipped.is_file():
             known = ", ".join(shipped_set_names()) or "none"
             raise UsageError(f"unknown prompt set {spec!r} (shipped: {known}; or give a .jsonl/.txt path)")
-        prompts = _read_jsonl(shipped)
+        prompts = _read_jsonl(shipped, str(shipped))
         set_name = spec
     else:
-        if not path.is_file():
+        if not os.path.lexists(path):  # anything that is there, a FIFO or a folder too, meets the read guard
             raise UsageError(f"prompt file not found: {path}")
         if path.suffix == ".jsonl":
-            prompts = _read_jsonl(path)
+            prompts = _read_jsonl(path, f"--prompts {path}")
         elif path.suffix == ".txt":
-            prompts = _read_txt(path)
+            prompts = _read_txt(path, f"--prompts {path}")
         else:
             raise UsageError(f"unsupported prompt file {path} (expected .jsonl or .txt)")
         set_name = path.stem

@@ -1,46 +1,38 @@
-"""Report files (`--report`, `--junit`, `--markdown`, `--sarif`), each written atomically: a reader never sees half a
-report. A checkpoint is written by `kconvert.writer`, which makes a whole folder appear at once."""
+"""Report files (`--report`, `--junit`, `--markdown`, `--sarif`, `--html`, `--csv`), written through the path guard
+(`kconvert.guard.paths.write_file`): a new path, an empty file or the format's own earlier output (recognised by the
+format's `owns`, `kconvert.report.formats`) is written beside and renamed into place, so a reader never sees half a
+report; a FIFO or a character device is written through; `-` is standard output; anything else is refused. A
+checkpoint is written by `kconvert.writer`, which makes a whole folder appear at once."""
 from __future__ import annotations
 
-import json
 import os
-import tempfile
-from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
-from kconvert.errors import InputError
-
-
-def _umask() -> int:
-    # The process umask can only be read by setting it; set it straight back (kconvert writes no file meanwhile).
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+from kconvert.guard.paths import check_output_file, write_file
+from kconvert.report.formats import get
 
 
-def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
-    p = Path(path)
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
-    except OSError as e:
-        raise InputError(f"{p}: cannot write: {e.strerror or e}") from None
-    try:
-        # mkstemp creates 0600 for its own privacy; a report is an ordinary file, so it gets the mode open(2)
-        # would give it (0666 under the umask: 0644 under umask 022), still written beside and renamed in place.
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
-        raise InputError(f"{p}: cannot write: {e.strerror or e}") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def _option(fmt: Any, document: str) -> str:
+    opt = fmt.files.get(document)
+    return opt.flag if opt is not None else f"--{fmt.name}"
 
 
-def write_json_atomic(path: str | os.PathLike[str], doc: Any) -> None:
-    write_text_atomic(path, json.dumps(doc, indent=2, default=str) + "\n")
+def check_report(path: str | os.PathLike[str], fmt_name: str, document: str, *, inputs: Iterable[Any] = ()) -> None:
+    """Refuse, before the command runs, a report destination `write_report` would refuse after it."""
+    fmt = get(fmt_name)
+    check_output_file(path, what=f"{_option(fmt, document)} {os.fspath(path)}", inputs=inputs, owns=fmt.owns,
+                      kind=f"{fmt.name} report")
+
+
+def write_report(path: str | os.PathLike[str], fmt_name: str, document: str, text: str, *,
+                 inputs: Iterable[Any] = ()) -> None:
+    """Write `text`, the `fmt_name` rendering of a `document` (inspect, verify, matrix ...), to `path`; `inputs`:
+    what the command read, which the report may not be, hold or lie inside."""
+    fmt = get(fmt_name)
+    write_file(path, text, what=f"{_option(fmt, document)} {os.fspath(path)}", inputs=inputs, owns=fmt.owns,
+               kind=f"{fmt.name} report")
+
+
+def write_json_report(path: str | os.PathLike[str], document: str, doc: Any, *, inputs: Iterable[Any] = ()) -> None:
+    """`doc` as the json format renders it (`verify --server --report`: a measurement, not a rendered report)."""
+    write_report(path, "json", document, get("json").render(document, doc), inputs=inputs)

@@ -3,19 +3,16 @@ target and prompt set, with expected values taken from a model card converted to
 from __future__ import annotations
 
 import fnmatch
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kconvert.errors import InputError, UsageError
+from kconvert.guard.paths import read_toml
 from kconvert.prompts import load_prompts
 from kconvert.schemas import validate
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+MAX_POLICY_BYTES = 1024 * 1024
 
 # How a published "acceptance length" counts, and how it maps to vLLM's mean acceptance length (AL, bonus
 # token included). SGLang / SpecForge `accept_length` = completion tokens / verify steps: the same as vLLM's AL
@@ -78,12 +75,9 @@ def apply_expected(th: Thresholds, value: float, convention: str, tolerance: flo
 
 def load_policy(path: str | Path, *, target: str, prompt_set: str, k: int) -> Thresholds:
     p = Path(path)
-    try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise InputError(f"{p}: cannot read policy: {e.strerror or e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(f"{p}: not valid TOML: {e}") from None
+    # the read guard: a regular file of at most 1 MB (a policy is a few [[gate]] tables), UTF-8, nested at most 64
+    # levels before tomllib runs, no nan/inf
+    doc = read_toml(p, f"--policy {p}", max_bytes=MAX_POLICY_BYTES)
     validate(doc, "policy", what=str(p))
     chosen = None
     for entry in doc.get("gate", []):

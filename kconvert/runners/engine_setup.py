@@ -11,8 +11,9 @@ from typing import Any, Mapping
 
 from kconvert.engines.installed import detect_platform
 from kconvert.engines.live_messages import LiveRequest
-from kconvert.errors import UsageError
+from kconvert.errors import InputError, UsageError
 from kconvert.runners.vllm_args import build_engine_args
+from kconvert.source.checkpoint import read_json_file
 from kconvert.source.names import CONFIG_NAME
 from kconvert.writer.config import deep_merge
 
@@ -27,8 +28,9 @@ def read_model_config(path_or_id: str | None, *, revision: str | None = None) ->
     if p.is_dir():
         cfg = p / CONFIG_NAME
         try:
-            return json.loads(cfg.read_text(encoding="utf-8")) if cfg.is_file() else None
-        except (OSError, ValueError):  # unreadable, not UTF-8 or not JSON (JSONDecodeError is a ValueError)
+            # the read guard, as for every checkpoint's config: a regular file, bounded, strict JSON
+            return read_json_file(cfg, f"{path_or_id}/{CONFIG_NAME}") if cfg.is_file() else None
+        except InputError:  # unreadable, not UTF-8 or not JSON
             return None
     # huggingface_hub is imported here only: a local run never needs it
     from huggingface_hub import hf_hub_download

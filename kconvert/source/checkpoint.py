@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 from kconvert.errors import HeaderError, InputError
+from kconvert.guard.paths import node_kind, open_regular, read_bytes
 from kconvert.guard.text import has_control
 from kconvert.source.names import (
     CONFIG_NAME,
@@ -162,7 +163,9 @@ def decode(data: bytes, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
 
 def sha256_file(path: Path, chunk: int = 8 * 1024 * 1024) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    # opened by the read guard: a file swapped for a FIFO since it was listed is refused, never waited on
+    fd, _ = open_regular(path, str(path))
+    with open(fd, "rb") as f:
         while True:
             b = f.read(chunk)
             if not b:
@@ -176,19 +179,10 @@ def read_json_file(path: Path, rel: str) -> Any:
 
 
 def read_small_file(path: Path, rel: str) -> bytes:
-    """A config-sized regular file's bytes; a FIFO, a directory or an oversized file is an InputError."""
-    try:
-        st = path.stat()
-        if not stat.S_ISREG(st.st_mode):
-            # a directory, FIFO or device named config.json: reading a FIFO would block forever.
-            raise InputError(f"{rel}: not a regular file")
-        if st.st_size > MAX_CONFIG_BYTES:
-            raise InputError(f"{rel}: {st.st_size} bytes is too large for a config file")
-        return path.read_bytes()
-    except PermissionError:
-        raise InputError(f"{rel}: permission denied") from None
-    except OSError as e:
-        raise InputError(f"{rel}: cannot read: {e.strerror or e}") from None
+    """A config-sized regular file's bytes, through the read guard (`kconvert.guard.paths.read_bytes`): a FIFO, a
+    device, a folder or an oversized file is an InputError naming `rel`, and nothing is opened that is not a
+    regular file."""
+    return read_bytes(path, rel, max_bytes=MAX_CONFIG_BYTES)
 
 
 def parse_json_bytes(raw: bytes, rel: str) -> Any:
@@ -202,8 +196,8 @@ def read_provenance(folder: Path) -> dict[str, Any] | None:
     """The `kconvert.json` that `kconvert fix` wrote into `folder`, or None when there is none (or it is not an
     object). InputError when it cannot be read or is not strict JSON."""
     path = folder / PROVENANCE_NAME
-    if not path.is_file():
-        return None
+    if not os.path.lexists(path):
+        return None  # anything else named kconvert.json (a FIFO, a folder) is refused by the read guard
     doc = read_json_file(path, PROVENANCE_NAME)
     return doc if isinstance(doc, dict) else None
 
@@ -239,7 +233,11 @@ def list_files(root: Path, allowed_root: Path | None = None) -> dict[str, FileEn
                 # A symlink loop: Path.resolve raises RuntimeError (Python <= 3.12), stat() raises ELOOP.
                 raise InputError(f"{rel}: cannot read: {getattr(e, 'strerror', None) or e}") from None
             if not stat.S_ISREG(st.st_mode):
-                continue
+                # Refused by name, not skipped: a skipped FIFO named model.safetensors.index.json or kconvert.json
+                # left the checkpoint read without its index or provenance (issue #45), and fix dropped any other
+                # from its copy. SECURITY.md: a checkpoint's files are regular files.
+                raise InputError(f"{rel}: {node_kind(st.st_mode)}, not a regular file (kconvert never reads from "
+                                 "FIFOs, devices or sockets)")
             out[rel] = FileEntry(rel, st.st_size)
     return out
 
@@ -284,10 +282,7 @@ def read_index(ckpt: Checkpoint, root: Path, name: str = INDEX_NAME) -> dict[str
     size = ckpt.files[name].size
     if size is not None and size > MAX_INDEX_BYTES:
         raise HeaderError(name, f"index is {size} bytes (cap {MAX_INDEX_BYTES})")
-    try:
-        raw = (root / name).read_bytes()
-    except OSError as e:
-        raise InputError(f"{name}: cannot read: {e.strerror or e}") from None
+    raw = read_bytes(root / name, name, max_bytes=MAX_INDEX_BYTES)
     index = parse_index(raw, name)
     for tensor, shard in index.items():
         check_relative_path(root, shard, f"{name} [{tensor}]", allowed_root=ckpt.allowed_root)

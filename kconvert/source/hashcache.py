@@ -41,9 +41,42 @@ def _db_path() -> Path | None:
     return Path(base) / "kconvert" / "sha256.sqlite"
 
 
+_GUARDED: dict[Path, bool] = {}  # per process: the path guard's answer for each cache path, asked once
+
+
+def _is_hash_cache(path: Path) -> bool:
+    """An earlier digest cache: an sqlite database (its 16-byte header) whose only table is `files`, or none yet
+    (another process is creating it: an empty database holds nobody's data)."""
+    from kconvert.guard.paths import read_head
+
+    if read_head(path, str(path), 16) != b"SQLite format 3\x00":
+        return False
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+    try:
+        return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} <= {"files"}
+    finally:
+        con.close()
+
+
+def _allowed(p: Path) -> bool:
+    """The path guard on the cache's path ($KCONVERT_HASH_CACHE may name anything): a new path, an empty file or an
+    earlier digest cache, never someone's file sqlite would write into, a FIFO sqlite would block on, or a device.
+    Refused: the cache is off for this process, as for any other failure of it."""
+    if p not in _GUARDED:
+        from kconvert.errors import KConvertError
+        from kconvert.guard.paths import check_output_file
+
+        try:
+            check_output_file(p, what=str(p), owns=_is_hash_cache, kind="digest cache", through=False)
+            _GUARDED[p] = True
+        except (KConvertError, OSError, sqlite3.Error):
+            _GUARDED[p] = False
+    return _GUARDED[p]
+
+
 def _connect() -> sqlite3.Connection | None:
     p = _db_path()
-    if p is None:
+    if p is None or not _allowed(p):
         return None
     try:
         p.parent.mkdir(parents=True, exist_ok=True)

@@ -8,11 +8,9 @@ of tensors with dtype, shape and data_offsets relative to the end of the header,
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import posixpath
-import re
 import stat
 import struct
 from dataclasses import dataclass, field
@@ -20,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from kconvert.errors import HeaderError
+from kconvert.guard.paths import lone_surrogate as _lone_surrogate
+from kconvert.guard.paths import loads_json
 from kconvert.guard.text import has_control
 from kconvert.source.names import INDEX_NAME  # noqa: F401  (re-exported: older imports name it here)
 
@@ -67,103 +67,21 @@ class SafetensorsHeader:
     tensors: dict[str, TensorInfo] = field(default_factory=dict)
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise ValueError(f"duplicate key {k!r}")
-        out[k] = v
-    return out
-
-
 def _serde_int(text: str) -> Any:
     # serde_json reads `-0` as the float -0.0, so safetensors refuses it where an integer is due; Python's json
     # reads it as the integer 0. Kept a float here, it fails the integer checks as it fails in safetensors.
     return -0.0 if text == "-0" else int(text)
 
 
-def _lone_surrogate(obj: Any, depth: int = 0) -> str | None:
-    """A string holding a lone UTF-16 surrogate (from a `\\ud800`-style escape), or None. Python's json accepts
-    such an escape, serde_json (safetensors) refuses it: "lone leading surrogate in hex escape"."""
-    if isinstance(obj, str):
-        try:
-            obj.encode("utf-8")
-        except UnicodeEncodeError:
-            return obj
-        return None
-    items = list(obj.items()) if isinstance(obj, dict) else obj if isinstance(obj, list) else []
-    for it in items:
-        for x in (it if isinstance(obj, dict) else (it,)):
-            bad = _lone_surrogate(x, depth + 1)
-            if bad is not None:
-                return bad
-    return None
-
-
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
-
-
-def _no_constant(name: str) -> Any:
-    # Python's json reads NaN, Infinity and -Infinity, which RFC 8259 (section 6) does not allow and serde_json,
-    # JSON.parse and most other parsers refuse: a config holding one would be written back as non-JSON.
-    raise ValueError(f"{name} is not a JSON number (strict JSON: no NaN or Infinity)")
-
-
-def _finite_float(text: str) -> float:
-    # 1e999 is JSON but overflows a double: Python's json makes it inf, serde_json refuses it ("number out of range")
-    x = float(text)
-    if not math.isfinite(x):
-        raise ValueError(f"number {text[:40]} is out of range")
-    return x
-
-
 def loads_strict_json(raw: bytes, what: str, *, max_depth: int = 64, serde: bool = False) -> Any:
     """Parse JSON strictly, the one reader of JSON kconvert did not write (configs, headers, indexes, reports,
-    trace metadata): refusing duplicate keys, invalid UTF-8, absurd nesting, NaN/Infinity and numbers beyond a
-    double (RFC 8259 section 6), and strings holding a lone UTF-16 surrogate escape (`"\\ud800"`: RFC 8259
-    section 8.2, I-JSON RFC 7493; no UTF-8 form, so nothing read could be written back). `what` names the
-    document in the message ("header is not valid JSON"); "" leaves it to a caller that names the file itself.
-    `serde`: also read `-0` as serde_json, the parser of safetensors' Rust reader, does (a float, so not an
-    integer)."""
-    def problem(text: str) -> str:
-        return f"{what} is {text}" if what else text
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(problem(f"not UTF-8 ({e.reason} at byte {e.start})")) from None
-    # Deep nesting would exhaust the recursion limit inside json; refuse it before parsing.
-    depth = 0
-    max_seen = 0
-    in_str = False
-    esc = False
-    for ch in text:
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[{":
-            depth += 1
-            if depth > max_depth:
-                raise ValueError((f"{what} nests" if what else "nested") + f" deeper than {max_depth} levels")
-            max_seen = max(max_seen, depth)
-        elif ch in "]}":
-            depth -= 1
-    try:
-        obj = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_int=_serde_int if serde else None,
-                         parse_constant=_no_constant, parse_float=_finite_float)
-    except (ValueError, RecursionError) as e:
-        raise ValueError(problem(f"not valid JSON: {e}")) from None
-    # Only a \uD800-\uDFFF escape makes a surrogate (UTF-8 has none): walk the strings only when one is written. A
-    # header (`serde`) is checked by parse_header_json, which words it as safetensors' refusal, remote ones too.
-    bad = _lone_surrogate(obj) if not serde and _SURROGATE_ESCAPE.search(text) else None
-    if bad is not None:
-        raise ValueError(problem(f"not valid JSON: the string {bad!r:.60} holds a lone UTF-16 surrogate escape"))
-    return obj
+    trace metadata): `kconvert.guard.paths.loads_json` (duplicate keys, invalid UTF-8, nesting counted before
+    parsing, NaN/Infinity and numbers beyond a double, lone UTF-16 surrogate escapes: all refused), which the file
+    options below the checkpoint readers (prompts, continuations) read through too. `what` names the document in
+    the message ("header is not valid JSON"); "" leaves it to a caller that names the file itself. `serde`: also
+    read `-0` as serde_json, the parser of safetensors' Rust reader, does (a float, so not an integer); a header's
+    lone surrogate is worded as safetensors' refusal by parse_header_json, remote headers too."""
+    return loads_json(raw, what, max_depth=max_depth, parse_int=_serde_int if serde else None, surrogates=not serde)
 
 
 def _is_int(x: Any) -> bool:

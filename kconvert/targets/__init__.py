@@ -159,7 +159,7 @@ def load_target(ref: str) -> TargetModel:
     p = Path(ref).expanduser()
     if os.path.exists(p):  # not Path.exists: a name too long for the file system (ENAMETOOLONG) is no folder
         cfg_path = p / CONFIG_NAME if p.is_dir() else p
-        if not cfg_path.is_file():
+        if not os.path.lexists(cfg_path):  # anything else of that name (a FIFO, a folder) meets the read guard
             raise InputError(f"{ref}: no config.json in the target folder")
         cfg = read_json_file(cfg_path, f"{ref}/config.json")
         return from_config(cfg, name=ref, origin="folder", local_path=str(p.resolve() if p.is_dir() else p.parent))

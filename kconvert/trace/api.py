@@ -73,6 +73,10 @@ def trace(request: Any, *, for_drafts: list[str] | None = None,
         require_torch(*src.needs_torch)
     if src is None or src.request != type(request).__name__:
         raise UsageError(f"--engine {name!r}: choose {' or '.join(engines())}")
+    from kconvert.trace.format import check_trace_destination, request_inputs
+
+    # before a target is loaded or an engine started: the writer checks again when it starts
+    check_trace_destination(request.out, force=request.force, inputs=request_inputs(request))
     if name == "hf" and (request.tp != 1 or request.engine_args):
         raise UsageError("--tp and --engine-arg set up vLLM: give them with --engine vllm")
     if getattr(request, "continuations_from", None) and request.continuations is None:

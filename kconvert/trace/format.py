@@ -39,6 +39,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from kconvert.errors import InputError, UsageError
+from kconvert.guard.paths import check_output_folder, owned_folder, read_bytes
 from kconvert.source.safetensors_header import DTYPE_SIZES, TensorInfo, loads_strict_json, read_header
 from kconvert.writer.header import safetensors_header
 
@@ -219,6 +220,34 @@ def _tensor_bytes(arr: Any, st_dtype: str) -> bytes:
     return np.ascontiguousarray(a).astype(np_dtype, copy=False).tobytes()
 
 
+def trace_data_files(doc: Any) -> list[str] | None:
+    """The data files a trace.json lists, or None when it is not a kconvert trace's: with it, what makes a folder an
+    earlier trace that `--force` may replace."""
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        return None
+    d = doc.get("data")
+    entries = d["files"] if isinstance(d, dict) and "files" in d else [d]
+    return [e["file"] for e in entries]
+
+
+def trace_owned(folder: Path) -> bool:
+    """`folder` is an earlier trace: trace.json and the data files it lists, nothing else
+    (`kconvert.guard.paths.owned_folder`)."""
+    return owned_folder(folder, META_NAME, trace_data_files, max_bytes=MAX_META_BYTES)
+
+
+def check_trace_destination(out: str | os.PathLike[str], *, force: bool, inputs: Iterable[Any] = ()) -> None:
+    """Refuse a trace folder destination before anything is recorded (`kconvert.guard.paths.check_output_folder`):
+    only a new path, an empty folder or (with `force`) an earlier trace, apart from every input."""
+    check_output_folder(out, what=str(out), force=force, inputs=inputs, owned=trace_owned, kind="trace")
+
+
+def request_inputs(request: Any) -> list[Any]:
+    """What a trace request reads, as the user gave it (a target folder, a prompts or continuations file, a dump
+    folder): a trace folder may be none of them, nor hold nor lie inside one."""
+    return [getattr(request, name, None) for name in ("target", "prompts", "continuations_from", "dump")]
+
+
 class TraceWriter:
     """Writes a trace into a hidden temporary folder beside ``out_dir`` and renames it into place at the end.
 
@@ -228,21 +257,21 @@ class TraceWriter:
     """
 
     def __init__(self, out_dir: str | os.PathLike[str], meta: TraceMeta, *, force: bool = False,
-                 shard_size: int | None = None):
-        from kconvert.writer.atomic import TempFolder, check_destination
+                 shard_size: int | None = None, inputs: Iterable[Any] = ()):
+        from kconvert.writer.atomic import TempFolder
 
         if shard_size is not None and shard_size < 1:
             raise UsageError("--shard-size must be positive")
         self.shard_size = shard_size
 
         self.out_dir = Path(out_dir)
-        check_destination(self.out_dir, force=force, input_root=None)
+        check_trace_destination(self.out_dir, force=force, inputs=inputs)
         if meta.dtype not in HIDDEN_DTYPES:
             raise UsageError(f"trace dtype {meta.dtype!r}: choose one of {', '.join(HIDDEN_DTYPES)}")
         self.meta = meta
         self.force = force
         self.st_dtype = HIDDEN_DTYPES[meta.dtype]
-        self.tmp = TempFolder(self.out_dir)
+        self.tmp = TempFolder(self.out_dir, owned=trace_owned)
         self._spools: dict[str, Any] = {}
         self._rows: dict[str, int] = {}
         self.offsets = [0]
@@ -543,7 +572,7 @@ def _open_folder(root: Path, check_data_sha256: bool, allowed_root: Path | None 
     if not root.is_dir():
         raise InputError(f"{root}: not a trace folder (record one with `kconvert trace`)")
     meta_path = root / META_NAME
-    if not meta_path.is_file():
+    if not os.path.lexists(meta_path):  # a FIFO or folder of that name is refused by name by the read guard
         raise InputError(f"{root}: no {META_NAME} (is this a trace folder?)")
     raw = _read_small(meta_path)
     try:
@@ -633,13 +662,7 @@ def _read_index(trace: Trace) -> None:
 
 
 def _read_small(path: Path) -> bytes:
-    try:
-        st = path.stat()
-        if st.st_size > MAX_META_BYTES:
-            raise InputError(f"{path.name}: {st.st_size} bytes is too large")
-        return path.read_bytes()
-    except OSError as e:
-        raise InputError(f"{path.name}: cannot read: {e.strerror or e}") from None
+    return read_bytes(path, path.name, max_bytes=MAX_META_BYTES)
 
 
 def _check_sha256(path: Path, expected: Any) -> None:

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from kconvert._version import __version__
 from kconvert.errors import InputError, UsageError
-from kconvert.trace.format import TraceMeta, TraceWriter
+from kconvert.trace.format import TraceMeta, TraceWriter, request_inputs
 
 MAX_DUMP_FILES = 1_000_000
 ST_DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
@@ -233,7 +233,8 @@ def trace_from_dump(req: DumpRequest, progress: Callable[[str], None] | None = N
         recorder={"tool": "kconvert trace --from-dump", "version": __version__, "backend": "speculators dump",
                   "torch": torch.__version__, "device": str(device)},
         notes=notes)
-    with TraceWriter(req.out, meta, force=req.force, shard_size=req.shard_size) as writer:
+    with TraceWriter(req.out, meta, force=req.force, shard_size=req.shard_size,
+                     inputs=request_inputs(req)) as writer:
         for i, f in enumerate(files):
             ids, hidden = read_dump_file(f, lay)
             nxt = labels(hidden) if labels.on else torch.cat([ids[1:], ids[-1:]])

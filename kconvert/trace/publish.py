@@ -48,15 +48,17 @@ class TracePush:
 def trace_files(folder: str | Path) -> tuple[dict[str, Any], list[LocalFile]]:
     """(trace.json as a dict, the files to publish) of a trace folder, validated and hashed: trace.json by the
     bytes just read, every data file checked against the sha256 trace.json records."""
-    from kconvert.trace.format import META_NAME, open_trace
+    from kconvert.guard.paths import read_bytes
+    from kconvert.trace.format import MAX_META_BYTES, META_NAME, open_trace
 
     root = Path(folder).expanduser()
     if not root.is_dir():
         raise InputError(f"{folder}: no such trace folder")
     with open_trace(root, check_data_sha256=True) as tr:  # a Path: never taken for a Hub id
-        doc = json.loads((root / META_NAME).read_text(encoding="utf-8"))
-        if hashlib.sha256((root / META_NAME).read_bytes()).hexdigest() != tr.meta_sha256:
+        raw = read_bytes(root / META_NAME, META_NAME, max_bytes=MAX_META_BYTES)
+        if hashlib.sha256(raw).hexdigest() != tr.meta_sha256:
             raise InputError(f"{root / META_NAME}: changed while it was being checked")
+        doc = json.loads(raw)  # the bytes open_trace validated (same sha256)
         data = doc["data"]
         files = [LocalFile(META_NAME, root / META_NAME, (root / META_NAME).stat().st_size, tr.meta_sha256, True)]
         for entry in data.get("files") or [data]:

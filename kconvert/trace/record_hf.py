@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kconvert._version import __version__
+from kconvert.source.checkpoint import read_small_file
 from kconvert.source.names import CONFIG_NAME
 from kconvert.trace.capture import Capture, decoder_layers
-from kconvert.trace.format import TraceMeta, TraceWriter
+from kconvert.trace.format import TraceMeta, TraceWriter, request_inputs
 from kconvert.trace.hf_target import LoadedTarget, load_target_model, load_torch
 from kconvert.trace.prompt_ids import PromptInputs, prompt_inputs
 from kconvert.trace.request import TraceRequest, check_request, resolve_layers
@@ -45,7 +46,7 @@ def record_trace(req: TraceRequest, progress: Callable[[str], None] | None = Non
         target={"source": tgt.source, "revision": tgt.revision, "commit": tgt.commit,
                 "architectures": [a for a in tgt.config.get("architectures") or [] if isinstance(a, str)],
                 "model_type": tgt.config.get("model_type"),
-                "config_sha256": hashlib.sha256((tgt.root / CONFIG_NAME).read_bytes()).hexdigest(),
+                "config_sha256": hashlib.sha256(read_small_file(tgt.root / CONFIG_NAME, CONFIG_NAME)).hexdigest(),
                 "weights": tgt.weight_files, "config": tgt.config},
         dtype=req.dtype, layers=layers, hidden_size=H, vocab_size=V, num_hidden_layers=L, prompt_set=inp.prompt_set,
         continuation={"source": "given" if given is not None else "greedy",
@@ -54,7 +55,8 @@ def record_trace(req: TraceRequest, progress: Callable[[str], None] | None = Non
         recorder={"tool": "kconvert trace", "version": __version__, "backend": f"transformers {transformers.__version__}",
                   "torch": torch.__version__, "device": str(device)},
         notes=list(req.notes))
-    with TraceWriter(req.out, meta, force=req.force, shard_size=req.shard_size) as writer:
+    with TraceWriter(req.out, meta, force=req.force, shard_size=req.shard_size,
+                     inputs=request_inputs(req)) as writer:
         _record_sequences(torch, req, tgt, layers, inp, writer, device, say)
         emb = tgt.model.get_input_embeddings().weight.detach()
         head = None

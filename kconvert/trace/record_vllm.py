@@ -35,7 +35,7 @@ from kconvert.trace.from_dump import (DumpLayout, Labeller, TargetTensors, dump_
                                      read_dump_file, target_meta)
 from kconvert.trace.hf_target import resolve_folder, target_eos_ids
 from kconvert.trace.request import TraceRequest, check_request, resolve_layers
-from kconvert.trace.format import TraceMeta, TraceWriter
+from kconvert.trace.format import TraceMeta, TraceWriter, request_inputs
 
 # vLLM's recording parts (vLLM PR #33736); an installed vLLM without them cannot record. A tuple names the places one
 # part has lived: vLLM 0.34 removed Model Runner V1 and with it v1/spec_decode/extract_hidden_states.py; its method
@@ -77,9 +77,9 @@ def record_trace_vllm(req: TraceRequest, progress: Callable[[str], None] | None 
         raise UsageError("--continuations teacher-forces given tokens, which HF transformers does (--engine hf); "
                          "with --engine vllm the engine generates the tokens itself")
     check_recording_vllm()
-    from kconvert.writer.atomic import check_destination
+    from kconvert.trace.format import check_trace_destination
 
-    check_destination(Path(req.out), force=req.force, input_root=None)  # before minutes of engine, not after
+    check_trace_destination(req.out, force=req.force, inputs=request_inputs(req))  # before minutes of engine
     t0 = time.perf_counter()
     # the engine loads the target as verify gives it; the embedding rows come from the same files, fetched here
     root, revision, commit = resolve_folder(req.target)
@@ -99,7 +99,8 @@ def record_trace_vllm(req: TraceRequest, progress: Callable[[str], None] | None 
         files = _dump_paths(live, Path(dump))
         lay = dump_layout(files[0], tgt, [k for k in layers if k > 0])
         meta = _engine_meta(req, tgt, live, lay, layers, prompts, set_name, revision, commit)
-        with TraceWriter(req.out, meta, force=req.force, shard_size=req.shard_size) as writer:
+        with TraceWriter(req.out, meta, force=req.force, shard_size=req.shard_size,
+                     inputs=request_inputs(req)) as writer:
             _add_engine_sequences(writer, live, files, lay, tgt, req, say)
             meta.recorder["seconds"] = round(time.perf_counter() - t0, 3)
             return finish_from_target(writer, tgt, req.lm_head)

@@ -17,8 +17,11 @@ import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, Callable
 
 from kconvert.errors import InputError, UsageError, raise_interrupted
+from kconvert.guard.paths import owned_folder, replaceable_folder
+from kconvert.source.names import PROVENANCE_NAME
 
 _TMP_TAG = "kconvert-tmp"
 _OLD_TAG = "kconvert-old"
@@ -32,21 +35,18 @@ def os_error_reason(e: OSError) -> str:
     return e.strerror or str(e)
 
 
-def check_destination(out_dir: Path, *, force: bool, input_root: Path | None) -> None:
-    """Refuse, before anything is written, a destination that exists (without force), that is or holds the
-    input, or whose parent cannot hold a folder."""
-    if input_root is not None:
-        real_in = input_root.resolve()
-        real_out = out_dir.resolve()
-        if real_out == real_in or real_out in real_in.parents:
-            raise UsageError(f"{out_dir}: is (or contains) the input checkpoint; write the fix elsewhere")
-        if real_in in real_out.parents:
-            raise UsageError(f"{out_dir}: lies inside the input checkpoint folder; write the fix elsewhere")
-    if os.path.lexists(out_dir) and not force:
-        raise UsageError(f"{out_dir}: already exists (use --force to replace it)")
-    parent = out_dir.parent
-    if os.path.lexists(parent) and not parent.is_dir():
-        raise InputError(f"{out_dir}: cannot write there: {parent} is not a folder")
+def fix_output_files(doc: Any) -> list[str] | None:
+    """The files a `kconvert.json` records as fix's output (`write.provenance_record`), or None when the document is
+    not kconvert's: what makes a folder an earlier fix output that `--force` may replace."""
+    out = doc.get("output") if isinstance(doc, dict) and doc.get("tool") == "kconvert" else None
+    files = out.get("files") if isinstance(out, dict) else None
+    return list(files) if isinstance(files, dict) else None
+
+
+def fix_output_owned(folder: Path) -> bool:
+    """`folder` is an earlier `kconvert fix` output: its kconvert.json lists every file in it, and nothing else is
+    there (`kconvert.guard.paths.owned_folder`)."""
+    return owned_folder(folder, PROVENANCE_NAME, fix_output_files)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -115,10 +115,13 @@ def interrupt_guard() -> Iterator[None]:
 
 
 class TempFolder:
-    """The hidden folder the output is written into; `commit()` renames it to the destination."""
+    """The hidden folder the output is written into; `commit()` renames it to the destination. `owned`: recognises
+    an earlier output of the same kind (`kconvert.guard.paths.owned_folder`), the only non-empty folder `commit`
+    may replace."""
 
-    def __init__(self, out_dir: Path):
+    def __init__(self, out_dir: Path, *, owned: Callable[[Path], bool] | None = None):
         self.out_dir = out_dir
+        self.owned = owned
         self.parent = out_dir.parent
         try:
             self.parent.mkdir(parents=True, exist_ok=True)
@@ -142,20 +145,26 @@ class TempFolder:
     def commit(self, *, force: bool, durable: bool = True) -> None:
         sync = fsync_dir if durable else (lambda path: None)
         sync(self.path)
-        if os.path.lexists(self.out_dir):
-            if not force:
-                raise UsageError(f"{self.out_dir}: appeared while writing; the output is left unwritten")
-            aside = self.parent / f".{self.out_dir.name}.{_OLD_TAG}-{os.getpid()}-{secrets.token_hex(4)}"
-            os.rename(self.out_dir, aside)
-            try:
-                os.rename(self.path, self.out_dir)
-            except BaseException:
-                os.rename(aside, self.out_dir)
-                raise
-            self.committed = True
-            sync(self.parent)
-            _remove(aside)
-        else:
+        # What stands at the destination is judged again here, at the rename: it may have changed since the
+        # command's own check (kconvert.guard.paths.check_output_folder), and only nothing, an empty folder or an
+        # earlier output of ours (with force) is ever replaced.
+        state = replaceable_folder(self.out_dir, self.owned)
+        if state in ("new", "empty"):
+            # rename(2) replaces an empty folder in one step, and fails (ENOTEMPTY, ENOTDIR) when anything else
+            # appeared there meanwhile
             os.rename(self.path, self.out_dir)
             self.committed = True
             sync(self.parent)
+            return
+        if state == "other" or not force:
+            raise UsageError(f"{self.out_dir}: appeared while writing; the output is left unwritten")
+        aside = self.parent / f".{self.out_dir.name}.{_OLD_TAG}-{os.getpid()}-{secrets.token_hex(4)}"
+        os.rename(self.out_dir, aside)
+        try:
+            os.rename(self.path, self.out_dir)
+        except BaseException:
+            os.rename(aside, self.out_dir)
+            raise
+        self.committed = True
+        sync(self.parent)
+        _remove(aside)

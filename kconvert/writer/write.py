@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import kconvert.writer.stream as stream
 from kconvert._version import __version__
@@ -22,7 +22,9 @@ from kconvert.errors import InputError
 from kconvert.source import hashcache
 from kconvert.source.checkpoint import Checkpoint
 from kconvert.source.names import CONFIG_NAME, INDEX_NAME, PROVENANCE_NAME, is_pickle
-from kconvert.writer.atomic import TempFolder, check_destination, interrupt_guard, os_error_reason
+from kconvert.guard.paths import check_output_folder, read_bytes
+from kconvert.source.safetensors_header import MAX_INDEX_BYTES
+from kconvert.writer.atomic import TempFolder, fix_output_owned, interrupt_guard, os_error_reason
 from kconvert.writer.config import apply_config, deep_merge
 from kconvert.writer.layout import Layout, build_layout
 from kconvert.writer.ops import op_to_dict
@@ -51,12 +53,16 @@ def write_checkpoint(ckpt: Checkpoint, ops: list[Any], out_dir: os.PathLike[str]
                      check_space: bool = True, copy_mode: str = "copy_file_range",
                      chunk_bytes: int = stream.CHUNK_BYTES, durable: bool = True,
                      workers: int | None = None,
-                     before_commit: Callable[[Path], None] | None = None) -> WriteResult:
+                     before_commit: Callable[[Path], None] | None = None,
+                     inputs: Sequence[Any] = ()) -> WriteResult:
     """Write `ckpt` with `ops` applied to `out_dir`, atomically.
 
     - `ops`: plan ops in order (kconvert.writer.ops); all are checked before anything is written.
-    - `force`: replace an existing `out_dir` (the old one is moved aside, the new one renamed in, the old
-      one deleted); without it an existing `out_dir` is a UsageError.
+    - `force`: replace an earlier fix output at `out_dir` (the old one is moved aside, the new one renamed in, the
+      old one deleted); without it an existing non-empty `out_dir` is a UsageError, and anything kconvert did not
+      write there is one with it too (`kconvert.guard.paths.check_output_folder`).
+    - `inputs`: paths the caller read besides `ckpt`'s folder (a target folder, a report): `out_dir` may not be,
+      contain or lie inside any of them, nor `ckpt.root`.
     - `provenance`: merged (recursively, caller wins) into the `kconvert.json` written in the output, e.g.
       {"input": {"source": "org/name", "revision": "<commit>"}}.
     - `progress(done_bytes, total_bytes, message)`: called every ~64 MB and after each file.
@@ -83,7 +89,8 @@ def write_checkpoint(ckpt: Checkpoint, ops: list[Any], out_dir: os.PathLike[str]
     ops = list(ops)
     layout = build_layout(ckpt, ops)
     config = apply_config(ckpt.config, ops)
-    check_destination(out_dir, force=force, input_root=ckpt.root)
+    check_output_folder(out_dir, what=str(out_dir), force=force, inputs=[ckpt.root, *inputs], owned=fix_output_owned,
+                        kind="fix output")
     assert ckpt.root is not None
     copies, skipped = _sort_files(ckpt, layout)
     out_size, total = _sizes(ckpt, layout, copies, skipped)
@@ -190,7 +197,7 @@ class _Run:
     def __init__(self, ckpt: Checkpoint, layout: Layout, out_dir: Path, progress: Progress | None, total: int,
                  copy_mode: str, chunk_bytes: int, durable: bool, n_workers: int):
         self.ckpt, self.layout = ckpt, layout
-        self.tmp = TempFolder(out_dir)
+        self.tmp = TempFolder(out_dir, owned=fix_output_owned)
         try:  # an interrupt here (before write_checkpoint's try holds this run) must not leave the folder
             self.shared = stream.Shared(progress, total)
             self.streamers = [stream.Streamer(copy_mode=copy_mode, chunk=chunk_bytes, shared=self.shared,
@@ -313,10 +320,10 @@ def _index_json(ckpt: Checkpoint, layout: Layout) -> bytes:
     meta: dict[str, Any] = {}
     if ckpt.index is not None and ckpt.root is not None:
         try:
-            old = json.loads((ckpt.root / INDEX_NAME).read_bytes())
+            old = json.loads(read_bytes(ckpt.root / INDEX_NAME, INDEX_NAME, max_bytes=MAX_INDEX_BYTES))
             if isinstance(old.get("metadata"), dict):
                 meta = dict(old["metadata"])
-        except (OSError, ValueError):
+        except (InputError, ValueError):
             pass
     meta["total_size"] = layout.total_tensor_bytes
     wm = {t.name: shard for shard, ts in layout.shards.items() for t in ts}

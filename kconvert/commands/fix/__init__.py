@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from kconvert.engines.expectations import engine_rules
 from kconvert.errors import AmbiguityError, SelfCheckError, UnfixableError, UsageError
+from kconvert.guard.paths import check_output_folder
 from kconvert.commands.fix.decided_by import decision
 from kconvert.commands.inspect import analyse, open_draft
 from kconvert.plan import Plan, build_fix_plan
@@ -19,6 +20,7 @@ from kconvert.rules.selection import Selection
 from kconvert.source.checkpoint import Checkpoint, load_folder
 from kconvert.source.torch_convert import convert_to_safetensors
 from kconvert.targets import TargetModel, load_target
+from kconvert.writer.atomic import fix_output_owned
 
 
 def check_only(only: set[str] | None) -> set[str] | None:
@@ -72,6 +74,15 @@ def fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | T
     """
     check_fail_on(fail_on)
     decisions, record = given(decisions, options), None
+    # The user's own inputs as given, before anything is read or converted: a --from-pickle conversion is fixed from
+    # a temporary copy, and a check against that copy let `-o DRAFT/sub` write into the draft (issue #45).
+    inputs = [source if isinstance(source, str) else source.root, target if isinstance(target, str) else None,
+              decided_by, (decisions or Decisions()).lm_head_source]
+    if out_dir is not None and not dry_run:
+        # what may never be written is refused before the draft is read; an earlier output without --force is
+        # refused by the writer, so that a fix with nothing to change still says so (and writes nothing)
+        check_output_folder(out_dir, what=str(out_dir), force=True, inputs=inputs, owned=fix_output_owned,
+                            kind="fix output")
     if decided_by is not None:
         source = source if isinstance(source, Checkpoint) else open_draft(source)  # opened once, for both
         record, decisions = decision(str(decided_by), source, decisions or Decisions())
@@ -79,7 +90,7 @@ def fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | T
             notify(record["summary"])
     result = _fix(source, out_dir, target=target, engine=engine, engine_version=engine_version, decisions=decisions,
                   only=only, dry_run=dry_run, partial=partial, force=force, to_format=to_format, progress=progress,
-                  durable=durable, from_pickle=from_pickle, decided_by=record, selection=selection)
+                  durable=durable, from_pickle=from_pickle, decided_by=record, selection=selection, inputs=inputs)
     result.fail_on = fail_on
     return result
 
@@ -89,8 +100,10 @@ def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | 
          only: set[str] | None = None, dry_run: bool = False, partial: bool = False, force: bool = False,
          to_format: str | None = None, progress: Callable[[int, int, str], None] | None = None, durable: bool = True,
          from_pickle: bool = False, converted: dict[str, Any] | None = None,
-         decided_by: dict[str, Any] | None = None, selection: Selection | None = None) -> FixResult:
-    # `converted`: provenance of a --from-pickle conversion, whose safetensors copy is fixed here
+         decided_by: dict[str, Any] | None = None, selection: Selection | None = None,
+         inputs: list[Any] | None = None) -> FixResult:
+    # `converted`: provenance of a --from-pickle conversion, whose safetensors copy is fixed here; `inputs`: what the
+    # user gave (the draft as given, before any conversion), which the output may not be, hold or lie inside
     only = check_only(only)
     ckpt = source if isinstance(source, Checkpoint) else open_draft(source)
     _check_pickle_weights(ckpt, from_pickle)
@@ -99,7 +112,8 @@ def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | 
             raise UsageError("fix needs -o/--output DIR (or --dry-run)")
         return _fix_from_pickle(ckpt, Path(out_dir), target=target, engine=engine, engine_version=engine_version,
                                 decisions=decisions, only=only, partial=partial, force=force, to_format=to_format,
-                                progress=progress, durable=durable, decided_by=decided_by, selection=selection)
+                                progress=progress, durable=durable, decided_by=decided_by, selection=selection,
+                                inputs=[*(inputs or []), ckpt.root])
     tgt = load_target(target) if isinstance(target, str) else target
     rules = engine_rules(engine, engine_version)
     decided = decisions or Decisions()
@@ -119,8 +133,6 @@ def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | 
     if out_dir is None:
         raise UsageError("fix needs -o/--output DIR (or --dry-run)")
     out = Path(out_dir)
-    if ckpt.root is not None and out.resolve() == ckpt.root.resolve():
-        raise UsageError("the output folder is the input folder; fix never touches its input")
     from kconvert.writer import write_checkpoint  # deferred: the byte mover (~65 ms, numpy); a dry run never writes
 
     def self_check(folder: Path) -> None:
@@ -136,7 +148,9 @@ def _fix(source: str | Checkpoint, out_dir: str | Path | None, *, target: str | 
 
     result.write_result = write_checkpoint(ckpt, result.plan.ops, out, force=force,
                                            provenance=_provenance(res, result.plan, converted, decided_by), progress=progress,
-                                           durable=durable, before_commit=self_check)
+                                           durable=durable, before_commit=self_check,
+                                           inputs=[*(inputs or []), tgt.local_path if tgt else None,
+                                                   decided.lm_head_source])
     result.written = out
     return result
 
@@ -201,7 +215,10 @@ def _provenance(res: Inspection, plan: Plan, converted: dict[str, Any] | None,
 
 def _fix_from_pickle(ckpt, out: Path, **kw) -> FixResult:
     """Convert the PyTorch weights into a temporary safetensors copy beside the destination, then fix that copy
-    (the provenance names the original files and their sha256); the copy is removed whatever happens."""
+    (the provenance names the original files and their sha256); the copy is removed whatever happens. The
+    destination is judged against the user's folder (`inputs`) before the copy's folder is made beside it."""
+    check_output_folder(out, what=str(out), force=kw["force"], inputs=kw["inputs"], owned=fix_output_owned,
+                        kind="fix output")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.kconvert-pickle-", dir=out.parent))
     try:

@@ -15,22 +15,19 @@ from pathlib import Path
 from typing import Any
 
 from kconvert.errors import InputError, UsageError
+from kconvert.guard.paths import loads_json, read_bytes
 from kconvert.schemas import validate
-from kconvert.source.safetensors_header import loads_strict_json
 
 MAX_REPORT_BYTES = 64 * 1024 * 1024
 
 
 def load_score_report(path: str) -> tuple[dict[str, Any], str]:
     p = Path(path)
+    # the read guard: a regular file (a FIFO or device is refused unopened), bounded, then strict JSON (no duplicate
+    # key, no NaN or Infinity, nested at most 64 levels, checked before parsing)
+    raw = read_bytes(p, f"--decided-by {p}", max_bytes=MAX_REPORT_BYTES, noun="report")
     try:
-        if p.stat().st_size > MAX_REPORT_BYTES:
-            raise InputError(f"{p}: too large for a report")
-        raw = p.read_bytes()
-    except OSError as e:
-        raise InputError(f"--decided-by {p}: cannot read: {e.strerror or e}") from None
-    try:
-        doc = loads_strict_json(raw, "")
+        doc = loads_json(raw, "")
     except ValueError as e:
         raise InputError(f"--decided-by {p}: {e}") from None
     validate(doc, "report", what=str(p))

@@ -2,13 +2,15 @@
 (`kconvert verify --server`), or a vLLM server's saved `/metrics` scrapes (`kconvert acceptance`)."""
 from __future__ import annotations
 
+import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from kconvert.engines.acceptance import summarize
 from kconvert.engines.metrics import counters_delta, spec_decode_counters
+from kconvert._version import __version__
 from kconvert.errors import InputError, UsageError
+from kconvert.guard.paths import read_text
 from kconvert.prompts import load_prompts
 from kconvert.runners.sglang_server import measure_sglang_server
 from kconvert.runners.vllm_server import measure_vllm_server
@@ -27,7 +29,10 @@ def measure_server(url: str, *, engine: str, prompts: str, k: int, max_tokens: i
         result = measure_sglang_server(url, plist, max_tokens=max_tokens)
     else:
         raise UsageError(f"--engine {engine!r}: choose vllm or sglang")
-    return {"server": url, "engine": engine, "prompt_set": set_name, **result}
+    # the tool marker kconvert's JSON documents carry (schemas/report.schema.json `tool`): what lets a later run's
+    # --report replace this one, and only this one (kconvert.report.formats.json.owns)
+    return {"tool": {"name": "kconvert", "version": __version__}, "server": url, "engine": engine,
+            "prompt_set": set_name, **result}
 
 
 def acceptance_from_files(metrics: str, before: str | None = None, *, model: str | None = None,
@@ -42,20 +47,21 @@ def acceptance_from_files(metrics: str, before: str | None = None, *, model: str
     return {"metrics": metrics, "before": before, **doc}
 
 
+# A vLLM /metrics scrape is tens of KB (a few MB with every histogram of a large deployment).
+MAX_SCRAPE_BYTES = 64 * 1024 * 1024
+
+
 def read_scrape(path: str, what: str) -> str:
     if path == "-":
-        return sys.stdin.read()
-    p = Path(path)
-    if not p.exists():
+        text = sys.stdin.read(MAX_SCRAPE_BYTES + 1)  # an endless stdin (`< /dev/zero`) stops at the cap
+        if len(text) > MAX_SCRAPE_BYTES:
+            raise InputError(f"standard input (the {what}): more than the {MAX_SCRAPE_BYTES:,} bytes kconvert reads")
+        return text
+    if not os.path.lexists(path):
         raise InputError(f"{path}: no such file (the {what}); save a scrape first: "
                          "curl -s http://HOST:8000/metrics > metrics.txt, or pass '-' to read stdin")
-    if not p.is_file():
-        raise InputError(f"{path}: not a regular file (a folder or device), so not a {what}; save a scrape to a "
-                         "file first: curl -s http://HOST:8000/metrics > metrics.txt, or pass '-' to read stdin")
-    try:
-        return p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {what} {path}: {exc}") from None
+    # the read guard: a regular file only (a FIFO or device is refused unopened), bounded, UTF-8
+    return read_text(path, f"{what} {path}", max_bytes=MAX_SCRAPE_BYTES)
 
 
 def acceptance_from_scrapes(after_text: str, before_text: str | None = None, *, model: str | None = None,

@@ -9,6 +9,7 @@ imports its renderer inside the render function.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from kconvert.guard.text import visible, visible_document
@@ -51,14 +52,17 @@ class Format:
     `full` format); `help` is its line in `--output-format`'s help (a format without one is written to files
     only); `files` maps a document to its file option on that command; `server` lets `verify --server` print in
     it (a server measurement carries no findings); `render_failure` answers a failed run on stdout (None: the
-    stderr line only); `rank` orders the choices and the help (lower first, ties by name)."""
+    stderr line only); `rank` orders the choices and the help (lower first, ties by name); `owns` recognises an
+    earlier file of this format, the only existing file its file option replaces."""
 
-    __slots__ = ("name", "documents", "render", "extension", "help", "server", "files", "render_failure", "rank")
+    __slots__ = ("name", "documents", "render", "extension", "help", "server", "files", "render_failure", "rank",
+                 "owns")
 
     def __init__(self, *, name: str, documents: tuple[str, ...],
                  render: Callable[[str, dict[str, Any]], str] | None, extension: str, help: str = "",
                  server: bool = False, files: Mapping[str, FileOption] | None = None,
-                 render_failure: Callable[[Failure], str] | None = None, rank: int = 50):
+                 render_failure: Callable[[Failure], str] | None = None, rank: int = 50,
+                 owns: Callable[[Path], bool] | None = None):
         self.name = name
         self.documents = tuple(documents)
         self.render = render
@@ -68,6 +72,10 @@ class Format:
         self.files = dict(files or {})
         self.render_failure = render_failure
         self.rank = rank
+        # owns(path): the regular file at `path` is an earlier output of this format that kconvert wrote, read by
+        # the document's own tool marker (`kconvert.guard.paths.check_output_file` replaces only such a file, or an
+        # empty one); None: nothing is recognised, so an existing non-empty file is never replaced
+        self.owns = owns
 
     def __repr__(self) -> str:
         return f"Format({self.name!r})"
@@ -79,6 +87,42 @@ class Format:
 
     def renders(self, document: str) -> bool:
         return document in self.documents
+
+
+# Earlier outputs are read through the path guard, never more than this: kconvert's largest report (a matrix of
+# thousands of cells) is a few MB.
+MAX_OWNED_BYTES = 64 * 1024 * 1024
+
+
+def owned_text(path: Path, test: Callable[[str], bool]) -> bool:
+    """`test` on the text of a regular UTF-8 file of at most MAX_OWNED_BYTES (False for anything else)."""
+    from kconvert.guard.paths import read_text  # the guard is below this package; deferred with the formats' code
+    from kconvert.errors import InputError
+
+    try:
+        return bool(test(read_text(path, str(path), max_bytes=MAX_OWNED_BYTES)))
+    except InputError:
+        return False
+
+
+def owned_json(path: Path, test: Callable[[Any], bool]) -> bool:
+    """`test` on the JSON document of a file `owned_text` reads (False when it is not JSON)."""
+    from kconvert.guard.paths import loads_json
+
+    def parsed(text: str) -> bool:
+        try:
+            # constants: kconvert's own earlier reports were written by json.dumps, which writes NaN as NaN
+            return test(loads_json(text, "", constants=True))
+        except ValueError:
+            return False
+
+    return owned_text(path, parsed)
+
+
+def kconvert_tool(doc: Any) -> bool:
+    """A JSON document kconvert wrote: its `tool.name` is kconvert (schemas/report.schema.json, matrix, error)."""
+    tool = doc.get("tool") if isinstance(doc, dict) else None
+    return isinstance(tool, dict) and tool.get("name") == "kconvert"
 
 
 _REGISTRY: dict[str, Format] = {}

@@ -3,7 +3,7 @@ import json
 from typing import Any
 
 from kconvert._version import __version__
-from kconvert.report.formats import Failure, FileOption, Format, register
+from kconvert.report.formats import Failure, FileOption, Format, kconvert_tool, owned_json, register
 
 
 def render(document: str, doc: Any) -> str:
@@ -25,8 +25,13 @@ def render_failure(f: Failure) -> str:
                                           last_lines=f.last_lines))
 
 
+def owns(path) -> bool:
+    """An earlier JSON report: a JSON object whose `tool.name` is kconvert."""
+    return owned_json(path, kconvert_tool)
+
+
 register(Format(name="json", help="the report (schemas/report.schema.json)",
-                documents=("inspect", "fix", "verify", "score", "matrix"), render=render,
+                documents=("inspect", "fix", "verify", "score", "matrix"), render=render, owns=owns,
                 render_failure=render_failure, extension=".json", server=True,
                 files={"inspect": FileOption("--report", "Also write the JSON report to this file."),
                        "verify": FileOption("--report", "Write the JSON report here."),

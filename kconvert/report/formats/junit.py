@@ -1,7 +1,11 @@
 """`junit`: JUnit XML, one testcase per rule and per gate check (kconvert.report.junit)."""
+import re
 from typing import Any
 
-from kconvert.report.formats import Failure, FileOption, Format, register
+from kconvert.report.formats import Failure, FileOption, Format, owned_text, register
+
+# kconvert's JUnit XML: an XML declaration (ElementTree writes one), then the root <testsuites name="kconvert" ...>
+_ROOT = re.compile(r'\s*(<\?xml[^>]*\?>\s*)?<testsuites name="kconvert"[ >]')
 
 
 def render(document: str, doc: dict[str, Any]) -> str:
@@ -16,6 +20,11 @@ def render_failure(f: Failure) -> str:
     return render_junit_error(f.command or "kconvert", f.kind, f.message, f.hint)
 
 
-register(Format(name="junit", help="JUnit XML", documents=("inspect", "fix", "verify", "score"), render=render,
-                render_failure=render_failure, extension=".xml",
+def owns(path) -> bool:
+    """An earlier JUnit file: its root element is kconvert's `<testsuites name="kconvert">`."""
+    return owned_text(path, lambda text: _ROOT.match(text) is not None)
+
+
+register(Format(name="junit", owns=owns, help="JUnit XML", documents=("inspect", "fix", "verify", "score"),
+                render=render, render_failure=render_failure, extension=".xml",
                 files={"verify": FileOption("--junit", "Write JUnit XML here.")}))
