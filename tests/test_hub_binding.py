@@ -147,7 +147,10 @@ def test_a_weight_in_the_folder_but_not_in_the_report_and_a_report_without_sha25
     with pytest.raises(GateError) as e:
         bind(d, doc)
     assert e.value.message.startswith("config.json: the report records no sha256")
-    assert e.value.hint == "rerun verify with hashing on"
+    # the remedy is a command that runs (issue #48: "rerun verify with hashing on" named no option): a live verify of
+    # the folder itself, which hashes every local file it measured
+    assert e.value.hint == ("verify the folder you push, not a Hub id (a live verify hashes every local file it "
+                            f"measured): `kconvert verify {d} --target '<target>' --report verify.json`")
 
 
 def test_a_size_mismatch_says_the_file_changed_or_the_report_is_of_another_checkpoint(tmp_path):
@@ -223,12 +226,15 @@ def test_check_report_refuses_another_command_a_failed_verdict_and_no_live_resul
         check_report({"command": "inspect", "verdict": "pass", "live": {}})
     assert e.value.message == ("the report is from `kconvert inspect`, not `kconvert verify`; push needs a verify "
                                "report")
-    assert e.value.hint == "run `kconvert verify <dir> ... --json > verify.json`"
+    again = "`kconvert verify '<dir>' --target '<target>' --report verify.json`"  # every refusal prints the way on
+    assert e.value.hint == f"write one: {again}"
     with pytest.raises(GateError) as e:
         check_report({"command": "verify", "verdict": "fail", "live": {"x": 1}})
     assert e.value.message == ("the report's verdict is 'fail', not 'pass'; push publishes only a draft that passed "
                                "verification")
+    assert e.value.hint.endswith(f"verify again: {again}")
     with pytest.raises(GateError) as e:
         check_report({"command": "verify", "verdict": "pass", "live": None})
     assert e.value.message == "the report has no live results; push publishes only a draft verified live"
+    assert e.value.hint == f"verify it live (the `live` extra, or `gpu` on GPUs): {again}"
     check_report({"command": "verify", "verdict": "pass", "live": {"x": 1}})  # passes: no exception
