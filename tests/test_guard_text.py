@@ -282,3 +282,45 @@ def test_an_engines_last_lines_are_echoed_escaped_in_every_failure_format(tmp_pa
             check(f"engine failure {fmt.name} (stderr)", err, "text")
             check(f"engine failure {fmt.name}", out, kind_of(fmt))
             assert visible(s) in err
+
+
+# --- no NaN or Infinity out (issue #45: "strict JSON means no NaN/Infinity in, none out") ---------------------------
+
+def _poison(obj, draw_bad):
+    """The document with each float replaced by a drawn one, NaN and infinities among them (score --diagnose over one
+    sequence once wrote its paired standard error as Infinity, which the strict reader of --decided-by refused)."""
+    if isinstance(obj, dict):
+        return {k: _poison(v, draw_bad) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_poison(v, draw_bad) for v in obj]
+    return draw_bad() if isinstance(obj, float) else obj
+
+
+@pytest.fixture(scope="module")
+def inspect_document() -> dict:
+    import kconvert
+
+    root = Path(__file__).resolve().parent.parent / "examples" / "tiny"
+    doc = kconvert.inspect(str(root / "broken" / "aux-ids-sglang-convention"), target=str(root / "target")).to_dict()
+    doc["measured"] = {"stderr": 0.5, "per_position": [0.25, 0.5]}  # a measurement's floats, as score's are
+    return doc
+
+
+@settings(max_examples=max(5, EXAMPLES // 10), deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_no_format_writes_nan_or_infinity_whatever_floats_a_document_holds(inspect_document, data) -> None:
+    import math
+
+    from kconvert.report.formats import render
+
+    bad = st.sampled_from([math.nan, math.inf, -math.inf]) | st.floats(allow_nan=False, allow_infinity=False)
+    poisoned = _poison(inspect_document, lambda: data.draw(bad))
+    machine = [f for f in formats() if f.render is not None and f.renders("inspect") and kind_of(f) != "text"]
+    assert {f.name for f in machine} >= {"json", "sarif"}
+    for fmt in machine:
+        check(fmt.name, render(fmt.name, "inspect", poisoned), kind_of(fmt))  # strict: NaN/Infinity refused
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        _output.emit_json(poisoned)
+    strict_json(out.getvalue())

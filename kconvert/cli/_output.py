@@ -117,7 +117,7 @@ def write(text: str) -> None:
 def emit_json(doc: Any) -> None:
     """A JSON document that is no report of the registry (rules, a push, a trace, a server measurement), its
     strings escaped as every format's are (kconvert.guard.text)."""
-    write(json.dumps(visible_document(doc), indent=2, default=str) + "\n")
+    write(json.dumps(visible_document(doc), indent=2, default=str, allow_nan=False) + "\n")
 
 
 def emit_report(doc: dict[str, Any], fmt: str, full: Callable[[Console, dict[str, Any]], None], *,

@@ -17,6 +17,7 @@ where each renderer builds its output, since only the renderer knows its syntax.
 """
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from typing import Any
@@ -78,10 +79,14 @@ def has_control(text: str) -> bool:
 
 
 def visible_document(obj: Any) -> Any:
-    """A copy of a document (dicts, lists, tuples, strings, numbers) with `visible` applied to every string, keys
-    included; anything else is returned as it is."""
+    """A copy of a document (dicts, lists, tuples, strings, numbers) as it may leave kconvert: `visible` applied to
+    every string, keys included, and a non-finite float (NaN, an infinity) as None, since strict JSON (RFC 8259),
+    which kconvert reads and writes, has no such number (issue #45: "no NaN/Infinity in, none out"); anything else
+    is returned as it is."""
     if isinstance(obj, str):
         return visible(obj)
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
     if isinstance(obj, dict):
         return {visible_document(k): visible_document(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

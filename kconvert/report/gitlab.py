@@ -64,7 +64,7 @@ def issues(doc: dict[str, Any], environ: Mapping[str, str] | None = None) -> lis
 
 
 def render_gitlab(doc: dict[str, Any], environ: Mapping[str, str] | None = None) -> str:
-    return json.dumps(issues(doc, environ), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(issues(doc, environ), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def render_gitlab_error(source: str | None, message: str, environ: Mapping[str, str] | None = None) -> str:

@@ -119,7 +119,8 @@ def render_sarif_doc(doc: dict[str, Any], environ: Mapping[str, str] | None = No
 
 
 def render_sarif(doc: dict[str, Any], environ: Mapping[str, str] | None = None) -> str:
-    return json.dumps(render_sarif_doc(doc, environ), indent=2, ensure_ascii=False, default=str) + "\n"
+    return json.dumps(render_sarif_doc(doc, environ), indent=2, ensure_ascii=False, default=str,
+                      allow_nan=False) + "\n"
 
 
 def render_sarif_error(message: str, exit_code: int, hint: str | None = None) -> str:

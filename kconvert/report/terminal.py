@@ -303,7 +303,8 @@ def render_diagnosis(console: Console, diag: dict[str, Any]) -> None:
         row = [_t(c["candidate"]), _t(figure)]
         if offline:
             g = c.get("gain")
-            row.append(_t(f"{g['mean']:+.3f} ± {g['stderr']:.3f}" if g else ""))
+            row.append(_t("" if not g else f"{g['mean']:+.3f} ± {g['stderr']:.3f}" if g.get("stderr") is not None
+                          else f"{g['mean']:+.3f} (one sequence: no error estimate)"))
         tab.add_row(*row)
     console.print(tab)
     for n in diag.get("notes") or []:

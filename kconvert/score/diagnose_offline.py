@@ -85,13 +85,14 @@ def candidates(base: Reading, d: Any, trace_layers: list[int], num_layers: int, 
     return out
 
 
-def _paired(base_steps: list[list[int]], cand_steps: list[list[int]]) -> tuple[float, float]:
+def _paired(base_steps: list[list[int]], cand_steps: list[list[int]]) -> tuple[float, float | None]:
     """Difference in mean acceptance length (candidate - as loaded) and its jackknife standard error over
-    sequences: AL is a ratio of sums, so whole sequences are left out one at a time."""
+    sequences: AL is a ratio of sums, so whole sequences are left out one at a time. Under two sequences there is no
+    error estimate: None (the report is strict JSON, which has no Infinity; issue #45)."""
     pairs = [(sum(a), len(a), sum(b), len(b)) for a, b in zip(base_steps, cand_steps) if a and b]
     n = len(pairs)
     if n == 0:
-        return 0.0, float("inf")
+        return 0.0, None
     tot = [sum(p[i] for p in pairs) for i in range(4)]
 
     def diff(s: list[float]) -> float:
@@ -99,7 +100,7 @@ def _paired(base_steps: list[list[int]], cand_steps: list[list[int]]) -> tuple[f
 
     full = diff(tot)
     if n < 2:
-        return full, float("inf")
+        return full, None
     loo = [diff([tot[i] - p[i] for i in range(4)]) for p in pairs]
     m = sum(loo) / n
     return full, math.sqrt((n - 1) / n * sum((x - m) ** 2 for x in loo))
@@ -243,7 +244,9 @@ def _winner(entries: list[dict[str, Any]], base_al: float | None) -> dict[str, A
     if base_al is None:
         return best  # the draft as loaded does not run at all
     g = best.get("gain") or {}
-    wins = best["mean_acceptance_length"] - base_al >= MIN_GAIN and g.get("mean", 0) > 2 * g.get("stderr", float("inf"))
+    se = g.get("stderr")
+    wins = (best["mean_acceptance_length"] - base_al >= MIN_GAIN and se is not None
+            and g.get("mean", 0) > 2 * se)
     return best if wins else None
 
 

@@ -7,7 +7,7 @@ from kconvert.report.formats import Failure, FileOption, Format, kconvert_tool, 
 
 
 def render(document: str, doc: Any) -> str:
-    return json.dumps(doc, indent=2, default=str) + "\n"
+    return json.dumps(doc, indent=2, default=str, allow_nan=False) + "\n"  # the door made NaN null (guard/text.py)
 
 
 def error_document(kind: str, message: str, exit_code: int, *, hint: str | None = None,
