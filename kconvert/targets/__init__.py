@@ -16,7 +16,7 @@ from kconvert.errors import InputError, UsageError, did_you_mean
 from kconvert.schemas import validate
 from kconvert.source.checkpoint import read_json_file
 from kconvert.source.config_fields import check_sizes, config_architectures
-from kconvert.source.hub import hub_errors, hub_id_problem, split_hub_id
+from kconvert.source.hub import hub_errors, hub_file, hub_id_problem, split_hub_id
 from kconvert.source.names import CONFIG_NAME
 
 
@@ -168,13 +168,10 @@ def load_target(ref: str) -> TargetModel:
         raise UsageError(f"--target {ref!r}: not a profile, folder or Hub id ({problem})"
                          f"{did_you_mean(ref, profile_names())}",
                          hint=f"built-in profiles: {', '.join(profile_names())}")
-    # huggingface_hub is imported where a Hub id is used: a profile or a local target never needs it
-    from huggingface_hub import hf_hub_download
-
     repo_id, revision = split_hub_id(ref)
     with hub_errors(f"--target {ref}", what=f"{CONFIG_NAME} ",
                     missing_hint="use a built-in profile (" + ", ".join(profile_names()) + ") or a local folder"):
-        path = hf_hub_download(repo_id, CONFIG_NAME, revision=revision)
+        path = hub_file(repo_id, CONFIG_NAME, revision=revision)
     cfg = read_json_file(Path(path), f"{ref}/config.json")
     return from_config(cfg, name=ref, origin="hub", local_path=os.fspath(Path(path).parent))
 
