@@ -88,13 +88,11 @@ def differences(ref: ReferenceCurve, run: dict[str, Any]) -> list[dict[str, Any]
     return out
 
 
-def reference_block(ref: ReferenceCurve, k: int, tolerance: float, run: dict[str, Any]) -> dict[str, Any]:
-    """The report's thresholds.reference: the curve's figure at k as vLLM's AL, the gate's floor, the source and
-    conditions, and what differs from this run (before any engine starts, so a dry run shows it too)."""
-    from kconvert.results.thresholds import expected_to_vllm_al  # the one conversion between conventions
-
+def reference_block(ref: ReferenceCurve, k: int, tolerance: float, run: dict[str, Any], al: float) -> dict[str, Any]:
+    """The report's thresholds.reference: the curve's figure at k and `al`, that figure as vLLM's AL (converted by
+    kconvert/results/thresholds.py expected_to_vllm_al, the one conversion between conventions), the gate's floor,
+    the source and conditions, and what differs from this run (before any engine starts: a dry run shows it too)."""
     value = ref.at(k)
-    al = expected_to_vllm_al(value, ref.metric)
     return {"id": ref.id, "draft": ref.draft, "k": k, "value": value, "metric": ref.metric, "as_vllm_al": al,
             "tolerance": tolerance, "floor": round(al * (1 - tolerance), 4), "source": ref.source,
             "conditions": ref.conditions, "curve": {str(i): v for i, v in sorted(ref.curve.items())},

@@ -145,7 +145,8 @@ class Gate:
         if self.reference is not None:
             from kconvert.results.references import load_reference, reference_block
 
-            block = reference_block(load_reference(self.reference), k, self.tolerance, run or {})
+            ref = load_reference(self.reference)
+            block = reference_block(ref, k, self.tolerance, run or {}, expected_to_vllm_al(ref.at(k), ref.metric))
             th.reference = block
             th.notes.append(f"reference {block['id']}: AL {block['value']} at k={k} ({block['source']}); gate at "
                             f"{block['floor']:.3f} ({self.tolerance:.0%} tolerance)"

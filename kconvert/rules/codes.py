@@ -42,6 +42,7 @@ CODES: dict[str, Code] = {
     "K105": Code("other-method", "architecture", STABLE),
     "K106": Code("engine-release-unknown", "config-hygiene", STABLE),
     "K107": Code("engine-oracle-disagrees", "architecture", STABLE),
+    "K108": Code("target-not-served", "architecture", PREVIEW),
     "K201": Code("key-layout", "tensor-names", STABLE),
     "K202": Code("missing-tensors", "tensor-names", STABLE),
     "K203": Code("unexpected-tensors", "tensor-names", STABLE),
