@@ -50,6 +50,7 @@ CODES: dict[str, Code] = {
     "K302": Code("attention-shapes", "attention", STABLE),
     "K303": Code("hidden-size", "shapes", STABLE),
     "K304": Code("tensor-parallel-split", "attention", STABLE),
+    "K305": Code("draft-attention-backend", "attention", PREVIEW),
     "K401": Code("aux-ids-missing", "aux-layers", STABLE),
     "K402": Code("aux-ids-invalid", "aux-layers", STABLE),
     "K403": Code("aux-ids-count", "aux-layers", STABLE),

@@ -59,6 +59,7 @@ class TargetModel:
             "num_attention_heads": self.num_attention_heads, "torch_dtype": self.torch_dtype,
             "rope_theta": self.rope_theta, "rope_scaling": self.rope_scaling, "mla": self.mla,
             "weight_prefix": self.weight_prefix, "multimodal": self.multimodal,
+            **({"unverified": self.extra["unverified"]} if self.extra.get("unverified") else {}),
         }
 
 
@@ -92,6 +93,8 @@ def load_profile(name: str) -> TargetModel:
         rope_scaling=data.get("rope_scaling"), mla=data.get("mla"), text_model_type=data.get("text_model_type"),
         weight_prefix=data.get("weight_prefix", ""), multimodal=bool(data.get("multimodal")),
         remote_code=bool(data.get("remote_code")),
+        # fields no public source states for this target (left null, so the rules comparing them are skipped)
+        extra={"unverified": list(data.get("unverified", []))} if data.get("unverified") else {},
     )
 
 
