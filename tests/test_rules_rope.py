@@ -130,3 +130,23 @@ def test_a_base_stated_twice_and_differently_is_a_warning_and_compared_as_the_ro
     assert not any("!= the target's 50000" in f.message for f in found)
     assert any(f.severity == "warning" and f.message.startswith("rope_scaling/rope_theta and rope_parameters "
                                                                 "disagree") for f in found)
+
+
+def test_the_target_is_read_with_the_rows_schema_too(tmp_path):
+    # a target config stating rope_theta 10000 at the top and 50000 in rope_parameters (no rope_scaling): a
+    # transformers 5 row reads 50000 (rope_parameters wins), so a draft with 50000 matches it on vLLM 0.32
+    import json as _json
+
+    t = make_target(tmp_path / "t")
+    cfg = _json.loads((t / "config.json").read_text())
+    text = cfg["text_config"]
+    text.pop("rope_scaling", None)
+    text["rope_theta"] = 10000.0
+    text["rope_parameters"] = {"rope_type": "default", "rope_theta": 50000.0}
+    (t / "config.json").write_text(_json.dumps(cfg))
+    d = make_draft(tmp_path / "d", "specforge", config=lambda c: (c.pop("rope_scaling"), c.update(rope_theta=50000.0)))
+    res = inspect(str(d), target=str(t), engine="vllm", engine_version="0.32")
+    assert not [f for f in res.findings if f.id == "K902" and "!= the target's" in f.message]
+    # a row whose schema is not read compares with the top-level value, as before
+    res = inspect(str(d), target=str(t), engine="sglang", engine_version="post-25454")
+    assert [f for f in res.findings if f.id == "K902" and "!= the target's 10000" in f.message]

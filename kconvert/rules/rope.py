@@ -42,10 +42,11 @@ def rope(ctx: Context) -> Iterator[Finding]:
     reading = read_rope(cfg, schema) if schema else None
     theta = (reading.theta if reading.theta_from != "class default" else None) if reading else cfg.get("rope_theta")
     if t is not None:
-        if theta is not None and t.rope_theta is not None and float(theta) != float(t.rope_theta):
+        t_theta = _target_theta(t, schema)
+        if theta is not None and t_theta is not None and float(theta) != float(t_theta):
             where = reading.theta_from if reading else "rope_theta"
-            yield rope.finding(f"{where} {theta:g} != the target's {t.rope_theta:g}",
-                               evidence=[Evidence(where, theta, t.rope_theta)])
+            yield rope.finding(f"{where} {theta:g} != the target's {t_theta:g}",
+                               evidence=[Evidence(where, theta, t_theta)])
         if t.rope_scaling and not rs and not (isinstance(rp, dict) and rp.get("factor")):
             restore = ctx.decisions.rope_from_target
             # The EAGLE reference trainer's config template (eagle/traineagle3/config.json) has no rope keys at all:
@@ -71,6 +72,16 @@ def rope(ctx: Context) -> Iterator[Finding]:
             yield rope.finding(f"rope scaling {_rope_kind(rs)} != the target's {_rope_kind(t.rope_scaling)}",
                                evidence=[Evidence("rope_scaling", rs, t.rope_scaling)])
     yield from _schema_readings(ctx, cfg)
+
+
+def _target_theta(t: Any, schema: str | None) -> float | None:
+    """The target's rope base as the row's loader reads its config (a folder or Hub target keeps its rope keys as
+    written); a profile states one value, or null where no source states it (kimi-k2.6)."""
+    raw = (t.extra or {}).get("rope_config")
+    if schema and raw:
+        r = read_rope(raw, schema)
+        return None if r.theta_from == "class default" else r.theta
+    return t.rope_theta
 
 
 def _schema_readings(ctx: Context, cfg: dict[str, Any]) -> Iterator[Finding]:

@@ -152,6 +152,8 @@ def from_config(cfg: dict[str, Any], *, name: str, origin: str, local_path: str 
         tie_word_embeddings=tie if isinstance(tie, bool) else None, local_path=local_path,
         # auto_map names code in the target's repository (Kimi-K2.5: configuration_kimi_k25, tokenization_kimi)
         remote_code=isinstance(cfg.get("auto_map"), dict),
+        # the rope keys as written, so each engine row can read them with its own schema (kconvert/rules/rope.py)
+        extra={"rope_config": {k: t[k] for k in ("rope_scaling", "rope_parameters", "rope_theta") if k in t}},
     )
 
 
