@@ -218,7 +218,7 @@ def tensor_parallel_split(ctx: Context) -> Iterator[Finding]:
             evidence=[Evidence(p.where, p.value, f"divisible by draft TP {p.tp}")], fixable=False)
 
 
-@rule("K305", "warning",
+@rule("K305", "info",
       fix_availability=FixAvailability.NEVER,
       summary="A Llama-layer (non-MLA) draft next to an MLA target needs a non-MLA attention backend of its own: the "
               "finding names the engine's argument.",
@@ -236,7 +236,8 @@ def tensor_parallel_split(ctx: Context) -> Iterator[Finding]:
           "speculative_config.attention_backend sets the draft's own (config/speculative.py "
           "_DRAFT_VLLM_CONFIG_OVERRIDES; vLLM PR #39126).",
       fix="Nothing in the files: it is a launch argument. Give the engine the draft's backend the finding names. "
-          "Reported where the engine's default fails (SGLang); on vLLM, whose default picks a backend per layer, "
+          "Reported (info: the launch fails or not by GPU) where the engine's default runs the draft on the target's "
+          "backends (SGLang); on vLLM, whose default picks a backend per layer, "
           "only a forced target backend needs speculative_config.attention_backend, and no finding is made.")
 def draft_attention_backend(ctx: Context) -> Iterator[Finding]:
     if ctx.target is None or not ctx.target.is_mla or ctx.draft.layer_family == "mla":
@@ -249,6 +250,8 @@ def draft_attention_backend(ctx: Context) -> Iterator[Finding]:
         # the engine picks a backend per layer unless one is forced for the target (vLLM): its default serves the
         # pair, and the argument for a forced backend is in the rule's text and docs/formats-and-engines.md
         return
+    # info, not a defect of the files: whether the launch fails depends on the GPU (Hopper's default served such
+    # drafts, sglang PR #19689; Blackwell's trtllm_mla did not, sglang #23490)
     yield draft_attention_backend.finding(
         f"a {ctx.draft.layer_family} draft layer next to an MLA target: {ctx.engine.key} runs the draft on the "
         f"target's attention backends, and MLA-only ones (trtllm_mla, chosen on Blackwell; cutedsl_mla; flashmla) "
