@@ -1101,7 +1101,7 @@ COVERAGE: dict[str, list[str]] = {
              "test_randomly_initialised_embeddings_are_a_k701_error_on_vllm_and_nothing_on_sglang"],
     "K801": ["test_missing_lm_head_with_draft_vocab_size_is_k801_error",
              "test_missing_full_vocab_lm_head_is_a_k801_warning"],
-    "K106": ["test_a_target_an_eagle3_draft_cannot_serve_is_k106_naming_what_serves_it"],
+    "K108": ["test_a_target_an_eagle3_draft_cannot_serve_is_k108_naming_what_serves_it"],
     "K305": ["test_a_llama_draft_next_to_an_mla_target_on_sglang_is_k305_naming_the_argument"],
     "K901": ["test_max_positions_below_the_targets_is_info_on_vllm_which_raises_it",
              "test_max_positions_below_the_targets_is_a_warning_on_sglang"],
@@ -1166,7 +1166,7 @@ def test_a_llama_draft_next_to_an_mla_target_on_sglang_is_k305_naming_the_argume
     assert "--speculative-draft-attention-backend" in f.message and f.severity == "info"
 
 
-def test_a_target_an_eagle3_draft_cannot_serve_is_k106_naming_what_serves_it(tmp_path):
+def test_a_target_an_eagle3_draft_cannot_serve_is_k108_naming_what_serves_it(tmp_path):
     import json as _json
 
     t = make_target(tmp_path / "t", "tiny")
