@@ -68,6 +68,7 @@ FOREIGN_PREFIXES = {
     "nemo_automodel/": "NVIDIA-NeMo/Automodel (the nemo-automodel wheel)",
     "recipes/": "NVIDIA-NeMo/Automodel (nemo_automodel/recipes/)",
     "components/": "NVIDIA-NeMo/Automodel (nemo_automodel/components/)",
+    "golden_al_distribution/": "SemiAnalysisAI/InferenceX (its published acceptance-length curves)",
 }
 # Other repositories' paths whose first folder is also one of ours: by exact path.
 FOREIGN_PATHS = {

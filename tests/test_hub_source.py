@@ -77,3 +77,46 @@ def test_fix_reads_a_hub_id_from_the_cache_and_writes_a_local_copy(tmp_path):
     prov = json.loads((out / "kconvert.json").read_text())
     assert prov["input"]["source"] == "acme/d"
     assert not (out / "model.safetensors").is_symlink()
+
+
+def _unreachable_endpoint() -> str:
+    """A loopback port nothing listens on: connections are refused at once, and no traffic leaves the machine."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def run_cli_unreachable(args: list[str], cache: Path) -> tuple[subprocess.CompletedProcess, float]:
+    """The CLI with the Hub unreachable but HF_HUB_OFFLINE unset: what a user on a machine without network meets."""
+    import time
+
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+    env.update(HF_HUB_CACHE=str(cache), HF_HOME=str(cache.parent / "hf_home"), HF_ENDPOINT=_unreachable_endpoint())
+    start = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "kconvert", *args], capture_output=True, text=True, env=env,
+                       timeout=120)
+    return r, time.monotonic() - start
+
+
+def test_hub_target_unreachable_and_uncached_fails_at_once(tmp_path):
+    # huggingface_hub's hf_hub_download retries a failed metadata request with backoff (1+2+4+8+8 s) when nothing
+    # is cached; kconvert asks the endpoint once and reads the cache instead (issue #49: about 40 s before).
+    draft = make_draft(tmp_path / "d", "specforge")
+    r, took = run_cli_unreachable(["inspect", str(draft), "--target", "moon/not-cached"], tmp_path / "cache")
+    assert r.returncode == 2, r.stderr
+    assert "--target moon/not-cached: config.json not in the Hugging Face cache and the Hub is not reachable" \
+        in r.stderr
+    assert took < 12, f"took {took:.1f} s"
+
+
+def test_hub_target_unreachable_is_read_from_the_cache(tmp_path):
+    cache = tmp_path / "cache"
+    populate_cache(cache, "moon/tiny-k25", make_target(tmp_path / "t"))
+    draft = make_draft(tmp_path / "d", "torchspec")
+    r, took = run_cli_unreachable(["inspect", str(draft), "--target", "moon/tiny-k25", "--json"], cache)
+    doc = json.loads(r.stdout)
+    assert doc["target"]["origin"] == "hub" and doc["target"]["num_hidden_layers"] == 8
+    assert took < 12, f"took {took:.1f} s"

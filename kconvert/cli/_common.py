@@ -41,10 +41,21 @@ def path_role(param: Any) -> str | None:
 
 SourceArg = Annotated[str, path(INPUT, typer.Argument(
     help="Draft checkpoint: a local folder or a Hub id org/name[@revision].", show_default=False))]
+
+
+def _profile_names() -> str:
+    """The built-in profiles, listed from the package's files (kconvert/targets/profiles/*.json), so a new one is
+    named; read by path, since importing kconvert.targets would load the checkpoint readers on every --help."""
+    from pathlib import Path
+
+    return ", ".join(sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "targets" / "profiles").glob(
+        "*.json")))
+
+
 TargetOpt = Annotated[Optional[str], path(INPUT, typer.Option(
     "--target", "-t",
-    help="The target model: a built-in profile (kimi-k2.5, kimi-k2, deepseek-v3, llama-3.1-8b, llama-3.3-70b, "
-         "gpt-oss-120b, qwen3-8b), a local folder, or a Hub id. Only its config.json is read."))]
+    help=f"The target model: a built-in profile ({_profile_names()}), a local folder, or a Hub id. Only its "
+         "config.json is read."))]
 EngineOpt = Annotated[Optional[str], typer.Option(
     "--engine", "-e", help="Engine the draft is meant for: vllm or sglang. Default: the configuration's, else "
                            "vllm.")]

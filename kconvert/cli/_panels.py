@@ -25,7 +25,7 @@ _BY_PANEL: dict[str, tuple[str, ...]] = {
                   "--to-format", "--decided-by", "--only", "--partial", "--from-pickle"),
     "Gate": ("--fail-on", "--select", "--ignore", "--extend-ignore", "--config", "--isolated",
              "--min-acceptance-length", "--min-acceptance-rate", "--min-per-position", "--expected-accept-length",
-             "--expected-convention", "--tolerance", "--policy", "--max-degenerate-share"),
+             "--expected-convention", "--tolerance", "--reference", "--policy", "--max-degenerate-share"),
     "Drafts": ("--from", "--hub-search", "--hub-author", "--hub-limit"),
     "Where cells run": ("--executor", "--workers", "--ray-address", "--ray-runtime-env", "--cache", "--refresh"),
     "Output": ("--output", "--force", "--fsync", "--hash", "--output-format", "--json", "--report", "--junit", "--markdown",

@@ -98,6 +98,11 @@ def verify_command(
                                                      "accepted (without it).")] = "sglang",
     tolerance: Annotated[float, typer.Option("--tolerance", **FRACTION,
                                              help="Allowed shortfall from the expected value.")] = 0.1,
+    reference: Annotated[Optional[str], typer.Option(
+        "--reference", help="Gate against a published acceptance-length curve at the run's k, e.g. "
+                            "inferencex:kimi-k2.5-eagle3-mla (shipped with its source and conditions; the report "
+                            "says how far the live figure is and what differs). Floor: the curve's figure less "
+                            "--tolerance.")] = None,
     policy: Annotated[Optional[str], path(INPUT, typer.Option(
         "--policy", help="TOML gate policy keyed by target and prompt set (schemas/policy.schema.json)."))] = None,
     max_degenerate: Annotated[Optional[str], typer.Option(
@@ -161,7 +166,7 @@ def verify_command(
                               lossless=lossless, max_prompts=max_prompts)
     gate = Gate(min_acceptance_length=min_al, min_acceptance_rate=min_rate, min_per_position=min_pos, policy=policy,
                 expected=expected, expected_convention=expected_convention, tolerance=tolerance,
-                max_degenerate_share=max_degenerate)
+                max_degenerate_share=max_degenerate, reference=reference)
     decisions = decisions_from_flags(aux_ids, aux_convention, d2t)
     quiet = fmt != "full" or not err_console.is_terminal
     try:

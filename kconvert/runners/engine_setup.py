@@ -33,11 +33,12 @@ def read_model_config(path_or_id: str | None, *, revision: str | None = None) ->
         except InputError:  # unreadable, not UTF-8 or not JSON
             return None
     # huggingface_hub is imported here only: a local run never needs it
-    from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError  # deferred with it
 
+    from kconvert.source.hub import hub_file
+
     try:
-        local = hf_hub_download(path_or_id, CONFIG_NAME, revision=revision)
+        local = hub_file(path_or_id, CONFIG_NAME, revision=revision)
         return json.loads(Path(local).read_text(encoding="utf-8"))
     # HfHubHTTPError (and RepositoryNotFoundError ...) and LocalEntryNotFoundError are OSErrors; an invalid repo
     # id (HFValidationError) and bad JSON are ValueErrors; a missing file on the Hub is EntryNotFoundError

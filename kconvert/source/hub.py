@@ -124,6 +124,43 @@ def hub_errors(label: str, *, missing_hint: str, what: str = "") -> Iterator[Non
         raise InputError(f"{label}: the Hub could not be reached: {one_line(e)}") from None
 
 
+# Endpoint -> whether it answered one HEAD, asked once per process (hub_reachable).
+_REACHABLE: dict[str, bool] = {}
+
+
+def hub_reachable() -> bool:
+    """Whether the Hub's endpoint answers at all: one HEAD without retries, asked once per process and endpoint
+    (False at once under HF_HUB_OFFLINE).
+
+    huggingface_hub's `hf_hub_download`, when no cached copy exists and the metadata request fails with a network
+    error, asks again through `http_backoff` (file_download.py: "No local file found. Retrying..", up to 5 retries
+    waiting 1, 2, 4, 8, 8 s with `_ETAG_RETRY_TIMEOUT` 60 s), so an offline `--target org/name` took 25-40 s to
+    say the Hub is not reachable (issue #49). `snapshot_download` falls back to the cache at the first error and
+    needs no probe. Any HTTP answer, whatever its status, counts as reachable."""
+    from huggingface_hub import constants  # deferred: huggingface_hub, only on the Hub's paths
+    from huggingface_hub.utils import get_session
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    endpoint = constants.ENDPOINT
+    if endpoint not in _REACHABLE:
+        try:
+            get_session().head(endpoint, timeout=constants.HF_HUB_ETAG_TIMEOUT)
+            _REACHABLE[endpoint] = True
+        except (OSError, *transport_errors()):  # requests' errors are OSErrors; httpx's are its HTTPError
+            _REACHABLE[endpoint] = False
+    return _REACHABLE[endpoint]
+
+
+def hub_file(repo_id: str, filename: str, *, revision: str | None = None) -> str:
+    """One file of a Hub repository through huggingface_hub's cache: downloaded when the Hub answers, else the
+    cached copy at once (LocalEntryNotFoundError when there is none; `hub_errors` turns it into one line). The one
+    single-file download kconvert makes (a target's config.json, an engine's draft config)."""
+    from huggingface_hub import hf_hub_download  # deferred: huggingface_hub, only on the Hub's paths
+
+    return hf_hub_download(repo_id, filename, revision=revision, local_files_only=not hub_reachable())
+
+
 def load_hub(ref: str, *, prefetch: Prefetch | None = None) -> Checkpoint:
     # huggingface_hub is imported where a Hub id is used: a local draft never needs it
     from huggingface_hub import constants, snapshot_download

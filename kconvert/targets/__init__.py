@@ -16,7 +16,7 @@ from kconvert.errors import InputError, UsageError, did_you_mean
 from kconvert.schemas import validate
 from kconvert.source.checkpoint import read_json_file
 from kconvert.source.config_fields import check_sizes, config_architectures
-from kconvert.source.hub import hub_errors, hub_id_problem, split_hub_id
+from kconvert.source.hub import hub_errors, hub_file, hub_id_problem, split_hub_id
 from kconvert.source.names import CONFIG_NAME
 
 
@@ -59,6 +59,7 @@ class TargetModel:
             "num_attention_heads": self.num_attention_heads, "torch_dtype": self.torch_dtype,
             "rope_theta": self.rope_theta, "rope_scaling": self.rope_scaling, "mla": self.mla,
             "weight_prefix": self.weight_prefix, "multimodal": self.multimodal,
+            **({"unverified": self.extra["unverified"]} if self.extra.get("unverified") else {}),
         }
 
 
@@ -92,6 +93,8 @@ def load_profile(name: str) -> TargetModel:
         rope_scaling=data.get("rope_scaling"), mla=data.get("mla"), text_model_type=data.get("text_model_type"),
         weight_prefix=data.get("weight_prefix", ""), multimodal=bool(data.get("multimodal")),
         remote_code=bool(data.get("remote_code")),
+        # fields no public source states for this target (left null, so the rules comparing them are skipped)
+        extra={"unverified": list(data.get("unverified", []))} if data.get("unverified") else {},
     )
 
 
@@ -149,6 +152,8 @@ def from_config(cfg: dict[str, Any], *, name: str, origin: str, local_path: str 
         tie_word_embeddings=tie if isinstance(tie, bool) else None, local_path=local_path,
         # auto_map names code in the target's repository (Kimi-K2.5: configuration_kimi_k25, tokenization_kimi)
         remote_code=isinstance(cfg.get("auto_map"), dict),
+        # the rope keys as written, so each engine row can read them with its own schema (kconvert/rules/rope.py)
+        extra={"rope_config": {k: t[k] for k in ("rope_scaling", "rope_parameters", "rope_theta") if k in t}},
     )
 
 
@@ -168,13 +173,10 @@ def load_target(ref: str) -> TargetModel:
         raise UsageError(f"--target {ref!r}: not a profile, folder or Hub id ({problem})"
                          f"{did_you_mean(ref, profile_names())}",
                          hint=f"built-in profiles: {', '.join(profile_names())}")
-    # huggingface_hub is imported where a Hub id is used: a profile or a local target never needs it
-    from huggingface_hub import hf_hub_download
-
     repo_id, revision = split_hub_id(ref)
     with hub_errors(f"--target {ref}", what=f"{CONFIG_NAME} ",
                     missing_hint="use a built-in profile (" + ", ".join(profile_names()) + ") or a local folder"):
-        path = hf_hub_download(repo_id, CONFIG_NAME, revision=revision)
+        path = hub_file(repo_id, CONFIG_NAME, revision=revision)
     cfg = read_json_file(Path(path), f"{ref}/config.json")
     return from_config(cfg, name=ref, origin="hub", local_path=os.fspath(Path(path).parent))
 

@@ -95,6 +95,18 @@ def refuse_parallel_split(res: Inspection, st: VerifySettings) -> None:
                          hint="choose a TP the heads divide by (the draft can stay on one rank with --draft-tp 1)")
 
 
+def run_conditions(st: VerifySettings, *, draft: str, target: str, engine: str) -> dict[str, Any]:
+    """This run's conditions as a published curve states its own (kconvert/results/references.py differences):
+    live runs are greedy (LiveRequest.temperature) on kconvert's prompt sets, rendered with the target's chat
+    template as it is (thinking as the template defaults)."""
+    return {"hardware": detect_platform(), "tensor_parallel": st.tp,
+            "quantization": st.engine_args.get("quantization", "none (the checkpoints' own dtype)"),
+            "prompts": f"kconvert prompt set {st.prompts!r}, max_tokens {st.max_tokens}",
+            "thinking": "the target's chat template default", "temperature": LiveRequest.temperature,
+            "top_p": "greedy", "top_k": "greedy", "draft": draft, "target": target, "engine": engine,
+            "metric": "vllm"}
+
+
 def verify(draft: str | None, target: str | None, *, engine: str = "vllm", engine_version: str | None = None,
            settings: VerifySettings | None = None, thresholds: Thresholds | Gate | None = None,
            decisions: Decisions | None = None, options: Decisions | None = None, progress: Progress | None = None,
@@ -146,7 +158,8 @@ def verify(draft: str | None, target: str | None, *, engine: str = "vllm", engin
         # and `kconvert verify` agree
         thresholds = Gate()
     if isinstance(thresholds, Gate):
-        resolved = thresholds.resolve(target=target, prompts=st.prompts, k=st.num_speculative_tokens)
+        resolved = thresholds.resolve(target=target, prompts=st.prompts, k=st.num_speculative_tokens,
+                                      run=run_conditions(st, draft=draft, target=target, engine=engine))
         thresholds = None if resolved.empty else resolved
     for note in thresholds.notes if thresholds is not None else []:
         tell(note)
