@@ -216,7 +216,7 @@ def other_method(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("K107", "error",
-      fix_availability=FixAvailability.NEVER, any_method=True, runs_last=True,
+      fix_availability=FixAvailability.NEVER, any_method=True,
       summary="With --oracle: the engine's own code, asked about this draft and this target, answers otherwise than "
               "the engine row kconvert judged by (the ids fed, fc width, an error while building or loading, the "
               "context served, the tensors skipped).",
