@@ -75,7 +75,10 @@ def test_specforge_default_capture_layers_are_what_its_code_says_and_what_kconve
     assert rep["draft"]["aux_layer_ids"] is None and "K401" in {f["id"] for f in rep["findings"]}
     ids = report("specforge-sglang-ids", capsys)
     k404 = [f for f in ids["findings"] if f["id"] == "K404"]
-    assert k404 and "[1, L//2-1, L-4]" in k404[0]["message"]
+    # the message names SpecForge's code among the signs; the evidence says it whole, the default included
+    assert k404 and "specforge's code" in k404[0]["message"]
+    assert any(e["where"] == "specforge's code" and "[1, L//2-1, L-4]" in e["observed"] and e["expected"] == "output"
+               for e in k404[0]["evidence"]), k404[0]["evidence"]
 
 
 def test_specforge_sglang_export_is_its_serving_layout_and_kconvert_reads_it_so(capsys):
@@ -197,10 +200,14 @@ def test_a_converted_draft_with_specforges_default_ids_is_not_settled_silently(t
     rep = inspect_with_target(DATA / "speculators-from-specforge-defaults", tmp_path, capsys)
     k404 = [f for f in rep["findings"] if f["id"] == "K404"]
     assert k404 and k404[0]["severity"] == "warning", rep["findings"]
-    msg = k404[0]["message"]
-    # both readings, with the streams each means: input = [1, 3, 4], output = [2, 4, 5]
-    assert "read as input" in msg and "read as output" in msg and "[2, 4, 5]" in msg
-    assert "verify --diagnose" in msg and "speculators convert" in msg
+    # both readings are evidence, with the streams each means against those vLLM feeds ([1, 3, 4] as written):
+    # input = [1, 3, 4], output = [2, 4, 5]
+    ev = {e["where"]: (e["observed"], e["expected"]) for e in k404[0]["evidence"]}
+    assert ev["read as input"] == (default, default) and ev["read as output"] == (default, [i + 1 for i in default])
+    # the message names what points each way, the converter among them; the evidence says each whole
+    assert "speculators convert" in k404[0]["message"] and "no public run measured either reading" in k404[0]["message"]
+    assert any(w.endswith("speculators convert") and "8-layer target" in o and x == "output"
+               for w, (o, x) in ev.items())
     assert k404[0]["needs_decision"]
 
 

@@ -79,7 +79,7 @@ def test_kconverts_modelopt_capture_defaults_are_what_modelopts_function_returns
     # and drops to two or one id on shallow targets), against the entry kconvert weighs converted drafts with
     from kconvert.rules.aux_layers import OUTPUT_CAPTURE_DEFAULTS
 
-    (fn,) = [f for src, f in OUTPUT_CAPTURE_DEFAULTS if src.startswith("ModelOpt 0.47.0")]
+    (fn,) = [f for name, _src, f in OUTPUT_CAPTURE_DEFAULTS if name == "ModelOpt 0.47.0"]
     recorded = FACTS["modelopt_default_aux_layer_ids"]["by_num_layers"]
     assert recorded["61"] == [1, 29, 57] and recorded["4"] == [0, 1]  # the zoo's Kimi depth; a deduped one
     assert {n: fn(int(n)) for n in recorded} == recorded

@@ -311,15 +311,40 @@ def test_index_fields_alone_are_a_warning(tmp_path):
 # --- K105 -----------------------------------------------------------------------------------------------------
 # The checkpoints are tests/test_methods.py's (each cited there to its published config). What serves each method
 # is the engine row's `methods` text (kconvert/engines/expectations.py, read from vLLM 0.32 config/speculative.py
-# and SGLang 0.5.23 spec_info.py); the method's description is K105's documented wording (docs/rules.md K105).
+# and SGLang 0.5.23 spec_info.py); the method's name is K105's documented wording (docs/rules.md K105), its
+# description the rule's why. The message names the method and the row's options for it; the evidence holds what in
+# the files names the method and the engine code the options were read from (the closing parenthesis of the row's
+# text), one fact in one place (issue #48).
 
-DFLASH = ("a DFlash block-diffusion drafter (it drafts a block of tokens in parallel from mask tokens, conditioned "
-          "on target layers `dflash_config.target_layer_ids`)")
-MTP = ("a multi-token-prediction (MTP) layer of a DeepSeek-style model (enorm, hnorm, eh_proj, shared_head around one "
-       "decoder layer)")
-PEAGLE = "a P-EAGLE draft (an EAGLE-3 layer trained for parallel drafting with a mask token)"
-MTP_EVIDENCE = ("MTP-layer tensors (model.layers.61.eh_proj.weight, model.layers.61.enorm.weight, "
-                "model.layers.61.hnorm.weight); num_nextn_predict_layers 1")
+DFLASH = "a DFlash block-diffusion drafter"
+MTP = "a multi-token-prediction (MTP) layer of a DeepSeek-style model"
+PEAGLE = "a P-EAGLE draft"
+
+
+def options(how: str) -> str:
+    return how.split(" (", 1)[0]
+
+
+def serves(how: str) -> str:
+    return f"serves it with {options(how)}; kconvert's EAGLE-3 checks do not apply"
+
+
+def serve(row, how) -> dict:
+    """The evidence entry: the options as the message names them, and the code they rest on."""
+    opts, source = how.split(" (", 1)
+    assert source.endswith(")")
+    return {"where": f"{row} serves it with", "observed": opts, "expected": source[:-1]}
+
+
+def test_k105_why_says_what_each_method_is():
+    from kconvert.rules.base import REGISTRY
+
+    why = REGISTRY["K105"].why
+    for said in ("drafts a block of tokens in parallel from mask tokens, conditioned on target layers "
+                 "`dflash_config.target_layer_ids`", "Markov logit-bias head", "`target_layer_ids` = aux ids - 1",
+                 "an EAGLE-3 layer trained for parallel drafting with a mask token",
+                 "enorm, hnorm, eh_proj and shared_head around one decoder layer"):
+        assert said in why, said
 
 
 def k105(folder, engine, version):
@@ -337,10 +362,9 @@ def test_k105_names_dflash_and_the_command_that_serves_it(tmp_path):
     for engine, version in (("vllm", "0.32/v1"), ("sglang", "0.5.23")):
         f, row = k105(folder, engine, version)
         assert f.severity == "warning"
-        assert f.message == (f"this is {DFLASH}, not an EAGLE-3 draft (architectures ['DFlashDraftModel']); "
-                             f"{engine} {version} serves it with {row.methods['dflash']}; kconvert's EAGLE-3 checks "
-                             "do not apply")
-        assert ev(f) == [{"where": "architectures", "observed": "['DFlashDraftModel']", "expected": "method dflash"}]
+        assert f.message == f"this is {DFLASH}, not an EAGLE-3 draft; {engine} {version} {serves(row.methods['dflash'])}"
+        assert ev(f) == [{"where": "architectures", "observed": "['DFlashDraftModel']", "expected": "method dflash"},
+                         serve(f"{engine} {version}", row.methods["dflash"])]
 
 
 def test_k105_on_a_row_whose_methods_nobody_read(tmp_path):
@@ -348,8 +372,8 @@ def test_k105_on_a_row_whose_methods_nobody_read(tmp_path):
 
     f, row = k105(dflash(tmp_path / "df"), "vllm", "0.33")
     assert row.methods is None and f.severity == "warning"
-    assert f.message == (f"this is {DFLASH}, not an EAGLE-3 draft (architectures ['DFlashDraftModel']); kconvert has "
-                         "not read whether vllm 0.33 serves it, and its EAGLE-3 checks do not apply")
+    assert f.message == (f"this is {DFLASH}, not an EAGLE-3 draft; kconvert has not read whether vllm 0.33 serves "
+                         "it, and its EAGLE-3 checks do not apply")
 
 
 def test_k105_an_mtp_layer_vllm_does_not_map(tmp_path):
@@ -360,7 +384,7 @@ def test_k105_an_mtp_layer_vllm_does_not_map(tmp_path):
     key, accepted = row.mtp_requires
     assert key == "model_type" and "deepseek_v3" in accepted and "kimi_k2" not in accepted
     assert f.severity == "error"
-    assert f.message == (f"this is {MTP}, not an EAGLE-3 draft ({MTP_EVIDENCE}); vllm 0.32/v1 serves MTP layers only "
+    assert f.message == (f"this is {MTP}, not an EAGLE-3 draft; vllm 0.32/v1 serves MTP layers only "
                          f"for model_type {', '.join(accepted)}, and this checkpoint declares ['kimi_k2']")
     assert ev(f)[-1] == {"where": "model_type", "observed": ["kimi_k2"], "expected": list(accepted)}
     assert [e["where"] for e in ev(f)] == ["MTP-layer", "num_nextn_predict_layers", "model_type"]
@@ -374,8 +398,8 @@ def test_k105_an_mtp_layer_vllm_maps_and_sglang_by_architecture(tmp_path):
     ds = mtp(tmp_path / "ds", model_type="deepseek_v3", archs=["DeepseekV3ForCausalLM"])
     f, row = k105(ds, "vllm", "0.32/v1")
     assert f.severity == "warning"
-    assert f.message == (f"this is {MTP}, not an EAGLE-3 draft ({MTP_EVIDENCE}); vllm 0.32/v1 serves it with "
-                         f"{row.methods['mtp']}; kconvert's EAGLE-3 checks do not apply")
+    assert f.message == f"this is {MTP}, not an EAGLE-3 draft; vllm 0.32/v1 {serves(row.methods['mtp'])}"
+    assert ev(f)[-1] == serve("vllm 0.32/v1", row.methods["mtp"])
     # SGLang 0.5.23 requires the architecture (model_config.py:1032), which this one has
     f, row = k105(ds, "sglang", "0.5.23")
     assert row.mtp_requires[0] == "architectures" and f.severity == "warning"
@@ -417,13 +441,13 @@ def test_k105_a_peagle_draft_is_info_where_eagle3_classes_load_it_and_an_error_e
     folder = peagle_folder(tmp_path / "p", peagle_config())
     f, row = k105(folder, "vllm", "0.32/v1")
     assert f.severity == "info"
-    assert f.message == (f"this is {PEAGLE} (speculators_model_type 'peagle'); vllm 0.32/v1 loads it with its EAGLE-3 "
-                         f"classes and serves it with {row.methods['peagle']}; the EAGLE-3 checks below apply")
-    assert ev(f) == [{"where": "speculators_model_type", "observed": "'peagle'", "expected": "method peagle"}]
+    assert f.message == (f"this is {PEAGLE}; vllm 0.32/v1 loads it with its EAGLE-3 classes and serves it with "
+                         f"{options(row.methods['peagle'])}; the EAGLE-3 checks below apply")
+    assert ev(f) == [{"where": "speculators_model_type", "observed": "'peagle'", "expected": "method peagle"},
+                     serve("vllm 0.32/v1", row.methods["peagle"])]
     f, row = k105(folder, "sglang", "0.5.23")
     assert f.severity == "error"
-    assert f.message == (f"this is {PEAGLE}, not an EAGLE-3 draft (speculators_model_type 'peagle'); sglang 0.5.23 "
-                         "serves no peagle checkpoint")
+    assert f.message == f"this is {PEAGLE}, not an EAGLE-3 draft; sglang 0.5.23 serves no peagle checkpoint"
 
 
 def test_k105_is_silent_on_an_eagle3_draft(tmp_path):
@@ -649,8 +673,7 @@ VLLM_DFLASH = ('--speculative-config \'{"method": "dflash", "model": DRAFT, "num
 VLLM_DSPARK = ('--speculative-config \'{"method": "dspark", "model": DRAFT, "num_speculative_tokens": K}\' '
                "(qwen3_dspark.py / gemma4_dspark.py / deepseek_v4 DSpark drafters)")
 SGLANG_DSPARK = "--speculative-algorithm DSPARK --speculative-draft-model-path DRAFT (srt/models/dspark.py)"
-DSPARK = ("a DSpark drafter (DFlash's block drafting plus a Markov logit-bias head; target layers "
-          "`target_layer_ids` = aux ids - 1)")
+DSPARK = "a DSpark drafter"
 # vLLM 0.32 MTPModelTypes and hf_config_override's rewrites (config/speculative.py), in the row's order
 VLLM_MTP_TYPES = ["deepseek_v3", "deepseek_v32", "glm_moe_dsa", "deepseek_v4", "deepseek_v41", "kimi_k3",
                   "deepseek_mtp", "kimi_k3_mtp", "mtp"]
@@ -668,9 +691,9 @@ def test_k105_dflash_config_alone_in_full(tmp_path):
     f, _ = k105(folder, "vllm", "0.32/v1")
     assert whole(f) == {
         "severity": "warning", "fixable": False, "ops": [],
-        "message": (f"this is {DFLASH}, not an EAGLE-3 draft (config key 'dflash_config'); vllm 0.32/v1 serves it "
-                    f"with {VLLM_DFLASH}; kconvert's EAGLE-3 checks do not apply"),
-        "evidence": [{"where": "config", "observed": "key 'dflash_config'", "expected": "method dflash"}]}
+        "message": f"this is {DFLASH}, not an EAGLE-3 draft; vllm 0.32/v1 {serves(VLLM_DFLASH)}",
+        "evidence": [{"where": "config", "observed": "key 'dflash_config'", "expected": "method dflash"},
+                     serve("vllm 0.32/v1", VLLM_DFLASH)]}
 
 
 def test_k105_a_row_nobody_read_in_full(tmp_path):
@@ -679,19 +702,19 @@ def test_k105_a_row_nobody_read_in_full(tmp_path):
     f, _ = k105(dflash(tmp_path / "df"), "sglang", "post-25454")  # a row read for EAGLE-3 only: methods None
     assert whole(f) == {
         "severity": "warning", "fixable": False, "ops": [],
-        "message": (f"this is {DFLASH}, not an EAGLE-3 draft (architectures ['DFlashDraftModel']); kconvert has not "
-                    "read whether sglang post-25454 serves it, and its EAGLE-3 checks do not apply"),
+        "message": (f"this is {DFLASH}, not an EAGLE-3 draft; kconvert has not read whether sglang post-25454 serves "
+                    "it, and its EAGLE-3 checks do not apply"),
         "evidence": [{"where": "architectures", "observed": "['DFlashDraftModel']", "expected": "method dflash"}]}
 
 
 def test_k105_an_mtp_layer_on_a_row_nobody_read_lists_each_piece_of_evidence(tmp_path):
-    # vLLM 0.33's row has no `methods` read; the MTP layer's two pieces of evidence are joined with "; "
+    # vLLM 0.33's row has no `methods` read; the MTP layer's two pieces of evidence are two entries
     from tests.test_methods import mtp
 
     f, _ = k105(mtp(tmp_path / "ds", model_type="deepseek_v3", archs=["DeepseekV3ForCausalLM"]), "vllm", "0.33")
     assert f.severity == "warning"
-    assert f.message == (f"this is {MTP}, not an EAGLE-3 draft ({MTP_EVIDENCE}); kconvert has not read whether "
-                         "vllm 0.33 serves it, and its EAGLE-3 checks do not apply")
+    assert f.message == (f"this is {MTP}, not an EAGLE-3 draft; kconvert has not read whether vllm 0.33 serves it, "
+                         "and its EAGLE-3 checks do not apply")
     assert [e["where"] for e in ev(f)] == ["MTP-layer", "num_nextn_predict_layers"]
 
 def test_k105_dspark_is_served_by_model_runner_v2_and_sglang_not_v1(tmp_path):
@@ -700,19 +723,17 @@ def test_k105_dspark_is_served_by_model_runner_v2_and_sglang_not_v1(tmp_path):
     evidence = [{"where": "speculators_model_type", "observed": "'dspark'", "expected": "method dspark"}]
     f, _ = k105(d, "vllm", "0.32")
     assert whole(f) == {
-        "severity": "warning", "fixable": False, "ops": [], "evidence": evidence,
-        "message": (f"this is {DSPARK}, not an EAGLE-3 draft (speculators_model_type 'dspark'); vllm 0.32 serves it "
-                    f"with {VLLM_DSPARK}; kconvert's EAGLE-3 checks do not apply")}
+        "severity": "warning", "fixable": False, "ops": [], "evidence": evidence + [serve("vllm 0.32", VLLM_DSPARK)],
+        "message": f"this is {DSPARK}, not an EAGLE-3 draft; vllm 0.32 {serves(VLLM_DSPARK)}"}
     # Model Runner V1 refuses DSpark (config/vllm.py _get_v1_model_runner_unsupported_features)
     f, _ = k105(d, "vllm", "0.32/v1")
     assert whole(f) == {
         "severity": "error", "fixable": False, "ops": [], "evidence": evidence,
-        "message": (f"this is {DSPARK}, not an EAGLE-3 draft (speculators_model_type 'dspark'); vllm 0.32/v1 serves "
-                    "no dspark checkpoint")}
+        "message": f"this is {DSPARK}, not an EAGLE-3 draft; vllm 0.32/v1 serves no dspark checkpoint"}
     f, _ = k105(d, "sglang", "0.5.23")
-    assert f.severity == "warning" and f.message == (
-        f"this is {DSPARK}, not an EAGLE-3 draft (speculators_model_type 'dspark'); sglang 0.5.23 serves it with "
-        f"{SGLANG_DSPARK}; kconvert's EAGLE-3 checks do not apply")
+    assert f.severity == "warning" and f.message == (f"this is {DSPARK}, not an EAGLE-3 draft; sglang 0.5.23 "
+                                                     f"{serves(SGLANG_DSPARK)}")
+    assert ev(f) == evidence + [serve("sglang 0.5.23", SGLANG_DSPARK)]
 
 
 def test_k105_an_mtp_layer_vllm_does_not_map_in_full(tmp_path):
@@ -721,7 +742,7 @@ def test_k105_an_mtp_layer_vllm_does_not_map_in_full(tmp_path):
     f, _ = k105(mtp(tmp_path / "kimi", model_type="kimi_k2", archs=["DeepseekV3ForCausalLM"]), "vllm", "0.32/v1")
     assert whole(f) == {
         "severity": "error", "fixable": False, "ops": [],
-        "message": (f"this is {MTP}, not an EAGLE-3 draft ({MTP_EVIDENCE}); vllm 0.32/v1 serves MTP layers only for "
+        "message": (f"this is {MTP}, not an EAGLE-3 draft; vllm 0.32/v1 serves MTP layers only for "
                     f"model_type {', '.join(VLLM_MTP_TYPES)}, and this checkpoint declares ['kimi_k2']"),
         "evidence": [{"where": "MTP-layer", "observed": "tensors (model.layers.61.eh_proj.weight, "
                       "model.layers.61.enorm.weight, model.layers.61.hnorm.weight)", "expected": "method mtp"},
@@ -752,7 +773,7 @@ def test_k105_sglang_reads_the_names_of_an_mtp_architectures_list(tmp_path):
     f, _ = k105(folder, "sglang", "0.5.23")
     accepted = ["DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLMNextN"]
     assert f.severity == "error"
-    assert f.message == (f"this is {MTP}, not an EAGLE-3 draft ({MTP_EVIDENCE}); sglang 0.5.23 serves MTP layers "
+    assert f.message == (f"this is {MTP}, not an EAGLE-3 draft; sglang 0.5.23 serves MTP layers "
                          f"only for architectures {', '.join(accepted)}, and this checkpoint declares "
                          "['KimiK25ForConditionalGeneration']")
     assert ev(f)[-1] == {"where": "architectures", "observed": ["KimiK25ForConditionalGeneration"],
@@ -765,8 +786,7 @@ def test_k105_peagle_on_sglang_in_full(tmp_path):
     f, _ = k105(peagle_folder(tmp_path / "p", peagle_config()), "sglang", "0.5.23")
     assert whole(f) == {
         "severity": "error", "fixable": False, "ops": [],
-        "message": (f"this is {PEAGLE}, not an EAGLE-3 draft (speculators_model_type 'peagle'); sglang 0.5.23 serves "
-                    "no peagle checkpoint"),
+        "message": f"this is {PEAGLE}, not an EAGLE-3 draft; sglang 0.5.23 serves no peagle checkpoint",
         "evidence": [{"where": "speculators_model_type", "observed": "'peagle'", "expected": "method peagle"}]}
 
 

@@ -17,7 +17,8 @@ recommendation a finding makes from it (kconvert/rules/recommend.py), against wh
 - the target's layer counts (Kimi-K2.5 61, Llama-3.1-8B 32, the tests' tiny target 8: docs/formats-and-engines.md#the-kimi-targets,
   tests/factories.py), from which every stream below is derived by hand in a comment;
 - the text a user reads in the findings (K404's "cannot settle ... : <why>" and "in the <convention> convention
-  (<why>)"), whose reasons are the rule's own documented wording.
+  (<why>)", each sign named in a few words there and said whole in the evidence, the sources in the rule's why),
+  whose reasons are the rule's own documented wording.
 
 Engine-free and in-process: each test writes a tiny draft (tests/factories.py) and reads it, milliseconds each
 (issue #30: the survivors of `bench/mutation.py kconvert/rules/aux_layers.py` and of measured.py / recommend.py)."""
@@ -54,8 +55,6 @@ FIRST_2 = "the first id is 2 (SGLang's first-id rule, PR #25454)"
 TOP_VOTE = "the ids sit at the top-level key that only vLLM reads"
 SPECFORGE_EV = "SpecForge captures the outputs of layers[i] (default [1, L//2-1, L-4])"
 UNKNOWN_EV = "unknown producer: the convention of its ids is not recorded"
-SF_UNDETERMINED = ("; not counted: SpecForge's code, whose ids on a DeepSeek/Kimi target not starting at 1 mean "
-                   "output before sglang PR #25454 and input after it")
 
 
 def _place(ids: object, where: tuple[tuple[str, ...], ...]):
@@ -99,6 +98,25 @@ def guessed_specforge(tmp_path: Path, ids: list[int], where=(EC,), name: str = "
 
 
 # --- settle_convention: what decides, what is weighed, what the user reads --------------------------------------
+# Each sign is named in the message in a few words (`why`) and said whole in the finding's evidence (`signs`:
+# where = its name, observed = what it rests on, expected = the convention it points to).
+
+def signs(st) -> list[tuple]:
+    return [(e.where, e.observed, e.expected) for e in st.evidence()]
+
+
+def said(by: dict) -> dict:
+    """votes / weak as convention -> what each sign says"""
+    return {conv: [s.said for s in ss] for conv, ss in by.items()}
+
+
+TOP_SIGN = ("the top-level key", TOP_VOTE, "input")
+FIRST_1_SIGN = ("the first id", FIRST_1, "output (weak)")
+FIRST_2_SIGN = ("the first id", FIRST_2, "input (weak)")
+SPECFORGE_SIGN = ("specforge's code", SPECFORGE_EV, "output")
+SF_UNDETERMINED_SIGN = ("specforge's code", "SpecForge's ids on a DeepSeek/Kimi target not starting at 1 mean output "
+                        "before sglang PR #25454 and input after it", "not counted")
+
 
 def test_a_kconvert_record_is_decisive_even_against_a_flag_passed_back(tmp_path):
     # kconvert.json names the streams of these very ids: a --aux-convention repeated on the fixed output was the
@@ -107,7 +125,7 @@ def test_a_kconvert_record_is_decisive_even_against_a_flag_passed_back(tmp_path)
     ev = "kconvert.json records these ids in the output-of-layer convention"
     st = settle_convention(ctx(d, decisions=Decisions(aux_convention="input"), convention="output",
                                convention_strength="record", convention_evidence=ev))
-    assert (st.convention, st.why, st.votes, st.weak) == ("output", ev, {}, {})
+    assert (st.convention, st.why, signs(st)) == ("output", "kconvert.json", [("kconvert.json", ev, "output")])
 
 
 def test_a_record_without_a_convention_does_not_settle(tmp_path):
@@ -120,7 +138,8 @@ def test_a_record_without_a_convention_does_not_settle(tmp_path):
 def test_the_flag_decides_when_no_record_does(tmp_path):
     d = draft(tmp_path, "unknown", [1, 3, 4])
     st = settle_convention(ctx(d, decisions=Decisions(aux_convention="output")))
-    assert (st.convention, st.why, st.votes, st.weak) == ("output", "decided by --aux-convention", {}, {})
+    assert (st.convention, st.why, signs(st)) == (
+        "output", "--aux-convention", [("--aux-convention", "decided on the command line", "output")])
 
 
 def test_specforge_ids_not_starting_at_1_on_a_kimi_target_leave_only_the_first_id(tmp_path):
@@ -131,8 +150,9 @@ def test_specforge_ids_not_starting_at_1_on_a_kimi_target_leave_only_the_first_i
     assert d.aux.convention_strength == "producer"
     st = settle_convention(ctx(d))
     assert st.convention is None
-    assert st.votes == {} and st.weak == {"input": [FIRST_2]}
-    assert st.why == f"only weak evidence (input: {FIRST_2})" + SF_UNDETERMINED
+    assert st.votes == {} and said(st.weak) == {"input": [FIRST_2]}
+    assert st.why == "only weak evidence (input: the first id); not counted: specforge's code"
+    assert signs(st) == [SF_UNDETERMINED_SIGN, FIRST_2_SIGN]
 
 
 def test_specforge_ids_starting_at_1_on_a_kimi_target_are_output_by_its_code_and_the_first_id(tmp_path):
@@ -140,8 +160,8 @@ def test_specforge_ids_starting_at_1_on_a_kimi_target_are_output_by_its_code_and
     d = draft(tmp_path, "specforge", [1, 29, 57])
     st = settle_convention(ctx(d))
     assert st.convention == "output"
-    assert st.votes == {"output": [f"specforge: {SPECFORGE_EV}"]} and st.weak == {"output": [FIRST_1]}
-    assert st.why == f"specforge: {SPECFORGE_EV}; {FIRST_1}"
+    assert said(st.votes) == {"output": [SPECFORGE_EV]} and said(st.weak) == {"output": [FIRST_1]}
+    assert st.why == "specforge's code, the first id" and signs(st) == [SPECFORGE_SIGN, FIRST_1_SIGN]
 
 
 def test_specforge_ids_on_a_llama_target_are_output_whatever_the_first_id(tmp_path):
@@ -149,7 +169,7 @@ def test_specforge_ids_on_a_llama_target_are_output_whatever_the_first_id(tmp_pa
     # strong, and the first id says nothing on a Llama target
     d = draft(tmp_path, "specforge", [2, 16, 29])
     st = settle_convention(ctx(d, target=LLAMA))
-    assert (st.convention, st.why, st.weak) == ("output", f"specforge: {SPECFORGE_EV}", {})
+    assert (st.convention, st.why, st.weak, signs(st)) == ("output", "specforge's code", {}, [SPECFORGE_SIGN])
 
 
 def test_without_a_target_specforge_ids_not_starting_at_1_stay_strong_and_the_first_id_disagrees(tmp_path):
@@ -157,8 +177,9 @@ def test_without_a_target_specforge_ids_not_starting_at_1_stay_strong_and_the_fi
     d = draft(tmp_path, "specforge", [2, 4, 5])
     st = settle_convention(ctx(d, target=None))
     assert st.convention is None
-    assert st.votes == {"output": [f"specforge: {SPECFORGE_EV}"]} and st.weak == {"input": [FIRST_2]}
-    assert st.why == f"the evidence disagrees (input: {FIRST_2} | output: specforge: {SPECFORGE_EV})"
+    assert said(st.votes) == {"output": [SPECFORGE_EV]} and said(st.weak) == {"input": [FIRST_2]}
+    assert st.why == "the evidence disagrees (input: the first id | output: specforge's code)"
+    assert signs(st) == [SPECFORGE_SIGN, FIRST_2_SIGN]
 
 
 def test_an_empty_id_list_is_weighed_by_the_producer_alone(tmp_path):
@@ -166,15 +187,16 @@ def test_an_empty_id_list_is_weighed_by_the_producer_alone(tmp_path):
     d = draft(tmp_path, "specforge", [])
     assert d.aux.ids == []
     st = settle_convention(ctx(d))
-    assert (st.convention, st.why, st.weak) == ("output", f"specforge: {SPECFORGE_EV}", {})
+    assert (st.convention, st.why, st.weak) == ("output", "specforge's code", {})
 
 
 def test_a_producer_guessed_from_the_architecture_is_named_never_weighed(tmp_path):
     d = guessed_specforge(tmp_path, [3, 4, 5])
     st = settle_convention(ctx(d, target=LLAMA))
     assert st.convention is None and st.votes == {} and st.weak == {}
-    assert st.why == (SPECFORGE_EV + "; not counted: specforge's convention (output), the producer being guessed "
-                      "from the architecture alone")
+    assert st.why == "nothing in the files counts; not counted: specforge's guessed convention"
+    assert signs(st) == [("specforge's guessed convention", SPECFORGE_EV + " (output), the producer being guessed "
+                          "from the architecture alone", "not counted")]
 
 
 def test_a_guessed_producer_and_the_undetermined_note_are_both_named(tmp_path):
@@ -182,38 +204,43 @@ def test_a_guessed_producer_and_the_undetermined_note_are_both_named(tmp_path):
     # and the key is a strong vote for input
     d = guessed_specforge(tmp_path, [3, 4, 5], where=(TOP,), name="top")
     st = settle_convention(ctx(d, target=LLAMA))
-    assert (st.convention, st.why) == ("input", TOP_VOTE)
+    assert (st.convention, st.why, signs(st)) == ("input", "the top-level key", [TOP_SIGN])
 
 
 def test_the_top_level_key_settles_input(tmp_path):
     d = draft(tmp_path, "unknown", [3, 4, 5], where=(TOP,))
     assert d.aux.convention_strength == "weak"
     st = settle_convention(ctx(d, target=LLAMA))
-    assert (st.convention, st.why, st.votes, st.weak) == ("input", TOP_VOTE, {"input": [TOP_VOTE]}, {})
+    assert (st.convention, st.why, said(st.votes), st.weak) == ("input", "the top-level key", {"input": [TOP_VOTE]},
+                                                                {})
 
 
 def test_the_top_level_key_and_a_first_id_of_2_agree_on_a_kimi_target(tmp_path):
     d = draft(tmp_path, "unknown", [2, 30, 58], where=(TOP, EC))
     st = settle_convention(ctx(d))
-    assert st.convention == "input" and st.why == f"{TOP_VOTE}; {FIRST_2}"
+    assert st.convention == "input" and st.why == "the top-level key, the first id"
+    assert signs(st) == [TOP_SIGN, FIRST_2_SIGN]
 
 
 def test_the_top_level_key_and_a_first_id_of_1_disagree_on_a_kimi_target(tmp_path):
     d = draft(tmp_path, "unknown", [1, 3, 4], where=(TOP, EC))
     st = settle_convention(ctx(d))
-    assert st.convention is None and st.votes == {"input": [TOP_VOTE]} and st.weak == {"output": [FIRST_1]}
-    assert st.why == f"the evidence disagrees (input: {TOP_VOTE} | output: {FIRST_1})"
+    assert st.convention is None and said(st.votes) == {"input": [TOP_VOTE]} and said(st.weak) == {"output": [FIRST_1]}
+    assert st.why == "the evidence disagrees (input: the top-level key | output: the first id)"
+
+
+FINAL_32 = "id 32 is the 32-layer target's final boundary (there is no layer 32 whose output it could name)"
 
 
 def test_an_id_at_the_final_boundary_settles_input(tmp_path):
     # Llama-3.1-8B has 32 layers: stream 32 leaves the last layer; no layer 32 exists whose output it could name.
     d = draft(tmp_path, "unknown", [3, 32, 10])
-    why = "id 32 is the 32-layer target's final boundary (there is no layer 32 whose output it could name)"
     st = settle_convention(ctx(d, target=LLAMA))
-    assert (st.convention, st.why, st.votes) == ("input", why, {"input": [why]})
+    assert (st.convention, st.why, said(st.votes)) == ("input", "the final-boundary id", {"input": [FINAL_32]})
+    assert signs(st) == [("the final-boundary id", FINAL_32, "input")]
     # one below the boundary names an existing layer's output: nothing settles
     st = settle_convention(ctx(draft(tmp_path, "unknown", [3, 31, 10], name="below"), target=LLAMA))
-    assert st.convention is None and st.why == UNKNOWN_EV
+    assert st.convention is None and st.why == UNKNOWN_EV and signs(st) == []
     # and one past it names no stream at all (K402's business), which is no evidence of the input reading either
     st = settle_convention(ctx(draft(tmp_path, "unknown", [3, 33, 10], name="past"), target=LLAMA))
     assert st.convention is None and st.why == UNKNOWN_EV and st.votes == {}
@@ -222,18 +249,18 @@ def test_an_id_at_the_final_boundary_settles_input(tmp_path):
 def test_the_final_boundary_and_the_top_level_key_are_both_named(tmp_path):
     d = draft(tmp_path, "unknown", [3, 10, 32], where=(TOP,))
     st = settle_convention(ctx(d, target=LLAMA))
-    assert st.convention == "input"
-    assert st.why == (f"{TOP_VOTE}; id 32 is the 32-layer target's final boundary (there is no layer 32 whose "
-                      "output it could name)")
+    assert st.convention == "input" and st.why == "the top-level key, the final-boundary id"
+    assert signs(st) == [TOP_SIGN, ("the final-boundary id", FINAL_32, "input")]
 
 
 @pytest.mark.parametrize("target", [KIMI, None])
 def test_a_first_id_alone_is_weak_evidence_on_a_kimi_target_or_none(tmp_path, target):
     st = settle_convention(ctx(draft(tmp_path, "unknown", [1, 3, 4]), target=target))
-    assert st.convention is None and st.votes == {} and st.weak == {"output": [FIRST_1]}
-    assert st.why == f"only weak evidence (output: {FIRST_1})"
+    assert st.convention is None and st.votes == {} and said(st.weak) == {"output": [FIRST_1]}
+    assert st.why == "only weak evidence (output: the first id)" and signs(st) == [FIRST_1_SIGN]
     st = settle_convention(ctx(draft(tmp_path, "unknown", [2, 3, 4], name="two"), target=target))
-    assert st.convention is None and st.why == f"only weak evidence (input: {FIRST_2})"
+    assert st.convention is None and st.why == "only weak evidence (input: the first id)"
+    assert signs(st) == [FIRST_2_SIGN]
 
 
 @pytest.mark.parametrize("target", [LLAMA, GPT_OSS])
@@ -255,13 +282,17 @@ def test_strong_evidence_with_opposite_weak_evidence_does_not_settle(tmp_path):
     tgt = dataclasses.replace(KIMI, num_hidden_layers=TINY.layers)
     st = settle_convention(ctx(d, target=tgt))
     assert st.convention is None
-    assert st.why == f"the evidence disagrees (input: {FIRST_2} | output: modelopt: {ev})"
+    assert st.why == "the evidence disagrees (input: the first id | output: modelopt's code)"
+    assert signs(st) == [("modelopt's code", ev, "output"), FIRST_2_SIGN]
 
 
 # --- a converted draft with an output-convention producer's capture defaults ------------------------------------
+# What speculators 0.9.0 convert leaves (kconvert/formats/speculators.py conversion_habits, read in
+# eagle3_converter.py): the legacy class it saves (:12, :195), a float32 cast of a source naming `dtype` (:184,
+# :223-225); it copies ids unshifted (:146). The sources are K404's why; the sign says what the files show.
 
-HABIT = ("architectures ['Eagle3Speculator']: the legacy class speculators' converter saves (0.9.0 "
-         "speculators/convert/eagle/eagle3_converter.py:12, :195; its trainer saves Eagle3DraftModel)")
+HABIT = "architectures ['Eagle3Speculator'], the legacy class the converter saves"
+CONVERTED = "capture defaults through speculators convert"
 
 
 def converted(tmp_path: Path, ids: list[int], name: str = "conv", **kw):
@@ -274,27 +305,35 @@ def test_a_converted_draft_with_every_producers_defaults_names_them_all(tmp_path
     # Llama-3.1-8B, 32 layers: [1, 32//2-1, 32-4] = [1, 15, 28] for SpecForge and TorchSpec, and ModelOpt's
     # sorted({1, 15, 28}) is the same list
     d = converted(tmp_path, [1, 15, 28])
-    why = converted_output_defaults(ctx(d, target=LLAMA))
-    assert why == ("the ids equal the output-convention capture defaults [1, L//2-1, L-4] of a 32-layer target "
-                   "(SpecForge 0.2.0 resolve_eagle_capture_layers; ModelOpt 0.47.0 "
-                   "modelopt/torch/speculative/plugins/hf_eagle.py:63; TorchSpec torchspec/utils/misc.py:88) and "
-                   f"the draft shows speculators convert's habits ({HABIT}), which writes the ids it is given "
-                   "unshifted (speculators 0.9.0 eagle3_converter.py:146): they may be the source producer's "
-                   "output-of-layer ids")
+    sign = converted_output_defaults(ctx(d, target=LLAMA))
+    assert (sign.name, sign.convention, sign.strength) == (CONVERTED, "output", "strong")
+    assert sign.said == ("the ids equal the output-convention capture defaults [1, L//2-1, L-4] of a 32-layer "
+                         "target (SpecForge 0.2.0, ModelOpt 0.47.0, TorchSpec) and the draft shows speculators "
+                         f"convert's habits ({HABIT}); the converter copies ids unshifted, so they may be the source "
+                         "producer's output-of-layer ids")
     st = settle_convention(ctx(d, target=LLAMA))
     # the format's own word (input, the top-level key) against the capture's (output): not settled
-    assert st.convention is None and st.votes["output"] == [why]
-    assert st.votes["input"] == ["speculators: the format writes vLLM's input-of-layer ids", TOP_VOTE]
-    assert st.why == ("the evidence disagrees (input: speculators: the format writes vLLM's input-of-layer ids; "
-                      f"{TOP_VOTE} | output: {why})")
+    assert st.convention is None and st.votes["output"] == [sign]
+    assert said(st.votes)["input"] == ["the format writes vLLM's input-of-layer ids", TOP_VOTE]
+    assert st.why == f"the evidence disagrees (input: speculators' code, the top-level key | output: {CONVERTED})"
+    # the sources of each producer's defaults and of the converter's habits are the rule's why (`kconvert rules
+    # K404`), whole
+    from kconvert.rules.base import REGISTRY
+
+    why = REGISTRY["K404"].why
+    for cited in ("SpecForge 0.2.0 resolve_eagle_capture_layers", "ModelOpt 0.47.0 "
+                  "modelopt/torch/speculative/plugins/hf_eagle.py:63", "TorchSpec torchspec/utils/misc.py:88",
+                  "speculators/convert/eagle/eagle3_converter.py", ":12, :195", "Eagle3DraftModel", ":184, :223-225",
+                  "unshifted (:146)"):
+        assert cited in why, cited
 
 
 def test_a_converted_draft_on_a_tiny_target_matches_modelopt_alone(tmp_path):
     # 4 layers: SpecForge/TorchSpec give [1, 4//2-1, 4-4] = [1, 1, 0]; ModelOpt sorted({1, max(0, 1), max(0, 0)})
     # = [0, 1]: only ModelOpt's defaults are [0, 1]
     d = converted(tmp_path, [0, 1])
-    why = converted_output_defaults(ctx(d, target=dataclasses.replace(LLAMA, num_hidden_layers=4)))
-    assert "of a 4-layer target (ModelOpt 0.47.0 modelopt/torch/speculative/plugins/hf_eagle.py:63) and" in why
+    sign = converted_output_defaults(ctx(d, target=dataclasses.replace(LLAMA, num_hidden_layers=4)))
+    assert "of a 4-layer target (ModelOpt 0.47.0) and" in sign.said
 
 
 def test_two_conversion_habits_are_both_named(tmp_path):
@@ -309,9 +348,10 @@ def test_two_conversion_habits_are_both_named(tmp_path):
         c["transformer_layer_config"].pop("torch_dtype", None)
 
     d = converted(tmp_path, [1, 15, 28], tensors=f32, config=cfg)
-    assert len(d.format.conversion_evidence) == 2
-    why = converted_output_defaults(ctx(d, target=LLAMA))
-    assert f"habits ({HABIT}; {d.format.conversion_evidence[1]}), which" in why
+    assert d.format.conversion_evidence == [HABIT, "float32 weights and no dtype in transformer_layer_config, as "
+                                                   "the converter casts a source naming `dtype`"]
+    sign = converted_output_defaults(ctx(d, target=LLAMA))
+    assert f"habits ({HABIT}; {d.format.conversion_evidence[1]}); the" in sign.said
 
 
 def test_converted_ids_are_weighed_only_when_they_equal_the_defaults_and_a_target_is_known(tmp_path):
@@ -446,13 +486,16 @@ def test_k404_on_an_unsettled_kimi_draft_names_both_readings_and_the_measured_on
     [f] = _findings(d, "K404")
     assert f.severity == "warning" and f.needs_decision.startswith("--aux-convention input|output")
     assert f.message == (
-        f"cannot settle which convention the aux ids [2, 30, 58] follow: only weak evidence (input: {FIRST_2})"
-        + SF_UNDETERMINED + "; vLLM served "
-        "AQ-MedAI/Kimi-K25-eagle3 with these ids read as input (51.78% acceptance at k=4 on GSM8K, TP 8, vLLM PR "
-        "#35966); no public run measured the output reading, so --aux-convention input is recommended")
-    # each reading is evidence: the streams V1 feeds against those the draft was trained on under it
+        "cannot settle which convention the aux ids [2, 30, 58] follow: only weak evidence (input: the first id); "
+        "not counted: specforge's code; vLLM PR #35966 measured the input reading, no public run the output, so "
+        "--aux-convention input is recommended")
+    # each reading is evidence: the streams V1 feeds against those the draft was trained on under it; so is each
+    # sign, and the measurement whole
     assert [(e.where, e.observed, e.expected) for e in f.evidence[1:]] == [
-        ("read as input", [2, 30, 58], [2, 30, 58]), ("read as output", [2, 30, 58], [3, 31, 59])]
+        ("read as input", [2, 30, 58], [2, 30, 58]), ("read as output", [2, 30, 58], [3, 31, 59]),
+        SF_UNDETERMINED_SIGN, FIRST_2_SIGN,
+        ("public record", "vLLM served AQ-MedAI/Kimi-K25-eagle3 with these ids read as input (51.78% acceptance at "
+         "k=4 on GSM8K, TP 8, vLLM PR #35966); no public run measured the output reading", "input")]
 
 
 def test_k404_settled_output_ids_name_their_evidence_and_the_cost(tmp_path):
@@ -461,9 +504,10 @@ def test_k404_settled_output_ids_name_their_evidence_and_the_cost(tmp_path):
     d = draft(tmp_path, "specforge", [1, 29, 57], shape="kimi")
     [f] = _findings(d, "K404")
     assert f.severity == "error"
-    assert f.message.startswith(f"aux ids [1, 29, 57] are in the output convention (specforge: {SPECFORGE_EV}; "
-                                f"{FIRST_1}); vllm 0.32/v1 would feed streams [1, 29, 57] instead of [2, 30, 58]: ")
+    assert f.message.startswith("aux ids [1, 29, 57] are in the output convention (specforge's code, the first "
+                                "id); vllm 0.32/v1 would feed streams [1, 29, 57] instead of [2, 30, 58]: ")
     assert "#43671" in f.message
+    assert [(e.where, e.observed, e.expected) for e in f.evidence[1:]] == [SPECFORGE_SIGN, FIRST_1_SIGN]
 
 
 # --- measured.py: the public record's reading, matched by what the files say --------------------------------------
@@ -551,7 +595,7 @@ def test_a_head_without_aux_states_needs_no_ids_and_is_warned_about_on_model_run
         assert _findings(d, "K401", version=version) == []
     [f] = _findings(d, "K406", version="0.32")
     assert f.severity == "warning" and f.message.startswith(
-        "a head without aux states (use_aux_hidden_state false): on vllm 0.32 (Model Runner V2) (what GPUs run)")
+        "a head without aux states (use_aux_hidden_state false): vllm 0.32 (Model Runner V2), what GPUs run,")
     assert _findings(d, "K406", version="0.32/v1") == []
     # the flag true, or absent, with no fc: an EAGLE-3 head that lost its fc, whose missing ids K401 reports
     for name, ec in (("true", {"use_aux_hidden_state": True}), ("absent", {})):
@@ -761,10 +805,10 @@ def test_k404_unsettled_ids_no_public_run_measured(tmp_path):
     d = draft(tmp_path, "unknown", [1, 29, 57])
     [f] = _findings(d, "K404")
     assert whole(f) == (
-        "warning", f"cannot settle which convention the aux ids [1, 29, 57] follow: only weak evidence (output: "
-        f"{FIRST_1}); no public run measured either reading",
+        "warning", "cannot settle which convention the aux ids [1, 29, 57] follow: only weak evidence (output: the "
+        "first id); no public run measured either reading",
         [(".".join(EC), [1, 29, 57], None), ("read as input", [1, 29, 57], [1, 29, 57]),
-         ("read as output", [1, 29, 57], [2, 30, 58])], [],
+         ("read as output", [1, 29, 57], [2, 30, 58]), FIRST_1_SIGN], [],
         "--aux-convention input|output (which convention the ids were trained in)", True)
     assert _findings(draft(tmp_path, "unknown", None, name="none"), "K404") == []
 
@@ -784,9 +828,10 @@ def test_k404_a_stream_sglang_never_collects_and_a_one_layer_late_shift(tmp_path
     d = draft(tmp_path, "unknown", [24, 30, 36])
     [f] = _findings(d, "K404", target=GPT_OSS, engine="sglang", version="pre-25454")
     why = "convert input-convention ids for sglang"
-    assert whole(f) == ("error", f"aux ids [24, 30, 36] are in the input convention ({FINAL_36}); sglang pre-25454 "
-                        "would feed streams [25, 31, 37] instead of [24, 30, 36]: stream 37 is never collected, so "
-                        "fc gets fewer states than it needs", [(".".join(EC), [24, 30, 36], [23, 29, 35])],
+    assert whole(f) == ("error", "aux ids [24, 30, 36] are in the input convention (the final-boundary id); sglang "
+                        "pre-25454 would feed streams [25, 31, 37] instead of [24, 30, 36]: stream 37 is never "
+                        "collected, so fc gets fewer states than it needs",
+                        [(".".join(EC), [24, 30, 36], [23, 29, 35]), ("the final-boundary id", FINAL_36, "input")],
                         [(EC, [23, 29, 35], why)], None, True)
     # top-level [2, 16, 30] on Llama-3.1-8B (input): SGLang reads [3, 17, 31], all collected (0..31), one layer
     # late everywhere: the measured cost of a late shift, a warning
@@ -803,7 +848,8 @@ def test_k404_settled_output_ids_are_rewritten_for_vllm(tmp_path):
     d = draft(tmp_path, "specforge", [1, 29, 57], shape="kimi")
     [f] = _findings(d, "K404")
     why = "convert output-convention ids for vllm"
-    assert [(e.where, e.observed, e.expected) for e in f.evidence] == [(".".join(EC), [1, 29, 57], [2, 30, 58])]
+    assert [(e.where, e.observed, e.expected) for e in f.evidence] == [(".".join(EC), [1, 29, 57], [2, 30, 58]),
+                                                                        SPECFORGE_SIGN, FIRST_1_SIGN]
     assert [(o.path, o.value, o.reason) for o in f.ops] == [(TOP, [2, 30, 58], why), (EC, [2, 30, 58], why)]
 
 
@@ -900,11 +946,14 @@ def test_k406_a_head_without_aux_states_in_full(tmp_path):
     d = draft(tmp_path, "unknown", None, config=lambda c: c.update(eagle_config={"use_aux_hidden_state": False}),
               tensors=no_fc)
     [f] = _findings(d, "K406", version="0.32")
-    assert whole(f) == ("warning", "a head without aux states (use_aux_hidden_state false): on vllm 0.32 (Model "
-                        "Runner V2) (what GPUs run) aux states are collected anyway and acceptance drops (vLLM issue "
-                        "#40551; 0.32 gpu/model_runner.py sets use_aux_hidden_state_outputs for every eagle3 draft); "
+    assert whole(f) == ("warning", "a head without aux states (use_aux_hidden_state false): vllm 0.32 (Model Runner "
+                        "V2), what GPUs run, collects aux states anyway and acceptance drops (vLLM issue #40551); "
                         "Model Runner V1 honours the flag", [("eagle_config.use_aux_hidden_state", False, None)], [],
                         None, False)
+    # the loader line that says so is the rule's why
+    from kconvert.rules.base import REGISTRY
+
+    assert "0.32 gpu/model_runner.py sets use_aux_hidden_state_outputs for every eagle3 draft" in REGISTRY["K406"].why
 
 
 def test_k401_the_users_ids_win_over_a_producers_defaults(tmp_path):

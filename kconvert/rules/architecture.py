@@ -121,14 +121,12 @@ def mla_model_type(ctx: Context) -> Iterator[Finding]:
 
 # What each method is, in the words of the code that serves it (vLLM 0.32 and SGLang 0.5.23 as read; see
 # kconvert.formats.methods and the engine rows' `methods`).
+# Each method as a finding names it; what each is, K105's why says (the evidence says what in the files names it).
 METHOD_NAMES = {
-    "dflash": "a DFlash block-diffusion drafter (it drafts a block of tokens in parallel from mask tokens, "
-              "conditioned on target layers `dflash_config.target_layer_ids`)",
-    "dspark": "a DSpark drafter (DFlash's block drafting plus a Markov logit-bias head; target layers "
-              "`target_layer_ids` = aux ids - 1)",
-    "peagle": "a P-EAGLE draft (an EAGLE-3 layer trained for parallel drafting with a mask token)",
-    "mtp": "a multi-token-prediction (MTP) layer of a DeepSeek-style model (enorm, hnorm, eh_proj, shared_head "
-           "around one decoder layer)",
+    "dflash": "a DFlash block-diffusion drafter",
+    "dspark": "a DSpark drafter",
+    "peagle": "a P-EAGLE draft",
+    "mtp": "a multi-token-prediction (MTP) layer of a DeepSeek-style model",
 }
 
 
@@ -145,7 +143,12 @@ def _mtp_declared(cfg: dict, key: str) -> list[str]:
       fix_availability=FixAvailability.NEVER, any_method=True,
       summary="The checkpoint is for another speculative method (DFlash, DSpark, P-EAGLE, an MTP layer), not an "
               "EAGLE-3 draft: it says which, and what serves it.",
-      why="Users take these for EAGLE-3 drafts and get a cascade of \"broken EAGLE-3\" findings. vLLM 0.32 "
+      why="Users take these for EAGLE-3 drafts and get a cascade of \"broken EAGLE-3\" findings. A DFlash "
+          "block-diffusion drafter drafts a block of tokens in parallel from mask tokens, conditioned on target "
+          "layers `dflash_config.target_layer_ids`; a DSpark drafter adds a Markov logit-bias head to DFlash's "
+          "block drafting (target layers `target_layer_ids` = aux ids - 1); a P-EAGLE draft is an EAGLE-3 layer "
+          "trained for parallel drafting with a mask token; an MTP layer of a DeepSeek-style model is enorm, "
+          "hnorm, eh_proj and shared_head around one decoder layer. vLLM 0.32 "
           "(installed) serves DFlash with method \"dflash\" (config/speculative.py; registry.py DFlashDraftModel "
           "-> qwen3_dflash.py; speculators/algos.py update_dflash: dflash_config.target_layer_ids = aux ids - 1, "
           "mask_token_id; DFlash's first vLLM PRs #32206 and #34014, both closed, before it landed), DSpark with "
@@ -172,7 +175,8 @@ def other_method(ctx: Context) -> Iterator[Finding]:
     if d.method == "eagle3":
         return
     what = METHOD_NAMES.get(d.method, d.method)
-    # where: the key or tensor that names the method; observed: what it says; expected: the method it names
+    # where: the key or tensor that names the method; observed: what it says; expected: the method it names (the
+    # message names the method only: one fact in one place, issue #48)
     ev = [Evidence(e.split(" ", 1)[0], e.split(" ", 1)[1] if " " in e else e, f"method {d.method}")
           for e in d.method_evidence] or [Evidence("config", d.method, f"method {d.method}")]
     row = ctx.engine.key
@@ -188,7 +192,7 @@ def other_method(ctx: Context) -> Iterator[Finding]:
         return
     if served is None:
         yield other_method.finding(
-            f"this is {what}, not an EAGLE-3 draft ({'; '.join(d.method_evidence)}); kconvert has not read "
+            f"this is {what}, not an EAGLE-3 draft; kconvert has not read "
             f"whether {row} serves it, and its EAGLE-3 checks do not apply", evidence=ev)
         return
     how = served.get(d.method)
@@ -197,22 +201,42 @@ def other_method(ctx: Context) -> Iterator[Finding]:
         declared = _mtp_declared(d.checkpoint.config, key)
         if not any(v in accepted for v in declared):
             yield other_method.finding(
-                f"this is {what}, not an EAGLE-3 draft ({'; '.join(d.method_evidence)}); {row} serves MTP layers "
+                f"this is {what}, not an EAGLE-3 draft; {row} serves MTP layers "
                 f"only for {key} {', '.join(accepted)}, and this checkpoint declares {declared or 'none'}",
                 severity="error", evidence=ev + [Evidence(key, declared, list(accepted))])
             return
     if how is None:
         yield other_method.finding(
-            f"this is {what}, not an EAGLE-3 draft ({'; '.join(d.method_evidence)}); {row} serves no "
+            f"this is {what}, not an EAGLE-3 draft; {row} serves no "
             f"{d.method} checkpoint", severity="error", evidence=ev)
-    elif d.method == "peagle":
+        return
+    # The row's options for the method stay in the message (a refusal of verify, score, fix or push prints the
+    # message alone, and the route is what it owes the user); the engine code they were read from is evidence.
+    options, source = _route(how)
+    ev += [Evidence(f"{row} serves it with", options, source)] if source else []
+    if d.method == "peagle":
         yield other_method.finding(
-            f"this is {what} ({'; '.join(d.method_evidence)}); {row} loads it with its EAGLE-3 classes and serves "
-            f"it with {how}; the EAGLE-3 checks below apply", severity="info", evidence=ev)
+            f"this is {what}; {row} loads it with its EAGLE-3 classes and serves it with {options}; the EAGLE-3 "
+            "checks below apply", severity="info", evidence=ev)
     else:
         yield other_method.finding(
-            f"this is {what}, not an EAGLE-3 draft ({'; '.join(d.method_evidence)}); {row} serves it with {how}; "
-            "kconvert's EAGLE-3 checks do not apply", evidence=ev)
+            f"this is {what}, not an EAGLE-3 draft; {row} serves it with {options}; kconvert's EAGLE-3 checks do "
+            "not apply", evidence=ev)
+
+
+def _route(how: str) -> tuple[str, str | None]:
+    """A row's `methods` text as (the engine options, the code they were read from): the rows write the source as
+    a closing parenthesis ('--speculative-algorithm DFLASH ... (srt/models/dflash.py)'); a text without one is all
+    options."""
+    if not how.endswith(")"):
+        return how, None
+    depth = 0
+    for i in range(len(how) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(how[i], 0)
+        if depth == 0:
+            head = how[:i]
+            return (head.rstrip(), how[i + 1:-1]) if head.endswith(" ") and head.strip() else (how, None)
+    return how, None
 
 
 @rule("K107", "error",

@@ -15,8 +15,9 @@ Which residual streams a draft was trained on is rarely written down; the ids ar
   the format's own (the converter copies ids through unshifted), so such a draft is never settled silently.
 
 The convention is settled when strong evidence points one way and nothing points the other. Disagreement, or
-weak evidence alone, is reported as such with the measurement that settles it (`kconvert verify --diagnose`),
-and fix waits for --aux-convention or --aux-ids instead of guessing.
+weak evidence alone, is reported as such (each sign named in the message, said whole in the evidence), the next
+lines name the measurement that settles it (`kconvert verify --diagnose`, `kconvert score --diagnose`:
+kconvert.results.next_steps), and fix waits for --aux-convention or --aux-ids instead of guessing.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from kconvert.engines.expectations import target_family
+from kconvert.formats.speculators import CONVERTER_SOURCE
 from kconvert.writer.ops import SetConfig
 from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rule
 from kconvert.rules.measured import measured_reading
@@ -48,27 +50,55 @@ COST_EARLY_SHORT = "one layer early: position-0 acceptance ~10% instead of ~45% 
 # (speculators 0.9.0 convert: eagle3_converter.py:146) turns them into ids of a format whose own convention is
 # vLLM's: equal ids on a converted draft are evidence that they were captured in the output convention.
 OUTPUT_CAPTURE_DEFAULTS = (
-    ("SpecForge 0.2.0 resolve_eagle_capture_layers", lambda L: [1, L // 2 - 1, L - 4]),
-    ("ModelOpt 0.47.0 modelopt/torch/speculative/plugins/hf_eagle.py:63",
+    # (producer, the code that says so, its defaults for L layers)
+    ("SpecForge 0.2.0", "resolve_eagle_capture_layers", lambda L: [1, L // 2 - 1, L - 4]),
+    ("ModelOpt 0.47.0", "modelopt/torch/speculative/plugins/hf_eagle.py:63",
      lambda L: sorted({1, max(0, L // 2 - 1), max(0, L - 4)})),
-    ("TorchSpec torchspec/utils/misc.py:88", lambda L: [1, L // 2 - 1, L - 4]),
+    ("TorchSpec", "torchspec/utils/misc.py:88", lambda L: [1, L // 2 - 1, L - 4]),
 )
+# K404's why: the sources of the sign `converted_output_defaults` names
+CONVERTED_DEFAULTS_WHY = (
+    "A converted draft whose ids equal the output-convention producers' capture defaults [1, L//2-1, L-4] ("
+    + "; ".join(f"{name} {src}" for name, src, _ in OUTPUT_CAPTURE_DEFAULTS) + ") counts for the output reading, "
+    "against the format's own: " + CONVERTER_SOURCE + ".")
 
 
-def converted_output_defaults(ctx: Context) -> str | None:
-    """Why the ids of a converted draft may be another producer's output-convention capture defaults, or None."""
+def _possessive(name: str) -> str:
+    return f"{name}'" if name.endswith("s") else f"{name}'s"
+
+
+@dataclass(frozen=True)
+class Sign:
+    """One thing the files say about the convention of their ids. The finding's message names it in a few words
+    (`name`); its evidence says it whole: where = the name, observed = what it rests on, expected = the convention
+    it points to ("output (weak)"; "not counted" for one that is named but not weighed)."""
+
+    name: str
+    said: str
+    convention: str | None
+    strength: str = "strong"  # "strong", "weak" or "not counted"
+
+    def evidence(self) -> Evidence:
+        points = {"strong": self.convention, "weak": f"{self.convention} (weak)"}.get(self.strength, "not counted")
+        return Evidence(self.name, self.said, points)
+
+
+def converted_output_defaults(ctx: Context) -> Sign | None:
+    """The sign that the ids of a converted draft may be another producer's output-convention capture defaults,
+    or None."""
     d = ctx.draft
     ids = d.aux.ids
     if not d.format.converted_by or not ids or ctx.target is None:
         return None
     L = ctx.target.num_hidden_layers
-    sources = [src for src, layers in OUTPUT_CAPTURE_DEFAULTS if layers(L) == list(ids)]
-    if not sources:
+    names = [name for name, _, layers in OUTPUT_CAPTURE_DEFAULTS if layers(L) == list(ids)]
+    if not names:
         return None
-    return (f"the ids equal the output-convention capture defaults [1, L//2-1, L-4] of a {L}-layer target "
-            f"({'; '.join(sources)}) and the draft shows {d.format.converted_by}'s habits "
-            f"({'; '.join(d.format.conversion_evidence)}), which writes the ids it is given unshifted "
-            "(speculators 0.9.0 eagle3_converter.py:146): they may be the source producer's output-of-layer ids")
+    return Sign(f"capture defaults through {d.format.converted_by}",
+                f"the ids equal the output-convention capture defaults [1, L//2-1, L-4] of a {L}-layer target "
+                f"({', '.join(names)}) and the draft shows {_possessive(d.format.converted_by)} habits "
+                f"({'; '.join(d.format.conversion_evidence)}); the converter copies ids unshifted, so they may be "
+                "the source producer's output-of-layer ids", "output")
 
 
 PRODUCER_DEFAULT_CONFIDENCE = 0.75  # SpecForge's signature without the ids key: architecture, midlayer.*, d2t, t2d
@@ -90,9 +120,46 @@ def producer_default_streams(ctx: Context) -> tuple[list[int], str] | None:
 @dataclass
 class Settled:
     convention: str | None  # "input" | "output" | None (not settled)
-    why: str  # what it rests on, for the finding's message
-    votes: dict[str, list[str]] = field(default_factory=dict)  # convention -> strong reasons
-    weak: dict[str, list[str]] = field(default_factory=dict)  # convention -> weak reasons
+    signs: list[Sign] = field(default_factory=list)  # what the files say, weighed or named
+    nothing: str = ""  # what the files say when no sign counts
+
+    def counted(self, strength: str) -> dict[str, list[Sign]]:
+        out: dict[str, list[Sign]] = {}
+        for s in self.signs:
+            if s.strength == strength:
+                out.setdefault(s.convention, []).append(s)
+        return out
+
+    @property
+    def votes(self) -> dict[str, list[Sign]]:
+        """convention -> its strong signs"""
+        return self.counted("strong")
+
+    @property
+    def weak(self) -> dict[str, list[Sign]]:
+        return self.counted("weak")
+
+    @property
+    def why(self) -> str:
+        """What the convention rests on, a few words per sign, for the finding's message (each sign is said whole
+        in its evidence: `evidence`)."""
+        def names(conv: str) -> str:
+            return ", ".join(s.name for s in self.votes.get(conv, []) + self.weak.get(conv, []))
+
+        aside = [s.name for s in self.signs if s.strength == "not counted"]
+        tail = f"; not counted: {', '.join(aside)}" if aside else ""
+        sides = [c for c in ("input", "output") if c in self.votes or c in self.weak]
+        if self.convention is not None:
+            return names(self.convention) + tail
+        if not sides:
+            # a sign named but not weighed is no account of the convention: say that nothing counts
+            return ("nothing in the files counts" if aside else self.nothing or "nothing in the files says") + tail
+        parts = " | ".join(f"{c}: {names(c)}" for c in sides)
+        kind = "the evidence disagrees" if self.votes else "only weak evidence"
+        return f"{kind} ({parts}){tail}"
+
+    def evidence(self) -> list[Evidence]:
+        return [s.evidence() for s in self.signs]
 
 
 def settle_convention(ctx: Context) -> Settled:
@@ -101,64 +168,54 @@ def settle_convention(ctx: Context) -> Settled:
     if d.aux.convention_strength == "record" and d.aux.convention:
         # kconvert.json names the streams of these very ids (fix wrote them): a --aux-convention passed back was
         # the decision about the input's ids, already applied, not a second one about the written ids.
-        return Settled(d.aux.convention, d.aux.convention_evidence)
+        return Settled(d.aux.convention, [Sign("kconvert.json", d.aux.convention_evidence, d.aux.convention)])
     if ctx.decisions.aux_convention:
-        return Settled(ctx.decisions.aux_convention, "decided by --aux-convention")
-    votes: dict[str, list[str]] = {}
-    weak: dict[str, list[str]] = {}
-    guessed = ""
-    undetermined = ""
+        return Settled(ctx.decisions.aux_convention,
+                       [Sign("--aux-convention", "decided on the command line", ctx.decisions.aux_convention)])
+    signs: list[Sign] = []
+    producer_code = f"{_possessive(d.format.producer)} code"
     if (d.aux.convention and d.aux.convention_strength == "producer" and d.format.producer == "specforge"
             and ids and ids[0] != 1 and ctx.target is not None and target_family(ctx.target) == "deepseek"):
         # SpecForge passes its ids unchanged to SGLang's set_eagle3_layers_to_capture (0.2.0,
         # specforge/offline_capture/sglang_backend/capture.py): on a DeepSeek/Kimi target, ids not starting at 1 were +1
         # before sglang PR #25454 (output) and as given after it (input), so SpecForge's code settles nothing
         # here; on Llama/Qwen targets SGLang adds +1 to every id (llama.py:941), so there it stays strong.
-        undetermined = ("; not counted: SpecForge's code, whose ids on a DeepSeek/Kimi target not starting at 1 "
-                        "mean output before sglang PR #25454 and input after it")
+        signs.append(Sign(producer_code, "SpecForge's ids on a DeepSeek/Kimi target not starting at 1 mean output "
+                                         "before sglang PR #25454 and input after it", None, "not counted"))
     elif d.aux.convention and d.aux.convention_strength == "producer":
-        votes.setdefault(d.aux.convention, []).append(f"{d.format.producer}: {d.aux.convention_evidence}")
+        signs.append(Sign(producer_code, d.aux.convention_evidence, d.aux.convention))
     elif d.aux.convention and d.format.producer != "unknown" and d.aux.convention_strength == "weak" \
             and not d.aux.convention_evidence.startswith("ids at the top-level key"):
         # Named in the message, never weighed: the guess rests on an architecture name half the ecosystem writes.
-        guessed = (f"; not counted: {d.format.producer}'s convention ({d.aux.convention}), the producer being "
-                   "guessed from the architecture alone")
-    guessed += undetermined
+        signs.append(Sign(f"{_possessive(d.format.producer)} guessed convention",
+                          f"{d.aux.convention_evidence} ({d.aux.convention}), the producer being guessed from the "
+                          "architecture alone", None, "not counted"))
     converted = converted_output_defaults(ctx)
     if converted is not None:
         # The format's convention is the converter's, not the capture's: weighed against the producer's own
         # (a disagreement, so the finding names both readings and what measures them), never settled by it.
-        votes.setdefault("output", []).append(converted)
+        signs.append(converted)
     if "eagle_aux_hidden_state_layer_ids" in d.aux.locations:
-        votes.setdefault("input", []).append("the ids sit at the top-level key that only vLLM reads")
+        signs.append(Sign("the top-level key", "the ids sit at the top-level key that only vLLM reads", "input"))
     if ids:
         if ctx.target is not None and max(ids) == ctx.target.num_hidden_layers:
-            votes.setdefault("input", []).append(
-                f"id {max(ids)} is the {ctx.target.num_hidden_layers}-layer target's final boundary (there is no "
-                f"layer {max(ids)} whose output it could name)")
+            signs.append(Sign("the final-boundary id",
+                              f"id {max(ids)} is the {ctx.target.num_hidden_layers}-layer target's final boundary "
+                              f"(there is no layer {max(ids)} whose output it could name)", "input"))
         # The first-id convention exists only where SGLang's capture applies it: DeepSeek/Kimi targets
         # (deepseek_v2.py:3470, PR #25454); on Llama/Qwen/GPT-OSS targets SGLang 0.5.23 still shifts by its own
         # rule (tests/data/sglang_oracle.json), so there the first id says nothing.
         first_id_counts = ctx.target is None or target_family(ctx.target) == "deepseek"
-        if first_id_counts and ids[0] == 1:
-            weak.setdefault("output", []).append("the first id is 1 (SGLang's first-id rule, PR #25454)")
-        elif first_id_counts and ids[0] == 2:
-            weak.setdefault("input", []).append("the first id is 2 (SGLang's first-id rule, PR #25454)")
-    strong = set(votes)
+        if first_id_counts and ids[0] in (1, 2):
+            signs.append(Sign("the first id", f"the first id is {ids[0]} (SGLang's first-id rule, PR #25454)",
+                              "output" if ids[0] == 1 else "input", "weak"))
+    st = Settled(None, signs, d.aux.convention_evidence)
+    strong, weak = set(st.votes), set(st.weak)
     if len(strong) == 1:
         conv = next(iter(strong))
-        other = "output" if conv == "input" else "input"
-        if other not in weak:
-            reasons = votes[conv] + weak.get(conv, [])
-            return Settled(conv, "; ".join(reasons) + guessed, votes, weak)
-    if len(strong) == 2 or (strong and set(weak) - strong):
-        parts = [f"{c}: {'; '.join(votes.get(c, []) + weak.get(c, []))}" for c in ("input", "output")
-                 if c in votes or c in weak]
-        return Settled(None, "the evidence disagrees (" + " | ".join(parts) + ")" + guessed, votes, weak)
-    if weak:
-        parts = [f"{c}: {'; '.join(r)}" for c, r in weak.items()]
-        return Settled(None, "only weak evidence (" + " | ".join(parts) + ")" + guessed, votes, weak)
-    return Settled(None, (d.aux.convention_evidence or "nothing in the files says") + guessed, votes, weak)
+        if ("output" if conv == "input" else "input") not in weak:
+            st.convention = conv
+    return st
 
 
 def trained_physical_ids(ctx: Context) -> list[int] | None:
@@ -417,7 +474,7 @@ def aux_ids_count(ctx: Context) -> Iterator[Finding]:
           "so on a Llama/Qwen target its ids are output-of-layer (strong), and on a DeepSeek/Kimi target ids not "
           "starting at 1 depend on whether the training SGLang had #25454 (not counted). kconvert weighs the "
           "producer's code, the top-level key, a final-boundary id and, on DeepSeek/Kimi targets, the first id "
-          "(see `settle_convention`). Severity follows the measured damage of a one-layer shift: " + COST_EARLY
+          "(see `settle_convention`). " + CONVERTED_DEFAULTS_WHY + " Severity follows the measured damage of a one-layer shift: " + COST_EARLY
           + " (error); " + COST_LATE + " (warning); larger shifts are errors. When the evidence disagrees or is "
           "weak only (AQ-MedAI/Kimi-K25-eagle3: SpecForge ids [2, 30, 58] on Kimi, the first id 2 says input, and "
           "it measured 51.78% acceptance on vLLM, vLLM PR #35966) the finding is a warning naming both readings.",
@@ -439,16 +496,20 @@ def aux_ids_convention(ctx: Context) -> Iterator[Finding]:
     eng = ctx.engine.key
     if st.convention is None:
         # Each reading is evidence: the streams this row feeds (observed) against those the draft was trained on
-        # under that reading (expected); the message keeps to the question and the record (issue #48: whole
-        # concise lines). How to measure both is the next lines' (verify --diagnose on vLLM, score --diagnose).
+        # under that reading (expected); so is each sign (what it rests on, whole) and the public record. The
+        # message keeps to the question, the signs by name and the record (issue #48: whole concise lines); how to
+        # measure both readings is the next lines' (verify --diagnose on vLLM, score --diagnose:
+        # kconvert.results.next_steps).
         readings = [Evidence(f"read as {conv}", fed, list(ids) if conv == "input" else [i + 1 for i in ids])
                     for conv in ("input", "output")]
         measured = measured_reading(ctx, "aux-convention")
-        record = (f"; {measured.sentence()}, so {measured.flag} is recommended" if measured else
+        record = (f"; {measured.brief()}, so {measured.flag} is recommended" if measured else
                   "; no public run measured either reading")
+        publicly = [Evidence("public record", measured.sentence(), measured.reading)] if measured else []
         yield aux_ids_convention.finding(
             f"cannot settle which convention the aux ids {ids} follow: {st.why}" + record, severity="warning",
-            evidence=[Evidence(d.aux.source, ids, None), *readings], needs_decision=DECIDE_CONV)
+            evidence=[Evidence(d.aux.source, ids, None), *readings, *st.evidence(), *publicly],
+            needs_decision=DECIDE_CONV)
         return
     phys = trained_physical_ids(ctx)
     if phys is None or phys == fed:
@@ -474,7 +535,7 @@ def aux_ids_convention(ctx: Context) -> Iterator[Finding]:
     yield aux_ids_convention.finding(
         f"aux ids {ids} are in the {st.convention} convention ({st.why}); {eng} would feed streams {fed} instead "
         f"of {phys}: {cost}", severity=severity,
-        evidence=[Evidence(d.aux.source, ids, written)],
+        evidence=[Evidence(d.aux.source, ids, written), *st.evidence()],
         ops=write_ops(ctx, phys, f"convert {st.convention}-convention ids for {ctx.engine.engine}"))
 
 
@@ -556,8 +617,9 @@ def aux_ids_location(ctx: Context) -> Iterator[Finding]:
           "reads the target's last hidden state like EAGLE-1 (vLLM PR #27688, sglang PR #14920). vLLM drops "
           "`fc.*` when the flag is false (llama_eagle3.py load_weights), so an EAGLE-3 draft that has an fc but "
           "the flag false runs without it and accepts almost nothing (sglang issue #21272: acceptance length "
-          "exactly 1.0). vLLM 0.32's Model Runner V2 (the default on GPUs) collects aux states regardless and "
-          "lowers a no-aux head's acceptance (vLLM issue #40551); 0.33's honours the flag "
+          "exactly 1.0). vLLM 0.32's Model Runner V2 (the default on GPUs) collects aux states regardless "
+          "(0.32 gpu/model_runner.py sets use_aux_hidden_state_outputs for every eagle3 draft) and lowers a "
+          "no-aux head's acceptance (vLLM issue #40551); 0.33's honours the flag "
           "(eagle3_utils.requires_aux_hidden_states). vLLM sizes fc from num_aux_hidden_states when it is set.",
       fix="fix sets use_aux_hidden_state to true when the draft has an fc, and num_aux_hidden_states to the count "
           "fc implies (safe: the fc weight is the evidence). The runner issue is not a file defect: run vLLM 0.32 "
@@ -572,10 +634,9 @@ def aux_states_disabled(ctx: Context) -> Iterator[Finding]:
             ops=[SetConfig(("eagle_config", "use_aux_hidden_state"), True, "the draft is an EAGLE-3 draft")])
     elif _no_aux_head(ctx) and ctx.engine.no_aux_heads != "yes":
         yield aux_states_disabled.finding(
-            f"a head without aux states (use_aux_hidden_state false): on {ctx.engine.runner_name} (what GPUs "
-            f"run) aux states are collected anyway and acceptance drops (vLLM issue "
-            "#40551; 0.32 gpu/model_runner.py sets use_aux_hidden_state_outputs for every eagle3 draft); Model "
-            "Runner V1 honours the flag", severity="warning",
+            f"a head without aux states (use_aux_hidden_state false): {ctx.engine.runner_name}, what GPUs run, "
+            "collects aux states anyway and acceptance drops (vLLM issue #40551); Model Runner V1 honours the flag",
+            severity="warning",
             evidence=[Evidence("eagle_config.use_aux_hidden_state", False, None)], fixable=False)
     n = d.config.get("num_aux_hidden_states")
     th = ctx.target.hidden_size if ctx.target else (d.target_hidden_size or d.hidden_size)

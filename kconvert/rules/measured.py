@@ -38,12 +38,22 @@ class MeasuredReading:
                 "engine": self.engine, "figure": self.figure, "source": self.source,
                 "other_measured": self.other_measured}
 
+    @property
+    def other(self) -> str:
+        return "output" if self.reading == "input" else "input"
+
     def sentence(self) -> str:
-        other = "output" if self.reading == "input" else "input"
+        """The measurement whole: a finding's evidence."""
         return (f"{self.engine} served {self.draft} with these ids read as {self.reading} ({self.figure}, "
                 f"{self.source}); "
-                + (f"the {other} reading was measured too" if self.other_measured
-                   else f"no public run measured the {other} reading"))
+                + (f"the {self.other} reading was measured too" if self.other_measured
+                   else f"no public run measured the {self.other} reading"))
+
+    def brief(self) -> str:
+        """The measurement in a few words, for a finding's message (`sentence` is its evidence)."""
+        return (f"{self.source} measured the {self.reading} reading, "
+                + (f"and the {self.other} one was measured too" if self.other_measured
+                   else f"no public run the {self.other}"))
 
 
 MEASURED: tuple[MeasuredReading, ...] = (
