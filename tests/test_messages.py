@@ -1,5 +1,6 @@
 """One message per fact, no contradictions, whole lines (issue #48 item 3), over every rule's messages as they are
-printed: every zoo draft and shipped example (tests/printed.py `workspace`) judged on every engine row.
+printed: every shipped draft (tests/shipped.py, the list the engine oracles record: the zoo, the producers' drafts,
+NeMo Automodel's and the examples), and a checkpoint of each other method K105 names, judged on every engine row.
 
 - A message says which keys a row reads only as the row reads them: "<row> reads K" with K among the row's
   `aux_read_paths`, "<row> does not read K" with K outside them (K405 once said Model Runner V2 "also reads" one key
@@ -8,21 +9,21 @@ printed: every zoo draft and shipped example (tests/printed.py `workspace`) judg
 - Evidence at a config key that fix writes shows what fix writes there (K405's evidence once showed [1, 4, 6]
   where fix wrote [2, 5, 7]).
 - Every message fits a concise line whole: at most MAX_MESSAGE characters (the concise line prints it whole, with its
-  evidence; ruff's messages are a sentence).
+  evidence; ruff's messages are a sentence). A source's citations belong in the rule's `why` (`kconvert rules ID`),
+  what the files showed in the finding's evidence.
 - Every severity a finding has is one `kconvert rules` lists for its rule (`Rule.severities`, read from the rule's
   code): K405 was listed as a warning and fired as an error.
 """
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from kconvert.engines.expectations import ALL_ROWS
-from tests import printed
+from tests import shipped
 
-MAX_MESSAGE = 500
+MAX_MESSAGE = 300
 KEYS = ("eagle_config.eagle_aux_hidden_state_layer_ids", "eagle_config.layer_ids", "eagle_aux_hidden_state_layer_ids")
 KEY = "|".join(re.escape(k) for k in KEYS)  # longest first: a dotted key is not read as its last part
 ROW_NAME = r"vllm [\d.]+(?:/v1| \(Model Runner V2\))?|sglang [\w.-]+"
@@ -32,24 +33,31 @@ CLAIM = re.compile(rf"(?P<who>{ROW_NAME}) (?P<verb>does not read|reads) (?P<keys
 
 @pytest.fixture(scope="module")
 def findings(tmp_path_factory) -> list[tuple[str, str, dict]]:
-    """(draft, row key, finding as the report holds it) for every draft and row."""
-    import os
-
+    """(draft, row key, finding as the report holds it) for every shipped draft and row."""
     import kconvert
 
-    root = tmp_path_factory.mktemp("messages")
-    pairs = printed.workspace(root)
     out = []
-    old = Path.cwd()
-    os.chdir(root)
-    try:
-        for draft, target in pairs:
-            for row in ALL_ROWS:
-                doc = kconvert.inspect(draft, target=target, engine=row.engine, engine_version=row.version).to_dict()
-                out += [(draft, row.key, f) for f in doc["findings"]]
-    finally:
-        os.chdir(old)
-    assert len(out) > 300 and {f["id"] for _, _, f in out} >= {"K404", "K405", "K902"}
+    for s in shipped.drafts(tmp_path_factory.mktemp("messages")):
+        target = shipped.load_target(s.target)
+        for row in ALL_ROWS:
+            doc = kconvert.inspect(str(s.folder), target=target, engine=row.engine,
+                                   engine_version=row.version).to_dict()
+            out += [(s.key, row.key, f) for f in doc["findings"]]
+    # and a checkpoint of every other method K105 names (tests/test_methods.py's, each cited there to its published
+    # config; the zoo ships a DFlash one only): K105's message carries the row's serving options
+    from tests import test_methods as m
+
+    work = tmp_path_factory.mktemp("methods")
+    others = {"dflash": m.dflash(work / "dflash"), "peagle": m.peagle_folder(work / "peagle", m.peagle_config()),
+              "mtp": m.mtp(work / "mtp", model_type="deepseek_v3", archs=["DeepseekV3ForCausalLM"]),
+              "mtp-unmapped": m.mtp(work / "mtp-k", model_type="kimi_k2", archs=["DeepseekV3ForCausalLM"])}
+    for name, folder in others.items():
+        for row in ALL_ROWS:
+            doc = kconvert.inspect(str(folder), engine=row.engine, engine_version=row.version).to_dict()
+            out += [(f"methods/{name}", row.key, f) for f in doc["findings"]]
+    # every group of drafts is judged, and the rules whose messages once broke these checks fire among them
+    assert {k.split("/", 1)[0] for k, _, _ in out} == {"zoo", "producers", "automodel", "examples", "methods"}
+    assert len(out) > 300 and {f["id"] for _, _, f in out} >= {"K105", "K404", "K405", "K902"}
     return out
 
 

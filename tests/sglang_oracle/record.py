@@ -70,17 +70,16 @@ STUBS = {
 # --------------------------------------------------------------------------------------------- phase 1
 
 
-PRODUCERS_TARGET = "tests/data/producers/provenance.json#target"  # the producers' tiny target, by its recorded config
+if str(ROOT) not in sys.path:  # run as a script (phase 3 too): tests/shipped.py needs only the standard library
+    sys.path.insert(0, str(ROOT))
+from tests.shipped import PRODUCERS_TARGET  # noqa: E402  the producers' tiny target, by its recorded config
 
 
 def manifest(work: Path) -> dict:
     sys.path.insert(0, str(ROOT))
-    import importlib
-
     from kconvert.engines.expectations import target_family
     from kconvert.source.safetensors_header import read_header
     from kconvert.source.torch_zip import read_torch_zip
-    from kconvert.targets import load_target
 
     def read_draft(folder: Path) -> dict:
         cfg = json.loads((folder / "config.json").read_text())
@@ -93,65 +92,34 @@ def manifest(work: Path) -> dict:
                 tensors[name] = {"dtype": info.dtype, "shape": list(info.shape), "file": f.name}
         return {"config": cfg, "tensors": tensors, "path": str(folder)}
 
-    def family(tref: str, t=None) -> dict:
-        t = load_target(tref) if t is None else t
+    def family(tref: str, t) -> dict:
         types = [x for x in (t.model_type, getattr(t, "text_model_type", None)) if x]
-        if tref.startswith(str(ROOT)):
-            tref = str(Path(tref).relative_to(ROOT))
         return {"ref": tref, "num_layers": t.num_hidden_layers, "kconvert_family": target_family(t),
                 "model_types": types}
 
-    out = {"zoo": {}, "examples": {}, "producers": {}}
-    tmp = work / "zoo"
-    for build in sorted((ROOT / "tests" / "zoo").glob("*/build.py")):
-        name = build.parent.name
-        mod = importlib.import_module(f"tests.zoo.{name}.build")
-        if getattr(mod, "METHOD", "eagle3") != "eagle3":
+    from kconvert.engines.serve_lines import sglang_next_lines
+    from tests import shipped
+
+    # every shipped draft (tests/shipped.py, the one list): the zoo replicas built under `work`, the drafts the
+    # producers' own code wrote (tests/data/producers*, issue #20; NeMo Automodel's model/consolidated/ folders, its
+    # vLLM helper's exports and kconvert fix's outputs of them) and the example drafts
+    targets: dict[str, dict] = {}
+    out = {"zoo": {}, "examples": {}, "producers": {}, "automodel": {}}
+    for s in shipped.drafts(work):
+        if s.method != "eagle3":
             continue  # another method's checkpoint (its record says so): SGLang's EAGLE-3 loaders are not its oracle
-        folder = mod.build(tmp / name)
-        entry = read_draft(Path(folder))
-        entry.update(target=family(mod.TARGET), sparse_replica=True)
-        out["zoo"][name] = entry
+        if s.target not in targets:
+            targets[s.target] = family(s.target, shipped.load_target(s.target))
+        entry = read_draft(s.folder)
+        # the zoo's replicas are sparse (their weights are not the published ones); every other draft is as written
+        entry.update(target=targets[s.target], sparse_replica=s.group == "zoo")
+        out[s.group][s.name] = entry
     # the SGLang launch lines kconvert prints for the shipped drafts (paths relative to the repository root, as a
     # user in the clone would get them), parsed by SGLang's own launcher in phase 3
-    from kconvert.engines.serve_lines import sglang_next_lines
-
     out["launch_lines"] = [
         {"draft": f"examples/tiny/drafts/{d}", "target": "examples/tiny/target", "k": k,
          "lines": sglang_next_lines(f"examples/tiny/drafts/{d}", "examples/tiny/target", k=k, tp=1)}
         for d in ("llama-specforge", "mla-torchspec") for k in (3, 5)]
-    # the drafts the producers' own code wrote (tests/data/producers, issue #20), beside the tiny Llama target whose
-    # config provenance.json records (they ship no target folder)
-    from kconvert.targets import from_config
-
-    prod = ROOT / "tests" / "data" / "producers"
-    prov = json.loads((prod / "provenance.json").read_text())
-    prod_target = family(PRODUCERS_TARGET, from_config(prov["target"], name="producers-target",
-                                                       origin=PRODUCERS_TARGET))
-    # tests/data/producers-modelopt: NVIDIA ModelOpt's own exporter, beside the same target
-    # (tests/producers/build_modelopt.py); one group, the names do not collide
-    folders = [p for d in (prod, ROOT / "tests" / "data" / "producers-modelopt") for p in d.iterdir()
-               if (p / "config.json").exists()]
-    for folder in sorted(folders, key=lambda p: p.name):
-        entry = read_draft(folder)
-        entry.update(target=prod_target, sparse_replica=False)
-        out["producers"][folder.name] = entry
-    # NeMo Automodel's own recipe (tests/producers/build_automodel.py): its model/consolidated/ folders, its vLLM
-    # helper's exports and kconvert fix's outputs for each engine (tests/producers/automodel_drafts.py)
-    from tests.producers.automodel_drafts import drafts as automodel_drafts
-
-    out["automodel"] = {}
-    for key, (folder, tref) in automodel_drafts(work / "automodel").items():
-        entry = read_draft(folder)
-        entry.update(target=family(str(ROOT / tref)), sparse_replica=False)
-        out["automodel"][key] = entry
-    tiny_target = family(str(ROOT / "examples" / "tiny" / "target"))
-    for kind in ("drafts", "broken"):
-        for folder in sorted((ROOT / "examples" / "tiny" / kind).iterdir()):
-            if (folder / "config.json").exists():
-                entry = read_draft(folder)
-                entry.update(target=tiny_target, sparse_replica=False)
-                out["examples"][f"{kind}/{folder.name}"] = entry
     return out
 
 
