@@ -9,6 +9,7 @@ kconvert's `inspect` must read each file the way its producer wrote it. About 2 
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -209,6 +210,19 @@ def test_a_converted_draft_with_specforges_default_ids_is_not_settled_silently(t
     assert any(w.endswith("speculators convert") and "8-layer target" in o and x == "output"
                for w, (o, x) in ev.items())
     assert k404[0]["needs_decision"]
+    # the route to settle it is the next lines': the live diagnosis on vLLM and the offline one, on the draft as it
+    # is (it passes statically)
+    steps = [s["command"] for s in rep["next_steps"]]
+    draft = str(DATA / "speculators-from-specforge-defaults")
+    assert any(c.startswith(f"kconvert verify {draft} ") and "--diagnose" in shlex.split(c) for c in steps), steps
+    assert any(c.startswith(f"kconvert score {draft} ") and "--diagnose" in shlex.split(c) for c in steps), steps
+    # and each runs as printed (tests/printed.py: verify as a dry run, score up to the trace it names)
+    from tests import printed
+
+    c = printed.Collector()
+    c.emit(["inspect", draft, "--target", str(tmp_path / "target")], "inspect", tmp_path)
+    ran = {shlex.split(o.printed.command)[1] for o in c.outcomes}
+    assert not c.failed() and {"verify", "score"} <= ran, c.summary()
 
 
 def test_a_converted_draft_with_other_ids_keeps_the_formats_convention(tmp_path, capsys):

@@ -22,16 +22,19 @@ def declared_ids(d: "DraftModel | Any", engine: EngineRules) -> list[int] | None
     return None
 
 
-def fed_ids(d: "DraftModel | Any", engine: EngineRules, num_target_layers: int) -> tuple[tuple[int, ...], str | None]:
+def fed_ids(d: "DraftModel | Any", engine: EngineRules, num_target_layers: int,
+            target: Any = None) -> tuple[tuple[int, ...], str | None]:
     """(the physical streams the engine feeds the draft, input-of-layer numbering, in the order fc reads them; a
-    note when they are the engine's defaults because the config declares none)."""
+    note when they are the engine's defaults because the config declares none). `target`: the target's facts,
+    where the engine's reading depends on its family (SGLang's first-id rule holds on DeepSeek/Kimi targets only,
+    `EngineRules.aux_rule_for`); without it, the row's target-free rule."""
     note = None
     ids = declared_ids(d, engine)
     if ids is None:
         fed = engine.default_physical_ids(num_target_layers)
         note = f"no aux ids in the config: the engine feeds its defaults {fed}"
     else:
-        fed = engine.physical_ids(ids)
+        fed = engine.physical_ids(ids, target)
     # vLLM collects the aux states layer by layer (`set_aux_hidden_state_layers`: sorted(set(ids))), so fc
     # always sees them in layer order, whatever order the config lists them in.
     return (tuple(sorted(set(fed))) if engine.engine == "vllm" else tuple(fed)), note

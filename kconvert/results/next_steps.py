@@ -2,7 +2,10 @@
 
 inspect names the `kconvert fix` command that repairs its fixable findings (with the decisions already given on
 its own command line); a static PASS names the defect classes that only a live run reveals and the
-`kconvert verify` command that runs it; fix names the `verify` command for what it wrote.
+`kconvert verify` command that runs it; fix names the `verify` command for what it wrote. A decision the files
+leave open that a diagnosis measures (`kconvert.plan.candidates.diagnoses`) gets the lines that measure it, live
+(`verify --diagnose`, vLLM) and offline (`score --diagnose`), whatever else is printed: the route to settle it is
+printed where the finding is (docs/design.md "Findings").
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from typing import Any
 
 from kconvert.engines.expectations import engine_rules
 from kconvert.engines.serve_lines import sglang_next_lines
+from kconvert.plan.candidates import SCORE, VERIFY, diagnoses
 from kconvert.results.inspection import Inspection
 from kconvert.rules.architecture import other_method
 from kconvert.rules.base import eagle3_rules_apply
@@ -109,8 +113,40 @@ def verify_command(draft: str, result: Inspection, *, decisions: bool = True, di
 TRACE_PLACEHOLDER = "<trace>"  # a folder `kconvert trace` recorded once where the target runs
 
 
-def score_command(draft: str) -> str:
-    return shlex.join(["kconvert", "score", draft, "--trace", TRACE_PLACEHOLDER, "--diagnose"])
+def score_command(draft: str, result: Inspection) -> str:
+    """`kconvert score --diagnose` on the engine row the result was judged on (score reads the files as that row's
+    engine loads them)."""
+    return shlex.join(["kconvert", "score", draft, "--trace", TRACE_PLACEHOLDER, "--diagnose"]
+                      + _engine_flags(result))
+
+
+def measured_open(findings: list) -> list:
+    """The decisions left open that a diagnosis measures (`kconvert.plan.candidates.diagnoses`)."""
+    return [f for f in findings if diagnoses(f)]
+
+
+def measure_steps(subject: str, result: Inspection, open_: list, *, after: str = "", passes: bool = True,
+                  decisions: bool = True) -> list[dict[str, str]]:
+    """The lines that measure the decisions `open_` leaves open on `subject`: `verify --diagnose` where a live
+    diagnosis measures one, the engine is vLLM (SGLang's lines have no --diagnose) and `subject` passes the static
+    checks (verify starts no engine otherwise, and its preflight exits 1); `score --diagnose` always (it scores the
+    readings whatever the static checks say). `after`: " after the fix" when `subject` is a fix line's output."""
+    if not open_:
+        return []
+    names = ", ".join(sorted({f.id for f in open_}))
+    live = sorted({f.id for f in open_ if VERIFY in diagnoses(f)})
+    steps = []
+    if live and passes and result.engine.engine == "vllm":
+        steps.append({"command": verify_command(subject, result, diagnose=True, decisions=decisions),
+                      "why": f"measure {', '.join(live)} live{after}: --diagnose runs the draft as loaded and then "
+                             "the other readings, one engine start each, and names the best"})
+    offline = sorted({f.id for f in open_ if SCORE in diagnoses(f)})
+    if offline:
+        steps.append({"command": score_command(subject, result),
+                      "why": f"{'or ' if steps else ''}offline{after}: score the readings {names} "
+                             f"{'leaves' if len(open_) == 1 else 'leave'} open against a trace of the target "
+                             f"({TRACE_PLACEHOLDER}: recorded once with `kconvert trace`)"})
+    return steps
 
 
 def not_checked(result: Inspection) -> list[str]:
@@ -182,11 +218,15 @@ def next_steps(result: Inspection, *, command: str, written: str | None = None,
         if written:
             # The output records the decisions in kconvert.json: inspect of it repeats no flag, so neither does this.
             why = "measure the corrected draft live next to the target"
-            diagnose = bool(left_as_is) and result.engine.engine == "vllm"  # SGLang's lines have no --diagnose
+            measured = measured_open(left_as_is or [])
+            # SGLang's lines have no --diagnose; a live diagnosis measures only some decisions (plan.candidates)
+            diagnose = result.engine.engine == "vllm" and any(VERIFY in diagnoses(f) for f in measured)
             if left_as_is:
                 why += ("; it still carries what fix left as is (" + ", ".join(sorted({f.id for f in left_as_is}))
                         + ")" + (": --diagnose measures the readings" if diagnose else ""))
             steps += verify_steps(written, result, why, decisions=False, diagnose=diagnose)
+            steps += [s for s in measure_steps(written, result, measured, decisions=False)
+                      if s["command"].startswith("kconvert score ")]
         elif noop and not result.failing:
             steps += verify_steps(result.checkpoint.ref, result,
                                   "nothing to change: the input already serves as it is; measure it live",
@@ -219,21 +259,24 @@ def next_steps(result: Inspection, *, command: str, written: str | None = None,
             why_parts.append(f"{', '.join(sorted({f.id for f in unfixable}))} stays: no file edit repairs it, so "
                              "fix exits 1")
         steps.append({"command": fix_command(result, flags), "why": "; ".join(why_parts)})
-    if recommended and not blocking:
-        names = ", ".join(sorted({f.id for f, _ in recommended}))
-        # A draft that fails statically is measured after the fix line above (the copy it writes); one that
-        # passes can be measured as it is, both readings side by side.
-        ck = result.checkpoint
-        subject = fix_output_dir(ck.ref, result.engine.engine, hub=ck.kind == "hub") if result.failing else ck.ref
-        after = " after the fix" if result.failing else ""
-        if result.engine.engine == "vllm":
-            steps.append({"command": verify_command(subject, result, diagnose=True, decisions=not result.failing),
-                          "why": f"confirm {names} live{after}: --diagnose measures the other reading in the "
-                                 "engine when acceptance is low"})
-        steps.append({"command": score_command(subject),
-                      "why": f"or offline{after}: score the readings of {names} against a trace of the target "
-                             f"({TRACE_PLACEHOLDER}: recorded once with `kconvert trace`)"})
+    # Each decision left open that a diagnosis measures gets the lines that measure it (docs/design.md "Findings":
+    # where evidence disagrees the finding names the measurement that settles it), whether or not the draft fails
+    # and whether or not a fix line is printed. A failing draft is measured after the fix line above (the copy it
+    # writes; kconvert.json records the decisions, so no flag is repeated); one that passes, or whose fix waits for
+    # a decision, as it is, both readings side by side.
+    open_ = measured_open(result.findings)
+    fixed = result.failing and not blocking and (repairs or recommended)
+    ck = result.checkpoint
+    subject = fix_output_dir(ck.ref, result.engine.engine, hub=ck.kind == "hub") if fixed else ck.ref
+    measuring = measure_steps(subject, result, open_, after=" after the fix" if fixed else "",
+                              passes=not (blocking or unfixable) if result.failing else True,
+                              decisions=not fixed)
+    diagnosed_live = any(s["command"].startswith("kconvert verify ") for s in measuring)
     if not result.failing and command == "inspect" and not live and not recommended:
         checked = not_checked(result)
-        steps += verify_steps(result.checkpoint.ref, result, "static checks passed; measure acceptance live")
+        if not diagnosed_live:
+            steps += verify_steps(result.checkpoint.ref, result, "static checks passed; measure acceptance live")
+        else:
+            measuring[0]["why"] = "static checks passed; " + measuring[0]["why"]
+    steps += measuring
     return {"next_steps": steps, "not_checked": checked}

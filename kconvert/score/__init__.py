@@ -114,8 +114,10 @@ def score(draft: str, trace: str, *, engine: str = "vllm", engine_version: str |
 
     set_threads(st.threads)
     d = res.draft
+    # the target's facts too: SGLang's reading of the ids depends on the target's family (its first-id rule holds
+    # on DeepSeek/Kimi targets only), as inspect's findings read them
     reading = engine_reading(d, rules, tr.meta.num_hidden_layers, tr.meta.vocab_size,
-                             embeddings_equal_target=d.has_embeddings and _embeddings_equal(d, tr))
+                             embeddings_equal_target=d.has_embeddings and _embeddings_equal(d, tr), target=tgt)
     if st.aux_ids is not None:
         reading = reading.with_(aux_ids=tuple(st.aux_ids))
     out.reading = reading

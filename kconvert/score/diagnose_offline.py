@@ -21,10 +21,11 @@ from kconvert.plan import candidates as plan_candidates  # the module; `candidat
 from kconvert.plan.candidates import LOW_AL_FRACTION, Candidate
 from kconvert.score.reading import Reading, declared_ids
 
-CHOICES = ("aux", "d2t", "embeddings", "lm-head", "norm", "names")
+# the readings score varies, by the finding category whose question each answers (one table for both diagnoses
+# and for the next steps that name them: kconvert.plan.candidates.READINGS)
+CATEGORY_CHOICES = plan_candidates.READINGS
+CHOICES = tuple(CATEGORY_CHOICES.values())
 MIN_GAIN = 0.02
-CATEGORY_CHOICES = {"aux-layers": "aux", "vocab-mapping": "d2t", "embeddings": "embeddings", "lm-head": "lm-head",
-                    "norms": "norm", "tensor-names": "names"}
 
 __all__ = ["CHOICES", "LOW_AL_FRACTION", "MIN_GAIN", "Candidate", "parse_choices", "wanted_choices", "candidates",
            "search_aux", "run_diagnosis", "fix_args"]
@@ -40,7 +41,15 @@ def parse_choices(try_: str | None) -> set[str]:
 
 
 def _candidate(name: str, reading: Reading, base: Reading, why: str) -> Candidate:
-    return Candidate(name, why, fix_args=fix_args(reading, base), reading=reading)
+    # the kind: the one part of the reading it changes (aux_ids -> "aux", ...), as CHOICES name them
+    changed = reading.differs(base)
+    kind = _KIND.get(changed[0], changed[0]) if len(changed) == 1 else "+".join(changed)
+    return Candidate(name, why, fix_args=fix_args(reading, base), kind=kind, reading=reading)
+
+
+# Reading's fields (`Reading.differs`) as the choices name the readings that vary them
+_KIND = {"aux_ids": "aux", "d2t": "d2t", "embeddings": "embeddings", "lm_head": "lm-head",
+         "norm_before_residual": "norm", "keys": "names"}
 
 
 def wanted_choices(inspect_result: Any, asked: set[str], low: bool) -> set[str]:

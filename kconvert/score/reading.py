@@ -58,9 +58,10 @@ def _bool(v: Any, default: bool) -> bool:
 
 
 def engine_reading(d: DraftModel, engine: EngineRules, num_target_layers: int, target_vocab: int,
-                   embeddings_equal_target: bool = False) -> Reading:
-    """What the engine does with these files, choice by choice (vLLM 0.32 unless `engine` says otherwise)."""
-    phys, note = fed_ids(d, engine, num_target_layers)
+                   embeddings_equal_target: bool = False, target: Any = None) -> Reading:
+    """What the engine does with these files, choice by choice (vLLM 0.32 unless `engine` says otherwise);
+    `target`, the target's facts, where the engine's reading of the aux ids depends on its family (`fed_ids`)."""
+    phys, note = fed_ids(d, engine, num_target_layers, target)
     notes: list[str] = [note] if note else []
     cfg = d.config
     ec = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}

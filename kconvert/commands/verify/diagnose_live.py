@@ -10,15 +10,17 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kconvert.commands.fix import fix
+from kconvert.engines.fed_streams import fed_ids
 from kconvert.errors import KConvertError
 from kconvert.plan import candidates as plan_candidates  # the module; `candidates()` below is this file's
 from kconvert.plan.candidates import LOW_AL_FRACTION, Candidate
+from kconvert.results.inspection import Inspection
 from kconvert.results.verify import VerifyResult
 from kconvert.rules import Decisions
 from kconvert.rules.vocab_mapping import d2t_rule
 from kconvert.runners.vllm_offline import run_vllm
 
-__all__ = ["LOW_AL_FRACTION", "Candidate", "DiagnosisPlan", "candidates", "needed", "plan_diagnosis", "diagnose"]
+__all__ = ["LOW_AL_FRACTION", "Candidate", "DiagnosisPlan", "candidates", "candidates_for", "needed", "plan_diagnosis", "diagnose"]
 
 
 @dataclass
@@ -40,27 +42,36 @@ def _ids_override(ids: list[int] | None) -> dict[str, Any]:
 
 
 def candidates(vr: VerifyResult) -> list[Candidate]:
-    res = vr.inspect
+    return candidates_for(vr.inspect)
+
+
+def candidates_for(res: Inspection) -> list[Candidate]:
+    """The readings a live diagnosis of `res` (an inspect result) runs, each of a kind in
+    `plan.candidates.LIVE_READINGS`: known before any engine starts."""
     d = res.draft
     out: list[Candidate] = []
     L = res.target.num_hidden_layers if res.target else None
-    fed = res.engine.physical_ids(d.aux.ids, res.target) if d.aux.ids is not None else (
-        res.engine.default_physical_ids(L) if L else None)
+    # what the engine feeds as loaded: the ids at the keys this row reads, else its defaults (Model Runner V2 reads
+    # no eagle_config.eagle_aux_hidden_state_layer_ids: K405), the readings shifted from there
+    fed = (list(fed_ids(d, res.engine, L, res.target)[0]) if L else
+           res.engine.physical_ids(d.aux.ids, res.target) if d.aux.ids is not None else None)
+    aux = plan_candidates.READINGS["aux-layers"]
     if fed:
         for shift in (-1, 1):
             ids = [i + shift for i in fed]
             if L and not all(1 <= i <= res.engine.collectable(L, res.target)[1] for i in ids):
                 continue
             out.append(Candidate(plan_candidates.aux_ids_name(ids), f"aux ids as fed ({fed}) shifted by {shift:+d}",
-                                 plan_candidates.aux_ids_args(ids), _ids_override(ids)))
+                                 plan_candidates.aux_ids_args(ids), kind=aux, overrides=_ids_override(ids)))
         if d.aux.ids is not None and L:
             dflt = res.engine.default_physical_ids(L)
             if dflt != fed:
                 out.append(Candidate(plan_candidates.engine_default_name(dflt), "ignore the declared ids",
-                                     list(plan_candidates.AUX_DEFAULT_ARGS), _ids_override(None)))
+                                     list(plan_candidates.AUX_DEFAULT_ARGS), kind=aux, overrides=_ids_override(None)))
     if "d2t" in d.tensors:
         out.append(Candidate(plan_candidates.D2T_ABSOLUTE_NAME, "rewrite d2t as if it held absolute target ids",
-                             fix_args=list(plan_candidates.D2T_ABSOLUTE_ARGS), d2t_absolute=True))
+                             fix_args=list(plan_candidates.D2T_ABSOLUTE_ARGS),
+                             kind=plan_candidates.READINGS["vocab-mapping"], d2t_absolute=True))
     return out
 
 
