@@ -104,11 +104,13 @@ def test_uncached_hub_draft_is_checked_like_the_local_folder(tmp_path, shards):
 
     if offline is not None:
         # Without the tensor headers SpecForge's signature (midlayer.*, d2t/t2d) is not seen: the architecture name
-        # alone does not settle the convention of [1, ...], so K404 is a warning naming verify --diagnose (it was
-        # an error on the config alone).
+        # alone does not settle the convention of [1, ...], so K404 is a warning whose next lines name verify
+        # --diagnose (it was an error on the config alone).
         assert offline.returncode == 0, offline.stderr
         k404 = [f for f in findings(offline) if f[0] == "K404"]
-        assert k404 and k404[0][1] == "warning" and "--diagnose" in k404[0][2]
+        assert k404 and k404[0][1] == "warning"
+        assert any(s["command"].startswith("kconvert verify ") and "--diagnose" in s["command"].split()
+                   for s in json.loads(offline.stdout)["next_steps"])
         assert "K502" not in {f[0] for f in findings(offline)}
         assert any("tensor checks are skipped" in f[2] for f in findings(offline, drop_notes=False))
 
