@@ -13,7 +13,7 @@ settles it, `verify --diagnose` live and `score --diagnose` offline).
   the copy the fix line writes when one is printed for a failing draft (tests/test_printed_commands.py runs them as
   printed for the zoo and the examples; tests/test_producers.py for the converted SpecForge draft).
 
-Engine-free; about 10 s (the zoo replicas are built once per module).
+Engine-free; about 5 s (the zoo replicas are built once per module).
 """
 from __future__ import annotations
 

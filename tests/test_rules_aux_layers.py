@@ -307,8 +307,8 @@ def test_a_converted_draft_with_every_producers_defaults_names_them_all(tmp_path
     d = converted(tmp_path, [1, 15, 28])
     sign = converted_output_defaults(ctx(d, target=LLAMA))
     assert (sign.name, sign.convention, sign.strength) == (CONVERTED, "output", "strong")
-    assert sign.said == ("the ids equal the output-convention capture defaults [1, L//2-1, L-4] of a 32-layer "
-                         "target (SpecForge 0.2.0, ModelOpt 0.47.0, TorchSpec) and the draft shows speculators "
+    assert sign.said == ("the ids equal the output-convention capture defaults [1, L//2-1, L-4] for a target of 32 "
+                         "layers (SpecForge 0.2.0, ModelOpt 0.47.0, TorchSpec) and the draft shows speculators "
                          f"convert's habits ({HABIT}); the converter copies ids unshifted, so they may be the source "
                          "producer's output-of-layer ids")
     st = settle_convention(ctx(d, target=LLAMA))
@@ -333,7 +333,7 @@ def test_a_converted_draft_on_a_tiny_target_matches_modelopt_alone(tmp_path):
     # = [0, 1]: only ModelOpt's defaults are [0, 1]
     d = converted(tmp_path, [0, 1])
     sign = converted_output_defaults(ctx(d, target=dataclasses.replace(LLAMA, num_hidden_layers=4)))
-    assert "of a 4-layer target (ModelOpt 0.47.0) and" in sign.said
+    assert "for a target of 4 layers (ModelOpt 0.47.0) and" in sign.said
 
 
 def test_two_conversion_habits_are_both_named(tmp_path):

@@ -95,7 +95,7 @@ def converted_output_defaults(ctx: Context) -> Sign | None:
     if not names:
         return None
     return Sign(f"capture defaults through {d.format.converted_by}",
-                f"the ids equal the output-convention capture defaults [1, L//2-1, L-4] of a {L}-layer target "
+                f"the ids equal the output-convention capture defaults [1, L//2-1, L-4] for a target of {L} layers "
                 f"({', '.join(names)}) and the draft shows {_possessive(d.format.converted_by)} habits "
                 f"({'; '.join(d.format.conversion_evidence)}); the converter copies ids unshifted, so they may be "
                 "the source producer's output-of-layer ids", "output")
