@@ -5,7 +5,7 @@ import json
 from typing import Iterator
 
 from kconvert.engines.expectations import VLLM_SPECULATORS_LAYERS
-from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rule
+from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, options_and_sources, rule
 from kconvert.targets.families import family_of
 from kconvert.writer.ops import SetConfig
 
@@ -212,7 +212,7 @@ def other_method(ctx: Context) -> Iterator[Finding]:
         return
     # The row's options for the method stay in the message (a refusal of verify, score, fix or push prints the
     # message alone, and the route is what it owes the user); the engine code they were read from is evidence.
-    options, source = _route(how)
+    options, source = options_and_sources(how)
     ev += [Evidence(f"{row} serves it with", options, source)] if source else []
     if d.method == "peagle":
         yield other_method.finding(
@@ -222,21 +222,6 @@ def other_method(ctx: Context) -> Iterator[Finding]:
         yield other_method.finding(
             f"this is {what}, not an EAGLE-3 draft; {row} serves it with {options}; kconvert's EAGLE-3 checks do "
             "not apply", evidence=ev)
-
-
-def _route(how: str) -> tuple[str, str | None]:
-    """A row's `methods` text as (the engine options, the code they were read from): the rows write the source as
-    a closing parenthesis ('--speculative-algorithm DFLASH ... (srt/models/dflash.py)'); a text without one is all
-    options."""
-    if not how.endswith(")"):
-        return how, None
-    depth = 0
-    for i in range(len(how) - 1, -1, -1):
-        depth += {")": 1, "(": -1}.get(how[i], 0)
-        if depth == 0:
-            head = how[:i]
-            return (head.rstrip(), how[i + 1:-1]) if head.endswith(" ") and head.strip() else (how, None)
-    return how, None
 
 
 @rule("K107", "error",

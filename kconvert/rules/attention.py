@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, rule
+from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, options_and_sources, rule
 from kconvert.writer.ops import SetConfig
 
 
@@ -252,8 +252,14 @@ def draft_attention_backend(ctx: Context) -> Iterator[Finding]:
         return
     # info, not a defect of the files: whether the launch fails depends on the GPU (Hopper's default served such
     # drafts, sglang PR #19689; Blackwell's trtllm_mla did not, sglang #23490)
+    # the message names the argument to give (issue #48: whole in a concise line); which backends fail and the
+    # sources of the argument are its evidence
+    options, sources = options_and_sources(arg)
     yield draft_attention_backend.finding(
         f"a {ctx.draft.layer_family} draft layer next to an MLA target: {ctx.engine.key} runs the draft on the "
-        f"target's attention backends, and MLA-only ones (trtllm_mla, chosen on Blackwell; cutedsl_mla; flashmla) "
-        f"fail at draft load; give the draft its own: {arg}", fixable=False,
-        evidence=[Evidence("draft attention", f"{ctx.draft.layer_family} layer", "an MLA target's backend")])
+        f"target's attention backends, and the MLA-only ones fail at draft load; give the draft its own: {options}",
+        fixable=False,
+        evidence=[Evidence("draft attention", f"{ctx.draft.layer_family} layer", "an MLA target's backend"),
+                  Evidence("MLA-only backends", "trtllm_mla (chosen on Blackwell), cutedsl_mla, flashmla",
+                           "fail at draft load"),
+                  Evidence(f"{ctx.engine.key} draft backend", options, sources)])

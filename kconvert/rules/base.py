@@ -55,6 +55,27 @@ class Evidence:
         return {"where": self.where, "observed": _jsonable(self.observed), "expected": _jsonable(self.expected)}
 
 
+def options_and_sources(text: str) -> tuple[str, str | None]:
+    """An engine row's advice as (the options a user types, the sources it cites, or None): the rows write each
+    source in parentheses after what it backs ('--speculative-algorithm DFLASH ... (srt/models/dflash.py)'). A
+    finding's message keeps the options, whole in one concise line; its evidence keeps the sources (issue #48)."""
+    out, groups, depth, start = [], [], 0, 0
+    for i, c in enumerate(text):
+        if c == "(" and depth == 0 and i and text[i - 1] == " ":
+            out.append(text[start:i - 1])
+            start = i + 1
+            depth = 1
+        elif depth:
+            depth += {"(": 1, ")": -1}.get(c, 0)
+            if depth == 0:
+                groups.append(text[start:i])
+                start = i + 1
+    if depth:  # an unclosed parenthesis: no citation to split off
+        return text, None
+    out.append(text[start:])
+    return "".join(out).strip(), "; ".join(groups) or None
+
+
 def _jsonable(v: Any) -> Any:
     if isinstance(v, tuple):
         return list(v)
