@@ -23,7 +23,10 @@ def speculators_qwen3_draft(folder: Path, **top) -> Path:
 
     layer = Qwen3Config(hidden_size=H, intermediate_size=INTER, num_attention_heads=HEADS, num_key_value_heads=KV,
                         head_dim=HD, num_hidden_layers=1, vocab_size=VOCAB, max_position_embeddings=40960,
-                        rms_norm_eps=1e-6).to_dict()
+                        rms_norm_eps=1e-6,
+                        # the verifier's rope (Qwen3-8B: rope_theta 1e6, the qwen3-8b profile), as a draft trained for
+                        # it carries; Qwen3Config's own default is 10000, which K902 rightly flags against the target
+                        rope_theta=1000000).to_dict()
     cfg = {"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3", "speculators_version": "0.9.0",
            "draft_vocab_size": DRAFT_VOCAB, "norm_before_residual": False, "norm_before_fc": False, "fc_norm": False,
            "norm_output": False, "target_hidden_size": None, "eagle_aux_hidden_state_layer_ids": [2, 18, 33],
