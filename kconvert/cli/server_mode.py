@@ -26,6 +26,8 @@ def run_server_mode(url: str, *, engine: str, prompts: str, k: int, max_tokens: 
         _dry_run(url, engine=engine, prompts=prompts, k=k, max_tokens=max_tokens, max_prompts=max_prompts, fmt=fmt)
     result = measure_server(url, engine=engine, prompts=prompts, k=k, max_tokens=max_tokens, max_prompts=max_prompts)
     set_name, n_prompts = result["prompt_set"], result["num_prompts"]
+    sampler = result.get("sampler") or {}
+    forced = bool(sampler.get("forced"))
     if report:
         from kconvert.cli._common import command_inputs
         from kconvert.report.files import write_json_report  # deferred: the path guard, only for a --report
@@ -46,6 +48,10 @@ def run_server_mode(url: str, *, engine: str, prompts: str, k: int, max_tokens: 
                 console.print(Text(visible(f"  {key}: {value}")), highlight=False)
         if result.get("output_health"):
             console.print(Text(visible(f"  output health: {health_line(result['output_health'])}")), highlight=False)
+        for line in sampler.get("forced") or []:
+            console.print(Text.assemble(("FAIL", "red"), " forced acceptance: ", visible(line)), highlight=False)
+        if sampler.get("note"):
+            console.print(Text.assemble(("sampler:", "dim"), " ", visible(sampler["note"])), highlight=False)
     else:
         figures = ", ".join(f"{key} {json.dumps(acc[key])}" for key in (
             "mean_acceptance_length", "acceptance_rate", "per_position", "drafts", "draft_tokens", "accepted",
@@ -53,12 +59,17 @@ def run_server_mode(url: str, *, engine: str, prompts: str, k: int, max_tokens: 
         line = f"server: {engine} {url}, {n_prompts} prompts of '{set_name}': {figures}"
         if result.get("output_health"):
             line += f"; output health: {health_line(result['output_health'])}"
+        if sampler.get("note"):
+            line += f"; sampler: {sampler['note']}"
+        if forced:
+            line += "; forced acceptance: " + "; ".join(sampler["forced"])
         if fmt == "github":
             from kconvert.report.github import command  # deferred: the report package loads the checkpoint readers
 
-            line = command("notice", line, title="kconvert verify --server")
+            line = command("error" if forced else "notice", line, title="kconvert verify --server")
         write(line + "\n")
-    raise typer.Exit(0)
+    # a server that forces or loosens acceptance never passes: its counters measure the knob (issue #46)
+    raise typer.Exit(1 if forced else 0)
 
 
 def _dry_run(url: str, *, engine: str, prompts: str, k: int, max_tokens: int, max_prompts: int | None,

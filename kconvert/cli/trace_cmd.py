@@ -25,7 +25,7 @@ Examples:
   kconvert trace examples/tiny/target --engine vllm --prompts math --max-prompts 4 -o engine-trace \\
       --aux-ids 2,5,7
 
-  kconvert trace moonshotai/Kimi-K2.5 --engine vllm --tp 8 --engine-arg trust_remote_code=true \\
+  kconvert trace moonshotai/Kimi-K2.5 --engine vllm --tp 8 --trust-remote-code \\
       --prompts all -o kimi-trace --aux-ids 2,30,58
 
   kconvert trace examples/tiny/target --continuations outputs.jsonl -o forced-trace
@@ -78,6 +78,9 @@ def trace_command(
                          "states; needs the live extra: pip install 'kconvert-eagle3[live]').")] = "hf",
     tp: Annotated[int, typer.Option("--tp", "--tensor-parallel-size", **SMALL_COUNT,
                                     help="With --engine vllm: tensor parallel size (8 for Kimi-K2.5).")] = 1,
+    trust_remote_code: Annotated[bool, typer.Option(
+        "--trust-remote-code", help="With --engine vllm: let the engine run the target's remote code (Kimi-K2.5's "
+                                    "tokenizer needs it); never on unless given.")] = False,
     engine_arg: Annotated[Optional[list[str]], typer.Option(
         "--engine-arg", help="With --engine vllm: any other engine argument, KEY=VALUE (repeatable), as verify "
                              "takes it.")] = None,
@@ -173,6 +176,7 @@ def trace_command(
                            layers=lay, aux_ids=ids, dtype=dtype, device=device, lookahead=lookahead,
                            batch_size=batch_size, lm_head=lm_head, force=force, threads=threads, shard_size=shard,
                            tp=tp, engine_args=parse_engine_args(engine_arg), timeout_s=timeout, engine=engine,
+                           trust_remote_code=trust_remote_code,
                            continuations_from=continuations)
     quiet = as_json or not err_console.is_terminal
     with stage_progress("trace", quiet) as progress:

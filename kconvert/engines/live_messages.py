@@ -109,6 +109,9 @@ class LiveResult:
     # the attention backend names the engine's layers were built with, per model ("target", "draft"), read in
     # vLLM's worker (kconvert/runners/worker_probe.py); None where it could not be asked
     attention_backends: dict[str, list[str]] | None = None
+    # the measurement's identity: every recorded key of kconvert.engines.arg_policy as the engine resolved it
+    # (read in the worker from its VllmConfig), the recorded environment variables as `$NAME`
+    engine_settings: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -48,13 +48,29 @@ def engine_arg_flags(engine_args: Mapping[str, Any] | None) -> list[str]:
     return out
 
 
+def recorded_speculative(settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The speculative_config keys of a measurement's recorded identity (kconvert.engines.arg_policy
+    settings_from_config: `speculative_config.draft_sample_method` ...) that a serve line states, with the values
+    the engine ran (its defaults included: the sampling methods change what acceptance means); the draft's path
+    stays the line's own."""
+    prefix = "speculative_config."
+    return {k[len(prefix):]: v for k, v in (settings or {}).items()
+            if k.startswith(prefix) and k != prefix + "model" and v is not None}
+
+
 def vllm_serve_argv(draft_ref: str, target_ref: str, *, k: int, tp: int, draft_tp: int | None = None,
                     extra: Mapping[str, Any] | None = None, engine_args: Mapping[str, Any] | None = None,
-                    env: Mapping[str, str] | None = None) -> list[str]:
-    spec: dict[str, object] = {"model": draft_ref, "method": "eagle3", "num_speculative_tokens": int(k)}
+                    env: Mapping[str, str] | None = None, method: str = "eagle3",
+                    recorded: Mapping[str, Any] | None = None) -> list[str]:
+    """`vllm serve` with the draft; the speculative config always states its method (a line without one gets
+    the method vLLM detects from the path: kconvert/engines/method_detection.py) and every recorded
+    speculative key of `recorded` as the engine ran it."""
+    spec: dict[str, object] = {"model": draft_ref, "method": method, "num_speculative_tokens": int(k)}
     if draft_tp is not None:
         spec["draft_tensor_parallel_size"] = int(draft_tp)
     spec.update(extra or {})
+    spec.update(recorded_speculative(recorded))
+    spec["model"] = draft_ref
     prefix = [f"{k}={v}" for k, v in sorted((env or {}).items())]
     return prefix + ["vllm", "serve", target_ref, "--tensor-parallel-size", str(int(tp)), "--speculative-config",
                      json.dumps(spec)] + engine_arg_flags(engine_args)
@@ -76,6 +92,8 @@ class ServeReplay:
     draft_tp: int | None = None
     production_draft: str | None = None  # the "model" of the serve line (replaced by the draft under test)
     extra: dict[str, Any] = field(default_factory=dict)
+    method: str | None = None  # the line's own method; None: vLLM detects one (engines/method_detection.py)
+    line: dict[str, Any] = field(default_factory=dict)  # the speculative_config as written
 
 
 def _positive_int(value: Any, what: str) -> int:
@@ -106,9 +124,12 @@ def parse_speculative_config(text: str | Mapping[str, Any] | None, tensor_parall
                              f"as in a shell: --speculative-config '{{\"method\": \"eagle3\", ...}}'") from None
     if not isinstance(spec, dict):
         raise ValueError(f"--speculative-config must be a JSON object, not {type(spec).__name__}")
-    method = spec.get("method", "eagle3")
-    if method not in EAGLE3_METHODS:
+    spec = {str(k).replace("-", "_"): v for k, v in spec.items()}  # as vLLM reads it (create_speculative_config)
+    out.line = dict(spec)
+    method = spec.get("method")
+    if method is not None and method not in EAGLE3_METHODS:
         raise ValueError(f"--speculative-config method {method!r}: kconvert verifies EAGLE-3 drafts (method eagle3)")
+    out.method = method
     if "num_speculative_tokens" in spec:
         out.num_speculative_tokens = _positive_int(spec["num_speculative_tokens"], "num_speculative_tokens")
     if spec.get("draft_tensor_parallel_size") is not None:
@@ -168,6 +189,8 @@ def serve_lines(
     extra: Mapping[str, Any] | None = None,
     engine_args: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
+    method: str = "eagle3",
+    recorded: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
     """``{"vllm": ..., "sglang": ...}`` command lines, plus ``vllm_aux_ids`` / ``sglang_aux_ids`` notes when
     ``engine_aux_note`` is true.
@@ -182,7 +205,7 @@ def serve_lines(
         raise ValueError("k, tp and draft_tp must be at least 1")
     out = {
         "vllm": shlex.join(vllm_serve_argv(draft_ref, target_ref, k=k, tp=tp, draft_tp=draft_tp, extra=extra,
-                                           engine_args=engine_args, env=env)),
+                                           engine_args=engine_args, env=env, method=method, recorded=recorded)),
         "sglang": shlex.join(sglang_launch_argv(draft_ref, target_ref, k=k, tp=tp)),
     }
     if engine_aux_note:

@@ -19,6 +19,7 @@ from typing import Any
 
 from kconvert._version import __version__
 from kconvert.engines.expectations import KNOWN, NEWEST, EngineRules, engine_rules
+from kconvert.engines.serve_lines import recorded_speculative
 from kconvert.errors import UsageError
 from kconvert.report.markdown import engine_label, num_speculative_tokens, render_markdown_section
 from kconvert.targets import profile_hub_id
@@ -87,6 +88,12 @@ def _verified_extra(report: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in spec.items() if k not in _RESET_KEYS}
 
 
+def _recorded_spec(report: dict[str, Any]) -> dict[str, Any]:
+    """The speculative keys the verified run recorded as the engine ran them (its sampling methods included, even
+    where vLLM's defaults: kconvert/engines/arg_policy.py), so the card's line serves what the figure means."""
+    return recorded_speculative((report.get("live") or {}).get("engine_settings"))
+
+
 def verified_vllm_row(report: dict[str, Any]) -> EngineRules | None:
     """The vLLM row the report was checked under (`engine.rules_version`: `0.33` is Model Runner V2, `0.33/v1`
     Model Runner V1), or None for an SGLang report or a row kconvert does not know."""
@@ -132,8 +139,10 @@ def serve_commands(report: dict[str, Any], repo_id: str, *, target: str | None =
     k = num_speculative_tokens(report) or 3
     n = tp or tensor_parallel_size(report)
     trc = " --trust-remote-code" if _trust_remote_code(report) else ""
-    spec = json.dumps({"model": repo_id, "method": "eagle3", "num_speculative_tokens": k,
-                       **_verified_extra(report)})
+    spec_config = {"model": repo_id, "method": "eagle3", "num_speculative_tokens": k, **_verified_extra(report),
+                   **_recorded_spec(report)}
+    spec_config["model"] = repo_id
+    spec = json.dumps(spec_config)
     # the verified row's runner: a Model Runner V1 row's line starts with VLLM_USE_V2_MODEL_RUNNER=0 (EngineRules
     # serve_env), since vLLM on GPUs runs V2 otherwise (config/vllm.py use_v2_model_runner)
     row = verified_vllm_row(report)

@@ -7,9 +7,11 @@ value, then `run_matrix`. The command line only parses into this call and render
 """
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any, Callable
 
+from kconvert.engines.arg_policy import check_request
 from kconvert.errors import UsageError
 from kconvert.matrix.build import MatrixRequest, run_matrix
 from kconvert.matrix.cache import CellCache
@@ -35,6 +37,9 @@ def matrix(drafts: list[str] | None = None, *, config: str | None = None, isolat
     req = MatrixRequest(drafts=list(drafts or []), **request)
     if req.hub_search is not None and not req.hub_search.strip():
         raise UsageError("--hub-search: give the text to search for")
+    # the engine-argument policy before any cell runs (each live cell's verify checks it again): exit 2, and the
+    # variables a Ray runtime_env passes to the workers that start the engines
+    check_request(req.engine_args, env=_runtime_env_vars(ray_runtime_env))
     ps = project_settings(config, isolated, select=select, ignore=ignore, extend_ignore=extend_ignore,
                           target=target, fail_on=fail_on)
     ex = executor if not isinstance(executor, str) else make_executor(
@@ -49,6 +54,17 @@ def matrix(drafts: list[str] | None = None, *, config: str | None = None, isolat
     finally:
         if store is not cache:
             store.close()
+
+
+def _runtime_env_vars(runtime_env: Any) -> dict[str, Any]:
+    """The env_vars of a Ray runtime_env (a JSON string or a mapping; the Ray executor parses and checks the rest)."""
+    if isinstance(runtime_env, str):
+        try:
+            runtime_env = json.loads(runtime_env)
+        except ValueError:
+            return {}
+    env = runtime_env.get("env_vars") if isinstance(runtime_env, dict) else None
+    return dict(env) if isinstance(env, dict) else {}
 
 
 __all__ = ["matrix"]

@@ -7,6 +7,7 @@ included, equal to AL on vLLM counters; comparable only at the same number of sp
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from kconvert._version import PYPI_URL
@@ -154,6 +155,28 @@ def _thresholds(th: dict[str, Any], h: str) -> list[str]:
     return out + ([""] if th.get("notes") else [])
 
 
+def measured_with(report: dict[str, Any], h: str) -> list[str]:
+    """Every setting that changes what acceptance means, as the engine got it (the live block's engine_settings:
+    sampling methods, method, k, dtype, backends ...; kconvert/engines/arg_policy.py), or as a dry run would give
+    it, and how a replayed line's method was resolved."""
+    live = report.get("live") or {}
+    planned = report.get("dry_run") or {}
+    settings = live.get("engine_settings") if live else planned.get("engine_settings")
+    served = live.get("served_method") if live else planned.get("served_method")
+    if not settings and not served:
+        return []
+    what = ("as the engine resolved them" if live else
+            "as the engine would get them (dry run: vLLM's defaults where none is given)")
+    out = [f"{h}# Measured with", "", f"Settings that change what acceptance means, {what}:", "",
+           "| Setting | Value |", "|---|---|"]
+    out += [f"| `{_cell(k)}` | `{_cell(json.dumps(v) if not isinstance(v, str) else v)}` |"
+            for k, v in sorted((settings or {}).items())]
+    if served and served.get("given") is None and served.get("model") is not None:
+        out += ["", f"The replayed line named no method: {served['by']} gives `{_cell(served['model'])}` method "
+                    f"`{served['method']}` ({_cell(served['rule'])})."]
+    return out + [""]
+
+
 def render_markdown_section(report: dict[str, Any], *, heading_level: int = 2) -> str:
     """The validation section of a verify report as Markdown (no YAML, no markers: callers frame it)."""
     h = "#" * heading_level
@@ -201,6 +224,7 @@ def render_markdown_section(report: dict[str, Any], *, heading_level: int = 2) -
             lines += pp + [""]
     else:
         lines += ["No live results in this report.", ""]
+    lines += measured_with(report, h)
     lines += _thresholds(report.get("thresholds") or {}, h)
     files = (report.get("subject") or {}).get("files") or []
     if files:

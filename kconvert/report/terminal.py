@@ -263,7 +263,9 @@ def _render_serve_lines(console: Console, doc: dict[str, Any], live: dict[str, A
                             extra={k: v for k, v in (live.get("speculative_config") or {}).items()
                                    if k not in ("model", "method", "num_speculative_tokens",
                                                 "draft_tensor_parallel_size")},
-                            engine_args=live.get("engine_args"), env=live.get("env"))
+                            engine_args=live.get("engine_args"), env=live.get("env"),
+                            method=(live.get("speculative_config") or {}).get("method", "eagle3"),
+                            recorded=live.get("engine_settings"))
     except Exception:  # serve lines are a convenience; never fail a verify on them
         return
     console.print("[bold]Serve it:[/]")
@@ -372,4 +374,9 @@ def render_acceptance(console: Console, err_console: Console, doc: dict[str, Any
                                    doc["counters"], doc["acceptance"], extra))
     for w in doc["warnings"]:
         err_console.print(Text.assemble(("warning:", "yellow"), " ", one_line(w)), highlight=False)
+    sampler = doc.get("sampler") or {}
+    for line in sampler.get("forced") or []:
+        console.print(Text.assemble(("FAIL", "red"), " forced acceptance: ", one_line(line)), highlight=False)
+    if sampler.get("note"):
+        err_console.print(Text.assemble(("sampler:", "dim"), " ", one_line(sampler["note"])), highlight=False)
 

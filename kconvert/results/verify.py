@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kconvert.engines.live_messages import LiveRequest, LiveResult
+from kconvert.engines.method_detection import Resolution
 from kconvert.engines.serve_lines import ServeReplay, serve_lines
 from kconvert.results.document import build_report
 from kconvert.results.inspection import Gated, Inspection
@@ -31,6 +32,10 @@ class VerifySettings:
     # further keys of vLLM's speculative_config from a replayed production serve line (passed as written)
     speculative_extra: dict[str, Any] = field(default_factory=dict)
     production_draft: str | None = None  # the serve line's "model", replaced by the draft under test
+    # the replayed line's speculative_config as written (its `model` and `method` decide the method the engine
+    # serves the draft with: kconvert/engines/method_detection.py), and that method
+    replayed_line: dict[str, Any] | None = None
+    method: str = "eagle3"
 
     def replay(self, replay: ServeReplay) -> VerifySettings:
         """These settings with what a production serve line sets (its TP, k, draft TP and further keys)."""
@@ -41,7 +46,8 @@ class VerifySettings:
             num_speculative_tokens=(replay.num_speculative_tokens if replay.num_speculative_tokens is not None
                                     else self.num_speculative_tokens),
             speculative_extra={**self.speculative_extra, **replay.extra},
-            production_draft=replay.production_draft or self.production_draft)
+            production_draft=replay.production_draft or self.production_draft,
+            replayed_line=dict(replay.line) if replay.line else self.replayed_line)
 
     def live_request(self, target: str, draft: str | None, prompts: list[str], *,
                      draft_overrides: dict[str, Any] | None = None, replayed: bool = True) -> LiveRequest:
@@ -50,7 +56,7 @@ class VerifySettings:
                            num_speculative_tokens=self.num_speculative_tokens, tp=self.tp, draft_tp=self.draft_tp,
                            max_tokens=self.max_tokens, trust_remote_code=self.trust_remote_code,
                            engine_args=dict(self.engine_args), draft_overrides=draft_overrides,
-                           timeout_s=self.timeout_s,
+                           timeout_s=self.timeout_s, method=self.method,
                            speculative_extra=dict(self.speculative_extra) if replayed else {})
 
 
@@ -76,6 +82,8 @@ class VerifyResult(Gated):
     refused: dict[str, Any] | None = None
     # vLLM's model runner: the row's, the one run here and why, and the findings only one runner's row gives
     runner: dict[str, Any] | None = None
+    # a replayed line's method as the engine resolves it (K109 fails an EAGLE-3 draft served otherwise)
+    served: Resolution | None = None
 
     @property
     def dry_run(self) -> bool:
@@ -134,6 +142,9 @@ def live_section(vr: VerifyResult) -> dict[str, Any] | None:
         "env": lv.env,
         "auto_settings": lv.auto_settings,
         "attention_backends": lv.attention_backends,
+        # every setting that changes what acceptance means, as the engine resolved it (kconvert.engines.arg_policy)
+        "engine_settings": lv.engine_settings,
+        "served_method": vr.served.to_dict() if vr.served is not None else None,
         "counters": {"drafts": lv.counters.drafts, "draft_tokens": lv.counters.draft_tokens,
                      "accepted": lv.counters.accepted, "accepted_per_pos": list(lv.counters.accepted_per_pos)},
         "acceptance": vr.acceptance,
@@ -154,6 +165,7 @@ def serve_line(vr: VerifyResult) -> str:
     the target as the engine loaded it, the TP, k, draft TP and every replayed speculative_config key."""
     return serve_lines(vr.inspect.checkpoint.ref, vr.engine_target, k=vr.settings.num_speculative_tokens,
                        tp=vr.settings.tp, draft_tp=vr.settings.draft_tp, engine_aux_note=False,
-                       extra=vr.settings.speculative_extra,
+                       extra=vr.settings.speculative_extra, method=vr.settings.method,
+                       recorded=vr.live.engine_settings if vr.live else None,
                        engine_args=vr.live.engine_args if vr.live else None,
                        env={**dict(vr.inspect.engine.serve_env), **(vr.live.env if vr.live else {})})["vllm"]

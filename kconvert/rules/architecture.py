@@ -289,3 +289,34 @@ def target_not_served(ctx: Context) -> Iterator[Finding]:
         severity=verdict.severity if verdict else "warning",
         evidence=[Evidence("target model_type", ctx.target.text_model_type or ctx.target.model_type,
                            "a target whose hidden states an EAGLE-3 draft can read as trained")])
+
+
+@rule("K109", "error",
+      fix_availability=FixAvailability.NEVER,
+      summary="A replayed production serve line names no `method`, and the engine would serve this EAGLE-3 draft "
+              "with another one (EAGLE-1 for a path with `eagle-` in it).",
+      why="vLLM infers a missing speculative_config `method` from the draft's path as written: `eagle-` in it is "
+          "method eagle (EAGLE-1), `eagle3` is eagle3, `dflash` / `dspark` name those methods, an MTP model type "
+          "is mtp, anything else a plain draft_model (vLLM 0.32/0.33 config/speculative.py SpeculativeConfig."
+          "__post_init__, 'Automatically detect the method'; 0.34 v1/worker/gpu/spec_decode/speculator_config.py "
+          "_CHECKPOINT_DETECTION_ORDER). An EAGLE-3 draft served as EAGLE-1 loads and runs without an error or a "
+          "warning, and its acceptance collapses: SGLang measured the lightseekorg Kimi-K2.5 EAGLE-3 draft under "
+          "--speculative-algorithm EAGLE at an acceptance length of exactly 1.0 (sglang issue #21272). kconvert "
+          "replays such a line with the method the engine picks (vLLM's own detection where the engine is "
+          "installed, else kconvert/engines/method_detection.py), so a pass would certify what production does "
+          "not run.",
+      fix="Nothing in the checkpoint changes: state the method in the serve line (`\"method\": \"eagle3\"`); the "
+          "finding prints the corrected --speculative-config. `--skip-static` measures the line as the engine "
+          "would serve it.")
+def served_as_other_method(ctx: Context) -> Iterator[Finding]:
+    served = ctx.decisions.served
+    if served is None or not served.detected or served.method == "eagle3" or ctx.engine.engine != "vllm":
+        return
+    label = {"eagle": "EAGLE-1", "draft_model": "a plain draft model"}.get(served.method, served.method)
+    fixed = json.dumps(served.corrected_line())
+    yield served_as_other_method.finding(
+        f"the replayed --speculative-config names no method, and {served.by} gives it {served.method!r} "
+        f"({label}): {served.rule}; this EAGLE-3 draft would be served as {label} from "
+        f"{served.model!r}. Serve it with --speculative-config '{fixed}'",
+        evidence=[Evidence("speculative_config.method", None, "eagle3"),
+                  Evidence("speculative_config.model", served.model, None)])

@@ -43,6 +43,7 @@ CODES: dict[str, Code] = {
     "K106": Code("engine-release-unknown", "config-hygiene", STABLE),
     "K107": Code("engine-oracle-disagrees", "architecture", STABLE),
     "K108": Code("target-not-served", "architecture", PREVIEW),
+    "K109": Code("served-as-other-method", "architecture", PREVIEW),
     "K201": Code("key-layout", "tensor-names", STABLE),
     "K202": Code("missing-tensors", "tensor-names", STABLE),
     "K203": Code("unexpected-tensors", "tensor-names", STABLE),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kconvert.engines.method_detection import Resolution
 from kconvert.errors import UsageError
 
 AUX_CONVENTIONS = ("input", "output")
@@ -25,6 +26,8 @@ class Decisions:
     rope_from_target: bool = False  # copy the target's rope scaling into a draft that has none
     tp: int | None = None  # tensor-parallel size the target will run at (K304 checks the split)
     draft_tp: int | None = None  # draft_tensor_parallel_size (None: the target's TP)
+    # a replayed production line's speculative_config: the method it names or the engine detects (K109)
+    served: Resolution | None = None
 
     def flags(self) -> list[str]:
         """The flags that state the decisions about what the draft means (aux ids, their convention, d2t), as a

@@ -42,6 +42,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from kconvert.errors import EngineError, InputError, UsageError
 from kconvert.engines.acceptance import summarize
 from kconvert.engines.output_health import summarize_health
+from kconvert.engines.arg_policy import sampler_verdict
 
 SERVER_INFO_KEYS = (
     "version",
@@ -114,6 +115,29 @@ def parse_server_info(info: Mapping[str, Any]) -> dict[str, Any]:
         if avg:
             out["avg_spec_accept_length"] = avg
     return out
+
+
+def server_env_vars(info: Mapping[str, Any]) -> dict[str, str] | None:
+    """The SGLANG_* variables a server shows: its internal_states carry `env_vars` only under
+    SGLANG_EXPOSE_OWN_ENV_VARS=1 (srt/managers/scheduler_components/internal_state.py _add_env_vars); None when
+    no rank shows them."""
+    states = info.get("internal_states") if isinstance(info, Mapping) else None
+    found: dict[str, str] | None = None
+    for state in states if isinstance(states, list) else []:
+        env = state.get("env_vars") if isinstance(state, Mapping) else None
+        if isinstance(env, Mapping):
+            found = {**(found or {}), **{str(k): str(v) for k, v in env.items()}}
+    return found
+
+
+def sglang_sampler(info: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """What an SGLang server's /server_info reveals about forced acceptance (SGLANG_SIMULATE_ACC_LEN, an environment
+    variable: srt/environ.py)."""
+    env = server_env_vars(info)
+    if env is None:
+        return sampler_verdict("sglang", revealed=False, source=f"{source} lists no environment (it does only under "
+                                                                "SGLANG_EXPOSE_OWN_ENV_VARS=1)")
+    return sampler_verdict("sglang", env=env, revealed=True, source=source)
 
 
 def num_speculative_tokens(server: Mapping[str, Any]) -> int | None:
@@ -250,7 +274,11 @@ def measure_sglang_server(
     with httpx.Client(base_url=base, timeout=timeout) as client:
         # /server_info since SGLang 0.5.23 (http_server.py: /get_server_info is deprecated there), else the old one
         info = call("GET", "/server_info", missing_ok=True)
-        server = parse_server_info(info if info is not None else call("GET", "/get_server_info"))
+        info_path = "/server_info" if info is not None else "/get_server_info"
+        if info is None:
+            info = call("GET", "/get_server_info")
+        server = parse_server_info(info)
+        sampler = sglang_sampler(info, f"{base}{info_path}")
         if not server.get("speculative_algorithm"):
             raise UsageError(f"{base} runs without speculative decoding (speculative_algorithm is not set)")
         with ThreadPoolExecutor(max_workers=min(concurrency, len(prompts))) as pool:
@@ -269,6 +297,7 @@ def measure_sglang_server(
         output_texts=[b.get("text", "") if isinstance(b, Mapping) else "" for b in bodies],
         output_health=output_health(bodies),
         timings={"total_s": time.perf_counter() - t0},
+        sampler=sampler,
     )
     return out
 

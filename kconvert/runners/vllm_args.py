@@ -11,6 +11,8 @@ import json
 import os
 from typing import Any, Iterable, Mapping
 
+from kconvert.engines.arg_policy import (Refusal, engine_arg_refusals, env_refusals, normalize_keys, refuse,
+                                         speculative_refusals)
 from kconvert.engines.live_messages import LiveRequest
 from kconvert.errors import UsageError
 
@@ -71,9 +73,17 @@ def build_engine_args(
     """Return ``(engine_args, env, auto_settings)`` for ``vllm.LLM`` (pure: reads nothing, imports no vLLM).
 
     ``env`` holds only what kconvert sets on top of ``environ`` (the caller's environment): automatic
-    settings first, then ``req.env``. ``req.engine_args`` are merged last and win. ``auto_settings`` names every
-    choice made automatically, for the report. ``draft_path`` replaces ``req.draft`` (a patched temp copy).
+    settings first, then ``req.env``. ``req.engine_args`` are merged last and win, except a ``speculative_config``
+    given there, whose keys are merged into kconvert's own (the draft, the method and k stay kconvert's).
+    ``auto_settings`` names every choice made automatically, for the report. ``draft_path`` replaces ``req.draft``
+    (a patched temp copy).
+
+    Every path to an engine builds its arguments here, so the engine-argument policy
+    (kconvert.engines.arg_policy) is checked here: a refused key raises UsageError (exit 2) and nothing starts.
     """
+    check_live_request(req)
+    user_args = normalize_keys(req.engine_args)
+    user_spec = user_args.pop("speculative_config", None)
     args: dict[str, Any] = {
         "model": req.target,
         "tensor_parallel_size": int(req.tp),
@@ -91,8 +101,25 @@ def build_engine_args(
         _cpu_settings(auto, target_config, draft_config, cpu_cores, has_draft=bool(draft))
     _text_only(auto, target_config)
     auto.env.update({str(k): str(v) for k, v in req.env.items()})
-    args.update(req.engine_args)
+    args.update(user_args)
+    if draft and isinstance(user_spec, dict):
+        # the draft, method and k were refused above; the other keys join kconvert's config (a run without a draft,
+        # the lossless baseline, takes none: it measures the target alone)
+        args["speculative_config"].update(normalize_keys(user_spec))
     return args, auto.env, auto.settings
+
+
+def check_live_request(req: LiveRequest) -> None:
+    """The engine-argument policy on everything of `req` that reaches the engine: its engine arguments (with a
+    speculative_config given there), a replayed line's further speculative_config keys, the environment it passes.
+    A recording run's speculative_config and KV connector are kconvert's own."""
+    found = engine_arg_refusals(req.engine_args)
+    found += speculative_refusals(req.speculative_extra, origin="replay")
+    found += env_refusals(req.env, where="env")
+    if req.record_layers is not None and "speculative_config" in normalize_keys(req.engine_args):
+        found.append(Refusal("--engine-arg", "speculative_config", req.engine_args.get("speculative_config"),
+                             "a recording run's speculative_config is kconvert's (method extract_hidden_states)"))
+    refuse(found)
 
 
 def _speculative_config(req: LiveRequest, draft: str) -> dict[str, Any]:

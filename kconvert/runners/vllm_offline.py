@@ -119,6 +119,8 @@ def _live_result(req: LiveRequest, setup: EngineSetup, data: dict[str, Any], log
         # The temporary copy is gone after the run; report the draft the user named (the patch is in auto).
         engine_args = json.loads(json.dumps(engine_args))
         engine_args["speculative_config"]["model"] = req.draft
+        if (data.get("engine_settings") or {}).get("speculative_config.model") is not None:
+            data = {**data, "engine_settings": {**data["engine_settings"], "speculative_config.model": req.draft}}
     timings = dict(data["timings"])
     timings["total_s"] = time.perf_counter() - t_start
     return LiveResult.from_dict({

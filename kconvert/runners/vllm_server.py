@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from kconvert.engines.acceptance import summarize
+from kconvert.engines.arg_policy import sampler_verdict
 from kconvert.engines.metrics import counters_delta, spec_decode_counters
 from kconvert.engines.output_health import summarize_health
 from kconvert.errors import EngineError, UsageError
@@ -63,6 +64,29 @@ def server_version(client: Any) -> str | None:
         return _get(client, "/version", what="server version").json().get("version")
     except (UsageError, ValueError, AttributeError):  # older servers: no /version
         return None
+
+
+SERVER_INFO_PATH = "/server_info?config_format=json"
+
+
+def server_sampler(client: Any) -> dict[str, Any]:
+    """What the server reveals about its sampler: vLLM serves its whole VllmConfig and VLLM_* variables at
+    /server_info only under VLLM_SERVER_DEV_MODE=1 (vllm/entrypoints/serve/dev/server_info/api_router.py); elsewhere the
+    answer is 404 and the verdict says the figure is only as honest as the server's sampler."""
+    import httpx  # deferred: ~60 ms (httpx loads its CLI's rich and click); only --server talks HTTP
+
+    source = f"{client.base_url}{SERVER_INFO_PATH}"
+    try:
+        r = client.get(SERVER_INFO_PATH)
+        body = r.json() if r.status_code == 200 else None
+    except (httpx.TransportError, ValueError):
+        body = None
+    config = body.get("vllm_config") if isinstance(body, dict) else None
+    if not isinstance(config, dict):
+        return sampler_verdict("vllm", revealed=False, source=f"{source} answered no JSON config (served only under "
+                                                              "VLLM_SERVER_DEV_MODE=1)")
+    env = body.get("vllm_env") if isinstance(body.get("vllm_env"), dict) else {}
+    return sampler_verdict("vllm", config_dump=config, env=env, revealed=True, source=source)
 
 
 def served_models(client: Any) -> list[str]:
@@ -153,6 +177,7 @@ def measure_vllm_server(
     with _client(url, timeout) as client:
         m = _Measurement(url, client)
         m.choose_model(model)
+        sampler = server_sampler(client)
         m.scrape_before()
         say(f"sending {len(prompts)} prompts to {API_PATHS[api]}")
         t_gen = time.perf_counter()
@@ -187,6 +212,7 @@ def measure_vllm_server(
         "output_health": output_health_of([_token_ids_of(r) for r in responses], m.warnings),
         "timings": {"generate_s": generate_s, "total_s": time.perf_counter() - t0},
         "warnings": m.warnings,
+        "sampler": sampler,
     }
     if keep_metrics_text:
         result["metrics_text"] = {"before": m.text_before, "after": m.text_after}

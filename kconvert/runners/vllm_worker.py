@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Any
 
+from kconvert.engines.arg_policy import settings_from_config
 from kconvert.runners.worker_probe import WORKER_EXTENSION
 
 STAGE_MARKER = "@@kconvert-stage "
@@ -106,6 +107,20 @@ def _attention_backends(llm: Any) -> dict[str, list[str]] | None:
     return answers[0] if answers else None
 
 
+def config_dump(llm: Any) -> dict[str, Any] | None:
+    """The engine's resolved VllmConfig as vLLM's own /server_info?config_format=json dumps it
+    (vllm/entrypoints/serve/dev/server_info/api_router.py), so one reader (kconvert.engines.arg_policy
+    settings_from_config) takes the measurement's identity from a live run and from a server alike."""
+    try:
+        import pydantic
+        from vllm.config import VllmConfig
+
+        return pydantic.TypeAdapter(VllmConfig).dump_python(llm.llm_engine.vllm_config, mode="json", fallback=str)
+    except Exception as exc:  # the run itself is unaffected; the report then shows the settings as given
+        print(f"kconvert: warning: could not read the engine's config: {type(exc).__name__}: {exc}", flush=True)
+        return None
+
+
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     t_total = time.perf_counter()
     _stage("starting engine")
@@ -132,6 +147,9 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     engine_start_s = time.perf_counter() - t0
     _stage("engine ready")
     attention_backends = _attention_backends(llm) if probe else None
+    # what the engine resolved for every recorded key (sampling methods, dtype, backends ...), and the recorded
+    # variables of the environment the engine processes inherit from this one
+    engine_settings = settings_from_config(config_dump(llm), spec["engine_args"], os.environ)
 
     tokenizer = llm.get_tokenizer()
     token_ids, applied = render_prompts(tokenizer, spec["prompts"], spec.get("chat_template"))
@@ -155,6 +173,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                                 for o in outputs],
         "chat_template_applied": applied,
         "attention_backends": attention_backends,
+        "engine_settings": engine_settings,
         "raw_metrics": raw,
         "timings": {"engine_start_s": engine_start_s, "generate_s": generate_s,
                     "total_s": time.perf_counter() - t_total},

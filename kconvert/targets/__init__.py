@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from kconvert.errors import InputError, UsageError, did_you_mean
+from kconvert.errors import InputError, KConvertError, UsageError, did_you_mean
 from kconvert.schemas import validate
 from kconvert.source.checkpoint import read_json_file
 from kconvert.source.config_fields import check_sizes, config_architectures
@@ -45,6 +45,10 @@ class TargetModel:
     extra: dict[str, Any] = field(default_factory=dict)
     # The engine loads the target only with --trust-remote-code (its repository ships the tokenizer's code).
     remote_code: bool = False
+    # The code the repository names by auto_map, per file: {"config.json": {"AutoConfig": ...},
+    # "tokenizer_config.json": {"AutoTokenizer": [...]}} (kconvert/engines/remote_code.py reads which of it the
+    # engine runs)
+    auto_maps: dict[str, Any] = field(default_factory=dict)
 
     @property
     def is_mla(self) -> bool:
@@ -95,6 +99,8 @@ def load_profile(name: str) -> TargetModel:
         remote_code=bool(data.get("remote_code")),
         # fields no public source states for this target (left null, so the rules comparing them are skipped)
         extra={"unverified": list(data.get("unverified", []))} if data.get("unverified") else {},
+        auto_maps=({"tokenizer_config.json": {"AutoTokenizer": [data["tokenizer_auto_map"], None]}}
+                   if data.get("tokenizer_auto_map") else {}),
     )
 
 
@@ -108,7 +114,8 @@ def _str(cfg: dict[str, Any], key: str) -> str | None:
     return v if isinstance(v, str) else None
 
 
-def from_config(cfg: dict[str, Any], *, name: str, origin: str, local_path: str | None = None) -> TargetModel:
+def from_config(cfg: dict[str, Any], *, name: str, origin: str, local_path: str | None = None,
+                tokenizer_config: Any = None) -> TargetModel:
     if not isinstance(cfg, dict):
         raise InputError(f"{name}: config.json is not a JSON object")
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else None
@@ -151,10 +158,28 @@ def from_config(cfg: dict[str, Any], *, name: str, origin: str, local_path: str 
         weight_prefix=prefix, multimodal=text is not None and "vision_config" in cfg,
         tie_word_embeddings=tie if isinstance(tie, bool) else None, local_path=local_path,
         # auto_map names code in the target's repository (Kimi-K2.5: configuration_kimi_k25, tokenization_kimi)
-        remote_code=isinstance(cfg.get("auto_map"), dict),
+        remote_code=isinstance(cfg.get("auto_map"), dict) or _auto_map(tokenizer_config) is not None,
+        auto_maps={f: m for f, m in (("config.json", _auto_map(cfg)),
+                                     ("tokenizer_config.json", _auto_map(tokenizer_config))) if m is not None},
         # the rope keys as written, so each engine row can read them with its own schema (kconvert/rules/rope.py)
         extra={"rope_config": {k: t[k] for k in ("rope_scaling", "rope_parameters", "rope_theta") if k in t}},
     )
+
+
+def _auto_map(cfg: Any) -> Any:
+    """A config's auto_map (a dict, or the list form transformers reads as a tokenizer's), else None."""
+    m = cfg.get("auto_map") if isinstance(cfg, dict) else None
+    return m if isinstance(m, (dict, list)) and m else None
+
+
+def _tokenizer_config(folder: Path) -> Any:
+    """The folder's tokenizer_config.json, or None where there is none or it cannot be read (the tokenizer is the
+    engine's to load; only its auto_map matters here)."""
+    p = folder / "tokenizer_config.json"
+    try:
+        return read_json_file(p, f"{folder.name}/tokenizer_config.json") if p.is_file() else None
+    except KConvertError:
+        return None
 
 
 def load_target(ref: str) -> TargetModel:
@@ -167,7 +192,9 @@ def load_target(ref: str) -> TargetModel:
         if not os.path.lexists(cfg_path):  # anything else of that name (a FIFO, a folder) meets the read guard
             raise InputError(f"{ref}: no config.json in the target folder")
         cfg = read_json_file(cfg_path, f"{ref}/config.json")
-        return from_config(cfg, name=ref, origin="folder", local_path=str(p.resolve() if p.is_dir() else p.parent))
+        folder = p if p.is_dir() else p.parent
+        return from_config(cfg, name=ref, origin="folder", local_path=str(p.resolve() if p.is_dir() else p.parent),
+                           tokenizer_config=_tokenizer_config(folder))
     problem = hub_id_problem(ref)
     if problem is not None:
         raise UsageError(f"--target {ref!r}: not a profile, folder or Hub id ({problem})"
@@ -178,7 +205,16 @@ def load_target(ref: str) -> TargetModel:
                     missing_hint="use a built-in profile (" + ", ".join(profile_names()) + ") or a local folder"):
         path = hub_file(repo_id, CONFIG_NAME, revision=revision)
     cfg = read_json_file(Path(path), f"{ref}/config.json")
-    return from_config(cfg, name=ref, origin="hub", local_path=os.fspath(Path(path).parent))
+    from huggingface_hub.errors import EntryNotFoundError  # deferred with hf_hub_download
+
+    tok = None
+    try:  # the tokenizer's auto_map says whether the engine runs the repository's code (engines/remote_code.py)
+        tok = _tokenizer_config(Path(hf_hub_download(repo_id, "tokenizer_config.json", revision=revision)).parent)
+    # no such file (EntryNotFoundError), the Hub unreachable (OSError), a bad id (ValueError): config.json's
+    # auto_map still says remote code
+    except (OSError, ValueError, EntryNotFoundError):
+        tok = None
+    return from_config(cfg, name=ref, origin="hub", local_path=os.fspath(Path(path).parent), tokenizer_config=tok)
 
 
 # The fields a target profile copies from the public config, which an engine's config class reads (the rest stays

@@ -77,8 +77,9 @@ def trace(request: Any, *, for_drafts: list[str] | None = None,
 
     # before a target is loaded or an engine started: the writer checks again when it starts
     check_trace_destination(request.out, force=request.force, inputs=request_inputs(request))
-    if name == "hf" and (request.tp != 1 or request.engine_args):
-        raise UsageError("--tp and --engine-arg set up vLLM: give them with --engine vllm")
+    if name == "hf" and (request.tp != 1 or request.engine_args or getattr(request, "trust_remote_code", False)):
+        raise UsageError("--tp, --engine-arg and --trust-remote-code set up vLLM: give them with --engine vllm "
+                         "(the hf recorder never runs remote code)")
     if getattr(request, "continuations_from", None) and request.continuations is None:
         from kconvert.prompts import read_continuations
 

@@ -71,8 +71,13 @@ def record_trace_vllm(req: TraceRequest, progress: Callable[[str], None] | None 
     from kconvert.prompts import load_prompts
     from kconvert.runners.vllm_offline import run_vllm
 
+    from kconvert.runners.vllm_args import check_live_request
+
     say = progress or (lambda _s: None)
     check_request(req)
+    # the engine-argument policy before anything is read (run_vllm checks it again where it builds the arguments)
+    check_live_request(LiveRequest(target=req.target, engine_args=dict(req.engine_args), env=dict(req.env),
+                                   record_layers=[]))
     if req.continuations is not None:
         raise UsageError("--continuations teacher-forces given tokens, which HF transformers does (--engine hf); "
                          "with --engine vllm the engine generates the tokens itself")
@@ -95,6 +100,7 @@ def record_trace_vllm(req: TraceRequest, progress: Callable[[str], None] | None 
         live = _run(run_vllm, LiveRequest(
             target=req.target, prompts=prompts, tp=req.tp, chat_template=req.chat_template, max_tokens=req.max_tokens,
             engine_args={"dtype": req.dtype, **req.engine_args}, env=dict(req.env), timeout_s=req.timeout_s,
+            trust_remote_code=req.trust_remote_code,
             record_layers=[k for k in layers if k > 0], record_dir=dump, sampling_extra=sampling), say)
         files = _dump_paths(live, Path(dump))
         lay = dump_layout(files[0], tgt, [k for k in layers if k > 0])

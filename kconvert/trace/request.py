@@ -38,6 +38,9 @@ class TraceRequest:
     env: dict[str, str] = field(default_factory=dict)
     timeout_s: float = 1200.0
     engine: str = "hf"  # the source that records it (kconvert.trace.sources): hf or vllm
+    # `--engine vllm`: the target's remote code runs only with this flag (never through engine_args: the
+    # engine-argument policy, kconvert/engines/arg_policy.py, refuses trust_remote_code there)
+    trust_remote_code: bool = False
 
 
 def default_layers(num_layers: int, aux_ids: list[int] | None) -> list[int]:

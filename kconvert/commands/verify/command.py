@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kconvert._version import vllm_install_hint
-from kconvert.engines.expectations import engine_rules, other_runner
+from kconvert.engines.arg_policy import check_request, settings_from_config
+from kconvert.engines.expectations import EngineRules, engine_rules, other_runner
 from kconvert.engines.installed import detect_platform, installed_version
 from kconvert.engines.live_messages import LiveRequest
+from kconvert.engines.method_detection import Resolution, release_key, resolve
 from kconvert.engines.serve_lines import parse_speculative_config, serve_lines, sglang_next_lines
-from kconvert.errors import EXIT_ENGINE, UsageError
+from kconvert.errors import EXIT_ENGINE, EngineError, UsageError
 from kconvert.prompts import load_prompts
 from kconvert.commands.inspect import analyse, ask_oracle, open_draft
 from kconvert.commands.verify.diagnose_live import diagnose as run_diagnosis
@@ -28,6 +30,7 @@ from kconvert.rules.selection import Selection
 from kconvert.runners.engine_setup import read_model_config
 from kconvert.runners.vllm_args import build_engine_args
 from kconvert.runners.vllm_offline import run_vllm
+from kconvert.engines.remote_code import remote_code_parts
 from kconvert.targets import TargetModel, load_profile, load_target, profile_hub_id, profile_names
 from kconvert.commands.verify.lossless import compare_outputs
 from kconvert.commands.verify.model_runner import runner_block
@@ -47,11 +50,13 @@ def sglang_next_step_error(launch: str, measure: str) -> UsageError:
 
 def replay_serve_line(st: VerifySettings, spec_json: str) -> VerifySettings:
     """`st` with a production `--speculative-config` applied; a -k or draft TP given with another value is refused
-    rather than silently overridden (k 3 is the default, not a choice)."""
+    rather than silently overridden (k 3 is the default, not a choice). The engine-argument policy refuses what
+    must not reach the engine (forced acceptance, another draft's revision ...: exit 2)."""
     try:
         rp = parse_speculative_config(spec_json)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    check_request(speculative=rp.line)
     k = st.num_speculative_tokens
     if rp.num_speculative_tokens is not None and k != 3 and k != rp.num_speculative_tokens:
         raise UsageError(f"-k {k} contradicts --speculative-config num_speculative_tokens "
@@ -151,6 +156,8 @@ def verify(draft: str | None, target: str | None, *, engine: str = "vllm", engin
         else None
     if draft is None or target is None:
         raise UsageError("verify needs a DRAFT and --target TARGET (or --server URL to measure a running deployment)")
+    # the engine-argument policy, before anything is read or started: a refused key is exit 2, dry run included
+    check_request(st.engine_args)
     if speculative_config is not None:
         st = replay_serve_line(st, speculative_config)
     if thresholds is None:
@@ -169,12 +176,20 @@ def verify(draft: str | None, target: str | None, *, engine: str = "vllm", engin
     ckpt = ckpt or open_draft(draft)
     decided = replace(decisions or Decisions(), tp=st.tp, draft_tp=st.draft_tp)
     row = engine_rules(engine, engine_version)
+    served = None
+    if st.replayed_line is not None and engine == "vllm":
+        # the method the engine gives the replayed line (K109 fails an EAGLE-3 draft it would serve otherwise)
+        served = served_method(st.replayed_line, ckpt, row, ask_engine=not dry_run)
+        decided = replace(decided, served=served)
+        st = replace(st, method=served.method)
+    for line in remote_code_notes(tgt, st.trust_remote_code):
+        tell(line)
     if oracle:
         say("oracle: asking the engine's own code about the draft")
     answers = ask_oracle(ckpt, tgt, row) if oracle else None
     res = analyse(ckpt, tgt, row, decided, fail_on=fail_on, selection=selection, oracle=answers)
     refuse_parallel_split(res, st)
-    out = VerifyResult(inspect=res, settings=st, engine_target=engine_target, thresholds=thresholds)
+    out = VerifyResult(inspect=res, settings=st, engine_target=engine_target, thresholds=thresholds, served=served)
     out.prompt_set, prompts = load_prompts(st.prompts)
     other = other_runner(res.engine) if engine == "vllm" else None
     other_res = (analyse(ckpt, tgt, other, decided, fail_on=fail_on, selection=selection)
@@ -211,7 +226,13 @@ def verify(draft: str | None, target: str | None, *, engine: str = "vllm", engin
         return out
     if ckpt.root is None:
         raise UsageError(f"{draft}: the live test needs the weights; download the draft first")
-    _run_live(out, str(ckpt.root), say)
+    try:
+        _run_live(out, str(ckpt.root), say)
+    except EngineError as e:
+        notes = remote_code_notes(tgt, st.trust_remote_code)
+        if notes:  # the engine's own words first (its tokenizer or config loader), then what kconvert knows
+            e.hint = "; ".join([*notes, *([e.hint] if e.hint else [])])
+        raise
     if thresholds is not None:
         out.checks = evaluate(thresholds, out.acceptance or {}, out.output_health)
     if diagnose:
@@ -246,15 +267,20 @@ def plan_live(out: VerifyResult, draft_dir: str, tgt: TargetModel) -> dict[str, 
     platform = detect_platform()
     args, env, auto = build_engine_args(req, platform=platform, target_config=target_config,
                                         draft_config=read_model_config(draft_dir) if Path(draft_dir).is_dir() else None)
+    engine_env = {**dict(out.inspect.engine.serve_env), **env}
+    # what the engine would run with: the recorded keys as given, vLLM's defaults for the sampling methods
+    settings = settings_from_config(None, args, engine_env)
     lines = serve_lines(out.inspect.checkpoint.ref, out.engine_target, k=out.settings.num_speculative_tokens,
                         tp=out.settings.tp, draft_tp=out.settings.draft_tp, engine_aux_note=False,
-                        extra=out.settings.speculative_extra, engine_args=args,
-                        env={**dict(out.inspect.engine.serve_env), **env})
+                        extra=out.settings.speculative_extra, engine_args=args, env=engine_env,
+                        method=out.settings.method, recorded=settings)
     planned: dict[str, Any] = {
         "engine": engine, "platform": platform, "target": out.engine_target, "prompt_set": out.prompt_set,
         "num_prompts": len(out.prompts), "num_speculative_tokens": out.settings.num_speculative_tokens,
         "engine_args": args, "env": env, "auto_settings": auto, "serve_line": lines["vllm"],
-        "sglang_launch_line": lines["sglang"],
+        "sglang_launch_line": lines["sglang"], "engine_settings": settings,
+        "served_method": out.served.to_dict() if out.served is not None else None,
+        "remote_code": remote_code_notes(tgt, out.settings.trust_remote_code),
         "would_start": not (out.inspect.failing and not out.settings.skip_static) and engine == "vllm",
     }
     vllm_version = installed_version("vllm") if engine == "vllm" else None
@@ -271,6 +297,37 @@ def plan_live(out: VerifyResult, draft_dir: str, tgt: TargetModel) -> dict[str, 
     elif not planned["would_start"]:
         planned["note"] = "static checks fail: verify would stop here and start no engine (--skip-static runs it)"
     return planned
+
+
+def served_method(line: dict[str, Any], ckpt: Any, row: EngineRules, *, ask_engine: bool) -> Resolution:
+    """The method `row`'s vLLM gives a replayed `line`: its own `method`, else vLLM's own detection on the line's
+    `model` as written when the installed vLLM is that release and `ask_engine` (a live run; kconvert/runners/
+    method_probe.py, a child process), else the row's table (kconvert/engines/method_detection.py)."""
+    answer = None
+    model = line.get("model")
+    installed = installed_version("vllm")
+    if (ask_engine and line.get("method") is None and model is not None and ckpt.root is not None
+            and installed is not None and release_key(installed) == release_key(row.version)):
+        # deferred: a child process that imports vLLM (seconds), only for a live run of a line without a method
+        from kconvert.runners.method_probe import detect_with_vllm
+
+        got = detect_with_vllm([{"model": str(model), "folder": str(ckpt.root)}])
+        if got is not None and isinstance(got["methods"][0], str):
+            answer = (got["methods"][0], got["where"])
+    config = ckpt.config if isinstance(ckpt.config, dict) else None
+    return resolve(line, config, row.version, engine_answer=answer)
+
+
+def remote_code_notes(tgt: TargetModel, trust_remote_code: bool) -> list[str]:
+    """What of the target the engine loads only with --trust-remote-code (kconvert/engines/remote_code.py), as
+    the line the dry run shows and the live run's error repeats; nothing when the flag is given."""
+    if trust_remote_code:
+        return []
+    parts = remote_code_parts(tgt)
+    if not parts:
+        return []
+    return [f"the target {tgt.name} ships code the engine needs to load it ({'; '.join(parts)}): vLLM loads it "
+            "only with --trust-remote-code, which runs that code (SECURITY.md); add --trust-remote-code to run it"]
 
 
 def plan_refused(out: VerifyResult) -> dict[str, Any]:

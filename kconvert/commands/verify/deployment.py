@@ -2,11 +2,13 @@
 (`kconvert verify --server`), or a vLLM server's saved `/metrics` scrapes (`kconvert acceptance`)."""
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Any
 
 from kconvert.engines.acceptance import summarize
+from kconvert.engines.arg_policy import sampler_verdict
 from kconvert.engines.metrics import counters_delta, spec_decode_counters
 from kconvert._version import __version__
 from kconvert.errors import InputError, UsageError
@@ -36,15 +38,38 @@ def measure_server(url: str, *, engine: str, prompts: str, k: int, max_tokens: i
 
 
 def acceptance_from_files(metrics: str, before: str | None = None, *, model: str | None = None,
-                          k: int | None = None) -> dict[str, Any]:
-    """`kconvert acceptance METRICS [--before BEFORE]`: the acceptance document of saved scrapes (a path, or '-'
-    for standard input), with the names it read them from."""
-    if before is not None and before == metrics == "-":
-        raise UsageError("only one of the scrapes can come from stdin")
+                          k: int | None = None, server_info: str | None = None) -> dict[str, Any]:
+    """`kconvert acceptance METRICS [--before BEFORE] [--server-info FILE]`: the acceptance document of saved scrapes
+    (a path, or '-' for standard input), with the names it read them from, and what the server's saved
+    `/server_info?config_format=json` says of its sampler (`sampler`; `sampler.forced`: the figure measures a forced
+    acceptance knob, exit 1)."""
+    if sum(x == "-" for x in (metrics, before, server_info)) > 1:
+        raise UsageError("only one of the inputs can come from stdin")
     doc = acceptance_from_scrapes(read_scrape(metrics, "metrics file"),
                                   read_scrape(before, "--before file") if before is not None else None,
                                   model=model, k=k, after_name=metrics, before_name=before or "before")
-    return {"metrics": metrics, "before": before, **doc}
+    return {"metrics": metrics, "before": before, **doc, "sampler": sampler_from_file(server_info)}
+
+
+def sampler_from_file(path: str | None) -> dict[str, Any]:
+    """The sampler verdict of a saved vLLM /server_info answer (None: not given, so the figure is only as honest as
+    the server's sampler)."""
+    if path is None:
+        return sampler_verdict("vllm", revealed=False, source="no --server-info given (save one with: curl -s "
+                                                              "'http://HOST:8000/server_info?config_format=json' > "
+                                                              "server_info.json)")
+    text = read_scrape(path, "--server-info file")
+    try:
+        body = json.loads(text)
+    except ValueError as e:
+        raise InputError(f"{path}: not JSON ({e}); save it with curl -s "
+                         "'http://HOST:8000/server_info?config_format=json'") from None
+    config = body.get("vllm_config") if isinstance(body, dict) else None
+    if not isinstance(config, dict):
+        raise InputError(f"{path}: no vllm_config object (vLLM's /server_info answers one with "
+                         "?config_format=json under VLLM_SERVER_DEV_MODE=1)")
+    env = body.get("vllm_env") if isinstance(body.get("vllm_env"), dict) else {}
+    return sampler_verdict("vllm", config_dump=config, env=env, revealed=True, source=path)
 
 
 # A vLLM /metrics scrape is tens of KB (a few MB with every histogram of a large deployment).
