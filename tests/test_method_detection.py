@@ -6,7 +6,7 @@
 - 0.33.0 and 0.34.0: their detection code, read with `ast` (0.33 the same inline chain; 0.34
   speculator_config.py's _CHECKPOINT_DETECTION_ORDER and each config class's `matches`), must state the table's
   rules in the table's order.
-- verify: the issue's production line fails (K106, exit 1) with the engine's method and the corrected line, which
+- verify: the issue's production line fails (K109, exit 1) with the engine's method and the corrected line, which
   then passes; kconvert's own serve lines state the method.
 """
 from __future__ import annotations
@@ -215,9 +215,9 @@ def test_the_issues_production_line_fails_with_the_engines_method_and_the_correc
     rc = main(["verify", DRAFT, "--target", TARGET, "--dry-run", "--speculative-config", line, "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert rc == 1 and doc["exit_code"] == 1
-    k106 = [f for f in doc["findings"] if f["id"] == "K106"]
-    assert len(k106) == 1 and "'eagle' (EAGLE-1)" in k106[0]["message"]
-    fixed = json.loads(k106[0]["message"].split("--speculative-config '")[1].rstrip("'"))
+    k109 = [f for f in doc["findings"] if f["id"] == "K109"]
+    assert len(k109) == 1 and "'eagle' (EAGLE-1)" in k109[0]["message"]
+    fixed = json.loads(k109[0]["message"].split("--speculative-config '")[1].rstrip("'"))
     assert fixed == {"model": "/models/kimi-eagle-draft", "num_speculative_tokens": 3, "method": "eagle3"}
     assert doc["dry_run"]["served_method"]["method"] == "eagle"
     assert '"method": "eagle"' in doc["dry_run"]["serve_line"]  # what the line would run, stated
@@ -225,7 +225,7 @@ def test_the_issues_production_line_fails_with_the_engines_method_and_the_correc
     for good in (json.dumps(fixed), '{"model": "/models/kimi-eagle3-draft", "num_speculative_tokens": 3}'):
         rc = main(["verify", DRAFT, "--target", TARGET, "--dry-run", "--speculative-config", good, "--json"])
         doc = json.loads(capsys.readouterr().out)
-        assert rc == 0 and not [f for f in doc["findings"] if f["id"] == "K106"], doc["findings"]
+        assert rc == 0 and not [f for f in doc["findings"] if f["id"] == "K109"], doc["findings"]
         assert '"method": "eagle3"' in doc["dry_run"]["serve_line"]
 
 

@@ -1019,6 +1019,23 @@ def test_the_engines_own_code_disagreeing_with_the_row_is_k107(tmp_path):
     assert "[1, 4, 6]" in f.message and "[2, 4, 5]" in f.message  # the row's streams and the engine's defaults
 
 
+def test_a_replayed_line_that_serves_an_eagle3_draft_as_eagle1_is_k109(tmp_path):
+    # the production line of issue #46: vLLM reads `eagle-` in the path as EAGLE-1 (config/speculative.py; the
+    # table is held to vLLM's own detection in tests/test_method_detection.py)
+    from kconvert.engines.method_detection import resolve
+
+    line = {"model": "/models/kimi-eagle-draft", "num_speculative_tokens": 3}
+    served = resolve(line, {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama"}, "0.32")
+    f = the(run(tmp_path, decisions=Decisions(served=served)), "K109", "error")
+    assert "'eagle' (EAGLE-1)" in f.message and '"method": "eagle3"' in f.message
+    assert f.evidence[0].where == "speculative_config.method" and f.evidence[0].expected == "eagle3"
+    # the same line with the method, a path vLLM reads as eagle3, or an SGLang row: no K106
+    for other in ({**line, "method": "eagle3"}, {"model": "/models/kimi-eagle3", "num_speculative_tokens": 3}):
+        res = run(tmp_path, decisions=Decisions(served=resolve(other, None, "0.32")), name="d2")
+        assert "K109" not in ids(res)
+    assert "K109" not in ids(run(tmp_path, engine="sglang", decisions=Decisions(served=served), name="d3"))
+
+
 def test_a_dflash_checkpoint_is_k105_alone_not_a_cascade_of_eagle3_errors(tmp_path):
     # the DFlash shape of TorchSpec's configs/draft_models/qwen3_8b_dflash.json (tests/test_methods.py has the
     # other methods and engine rows); as an EAGLE-3 draft it drew K101, K203, K301, K302, K601 errors
@@ -1048,6 +1065,7 @@ COVERAGE: dict[str, list[str]] = {
     "K105": ["test_a_dflash_checkpoint_is_k105_alone_not_a_cascade_of_eagle3_errors"],
     "K106": ["test_an_installed_engine_release_without_a_row_is_k106"],
     "K107": ["test_the_engines_own_code_disagreeing_with_the_row_is_k107"],
+    "K109": ["test_a_replayed_line_that_serves_an_eagle3_draft_as_eagle1_is_k109"],
     "K201": ["test_model_prefixed_keys_are_renamed_for_vllm", "test_layers0_keys_are_renamed_to_midlayer_for_sglang"],
     "K202": ["test_missing_projection_is_k202_and_not_fixable", "test_missing_fc_is_k202",
              "test_missing_mla_projection_is_k202"],

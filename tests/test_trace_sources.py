@@ -38,7 +38,7 @@ def test_an_engine_no_source_records_is_refused_with_the_choices(tmp_path):
 
 def test_hf_refuses_the_vllm_only_options(tmp_path):
     pytest.importorskip("torch")
-    with pytest.raises(UsageError, match="--tp and --engine-arg set up vLLM"):
+    with pytest.raises(UsageError, match="--tp, --engine-arg and --trust-remote-code set up vLLM"):
         trace(TraceRequest(target=str(TINY / "target"), out=str(tmp_path / "t"), tp=2))
 
 

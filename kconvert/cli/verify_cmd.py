@@ -59,7 +59,9 @@ def verify_command(
         "--speculative-config", "--speculative_config",
         help="Replay a production serve line: the JSON of vllm serve's --speculative-config as written there. "
              "Its num_speculative_tokens and draft_tensor_parallel_size set -k and --draft-tp, every other key "
-             "goes to the engine as written; its model is replaced by DRAFT (and recorded). Use it with "
+             "goes to the engine as written unless refused (forced acceptance: docs/engine-policy.md, exit 2); "
+             "its model is replaced by DRAFT (and recorded). Without a method the line gets the one vLLM detects "
+             "from its model path (K109 fails an EAGLE-3 draft served otherwise). Use it with "
              "--tensor-parallel-size from the same line.")] = None,
     prompts: Annotated[str, path(INPUT, typer.Option(
         "--prompts", help="Prompt set: math, chat, code, all, or a .jsonl/.txt file."))] = "all",
@@ -71,7 +73,10 @@ def verify_command(
                                                     "remote code (Kimi-K2.5 needs it); never on unless given.")] = False,
     engine_arg: Annotated[Optional[list[str]], typer.Option(
         "--engine-arg", help="Any other engine argument, KEY=VALUE (repeatable): quantization, max_model_len, "
-                             "kv_cache_dtype, distributed_executor_backend, ...")] = None,
+                             "kv_cache_dtype, distributed_executor_backend, ... Keys that would change what is "
+                             "measured (another model, forced acceptance, trust_remote_code) are refused, exit 2; "
+                             "those that change what acceptance means are recorded in the report "
+                             "(docs/engine-policy.md).")] = None,
     timeout: Annotated[float, typer.Option("--timeout", **SECONDS,
                                            help="Hard limit for one engine run, in seconds.")] = 1200.0,
     skip_static: Annotated[bool, typer.Option("--skip-static", help="Run live even when static checks find "
@@ -116,7 +121,9 @@ def verify_command(
     diagnose: Annotated[bool, typer.Option("--diagnose", help="When acceptance is low or a convention is "
                                            "unsettled, run the candidate readings live and name the best.")] = False,
     server: Annotated[Optional[str], typer.Option("--server", help="Measure a running server at this URL "
-                                                  "instead of starting an engine.")] = None,
+                                                  "instead of starting an engine; a server whose sampler forces "
+                                                  "acceptance exits 1 (vLLM shows it under VLLM_SERVER_DEV_MODE=1, "
+                                                  "SGLang under SGLANG_EXPOSE_OWN_ENV_VARS=1).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Preflight: validate, run the static checks, resolve "
                                           "the target and print the engine arguments and the serve line (with "
                                           "--server: what would be measured); start nothing. Exit 0/1 by the "
