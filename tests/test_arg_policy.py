@@ -249,7 +249,7 @@ def test_cli_dry_run_refuses_what_would_fake_the_figure(capsys, argv, code, frag
         assert fragment in err
 
 
-def test_matrix_refuses_before_any_cell_runs():
+def test_matrix_refuses_before_any_cell_runs(no_engine):
     from kconvert.matrix import matrix
 
     with pytest.raises(UsageError, match="synthetic"):
@@ -266,7 +266,7 @@ def test_matrix_refuses_before_any_cell_runs():
     ({"speculative_config": {"num_speculative_tokens": 1}}, {}, "recording run"),
     ({}, {"SGLANG_SIMULATE_ACC_LEN": "2"}, "forced acceptance"),
 ])
-def test_the_trace_recorder_refuses_too(tmp_path, engine_args, env, fragment):
+def test_the_trace_recorder_refuses_too(tmp_path, engine_args, env, fragment, no_engine):
     from kconvert.trace import trace
     from kconvert.trace.request import TraceRequest
 
