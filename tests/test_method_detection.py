@@ -35,7 +35,10 @@ def generated_paths(n: int = 24, seed: int = 46) -> list[str]:
     fixed = ["/models/kimi-eagle-draft", "/models/kimi-eagle3-draft", "lightseekorg/kimi-k2.5-eagle3",
              "yuhuili/EAGLE-LLaMA3-Instruct-8B", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "AngelSlim/Qwen3-8B_eagle3",
              "deepseek-ai/dspark_qwen3_8b_block7", "z-lab/Qwen3-8B-DFlash-b16", "/mnt/ckpt/draft",
-             "AQ-MedAI/Kimi-K25-eagle3", "/models/Kimi-EAGLE-3", "./runs/eagle_v1/epoch_3", "org/EAGLE-3-kimi"]
+             "AQ-MedAI/Kimi-K25-eagle3", "/models/Kimi-EAGLE-3", "./runs/eagle_v1/epoch_3", "org/EAGLE-3-kimi",
+             # two rules at once: which comes first decides
+             "/models/eagle3/kimi-eagle-draft", "/ckpt/dflash-eagle3", "/ckpt/eagle3-dspark", "/ckpt/dspark-dflash",
+             "/ckpt/mtp-eagle-v2"]
     rng = random.Random(seed)
     parts = ["kimi", "K2.5", "eagle", "EAGLE", "eagle3", "Eagle3", "eagle-", "EAGLE-", "dflash", "DSpark", "draft",
              "mtp", "spec", "v1", "3", "-", "_"]
