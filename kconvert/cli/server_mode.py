@@ -83,11 +83,15 @@ def _dry_run(url: str, *, engine: str, prompts: str, k: int, max_tokens: int, ma
     n = len(texts[:max_prompts] if max_prompts else texts)
     source = "/metrics before and after (vllm:spec_decode_* counters)" if engine == "vllm" else \
         "each response's meta_info (spec_verify_ct, completion_tokens)"
+    sampler = ("/server_info?config_format=json (served under VLLM_SERVER_DEV_MODE=1)" if engine == "vllm" else
+               "/server_info internal_states env_vars (shown under SGLANG_EXPOSE_OWN_ENV_VARS=1)")
     plan = {"dry_run": {"server": url, "engine": engine, "prompt_set": set_name, "num_prompts": n,
-                        "max_tokens": max_tokens, "num_speculative_tokens": k, "figures_from": source}}
+                        "max_tokens": max_tokens, "num_speculative_tokens": k, "figures_from": source,
+                        "sampler_from": sampler}}
     if fmt == "json":
         emit_json(plan)
     else:
         write(f"dry run: would measure the {engine} server at {url}: {n} prompts of '{set_name}', {max_tokens} "
-              f"tokens each, greedy, k={k}; figures from {source}; nothing contacted\n")
+              f"tokens each, greedy, k={k}; figures from {source}; forced acceptance read from {sampler}; nothing "
+              "contacted\n")
     raise typer.Exit(0)

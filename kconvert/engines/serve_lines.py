@@ -71,7 +71,9 @@ def vllm_serve_argv(draft_ref: str, target_ref: str, *, k: int, tp: int, draft_t
     spec.update(extra or {})
     spec.update(recorded_speculative(recorded))
     spec["model"] = draft_ref
-    prefix = [f"{k}={v}" for k, v in sorted((env or {}).items())]
+    # the recorded environment variables the engine ran with (`$NAME` in the recorded identity) beside kconvert's own
+    env = {**{k[1:]: str(v) for k, v in (recorded or {}).items() if k.startswith("$")}, **dict(env or {})}
+    prefix = [f"{k}={v}" for k, v in sorted(env.items())]
     return prefix + ["vllm", "serve", target_ref, "--tensor-parallel-size", str(int(tp)), "--speculative-config",
                      json.dumps(spec)] + engine_arg_flags(engine_args)
 

@@ -3,6 +3,7 @@ the target in vLLM (child process, hard timeout), the acceptance from the engine
 lossless baseline and the gate."""
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
@@ -268,8 +269,9 @@ def plan_live(out: VerifyResult, draft_dir: str, tgt: TargetModel) -> dict[str, 
     args, env, auto = build_engine_args(req, platform=platform, target_config=target_config,
                                         draft_config=read_model_config(draft_dir) if Path(draft_dir).is_dir() else None)
     engine_env = {**dict(out.inspect.engine.serve_env), **env}
-    # what the engine would run with: the recorded keys as given, vLLM's defaults for the sampling methods
-    settings = settings_from_config(None, args, engine_env)
+    # what the engine would run with: the recorded keys as given, vLLM's defaults for the sampling methods, and the
+    # recorded variables of the environment it inherits (kconvert's on top: runners/processes.py child_env)
+    settings = settings_from_config(None, args, {**os.environ, **engine_env})
     lines = serve_lines(out.inspect.checkpoint.ref, out.engine_target, k=out.settings.num_speculative_tokens,
                         tp=out.settings.tp, draft_tp=out.settings.draft_tp, engine_aux_note=False,
                         extra=out.settings.speculative_extra, engine_args=args, env=engine_env,
