@@ -239,3 +239,27 @@ def test_resolve_keeps_a_stated_method_and_names_where_the_answer_came_from():
     assert (r.method, r.detected) == ("eagle", True) and "0.34" in r.by
     r = resolve({"model": "/m/kimi-eagle-draft"}, cfg, "0.32", engine_answer=("eagle", "vllm 0.32.0 x.py:1-2"))
     assert r.by == "vLLM's own detection" and r.rule == "vllm 0.32.0 x.py:1-2"
+
+
+def test_a_live_run_asks_the_installed_vllm_and_a_dry_run_the_table(monkeypatch):
+    """Where the installed vLLM is the row's release, a live run takes vLLM's own answer (the probe the first test
+    holds to the table); a dry run, another release, or no vLLM use the table."""
+    import kconvert.runners.method_probe as probe
+    from kconvert.commands.inspect import open_draft
+    from kconvert.commands.verify.command import served_method
+    from kconvert.engines.expectations import engine_rules
+
+    asked = []
+
+    def answer(cases, **kw):
+        asked.append(cases)
+        return {"version": "0.32.0", "methods": ["eagle"], "where": "vllm 0.32.0 config/speculative.py:1-2"}
+
+    monkeypatch.setattr(probe, "detect_with_vllm", answer)
+    ckpt = open_draft(DRAFT)
+    line = {"model": "/models/kimi-eagle-draft", "num_speculative_tokens": 3}
+    live = served_method(line, ckpt, engine_rules("vllm", "0.32"), ask_engine=True)
+    assert live.by == "vLLM's own detection" and asked == [[{"model": line["model"], "folder": str(ckpt.root)}]]
+    assert served_method(line, ckpt, engine_rules("vllm", "0.32"), ask_engine=False).by.startswith("kconvert's")
+    assert served_method(line, ckpt, engine_rules("vllm", "0.33"), ask_engine=True).by.startswith("kconvert's")
+    assert len(asked) == 1
