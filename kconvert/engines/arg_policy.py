@@ -503,7 +503,7 @@ def refuse(refusals: list[Refusal]) -> None:
     if refusals:
         lines = "; ".join(r.line() for r in refusals)
         raise UsageError(f"refused before any engine starts: {lines}",
-                         hint="kconvert's engine-argument policy: docs/engine-policy.md (`kconvert verify --help`)")
+                         hint="docs/engine-policy.md lists every key kconvert allows, refuses or records, and why")
 
 
 def check_request(engine_args: Mapping[str, Any] | None = None, *, speculative: Mapping[str, Any] | None = None,
