@@ -55,6 +55,13 @@ def test_every_key_of_the_release_is_classified(version):
         assert all(rule.kind in P.KINDS and rule.why for rule in table.values())
 
 
+def test_every_vllm_row_has_its_release_enumerated_here():
+    from kconvert.engines.expectations import KNOWN
+
+    rows = {v.split("/")[0] for v in KNOWN["vllm"]}
+    assert rows == {".".join(r.split(".")[:2]) for r in RELEASES}, "add the row's release to tests/vllm_oracle/releases.py"
+
+
 def test_the_tables_hold_no_key_that_no_release_has():
     every_engine = set().union(*(engine_keys(v) for v in RELEASES))
     every_spec = set().union(*(spec_keys(v) for v in RELEASES))

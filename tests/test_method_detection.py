@@ -91,12 +91,22 @@ def test_the_032_table_gives_the_method_vllm_032_gives(tmp_path):
 
 
 def test_a_dotted_model_is_a_custom_proposer_as_vllm_reads_it():
-    """config/speculative.py SpeculativeConfig._is_custom_proposer_path, the function itself."""
-    from vllm.config.speculative import SpeculativeConfig
+    """config/speculative.py SpeculativeConfig._is_custom_proposer_path, the function itself (in a child: vLLM
+    imported into the test process registers torch opaque types that a later import in another test repeats)."""
+    import os
+    import subprocess
+    import sys
 
-    for model in ("my.draft", "pkg.mod.Proposer", "my.draft/x", "https://a.b", "draft", "a..b", "1a.b", "org/x.y"):
+    models = ["my.draft", "pkg.mod.Proposer", "my.draft/x", "https://a.b", "draft", "a..b", "1a.b", "org/x.y"]
+    code = ("import json, sys; from vllm.config.speculative import SpeculativeConfig as S; "
+            "print(json.dumps([S._is_custom_proposer_path(m) for m in json.loads(sys.argv[1])]))")
+    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "VLLM_LOGGING_LEVEL": "ERROR"}
+    p = subprocess.run([sys.executable, "-c", code, json.dumps(models)], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    for model, custom in zip(models, json.loads(p.stdout.strip().splitlines()[-1])):
         ours, _ = detect("0.32", model, {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama"})
-        assert (ours == "custom_class") is SpeculativeConfig._is_custom_proposer_path(model), model
+        assert (ours == "custom_class") is custom, model
 
 
 # ---------------------------------------------------------------------------------------- 0.33 and 0.34 statically
@@ -193,18 +203,21 @@ def test_the_034_detection_order_and_matches_are_the_table():
 def test_no_eagle3_draft_class_declares_another_speculator_in_034():
     """0.34 first asks the draft's model class (`speculator_config_class`); kconvert's table skips that step, which
     holds only while no class vLLM builds for an EAGLE-3 architecture declares one."""
-    from kconvert.engines.expectations import VLLM_ARCHS
+    from kconvert.engines.expectations import engine_rules
 
     models = package_root("0.34.0") / "model_executor" / "models"
     registry = (models / "registry.py").read_text(encoding="utf-8")
-    for arch in VLLM_ARCHS:
+    checked = 0
+    for arch in engine_rules("vllm", "0.34").architectures:
         if f'"{arch}": (' not in registry:
             continue
+        checked += 1
         module, cls = registry.split(f'"{arch}": (', 1)[1].split(")", 1)[0].replace('"', "").split(",")[:2]
         source = (models / f"{module.strip()}.py").read_text(encoding="utf-8")
         klass = next((n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef) and n.name == cls.strip()),
                      None)
         assert klass is None or "speculator_config_class" not in ast.unparse(klass), arch
+    assert checked >= 10  # the EAGLE-3 classes of the row are in 0.34's registry
 
 
 # ---------------------------------------------------------------------------------------- verify
