@@ -147,3 +147,18 @@ def test_the_live_runs_error_names_the_flag(monkeypatch, tmp_path):
     with pytest.raises(EngineError) as e:
         verify(DRAFT, str(tmp_path / "kimi"), settings=VerifySettings(skip_static=True))
     assert "--trust-remote-code" in e.value.hint and "tokenization_kimi.TikTokenTokenizer" in e.value.hint
+
+
+def test_every_built_in_profile_that_needs_remote_code_is_warned_about(capsys):
+    """Enumerated from the package's profiles: a profile that says remote_code (Kimi-K2, K2.5, K2.6 ...) gets the
+    warning naming the flag, one that does not gets none."""
+    from kconvert.cli import main
+    from kconvert.targets import load_profile, profile_names
+
+    for name in profile_names():
+        capsys.readouterr()
+        main(["verify", DRAFT, "--target", name, "--dry-run", "--json"])
+        out = capsys.readouterr()
+        notes = json.loads(out.out)["dry_run"]["remote_code"]
+        assert bool(notes) is load_profile(name).remote_code, name
+        assert all("--trust-remote-code" in n for n in notes)
