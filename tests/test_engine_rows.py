@@ -289,6 +289,21 @@ def test_the_default_runner_follows_vllms_choice(monkeypatch):
     assert ex.engine_rules("vllm").key == "vllm 0.32"
 
 
+def test_without_an_engine_a_v1_deployment_is_judged_by_the_newest_release_that_has_v1(monkeypatch):
+    # VLLM_USE_V2_MODEL_RUNNER=0 asks for Model Runner V1, which vLLM 0.34 removed (its platforms/interface.py
+    # validate_environ refuses the variable): with no vLLM installed here, that deployment runs the newest release
+    # that still has V1, whose row is the one whose version ends in /v1 and comes last
+    from kconvert.engines import expectations as ex
+
+    monkeypatch.setattr(ex, "installed_version", lambda engine: None)
+    newest_v1 = [r for r in ex.KNOWN["vllm"].values() if r.runner == "v1"][-1]
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "0")
+    assert ex.engine_rules("vllm") is newest_v1 and newest_v1.version.endswith("/v1")
+    assert ex.KNOWN["vllm"][ex.NEWEST["vllm"]].runner == "v2"  # the premise: the newest has no V1
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
+    assert ex.engine_rules("vllm").version == ex.NEWEST["vllm"]
+
+
 def test_verify_names_the_runner_it_measures_and_what_v2_would_do(tmp_path, monkeypatch):
     """nvidia/gpt-oss-120b-Eagle3-v3 keeps its ids only in eagle_config.eagle_aux_hidden_state_layer_ids. On vLLM's
     CPU build vLLM runs Model Runner V1 (config/vllm.py use_v2_model_runner: no Triton backend), which reads them

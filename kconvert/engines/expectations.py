@@ -662,9 +662,17 @@ def engine_rules(engine: str = "vllm", version: str | None = None) -> EngineRule
     if engine not in KNOWN:
         raise UsageError(f"--engine {engine!r}: choose vllm or sglang{did_you_mean(engine, list(KNOWN))}")
     if version is None:
+        import os
+
         inst = installed_version(engine)
         row = row_for(engine, inst) if inst else None
-        row = row or KNOWN[engine][NEWEST[engine]]
+        if row is None:
+            row = KNOWN[engine][NEWEST[engine]]
+            if row.runner is not None and runner_asked(os.environ) == "v1" and other_runner(row) is None:
+                # no engine here and VLLM_USE_V2_MODEL_RUNNER=0 asks for Model Runner V1, which the newest release
+                # removed (vLLM 0.34 platforms/interface.py validate_environ refuses the variable): the deployment
+                # it describes runs the newest release that still has V1
+                row = next((r for r in reversed(list(KNOWN[engine].values())) if r.runner == "v1"), row)
         # the installed release's row for the runner vLLM picks here: V1 on the CPU build, V2 on GPUs
         if row.runner is not None and row.runner != default_runner():
             row = other_runner(row) or row

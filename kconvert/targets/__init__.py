@@ -205,11 +205,12 @@ def load_target(ref: str) -> TargetModel:
                     missing_hint="use a built-in profile (" + ", ".join(profile_names()) + ") or a local folder"):
         path = hub_file(repo_id, CONFIG_NAME, revision=revision)
     cfg = read_json_file(Path(path), f"{ref}/config.json")
-    from huggingface_hub.errors import EntryNotFoundError  # deferred with hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError  # deferred: huggingface_hub, only on the Hub's paths
 
     tok = None
-    try:  # the tokenizer's auto_map says whether the engine runs the repository's code (engines/remote_code.py)
-        tok = _tokenizer_config(Path(hf_hub_download(repo_id, "tokenizer_config.json", revision=revision)).parent)
+    try:  # the tokenizer's auto_map says whether the engine runs the repository's code (engines/remote_code.py);
+        # through hub_file, as config.json: offline, the cached copy at once, never huggingface_hub's retries
+        tok = _tokenizer_config(Path(hub_file(repo_id, "tokenizer_config.json", revision=revision)).parent)
     # no such file (EntryNotFoundError), the Hub unreachable (OSError), a bad id (ValueError): config.json's
     # auto_map still says remote code
     except (OSError, ValueError, EntryNotFoundError):
