@@ -61,8 +61,8 @@ def verify_command(
              "Its num_speculative_tokens and draft_tensor_parallel_size set -k and --draft-tp, every other key "
              "goes to the engine as written unless refused (forced acceptance: docs/engine-policy.md, exit 2); "
              "its model is replaced by DRAFT (and recorded). Without a method the line gets the one vLLM detects "
-             "from its model path (K109 fails an EAGLE-3 draft served otherwise). Use it with "
-             "--tensor-parallel-size from the same line.")] = None,
+             "from its model's name as written and its config (K109 fails an EAGLE-3 draft served otherwise). "
+             "Use it with --tensor-parallel-size from the same line.")] = None,
     prompts: Annotated[str, path(INPUT, typer.Option(
         "--prompts", help="Prompt set: math, chat, code, all, or a .jsonl/.txt file."))] = "all",
     max_prompts: Annotated[Optional[int], typer.Option("--max-prompts", **COUNT,
