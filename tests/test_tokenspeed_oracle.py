@@ -148,7 +148,8 @@ def test_no_first_id_rule_and_the_final_stream_only_through_id_L_on_llama_style_
 
 def test_qwen_targets_collect_nothing_and_kimi_k3_reads_completed_layer_counts():
     dead = {f for f, c in REC["capture"].items() if not c["collects_layers_to_capture"]}
-    assert dead == {"qwen2", "qwen3", "qwen3_moe"}
+    # beside the two families K108 names (their verdicts: the test below)
+    assert dead == {"qwen2", "qwen3", "qwen3_moe", "glm53_flash", "deepseek_v41"}
     assert any("Qwen2/Qwen3" in n for n in ROW.notes)
     k3 = REC["capture"]["kimi_k3"]
     for probe in k3["probes"]:
@@ -302,3 +303,17 @@ def test_tokenspeeds_counters_read_as_vllms_convention_bonus_token_excluded():
     # tokenspeed's acc_len (engine/request_stats.py) is tokens per verify step, bonus included: the mean length
     assert acc["mean_acceptance_length"] == pytest.approx(sum(lengths) / len(lengths))
     assert "excludes the bonus token" in m["text"]
+
+
+@pytest.mark.parametrize("family, model_type", [("glm53_flash", "glm5_next"), ("deepseek_v41", "deepseek_v41"),
+                                                ("kimi_k3", "kimi_k3")])
+def test_the_target_families_verdicts_on_tokenspeed_are_what_its_capture_code_does(family, model_type):
+    """kconvert/targets/families.py (K108): an error where tokenspeed's model forward collects no EAGLE-3 aux state
+    for the target (recorded from its source), a warning where it does (the draft's rope is the open question)."""
+    from kconvert.targets.families import family_of
+
+    fam = family_of(SimpleNamespace(model_type=model_type, text_model_type=None))
+    verdict = fam.engines["tokenspeed"]
+    collects = REC["capture"][family]["collects_layers_to_capture"]
+    assert verdict.severity == ("warning" if collects else "error"), (family, verdict)
+    assert REC["capture"][family]["model_forward"].split("/")[-1].split(":")[0] in verdict.what

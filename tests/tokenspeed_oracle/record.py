@@ -460,14 +460,16 @@ def run(man: dict) -> dict:  # noqa: C901 - one recording, read top to bottom
     # and whether the family's model forward collects layers_to_capture at all (its source, read here).
     from types import SimpleNamespace
 
-    from tokenspeed.runtime.models import (deepseek_v3, gpt_oss, kimi_k3, llama, minimax_m3, qwen2, qwen3,
-                                           qwen3_moe)
+    from tokenspeed.runtime.models import (deepseek_v3, deepseek_v41, glm53_flash, gpt_oss, kimi_k3, llama,
+                                           minimax_m3, qwen2, qwen3, qwen3_moe)
     from tokenspeed.runtime.models.base import transformer_model
 
     families = {"llama": llama.LlamaForCausalLM, "qwen2": qwen2.Qwen2ForCausalLM, "qwen3": qwen3.Qwen3ForCausalLM,
                 "qwen3_moe": qwen3_moe.Qwen3MoeForCausalLM, "gpt_oss": gpt_oss.GptOssForCausalLM,
                 "minimax_m3": minimax_m3.MiniMaxM3SparseForCausalLM, "deepseek_v3": deepseek_v3.DeepseekV3ForCausalLM,
-                "kimi_k3": kimi_k3.KimiLinearForCausalLM}
+                "kimi_k3": kimi_k3.KimiLinearForCausalLM,
+                # the target families kconvert/targets/families.py says an EAGLE-3 draft cannot serve as written
+                "glm53_flash": glm53_flash.Glm53FlashForCausalLM, "deepseek_v41": deepseek_v41.DeepseekV41ForCausalLM}
 
     def capture(cls, ids, num_layers):
         layers = [None] * num_layers
