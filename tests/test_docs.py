@@ -76,6 +76,7 @@ FOREIGN_PREFIXES = {
     "metrics/": "lightseekorg/tokenspeed (tokenspeed/runtime/metrics/)",
     "base/": "lightseekorg/tokenspeed (tokenspeed/runtime/models/base/)",
     "layers/": "lightseekorg/tokenspeed (tokenspeed/runtime/layers/)",
+    "entrypoints/": "lightseekorg/tokenspeed (tokenspeed/runtime/entrypoints/)",
 }
 # Other repositories' paths whose first folder is also one of ours: by exact path.
 FOREIGN_PATHS = {

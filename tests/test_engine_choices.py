@@ -53,11 +53,24 @@ def test_every_engine_option_offers_exactly_the_engines_with_rows(name, param):
     from kconvert.errors import UsageError
 
     assert param.metavar == "[" + "|".join(ENGINES) + "]", name  # what --help shows
-    for engine in ENGINES:  # what the option's own check accepts (typer calls it as click does: ctx, param, value)
-        assert param.callback(None, param, engine) == engine, (name, engine)
+    # where each command's engine is checked: the row it chooses (kconvert.engines.expectations.engine_rules)
+    for engine in ENGINES:
+        assert engine_rules(engine).engine == engine
     with pytest.raises(UsageError) as e:
-        param.callback(None, param, "tokenspeeed")
+        engine_rules("tokenspeeed")
     assert all(engine in str(e.value) for engine in ENGINES) and "did you mean 'tokenspeed'" in str(e.value)
+
+
+@pytest.mark.parametrize("name", sorted({n for n, _ in ENGINE_PARAMS}))
+def test_every_command_refuses_an_unknown_engine_naming_every_choice(tmp_path, name):
+    args = {"inspect": ["examples/tiny/drafts/llama-specforge"], "fix": ["examples/tiny/drafts/llama-specforge", "-o",
+            str(tmp_path / "out")], "verify": ["examples/tiny/drafts/llama-specforge", "--target",
+            "examples/tiny/target", "--dry-run"], "score": ["examples/tiny/drafts/llama-specforge", "--trace",
+            "tests/data/trace-1.0"]}[name]
+    r = subprocess.run([sys.executable, "-m", "kconvert", name, *args, "--engine", "tokenspeeed"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 2, (name, r.stderr)
+    assert all(e in r.stderr for e in ENGINES) and "did you mean 'tokenspeed'" in r.stderr, (name, r.stderr)
 
 
 def test_the_engine_options_are_found():
