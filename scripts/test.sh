@@ -59,5 +59,10 @@ if [ $# -eq 0 ]; then
   # first run on a machine without .vllm-oracle/vllm-0.3{3,4}.0 also downloads those wheels.
   echo "test: vLLM oracle (vllm 0.32.0 installed, 0.33.0 and 0.34.0 Python files)"
   .venv/bin/python tests/vllm_oracle/record.py --check
+  # tokenspeed's own code as the oracle for its row (tests/tokenspeed_oracle/README.md): re-run tokenspeed 0.1.1's
+  # config reader, draft classes, aux reader, capture, metrics and serve-line parser on CPU over every shipped draft
+  # and fail if tests/data/tokenspeed_oracle.json is stale. ~34 s with the venv kept (.venv-tokenspeed-oracle).
+  echo "test: tokenspeed oracle (.venv-tokenspeed-oracle: tokenspeed 0.1.1 --no-deps on CPU)"
+  .venv/bin/python tests/tokenspeed_oracle/record.py --venv "$PWD/.venv-tokenspeed-oracle" --check
 fi
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -5,8 +5,8 @@ example, or a command quoted in a rule text. Each runs in-process through `kconv
 start costs ~0.6 s each), shlex-split, in the folder the printing command ran in, with nothing substituted:
 fix lines run in full (they write beside the draft, in a temporary work folder), verify lines with `--dry-run`
 appended, score lines up to the point where they need a trace. Lines starting `python -m sglang.launch_server`
-are validated, not run: the paths they name exist (after the fix line before them ran), and -k/--tp agree with
-the verify line that follows.
+or `tokenspeed serve` are validated, not run: the paths they name exist (after the fix line before them ran), and
+-k/--tp agree with the verify line that follows.
 
 `baseline=True` measures the behaviour before `verify --dry-run` existed: a verify line runs as printed and counts
 as working when it reaches the engine start (the live run is stopped there), the way a user's run would reach it.
@@ -33,7 +33,7 @@ SERVER_PLACEHOLDERS = ("<url>", "<server>", "URL", "<server-url>")
 SERVER_EXAMPLE = "http://localhost:30000"
 TRACE = "<trace>"  # the placeholder a score line marks: a trace the user records once with `kconvert trace`
 NEXT = re.compile(r"^next: (?P<cmd>.+?)(?:  # (?P<why>.*))?$")
-QUOTED = re.compile(r"`((?:kconvert|python -m sglang\.launch_server) [^`]+)`")
+QUOTED = re.compile(r"`((?:kconvert|python -m sglang\.launch_server|tokenspeed serve) [^`]+)`")
 
 
 @dataclass
@@ -156,7 +156,7 @@ class Collector:
 
     def check(self, p: Printed) -> Outcome:
         argv = shlex.split(p.command)
-        if argv[:3] == ["python", "-m", "sglang.launch_server"]:
+        if argv[:3] == ["python", "-m", "sglang.launch_server"] or argv[:2] == ["tokenspeed", "serve"]:
             return check_sglang_line(p, argv)
         if not argv or argv[0] != "kconvert":
             return Outcome(p, False, f"not a kconvert command: {argv[:1]}")
@@ -285,12 +285,14 @@ def last_error(r: Run) -> str:
 
 
 def check_sglang_line(p: Printed, argv: list[str]) -> Outcome:
-    """An SGLang launch line, validated, not run: the paths it names exist where it was printed (after the fix
-    line before it ran) or are Hub ids; its speculative flags agree with each other (a chain of k steps, topk 1,
+    """An SGLang or tokenspeed launch line, validated, not run: the paths it names exist where it was printed (after
+    the fix line before it ran) or are Hub ids; its speculative flags agree with each other (a chain of k steps, topk 1,
     k + 1 draft tokens) and with the -k and --tp of the verify line printed after it."""
     problems = []
     for what, name in (("draft", "--speculative-draft-model-path"), ("target", "--model-path")):
         path = option(argv, name) or (option(argv, "--model") if what == "target" else None)
+        if path is None and what == "target" and argv[:2] == ["tokenspeed", "serve"]:
+            path = argv[2]  # `tokenspeed serve TARGET` (cli/_argsplit.py: a leading positional is the model)
         if path is None:
             problems.append(f"no {what} path ({name})")
         elif not (p.cwd / path).exists() and not _hub_id(path, p.cwd):

@@ -69,6 +69,14 @@ FOREIGN_PREFIXES = {
     "recipes/": "NVIDIA-NeMo/Automodel (nemo_automodel/recipes/)",
     "components/": "NVIDIA-NeMo/Automodel (nemo_automodel/components/)",
     "golden_al_distribution/": "SemiAnalysisAI/InferenceX (its published acceptance-length curves)",
+    "tokenspeed/": "lightseekorg/tokenspeed (the tokenspeed wheel)",
+    "runtime/": "lightseekorg/tokenspeed (tokenspeed/runtime/)",
+    "execution/": "lightseekorg/tokenspeed (tokenspeed/runtime/execution/)",
+    "utils/": "lightseekorg/tokenspeed (tokenspeed/runtime/utils/)",
+    "metrics/": "lightseekorg/tokenspeed (tokenspeed/runtime/metrics/)",
+    "base/": "lightseekorg/tokenspeed (tokenspeed/runtime/models/base/)",
+    "layers/": "lightseekorg/tokenspeed (tokenspeed/runtime/layers/)",
+    "entrypoints/": "lightseekorg/tokenspeed (tokenspeed/runtime/entrypoints/)",
 }
 # Other repositories' paths whose first folder is also one of ours: by exact path.
 FOREIGN_PATHS = {
@@ -77,6 +85,9 @@ FOREIGN_PATHS = {
     "scripts/data_generation_offline.py": "vllm-project/speculators",
     "examples/offline_inference/spec_decode.py": "vllm-project/vllm",
     "cli/_cli_utils.py": "huggingface/huggingface_hub (src/huggingface_hub/cli/)",
+    "cli/serve_smg.py": "lightseekorg/tokenspeed (tokenspeed/cli/)",
+    "cli/_argsplit.py": "lightseekorg/tokenspeed (tokenspeed/cli/)",
+    "cli/__main__.py": "lightseekorg/tokenspeed (tokenspeed/cli/)",
 }
 # Names that are not files of this repository by design: what a shown command writes, or a user's own path.
 NOT_REPOSITORY_FILES = {

@@ -6,6 +6,7 @@ import shlex
 
 import pytest
 
+from kconvert.engines.expectations import ENGINES
 from kconvert.engines.serve_lines import serve_lines
 
 
@@ -47,7 +48,10 @@ def test_aux_id_notes_name_each_engines_convention():
     assert "eagle_aux_hidden_state_layer_ids" in lines["vllm_aux_ids"] and "input-of-layer" in lines["vllm_aux_ids"]
     assert "eagle_config" in lines["sglang_aux_ids"] and "+1" in lines["sglang_aux_ids"]
     assert "25454" in lines["sglang_aux_ids"]
-    assert set(serve_lines("d", "t", k=3, tp=1, engine_aux_note=False)) == {"vllm", "sglang"}
+    assert "eagle_config" in lines["tokenspeed_aux_ids"] and "+1" in lines["tokenspeed_aux_ids"]
+    # one line per engine kconvert has rows for, and one aux-id note each
+    assert set(serve_lines("d", "t", k=3, tp=1, engine_aux_note=False)) == set(ENGINES)
+    assert {k.removesuffix("_aux_ids") for k in lines if k.endswith("_aux_ids")} == set(ENGINES)
 
 
 @pytest.mark.parametrize("kw", [{"k": 0, "tp": 1}, {"k": 3, "tp": 0}, {"k": 3, "tp": 1, "draft_tp": 0}])

@@ -4,6 +4,9 @@ recorded server answers (tests/data, each recording's source in tests/data/READM
 - vLLM: the two real `/metrics` scrapes of `vllm_metrics_{before,after}.txt` around the 8 `_smoke` prompts;
   the expected counters are the scrapes' own deltas as prometheus_client's parser reads them, and the figures
   vLLM's definitions written out (tests/oracles.py), not kconvert's summary.
+- tokenspeed: two `/metrics` scrapes written by tokenspeed 0.1.1's own metrics and exposition code
+  (`tokenspeed_oracle.json` metrics.scrapes); the expected counters are derived in the test from the verify steps
+  the recording lists.
 - SGLang: `sglang_server_info_eagle3.json` for `/get_server_info` and the three `/generate` answers of
   `sglang_generate_eagle3.json` (constructed) or of `sglang_generate_0_5_23.json` (speculative keys written by
   SGLang 0.5.23's own code); the expected figures are derived in the test from the answers' own `meta_info`
@@ -172,6 +175,46 @@ def test_verify_server_on_an_sglang_standin_reports_accept_length_beside_vllms_c
                      "--output-format", "concise")
     assert r.returncode == 0, r.stderr
     assert "sglang_accept_length" in r.stdout and "mean_acceptance_length" in r.stdout
+
+
+@pytest.fixture
+def tokenspeed_standin():
+    """Two /metrics scrapes written by tokenspeed 0.1.1's own code (tests/tokenspeed_oracle/record.py: its
+    EngineMetrics fed through OutputProcesser._aggregate_spec_decode_step, exposed by add_prometheus_middleware),
+    around the verify steps the recording lists; the OpenAI routes its gateway serves (/v1/models,
+    /v1/completions); no /version."""
+    m = _load("tokenspeed_oracle.json")["metrics"]
+    before, after = m["scrapes"]
+    steps = m["steps"][before["after_steps"]:after["after_steps"]]
+    lengths = [n for st in steps for n in st["output_lengths"]]
+    k = m["speculative_num_draft_tokens"] - 1
+    # tokenspeed's counters between the two scrapes, derived from the steps: one draft per decode slot, k draft
+    # tokens each, the accepted ones without the bonus token (output length - 1)
+    expected = {"model": m["labels"]["model_name"], "k": k, "drafts": len(lengths), "draft_tokens": k * len(lengths),
+                "accepted": sum(n - 1 for n in lengths), "tokens_per_step": sum(lengths) / len(lengths)}
+    s = StandIn(get={"/v1/models": {"object": "list", "data": [{"id": expected["model"], "object": "model"}]}},
+                metrics=[before["text"], after["text"]],
+                completion={"choices": [{"index": 0, "text": "", "finish_reason": "length"}],
+                            "usage": {"prompt_tokens": 0, "completion_tokens": 8}})
+    yield s, expected
+    s.close()
+
+
+def test_verify_server_on_a_tokenspeed_standin_reads_its_counters_in_vllms_convention(tokenspeed_standin):
+    s, expected = tokenspeed_standin
+    r = run_kconvert("verify", "--server", s.url, "--engine", "tokenspeed", "--prompts", "_smoke",
+                     "--max-prompts", "2", "-k", str(expected["k"]), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["engine"] == "tokenspeed" and doc["model"] == expected["model"]
+    c = doc["counters"]
+    assert (c["drafts"], c["draft_tokens"], c["accepted"]) == (expected["drafts"], expected["draft_tokens"],
+                                                               expected["accepted"])
+    acc = doc["acceptance"]
+    # tokenspeed's own acc_len (engine/request_stats.py): tokens per verify step, bonus included
+    assert acc["mean_acceptance_length"] == pytest.approx(expected["tokens_per_step"])
+    assert acc["acceptance_rate"] == pytest.approx(expected["accepted"] / expected["draft_tokens"])
+    assert [p for p, _ in s.state["posts"]] == ["/v1/completions"] * 2
 
 
 def test_verify_server_on_nothing_listening_is_an_engine_error():

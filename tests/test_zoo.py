@@ -37,7 +37,7 @@ def record_md_rows(case: str) -> dict[str, str]:
     """RECORD.md's table: engine row -> its "public record" cell."""
     out = {}
     for line in (ZOO / case / "RECORD.md").read_text().splitlines():
-        m = re.match(r"^\| (vllm [0-9.]+(?:/v1)?|sglang [a-z0-9.-]+) \| (.*?) \|", line)
+        m = re.match(r"^\| (vllm [0-9.]+(?:/v1)?|sglang [a-z0-9.-]+|tokenspeed [0-9.]+) \| (.*?) \|", line)
         if m:
             out[m.group(1)] = m.group(2).strip()
     return out

@@ -56,15 +56,31 @@ TargetOpt = Annotated[Optional[str], path(INPUT, typer.Option(
     "--target", "-t",
     help=f"The target model: a built-in profile ({_profile_names()}), a local folder, or a Hub id. Only its "
          "config.json is read."))]
+
+
+def _engine_metavar() -> str:
+    from kconvert.engines.expectations import ENGINES
+
+    return "[" + "|".join(ENGINES) + "]"
+
+
+# The choices are the engines kconvert has rows for (ENGINES, read from KNOWN): a new engine's rows make it a
+# choice of every command that takes --engine, shown in its help; the value is checked where the row is chosen
+# (kconvert.engines.expectations.engine_rules / check_engine: exit 2 naming every choice and the nearest one), not
+# by a click callback, so that a shown command with a placeholder engine still parses (tests/test_hints.py).
 EngineOpt = Annotated[Optional[str], typer.Option(
-    "--engine", "-e", help="Engine the draft is meant for: vllm or sglang. Default: the configuration's, else "
-                           "vllm.")]
+    "--engine", "-e", metavar=_engine_metavar(), show_default=False,
+    help="Engine the draft is meant for (the engines kconvert has rows for). Default: the configuration's, else "
+         "vllm.")]
+
+
 def engine_version_help() -> str:
     """--engine-version's help, its rows listed from kconvert.engines.expectations.KNOWN (never typed here: a new
     row is in the help the moment it exists)."""
     from kconvert.engines.expectations import KNOWN, NEWEST
 
-    label = {"vllm": "vLLM", "sglang": "SGLang"}
+    from kconvert.report.markdown import ENGINE_LABEL as label
+
     rows = "; ".join(f"{label.get(e, e)}: " + ", ".join(v + (" (newest)" if v == NEWEST.get(e) else "")
                                                           for v in KNOWN[e]) for e in KNOWN)
     return (f"Engine version whose loading rules apply ({rows}; a vLLM patch release maps to its minor). Any "

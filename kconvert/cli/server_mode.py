@@ -77,14 +77,17 @@ def _dry_run(url: str, *, engine: str, prompts: str, k: int, max_tokens: int, ma
     """What `--server` would measure, without contacting the server: the prompts, the step count, the figures."""
     if not url.startswith(("http://", "https://")):
         raise UsageError(f"--server {url!r}: give the server's URL, e.g. http://localhost:30000")
-    if engine not in ("vllm", "sglang"):
-        raise UsageError(f"--engine {engine!r}: choose vllm or sglang")
+    from kconvert.engines.expectations import check_engine
+    from kconvert.engines.metrics import BY_ENGINE
+
+    check_engine(engine)
     set_name, texts = load_prompts(prompts)
     n = len(texts[:max_prompts] if max_prompts else texts)
-    source = "/metrics before and after (vllm:spec_decode_* counters)" if engine == "vllm" else \
-        "each response's meta_info (spec_verify_ct, completion_tokens)"
-    sampler = ("/server_info?config_format=json (served under VLLM_SERVER_DEV_MODE=1)" if engine == "vllm" else
-               "/server_info internal_states env_vars (shown under SGLANG_EXPOSE_OWN_ENV_VARS=1)")
+    source = (f"/metrics before and after ({BY_ENGINE[engine].drafts.split('_num_')[0]}_* counters)"
+              if engine in BY_ENGINE else "each response's meta_info (spec_verify_ct, completion_tokens)")
+    sampler = {"vllm": "/server_info?config_format=json (served under VLLM_SERVER_DEV_MODE=1)",
+               "sglang": "/server_info internal_states env_vars (shown under SGLANG_EXPOSE_OWN_ENV_VARS=1)"}.get(
+        engine, "nothing: kconvert reads no sampler endpoint of this engine")
     plan = {"dry_run": {"server": url, "engine": engine, "prompt_set": set_name, "num_prompts": n,
                         "max_tokens": max_tokens, "num_speculative_tokens": k, "figures_from": source,
                         "sampler_from": sampler}}

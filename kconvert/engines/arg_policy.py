@@ -591,6 +591,10 @@ HOW_TO_REVEAL = {
             "where you trust the callers) and measure again",
     "sglang": "start the server with SGLANG_EXPOSE_OWN_ENV_VARS=1 (its /server_info then lists its SGLANG_* "
               "variables, SGLANG_SIMULATE_ACC_LEN among them) and measure again",
+    # tokenspeed 0.1.1 answers /get_server_info on its control server (entrypoints/control_server.py, the engine's
+    # server_args) but kconvert has read none of its settings for what forces acceptance
+    "tokenspeed": "kconvert has not read which tokenspeed 0.1.1 settings force acceptance: check the serve line "
+                  "(entrypoints/control_server.py /get_server_info lists its server_args)",
 }
 
 

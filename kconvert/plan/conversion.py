@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kconvert.engines.expectations import EngineRules
+from kconvert.engines.expectations import ENGINE_LABELS, EngineRules
 from kconvert.errors import UsageError
 from kconvert.formats import speculators
-from kconvert.formats.aux import AUX_KEY
+from kconvert.formats.aux import AUX_KEY, get_path
 from kconvert.formats.layouts import renames
 from kconvert.formats.model import DraftModel, KeyLayout
 from kconvert.targets import TargetModel
@@ -23,10 +23,10 @@ def wanted_format(draft: DraftModel, engine: EngineRules, to_format: str | None)
         if to_format not in FORMATS:
             raise UsageError(f"--to-format {to_format!r}: choose flat or speculators")
         return to_format
-    if draft.is_speculators and (engine.engine == "sglang" or draft.layer_family == "mla"):
-        # SGLang does not read the speculators format, and vLLM builds a Llama or Qwen3 layer for a speculators
-        # draft (configs/speculators/algos.py): an MLA layer must leave it for the flat layout, whose architecture
-        # selects the MLA class.
+    if draft.is_speculators and (not engine.reads_speculators_format or draft.layer_family == "mla"):
+        # SGLang and tokenspeed do not read the speculators format, and vLLM builds a Llama or Qwen3 layer for a
+        # speculators draft (configs/speculators/algos.py): an MLA layer must leave it for the flat layout, whose
+        # architecture selects the MLA class.
         return "flat"
     return None
 
@@ -43,10 +43,12 @@ def conversion_ops(draft: DraftModel, engine: EngineRules, target: TargetModel |
                                                                                  "LlamaForCausalLMEagle3"))
         ops += diff_ops(config, new, "speculators -> flat layout")
         config, layout = new, engine.layout
-    elif want == "speculators" and engine.engine == "sglang":
-        # SGLang does not read the speculators format, and the SGLang step below deletes the top-level ids, the
-        # only place the speculators format keeps them: the output would have lost its aux ids.
-        raise UsageError("--to-format speculators: SGLang does not read the speculators format; use --engine vllm")
+    elif want == "speculators" and not engine.reads_speculators_format:
+        # SGLang and tokenspeed do not read the speculators format (tokenspeed's config reader refuses a config
+        # without a top-level model_type), and the step below deletes the top-level ids, the only place the
+        # speculators format keeps them: the output would have lost its aux ids.
+        raise UsageError(f"--to-format speculators: {ENGINE_LABELS[engine.engine]} does not read the speculators "
+                         "format; use --engine vllm")
     elif want == "speculators" and not draft.is_speculators:
         if draft.layer_family == "mla":
             raise UsageError("--to-format speculators: vLLM reads Llama- and Qwen3-layer drafts in the speculators "
@@ -56,9 +58,13 @@ def conversion_ops(draft: DraftModel, engine: EngineRules, target: TargetModel |
                                          layer=draft.layer_family)
         ops += diff_ops(config, new, "flat -> speculators layout")
         config, layout = new, speculators.LAYOUT
-    if engine.engine == "sglang" and AUX_KEY in config:
-        # vLLM-only key in vLLM's convention; SGLang reads eagle_config, where fix wrote its own convention.
-        ops.append(DeleteConfig((AUX_KEY,), "vLLM-only key; SGLang reads eagle_config"))
+    if AUX_KEY in config and (AUX_KEY,) not in engine.aux_write_paths and (
+            (AUX_KEY,) not in engine.aux_read_paths
+            or any(isinstance(get_path(config, p), list) for p in engine.read_paths_for(config))):
+        # The top-level key in vLLM's convention, where fix writes nothing for this row: SGLang never reads it;
+        # tokenspeed reads it only without an eagle_config (execution/factory.py _eagle_aux_layer_ids), so it goes
+        # once eagle_config holds the ids fix wrote in the row's numbering, where a stale copy would contradict them.
+        ops.append(DeleteConfig((AUX_KEY,), f"vLLM-only key; {ENGINE_LABELS[engine.engine]} reads eagle_config"))
     if layout is not None:
         already = {o.old for o in rule_ops if isinstance(o, RenameTensor)}
         ops += [RenameTensor(old, new, f"{layout.name}.* layout") for old, new in renames(draft.raw_names, layout)

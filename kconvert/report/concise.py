@@ -170,7 +170,7 @@ def dry_run_lines(doc: dict[str, Any]) -> list[str]:
         out += [f"auto setting: {s}" for s in plan.get("auto_settings") or []]
         out.append(f"serve line (vllm): {plan['serve_line']}")
     else:
-        out.append(f"serve line (sglang): {plan['sglang_launch_line']}")
+        out.append(f"serve line ({plan['engine']}): {plan[plan['engine'] + '_launch_line']}")
     if plan.get("diagnose"):
         out.append(f"diagnose: {plan['diagnose']}")
     if plan.get("note"):

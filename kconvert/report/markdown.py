@@ -11,10 +11,9 @@ import json
 from typing import Any
 
 from kconvert._version import PYPI_URL
+from kconvert.engines.expectations import ENGINE_LABELS as ENGINE_LABEL  # one table of the engines' names
 from kconvert.engines.output_health import health_line
 from kconvert.report.figures import runner_line
-
-ENGINE_LABEL = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
 def _num(x: Any, digits: int = 3) -> str:

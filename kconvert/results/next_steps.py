@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kconvert.engines.expectations import engine_rules
-from kconvert.engines.serve_lines import sglang_next_lines
+from kconvert.engines.serve_lines import SERVER_LABEL, SERVER_NEXT_LINES
 from kconvert.plan.candidates import SCORE, VERIFY, diagnoses
 from kconvert.results.inspection import Inspection
 from kconvert.rules.architecture import other_method
@@ -74,7 +74,10 @@ def fix_command(result: Inspection, extra: list[str] | None = None) -> str:
     for f in extra or []:
         if f not in flags:
             flags.append(f)
-    return shlex.join(argv + _engine_flags(result) + _split(flags) + gate_flags(result))
+    # fix refuses a draft whose weights are PyTorch pickles unless asked to convert them (commands/fix
+    # _check_pickle_weights): its line asks, or it would not run as printed
+    pickle = ["--from-pickle"] if ck.torch_files and "--from-pickle" not in flags else []
+    return shlex.join(argv + _engine_flags(result) + _split(flags) + pickle + gate_flags(result))
 
 
 def _split(flags: list[str]) -> list[str]:
@@ -91,14 +94,16 @@ def _target_flags(result: Inspection) -> list[str]:
 
 def verify_steps(draft: str, result: Inspection, why: str, *, decisions: bool = True,
                  diagnose: bool = False) -> list[dict[str, str]]:
-    """The live step: `kconvert verify` for vLLM; for SGLang (which kconvert does not start) the launch line and
-    `kconvert verify --server` against it."""
-    if result.engine.engine == "sglang":
+    """The live step: `kconvert verify` for vLLM; for an engine kconvert does not start (SGLang, tokenspeed:
+    SERVER_NEXT_LINES) its launch line and `kconvert verify --server` against it."""
+    engine = result.engine.engine
+    if engine in SERVER_NEXT_LINES:
         target = result.target.name if result.target else TARGET_PLACEHOLDER
-        launch, measure = sglang_next_lines(draft, target, tp=result.decisions.tp or 1)
-        return [{"command": launch, "why": f"{why}: start SGLang with the draft (topk 1, k+1 draft tokens)"},
-                {"command": measure, "why": "measure that server's acceptance (SGLang's accept_length and vLLM's "
-                                            "mean acceptance length)"}]
+        launch, measure = SERVER_NEXT_LINES[engine](draft, target, tp=result.decisions.tp or 1)
+        return [{"command": launch,
+                 "why": f"{why}: start {SERVER_LABEL[engine]} with the draft (topk 1, k+1 draft tokens)"},
+                {"command": measure, "why": "measure that server's acceptance (vLLM's mean acceptance length, bonus "
+                                            "token included)"}]
     return [{"command": verify_command(draft, result, decisions=decisions, diagnose=diagnose), "why": why}]
 
 

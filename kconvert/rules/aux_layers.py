@@ -237,6 +237,8 @@ def trained_physical_ids(ctx: Context) -> list[int] | None:
         return list(ids)
     if conv == "output":
         return [i + 1 for i in ids]
+    if conv == "recorded" and ctx.draft.aux.recorded_streams is not None:
+        return list(ctx.draft.aux.recorded_streams)  # kconvert.json names the streams of these very ids
     return None
 
 
@@ -278,6 +280,17 @@ def fed_physical_ids(ctx: Context) -> list[int] | None:
     return ctx.engine.physical_ids(list(ids), ctx.target)
 
 
+def ids_at_key(ctx: Context, physical: list[int] | None, key: str = "eagle_aux_hidden_state_layer_ids"
+               ) -> list[int] | None:
+    """The ids a finding's evidence names at `key`: the streams, or, where fix writes that key for this row in
+    another numbering (tokenspeed's top-level key: +1 on explicit ids), what fix writes there, so that the
+    evidence at a key and fix agree (tests/test_messages.py)."""
+    if physical is None or key not in {".".join(p) for p in ctx.engine.aux_write_paths}:
+        return physical
+    written = ctx.engine.written_ids(physical, ctx.target)
+    return physical if written is None else written
+
+
 def write_ops(ctx: Context, physical: list[int], reason: str) -> list[SetConfig]:
     written = ctx.engine.written_ids(physical, ctx.target)
     if written is None:
@@ -298,7 +311,8 @@ def _no_aux_head(ctx: Context) -> bool:
 @rule("K401", "warning",
       fix_availability=FixAvailability.NEEDS_DECISION,
       summary="No aux layer ids are recorded in the config.",
-      why="Both engines then feed their default layers, the inputs of (2, L//2, L-3). A draft trained on other "
+      why="Every engine then feeds its default layers, the inputs of (2, L//2, L-3) (vLLM, SGLang; tokenspeed "
+          "0.1.1: models/base/causal_lm.py set_eagle3_layers_to_capture). A draft trained on other "
           "layers loads silently and collapses (vLLM PR #50170: nvidia/Llama-3.3-70B-Instruct-Eagle3 omits the "
           "ids; 1.21% acceptance against 58.9% when configured, slower than no draft). The files cannot tell "
           "which layers it was trained on (SpecForge's, TorchSpec's and ModelOpt's defaults [1, L//2-1, L-4] in "
@@ -330,7 +344,8 @@ def aux_ids_missing(ctx: Context) -> Iterator[Finding]:
         ops = write_ops(ctx, default, "EAGLE hard-codes the engines' default layers") if default else []
         yield aux_ids_missing.finding(
             "no aux ids recorded; the EAGLE reference code trains on the engines' default layers, so this is "
-            "consistent", severity="info", evidence=[Evidence("eagle_aux_hidden_state_layer_ids", None, default)],
+            "consistent", severity="info",
+            evidence=[Evidence("eagle_aux_hidden_state_layer_ids", None, ids_at_key(ctx, default))],
             ops=ops)
         return
     decided = ctx.decisions.aux_ids is not None or (ctx.decisions.aux_ids_default and ctx.target is not None)
@@ -349,20 +364,20 @@ def aux_ids_missing(ctx: Context) -> Iterator[Finding]:
                 f"no aux ids recorded; {said}, the streams {ctx.engine.key}'s defaults feed"
                 + ("; fix writes them, since a copy of the folder leaves the record behind" if pl.external else ""),
                 severity="info",
-                evidence=[Evidence("eagle_aux_hidden_state_layer_ids", None, streams)],
+                evidence=[Evidence("eagle_aux_hidden_state_layer_ids", None, ids_at_key(ctx, streams))],
                 ops=write_ops(ctx, streams, why) if pl.external else [])
         else:
             yield aux_ids_missing.finding(
                 f"no aux ids recorded; {said}, but {ctx.engine.key}'s defaults feed {default}: the draft would run "
                 "on other layers than it was trained on", severity="error",
-                evidence=[Evidence("eagle_aux_hidden_state_layer_ids", None, streams)],
+                evidence=[Evidence("eagle_aux_hidden_state_layer_ids", None, ids_at_key(ctx, streams))],
                 ops=write_ops(ctx, streams, why))
         return
     phys = trained_physical_ids(ctx) if decided else None
     if phys is not None:
         yield aux_ids_missing.finding(
-            f"no aux ids recorded; writing {phys} as decided", evidence=[Evidence("eagle_aux_hidden_state_layer_ids",
-                                                                                 None, phys)],
+            f"no aux ids recorded; writing {phys} as decided",
+            evidence=[Evidence("eagle_aux_hidden_state_layer_ids", None, ids_at_key(ctx, phys))],
             ops=write_ops(ctx, phys, "aux ids decided by the user"))
         return
     unsettled = (f"; {d.format.producer}: {pl.said}" if pl is not None and d.format.confidence

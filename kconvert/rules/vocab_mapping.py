@@ -77,7 +77,8 @@ def draft_vocab_size(ctx: Context) -> Iterator[Finding]:
       fix_availability=FixAvailability.NEEDS_DECISION,
       summary="`d2t` is missing, of the wrong length, holds absolute ids instead of offsets, or maps outside the "
               "target vocabulary or twice to one id.",
-      why="vLLM and SGLang read d2t as offsets (target = draft_id + d2t[draft_id]); absolute ids index past the "
+      why="vLLM, SGLang and tokenspeed read d2t as offsets (target = draft_id + d2t[draft_id]; tokenspeed 0.1.1 "
+          "models/llama_eagle3.py load_weights: hot_token_id = d2t + arange); absolute ids index past the "
           "vocabulary and crash the engine (index out of bounds) or map to wrong tokens. A pruned head (fewer rows "
           "than the target vocabulary) without d2t maps draft id i to target id i: wrong tokens, near-zero "
           "acceptance.",

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from kconvert.engines.acceptance import summarize
 from kconvert.engines.arg_policy import sampler_verdict
-from kconvert.engines.metrics import counters_delta, spec_decode_counters
+from kconvert.engines.metrics import VLLM, SpecMetrics, counters_delta, spec_decode_counters
 from kconvert.engines.output_health import summarize_health
 from kconvert.errors import EngineError, UsageError
 
@@ -153,8 +153,12 @@ def measure_vllm_server(
     extra_body: Mapping[str, Any] | None = None,
     keep_metrics_text: bool = False,
     progress: Callable[[str], None] | None = None,
+    metrics: SpecMetrics = VLLM,
 ) -> dict[str, Any]:
     """Acceptance of the draft behind a running vLLM server, from its own counters.
+
+    ``metrics``: which engine's counters to read (kconvert.engines.metrics: ``VLLM``, or ``TOKENSPEED`` for a
+    tokenspeed server, whose OpenAI routes and vLLM-shaped counters the same measurement reads).
 
     ``model``: which served model to call (default: the only one; required when the server lists several);
     the counters are taken from that ``model_name`` when the scrape carries it, else summed. ``k``: the
@@ -175,9 +179,10 @@ def measure_vllm_server(
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
     with _client(url, timeout) as client:
-        m = _Measurement(url, client)
+        m = _Measurement(url, client, metrics=metrics)
         m.choose_model(model)
-        sampler = server_sampler(client)
+        sampler = server_sampler(client) if metrics.engine == "vllm" else sampler_verdict(
+            metrics.engine, revealed=False, source=f"{metrics.engine}: no sampler endpoint read by kconvert")
         m.scrape_before()
         say(f"sending {len(prompts)} prompts to {API_PATHS[api]}")
         t_gen = time.perf_counter()
@@ -189,7 +194,7 @@ def measure_vllm_server(
     k, counters, finished = m.difference(k, len(prompts))
     usage = [r.get("usage") or {} for r in responses]
     result: dict[str, Any] = {
-        "engine": "vllm",
+        "engine": metrics.engine,
         "mode": "server",
         "url": url,
         "engine_version": m.version,
@@ -234,6 +239,7 @@ class _Measurement:
     before: dict[str, Any] = field(default_factory=dict)
     after: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    metrics: SpecMetrics = VLLM
 
     @property
     def source(self) -> str:
@@ -254,10 +260,12 @@ class _Measurement:
 
     def scrape_before(self) -> None:
         self.text_before = scrape(self.client)
-        pre = spec_decode_counters(self.text_before, source=self.source)
+        pre = spec_decode_counters(self.text_before, source=self.source, names=self.metrics)
         if not pre["found"]:
-            raise UsageError(f"{self.source} has no vllm:spec_decode_* counters: the server runs without a draft "
-                             "(start it with --speculative-config)")
+            start = ("--speculative-algorithm EAGLE3 --enable-metrics" if self.metrics.engine == "tokenspeed" else
+                     "--speculative-config")
+            raise UsageError(f"{self.source} has no {self.metrics.drafts.split('_num_')[0]}_* counters: the server "
+                             f"runs without a draft or without its metrics (start it with {start})")
         self.metric_model = self.model if self.model in pre["model_names"] else None
         if self.metric_model is None and len(pre["model_names"]) > 1:
             self.warnings.append(f"model_name label {self.model!r} not in the scrape; counters summed over "
@@ -282,7 +290,7 @@ class _Measurement:
                 break
 
     def _counters(self, text: str) -> dict[str, Any]:
-        return spec_decode_counters(text, model=self.metric_model, source=self.source)
+        return spec_decode_counters(text, model=self.metric_model, source=self.source, names=self.metrics)
 
     def difference(self, k: int | None, n_requests: int) -> tuple[int | None, dict[str, Any], int | None]:
         """k (the one asked, else the positions the server exports), the counters between the two scrapes, and the

@@ -1,8 +1,9 @@
 """Target families an EAGLE-3 draft cannot serve as written (issue #49 item 5), as data.
 
 Each row names the target by the `model_type` its config declares (top level or `text_config`), says per engine
-what that engine's own code does when an EAGLE-3 draft is served next to it (read in vLLM 0.32.0 as installed and
-in SGLang 0.5.23 as tests/sglang_oracle installs it) and what does serve the target. The rule K108
+what that engine's own code does when an EAGLE-3 draft is served next to it (read in vLLM 0.32.0 as installed,
+in SGLang 0.5.23 as tests/sglang_oracle installs it and in tokenspeed 0.1.1 as tests/tokenspeed_oracle installs it)
+and what does serve the target. The rule K108
 (kconvert/rules/architecture.py) reads this table; a new family is a new row.
 
 Severity per engine: "error" where the engine refuses the pair or the public record measured a collapse, "warning"
@@ -46,6 +47,11 @@ FAMILIES: tuple[TargetFamily, ...] = (
                            "hidden_size (vllm/models/glm5next/common/model.py Glm5NextModel._aux_hidden_state, "
                            "hc_contract), so an fc built for 3 x hidden loads; no EAGLE-3 draft for it has a public "
                            "measurement"),
+            "tokenspeed": EngineVerdict(
+                "error", "tokenspeed 0.1.1's GLM-5.3-Flash model forward never reads layers_to_capture "
+                         "(runtime/models/glm53_flash.py Glm53FlashModel.forward returns the final hidden state only, "
+                         "for its MTP head): an EAGLE-3 draft gets no per-layer aux states "
+                         "(tests/data/tokenspeed_oracle.json)"),
         },
         served_by="its own MTP layer: vLLM method mtp (config/speculative.py turns glm5_next into glm5_next_mtp); "
                   "SGLang --speculative-algorithm EAGLE with the checkpoint's NextN head (sglang PR #36544, the "
@@ -69,6 +75,12 @@ FAMILIES: tuple[TargetFamily, ...] = (
                            "queries and keys: deepseek_eagle3.py / deepseek_v2.py never read mla_use_nope (which "
                            "TorchSpec's configs/draft_models/kimi_k3_eagle3_mla.json sets), and a Llama layer "
                            "always applies RoPE, so a draft trained NoPE is served rotated"),
+            "tokenspeed": EngineVerdict(
+                "warning", "tokenspeed 0.1.1 captures aux states for it, its ids read as completed-layer counts "
+                           "(runtime/models/kimi_k3.py KimiLinearForCausalLM.set_eagle3_layers_to_capture), but its "
+                           "two EAGLE-3 draft classes rotate the draft's queries and keys (a Llama layer's rope; "
+                           "deepseek_v3.py's MLA draft builds DeepseekScalingRotaryEmbedding), so a draft trained "
+                           "NoPE is served rotated"),
         },
         served_by="its MTP layer (vLLM method mtp: config/speculative.py turns kimi_k3 into kimi_k3_mtp) or a DSpark "
                   "drafter (vLLM 0.32 registry K3DSparkModel; SGLang 0.5.23 set_dspark_layers_to_capture; "
@@ -89,6 +101,10 @@ FAMILIES: tuple[TargetFamily, ...] = (
                            "(vllm/models/deepseek_v41/nvidia/model.py, SupportsEagle3), but no EAGLE-3 draft for "
                            "it has a public record; vLLM raises for method mtp on it (\"DeepSeek V4.1 has no "
                            "classic-MTP draft\", config/speculative.py)"),
+            "tokenspeed": EngineVerdict(
+                "error", "tokenspeed 0.1.1's DeepSeek-V4.1 model forward implements DSpark capture but never reads "
+                         "layers_to_capture (runtime/models/deepseek_v41.py DeepseekV41Model.forward): an EAGLE-3 "
+                         "draft gets no aux states (tests/data/tokenspeed_oracle.json)"),
         },
         served_by="its own DSpark stages: vLLM --speculative-config '{\"method\": \"dspark\", ...}' "
                   "(DSparkV41DraftModel, config/speculative.py); SGLang --speculative-algorithm DSPARK",

@@ -34,6 +34,9 @@ def _vllm_rows() -> list[str]:
 
 VLLM = _vllm_rows()
 SGLANG = ["sglang 0.5.23", "sglang post-32334", "sglang post-25454", "sglang pre-25454"]
+# tokenspeed's rows, newest first (kconvert.engines.expectations.KNOWN)
+TOKENSPEED = [f"tokenspeed {v}" for v in reversed(__import__("kconvert.engines.expectations",
+                                                             fromlist=["KNOWN"]).KNOWN["tokenspeed"])]
 
 
 def _verdict(row: dict) -> str:
@@ -103,12 +106,12 @@ def render(built: dict[str, tuple[Path, str]] | None = None) -> str:
     rows = matrix_rows(built)
     newest = VLLM[0].split(" ", 1)[1]
     lines = [f"| draft | vLLM ({newest}, Model Runner V2; older rows and the V1 rows where they differ) | SGLang (0.5.23; "
-             "older rows where they differ) "
-             "| public record (RECORD.md) |", "|---|---|---|---|"]
+             f"older rows where they differ) | tokenspeed ({TOKENSPEED[0].split(' ', 1)[1]}) "
+             "| public record (RECORD.md) |", "|---|---|---|---|---|"]
     for case in repin.cases():
         e = repin.load(case)
         lines.append(f"| {e['draft']} (`{case}`) | {_engine(rows[case], VLLM)} | {_engine(rows[case], SGLANG)} | "
-                     f"{_record(e['record']['rows'])} |")
+                     f"{_engine(rows[case], TOKENSPEED)} | {_record(e['record']['rows'])} |")
     return "\n".join(lines)
 
 

@@ -14,7 +14,7 @@ from kconvert.engines.expectations import EngineRules, engine_rules, other_runne
 from kconvert.engines.installed import detect_platform, installed_version
 from kconvert.engines.live_messages import LiveRequest
 from kconvert.engines.method_detection import Resolution, release_key, resolve
-from kconvert.engines.serve_lines import parse_speculative_config, serve_lines, sglang_next_lines
+from kconvert.engines.serve_lines import SERVER_LABEL, SERVER_NEXT_LINES, parse_speculative_config, serve_lines
 from kconvert.errors import EXIT_ENGINE, EngineError, UsageError
 from kconvert.prompts import load_prompts
 from kconvert.commands.inspect import analyse, ask_oracle, open_draft
@@ -39,12 +39,14 @@ from kconvert.commands.verify.model_runner import runner_block
 Progress = Callable[[str], None]
 
 
-def sglang_next_step_error(launch: str, measure: str) -> UsageError:
-    """verify starts vLLM only: for SGLang, a `UsageError` carrying the launch line and the `kconvert verify
-    --server` line that measures the server it starts (`.next_lines`, which the command line prints; the hint
-    names both). A plain UsageError, as the JSON error's type has always been."""
-    err = UsageError("live verify starts vLLM only; verify an SGLang deployment with --server: start SGLang with "
-                     "the first line, then measure it with the second", hint=f"{launch} ; then: {measure}")
+def sglang_next_step_error(launch: str, measure: str, engine: str = "sglang") -> UsageError:
+    """verify starts vLLM only: for SGLang or tokenspeed, a `UsageError` carrying the launch line and the `kconvert
+    verify --server` line that measures the server it starts (`.next_lines`, which the command line prints; the
+    hint names both). A plain UsageError, as the JSON error's type has always been."""
+    label = SERVER_LABEL[engine]
+    err = UsageError(f"live verify starts vLLM only; verify {'an' if label[0] in 'AEIOSaeio' else 'a'} {label} "
+                     f"deployment with --server: start {label} with the first line, then measure it with the second",
+                     hint=f"{launch} ; then: {measure}")
     err.next_lines = [launch, measure]  # type: ignore[attr-defined]
     return err
 
@@ -153,8 +155,8 @@ def verify(draft: str | None, target: str | None, *, engine: str = "vllm", engin
     say = progress or (lambda _s: None)
     tell = notify or say
     # SGLang first, from the flags as given: its lines need neither the target's facts nor a replayed vLLM line
-    ckpt = sglang_next_step(draft, target, st, engine_version, selection) if engine == "sglang" and not dry_run \
-        else None
+    ckpt = sglang_next_step(draft, target, st, engine_version, selection, engine) \
+        if engine in SERVER_NEXT_LINES and not dry_run else None
     if draft is None or target is None:
         raise UsageError("verify needs a DRAFT and --target TARGET (or --server URL to measure a running deployment)")
     # the engine-argument policy, before anything is read or started: a refused key is exit 2, dry run included
@@ -215,7 +217,8 @@ def verify(draft: str | None, target: str | None, *, engine: str = "vllm", engin
         out.runner = runner_block(res.engine, res, other_res,
                                   parallel_drafting=bool(st.speculative_extra.get("parallel_drafting")))
     if engine != "vllm" and not dry_run:
-        raise UsageError("live verify runs vLLM; measure a running SGLang server with --server URL --engine sglang")
+        raise UsageError(f"live verify runs vLLM; measure a running {SERVER_LABEL[engine]} server with --server URL "
+                         f"--engine {engine}")
     if dry_run:
         out.planned = plan_live(out, str(ckpt.root) if ckpt.root is not None else ckpt.ref, tgt)
         if diagnose:
@@ -245,14 +248,15 @@ def verify(draft: str | None, target: str | None, *, engine: str = "vllm", engin
 
 
 def sglang_next_step(draft: str | None, target: str | None, st: VerifySettings, engine_version: str | None,
-                     selection: Selection | None):
-    """Raise `sglang_next_step_error` for an EAGLE-3 draft (or no draft named); return the opened checkpoint of another
-    method's (K105), which verify then refuses with its report instead of printing an EAGLE-3 launch line."""
+                     selection: Selection | None, engine: str = "sglang"):
+    """Raise `sglang_next_step_error` for an EAGLE-3 draft (or no draft named) on an engine kconvert does not start
+    (SERVER_NEXT_LINES: SGLang, tokenspeed); return the opened checkpoint of another method's (K105), which verify
+    then refuses with its report instead of printing an EAGLE-3 launch line."""
     ckpt = open_draft(draft) if draft is not None else None
-    if ckpt is None or analyse(ckpt, None, engine_rules("sglang", engine_version),
+    if ckpt is None or analyse(ckpt, None, engine_rules(engine, engine_version),
                                selection=selection).refusal("verify") is None:
-        raise sglang_next_step_error(*sglang_next_lines(draft or "<draft>", target or TARGET_PLACEHOLDER,
-                                                k=st.num_speculative_tokens, tp=st.tp))
+        raise sglang_next_step_error(*SERVER_NEXT_LINES[engine](draft or "<draft>", target or TARGET_PLACEHOLDER,
+                                                                k=st.num_speculative_tokens, tp=st.tp), engine)
     return ckpt
 
 
@@ -280,7 +284,7 @@ def plan_live(out: VerifyResult, draft_dir: str, tgt: TargetModel) -> dict[str, 
         "engine": engine, "platform": platform, "target": out.engine_target, "prompt_set": out.prompt_set,
         "num_prompts": len(out.prompts), "num_speculative_tokens": out.settings.num_speculative_tokens,
         "engine_args": args, "env": env, "auto_settings": auto, "serve_line": lines["vllm"],
-        "sglang_launch_line": lines["sglang"], "engine_settings": settings,
+        "sglang_launch_line": lines["sglang"], "tokenspeed_launch_line": lines["tokenspeed"], "engine_settings": settings,
         "served_method": out.served.to_dict() if out.served is not None else None,
         "remote_code": remote_code_notes(tgt, out.settings.trust_remote_code),
         "would_start": not (out.inspect.failing and not out.settings.skip_static) and engine == "vllm",
@@ -294,8 +298,8 @@ def plan_live(out: VerifyResult, draft_dir: str, tgt: TargetModel) -> dict[str, 
                            f"an engine (install it: {vllm_install_hint()}); this dry "
                            "run only planned it")
     elif engine != "vllm":
-        planned["note"] = ("live verify starts vLLM only; for SGLang, launch the server with the line above and "
-                           "measure it with `kconvert verify --server URL --engine sglang`")
+        planned["note"] = (f"live verify starts vLLM only; for {SERVER_LABEL[engine]}, launch the server with the "
+                           f"line above and measure it with `kconvert verify --server URL --engine {engine}`")
     elif not planned["would_start"]:
         planned["note"] = "static checks fail: verify would stop here and start no engine (--skip-static runs it)"
     return planned

@@ -9,7 +9,8 @@ from typing import Any
 
 from kconvert.engines.acceptance import summarize
 from kconvert.engines.arg_policy import sampler_verdict
-from kconvert.engines.metrics import counters_delta, spec_decode_counters
+from kconvert.engines.expectations import check_engine
+from kconvert.engines.metrics import BY_ENGINE, counters_delta, spec_decode_counters
 from kconvert._version import __version__
 from kconvert.errors import InputError, UsageError
 from kconvert.guard.paths import read_text
@@ -25,12 +26,12 @@ def measure_server(url: str, *, engine: str, prompts: str, k: int, max_tokens: i
     set_name, plist = load_prompts(prompts)
     if max_prompts:
         plist = plist[:max_prompts]
-    if engine == "vllm":
-        result: dict[str, Any] = measure_vllm_server(url, plist, max_tokens=max_tokens, k=k)
-    elif engine == "sglang":
-        result = measure_sglang_server(url, plist, max_tokens=max_tokens)
+    check_engine(engine)
+    if engine == "sglang":
+        result: dict[str, Any] = measure_sglang_server(url, plist, max_tokens=max_tokens)
     else:
-        raise UsageError(f"--engine {engine!r}: choose vllm or sglang")
+        # vLLM and tokenspeed: OpenAI completions and Prometheus counters, each engine's names (engines/metrics.py)
+        result = measure_vllm_server(url, plist, max_tokens=max_tokens, k=k, metrics=BY_ENGINE[engine])
     # the tool marker kconvert's JSON documents carry (schemas/report.schema.json `tool`): what lets a later run's
     # --report replace this one, and only this one (kconvert.report.formats.json.owns)
     return {"tool": {"name": "kconvert", "version": __version__}, "server": url, "engine": engine,
