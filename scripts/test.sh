@@ -41,6 +41,21 @@ CORE_TESTS=(
   tests/test_rules_doc.py tests/test_library_results.py
 )
 if [ $# -eq 0 ]; then
+  # SGLang's and tokenspeed's own code as oracles (tests/sglang_oracle/README.md, tests/tokenspeed_oracle/README.md):
+  # each re-runs that engine's loaders (sglang 0.5.23, tokenspeed 0.1.1, --no-deps on CPU, in a venv of its own)
+  # over every shipped draft and fails if tests/data/sglang_oracle.json or tokenspeed_oracle.json is stale. On a
+  # clean clone most of their time is building those venvs (sglang ~90-190 s, tokenspeed ~226 s install + ~85 s
+  # run), mostly pip and unpacking, so both start here in the background, beside the core tier and the vLLM oracle,
+  # and are waited for (their output shown, a failure fails the run) before the main tier.
+  oracle_logs="$(mktemp -d)"
+  trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
+  echo "test: SGLang and tokenspeed oracles started in the background (logs shown when they end)"
+  .venv/bin/python tests/sglang_oracle/record.py --venv "$PWD/.venv-sglang-oracle" --check \
+    >"$oracle_logs/sglang" 2>&1 &
+  sglang_pid=$!
+  .venv/bin/python tests/tokenspeed_oracle/record.py --venv "$PWD/.venv-tokenspeed-oracle" --check \
+    >"$oracle_logs/tokenspeed" 2>&1 &
+  tokenspeed_pid=$!
   echo "test: core tier (.venv-core: pip install ., no engine)"
   rm -rf .venv-core
   "${PYTHON:-python3}" -m venv .venv-core
@@ -48,10 +63,6 @@ if [ $# -eq 0 ]; then
     "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6.100" "import-linter>=2.16,<3" >/dev/null
   KCONVERT_CORE_TIER=1 .venv-core/bin/python -m pytest -q -p no:cacheprovider -m "not live" "${CORE_TESTS[@]}"
   export KCONVERT_CORE_PYTHON="$PWD/.venv-core/bin/python"
-  # SGLang's own code as the oracle (tests/sglang_oracle/README.md): re-run sglang 0.5.23's loaders and capture
-  # and fail if tests/data/sglang_oracle.json is stale. ~90 s the first time (venv .venv-sglang-oracle), ~15 s after.
-  echo "test: SGLang oracle (.venv-sglang-oracle: sglang 0.5.23 --no-deps on CPU)"
-  .venv/bin/python tests/sglang_oracle/record.py --venv "$PWD/.venv-sglang-oracle" --check
   # vLLM's own code as the oracle for its rows (tests/vllm_oracle/README.md): kconvert's learner asks vLLM 0.32.0's
   # (this venv), 0.33.0's and 0.34.0's (Python files only, .vllm-oracle/) config, loader and runner functions about
   # every shipped draft and kconvert's probe set, and fails if tests/data/vllm_oracle.json or a learned file
@@ -59,10 +70,14 @@ if [ $# -eq 0 ]; then
   # first run on a machine without .vllm-oracle/vllm-0.3{3,4}.0 also downloads those wheels.
   echo "test: vLLM oracle (vllm 0.32.0 installed, 0.33.0 and 0.34.0 Python files)"
   .venv/bin/python tests/vllm_oracle/record.py --check
-  # tokenspeed's own code as the oracle for its row (tests/tokenspeed_oracle/README.md): re-run tokenspeed 0.1.1's
-  # config reader, draft classes, aux reader, capture, metrics and serve-line parser on CPU over every shipped draft
-  # and fail if tests/data/tokenspeed_oracle.json is stale. ~34 s with the venv kept (.venv-tokenspeed-oracle).
-  echo "test: tokenspeed oracle (.venv-tokenspeed-oracle: tokenspeed 0.1.1 --no-deps on CPU)"
-  .venv/bin/python tests/tokenspeed_oracle/record.py --venv "$PWD/.venv-tokenspeed-oracle" --check
+  for oracle in sglang tokenspeed; do
+    pid_var="${oracle}_pid"
+    if wait "${!pid_var}"; then status=0; else status=$?; fi
+    echo "test: $oracle oracle (exit $status):"
+    cat "$oracle_logs/$oracle"
+    if [ "$status" -ne 0 ]; then exit "$status"; fi
+  done
+  rm -rf "$oracle_logs"
+  trap - EXIT
 fi
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
