@@ -322,11 +322,27 @@ def test_card_of_a_peagle_draft_gives_no_sglang_line_since_sglang_serves_none(tm
     text = push(folder, REPO, report=write_report(tmp_path / "verify.json", doc), dry_run=True).readme
     assert "sglang.launch_server" not in text and "--speculative-algorithm" not in text
     assert "SGLang: no line: sglang 0.5.23 serves no peagle draft (K105;" in text
-    assert "the SGLang line is given for reference" not in text
+    assert "tokenspeed: no line: tokenspeed 0.1.1 serves no peagle draft (K105;" in text
+    assert "given for reference" not in text and "tokenspeed serve" not in text
     assert sum(ln.lstrip().startswith("vllm serve") for ln in text.splitlines()) == 1
     doc["draft"]["method"] = "eagle3"
     text = push(folder, REPO, report=write_report(tmp_path / "verify2.json", doc), dry_run=True).readme
-    assert "python -m sglang.launch_server" in text and "the SGLang line is given for reference" in text
+    assert "python -m sglang.launch_server" in text and "tokenspeed serve" in text
+    assert "the SGLang and tokenspeed lines are given for reference" in text
+
+
+def test_a_card_verified_on_tokenspeed_marks_tokenspeeds_line_verified(tmp_path):
+    """Every engine kconvert has rows for gets a line in the card, and the verified one is the engine the report
+    measured on: a report from `verify --server --engine tokenspeed` marks tokenspeed's line, not vLLM's."""
+    folder = make_checkpoint(tmp_path / "draft")
+    doc = make_report(folder)
+    doc["live"]["engine"] = "tokenspeed"
+    doc["engine"]["name"] = "tokenspeed"
+    text = push(folder, REPO, report=write_report(tmp_path / "verify.json", doc), dry_run=True).readme
+    assert "tokenspeed (verified):" in text and "vLLM (verified):" not in text
+    assert "the vLLM and SGLang lines are given for reference" in text
+    serve = [ln for ln in text.splitlines() if ln.startswith("tokenspeed serve")]
+    assert len(serve) == 1 and f"--speculative-draft-model-path {REPO}" in serve[0] and "--enable-metrics" in serve[0]
 
 
 def test_markdown_section_is_reusable_without_a_repo(ckpt):

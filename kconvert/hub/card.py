@@ -4,7 +4,7 @@ The card is built with huggingface_hub's `ModelCard` / `ModelCardData` so the me
 Hub parses. kconvert owns only the part between its two HTML comment markers; everything else in an existing
 README (prose, YAML keys) is kept, and tags are merged as a union.
 
-`library_name` is the engine the draft was verified on (`vllm` or `sglang`), not `transformers`: an EAGLE-3 draft
+`library_name` is the engine the draft was verified on (`vllm`, `sglang` or `tokenspeed`), not `transformers`: an EAGLE-3 draft
 (`LlamaForCausalLMEagle3`, `Eagle3Speculator`, ...) is not a model transformers can load, and the Hub turns
 `library_name: transformers` into an `AutoModelForCausalLM` snippet and a "Use with vLLM" button that would serve
 the draft on its own as if it were a language model. Neither engine is a registered library key on the Hub
@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
 from kconvert._version import __version__
-from kconvert.engines.expectations import KNOWN, NEWEST, EngineRules, engine_rules
-from kconvert.engines.serve_lines import recorded_speculative
+from kconvert.engines.expectations import ENGINE_LABELS, KNOWN, NEWEST, EngineRules, engine_rules
+from kconvert.engines.serve_lines import recorded_speculative, tokenspeed_launch_argv
 from kconvert.errors import UsageError
 from kconvert.report.markdown import engine_label, num_speculative_tokens, render_markdown_section
 from kconvert.targets import profile_hub_id
@@ -152,6 +153,9 @@ def serve_commands(report: dict[str, Any], repo_id: str, *, target: str | None =
         "sglang": (f"python -m sglang.launch_server --model-path {tgt} --speculative-algorithm EAGLE3 "
                    f"--speculative-draft-model-path {repo_id} --speculative-num-steps {k} "
                    f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {k + 1} --tp {n}{trc}"),
+        # tokenspeed's own serve line (serve_lines.tokenspeed_launch_argv: the line inspect and verify print);
+        # tokenspeed 0.1.1's --trust-remote-code (utils/server_args.py add_cli_args) defaults to off as SGLang's does
+        "tokenspeed": shlex.join(tokenspeed_launch_argv(repo_id, tgt, k=k, tp=n)) + trc,
     }
 
 
@@ -229,7 +233,6 @@ def render_section(report: dict[str, Any], repo_id: str, provenance: dict[str, A
     """The kconvert-owned part of the README, markers included."""
     cmds = serve_commands(report, repo_id, target=target, tp=tp)
     engine = (report.get("live") or {}).get("engine") or (report.get("engine") or {}).get("name")
-    other = "SGLang" if engine == "vllm" else "vLLM"
     shown = report
     if report.get("target"):
         # the card names the target by its Hub id: a folder on the machine that ran verify means nothing there
@@ -237,18 +240,24 @@ def render_section(report: dict[str, Any], repo_id: str, provenance: dict[str, A
         shown = {**report, "target": {**report["target"],
                                       "name": hub_id or "a local folder (its Hub id was not given)"}}
     body = render_markdown_section(shown, heading_level=2)
-    why_not = {name: None if engine == name else unserved_on(report, name) for name in ("vllm", "sglang")}
+    # one line per engine kconvert has rows for (ENGINE_LABELS), the verified one marked: a card verified on
+    # tokenspeed through `verify --server` names tokenspeed's line as the verified one, not vLLM's
+    why_not = {name: None if engine == name else unserved_on(report, name) for name in ENGINE_LABELS}
     serve = ["### Serve", ""]
-    for name, label in (("vllm", "vLLM"), ("sglang", "SGLang")):
+    for name, label in ENGINE_LABELS.items():
         if why_not[name]:
             serve += [f"{label}: {why_not[name]}.", ""]
         else:
             serve += [label + (" (verified):" if engine == name else ":"), "", "```bash", cmds[name], "```", ""]
             if name == "vllm" and runner_note(report):
                 serve += [runner_note(report), ""]
-    if not why_not[other.lower()]:
-        serve += [f"The numbers above were measured on {engine_label(report)}; the {other} line is given for "
-                  f"reference — run `kconvert verify --engine {other.lower()}` before relying on it.", ""]
+    others = [name for name in ENGINE_LABELS if name != engine and not why_not[name]]
+    if others:
+        labels = " and ".join(ENGINE_LABELS[name] for name in others)
+        runs = ", ".join(f"`kconvert verify --engine {name}`" for name in others)
+        serve += [f"The numbers above were measured on {engine_label(report)}; the {labels} "
+                  f"line{'s are' if len(others) > 1 else ' is'} given for reference — run {runs} before relying "
+                  f"on {'them' if len(others) > 1 else 'it'}.", ""]
     else:
         serve += [f"The numbers above were measured on {engine_label(report)}.", ""]
     parts = [START, body, "\n".join(serve), render_provenance(provenance), END]
