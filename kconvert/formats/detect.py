@@ -24,13 +24,23 @@ PRODUCER_EVIDENCE_CONFIDENCE = 0.8
 
 def detect_format(ckpt: Checkpoint, layout: KeyLayout) -> FormatGuess:
     guesses = [g for m in PRODUCERS if (g := m.detect(ckpt, layout)) is not None]
-    if not guesses:
-        recorded = _recorded_producer(ckpt)
+    best = max(guesses, key=lambda g: g.confidence) if guesses else None
+    recorded = _recorded_producer(ckpt)
+    if recorded == "unknown":
+        # A `kconvert fix` output of a draft no producer matched looks like whatever fix wrote (the engine's
+        # architectures), not like a producer: read by that, an unrecognised draft whose `architectures` fix
+        # repaired to "LlamaForCausalLMEagle3" became SpecForge's, SpecForge's aux-id convention was assumed for ids
+        # nobody had settled, and fix failed its own self-check (tests/test_fix_wrong_types.py). A known producer's
+        # output keeps the format fix gave it (`--to-format speculators` writes the speculators format on purpose);
+        # the ids fix wrote are settled by kconvert.json's aux_ids record either way.
+        return FormatGuess("unknown", 0.0, ["kconvert.json: written by `kconvert fix` from a checkpoint no "
+                                            "producer's keys, stamps or architecture matched"])
+    if best is None:
         if recorded is not None:
             return FormatGuess(recorded, 0.5, [f"kconvert.json: written by `kconvert fix` from a checkpoint of "
                                                f"producer {recorded} (its config now follows the engine's layout)"])
         return FormatGuess("unknown", 0.0, ["no producer's keys, stamps or architecture matched"])
-    return max(guesses, key=lambda g: g.confidence)
+    return best
 
 
 def read_fix_record(ckpt: Checkpoint) -> dict[str, Any] | None:
@@ -49,7 +59,7 @@ def _recorded_producer(ckpt: Checkpoint) -> str | None:
     prov = read_fix_record(ckpt)
     inp = prov.get("input") if prov else None
     producer = inp.get("producer") if isinstance(inp, dict) else None
-    return producer if isinstance(producer, str) and producer in BY_NAME else None
+    return producer if isinstance(producer, str) and (producer in BY_NAME or producer == "unknown") else None
 
 
 def locate_draft(ref: str) -> str:

@@ -10,6 +10,10 @@ from kconvert.targets.families import family_of
 from kconvert.writer.ops import SetConfig
 
 
+# the transformer_layer_config.model_type that makes vLLM's speculators config build each layer family
+_SPECULATORS_TYPE = {v: k for k, v in VLLM_SPECULATORS_LAYERS.items()}
+
+
 def _mapped_family(ctx: Context) -> str | None:
     archs = ctx.draft.architectures
     if ctx.draft.is_speculators and ctx.engine.engine == "vllm":
@@ -75,6 +79,20 @@ def architecture_unmapped(ctx: Context) -> Iterator[Finding]:
             f"{'a list holding no class name' if isinstance(raw, list) else 'not a list'}; write [\"{want}\"]",
             evidence=[Evidence("architectures", raw, [want])],
             ops=[SetConfig(("architectures",), [want], "engine maps this architecture")])
+    elif fam is None and d.is_speculators and ctx.engine.engine == "vllm" and d.layer_family in _SPECULATORS_TYPE:
+        # vLLM's speculators config takes the class from transformer_layer_config.model_type alone and raises
+        # "Unsupported model_type" for any other value (0.32 transformers_utils/configs/speculators/algos.py
+        # update_eagle3: eagle3_arch_map), so the repair is that key; writing `architectures` changed nothing and
+        # fix failed its own self-check. (A layer family the speculators format cannot name, MLA, goes on below: the
+        # plan converts it to the flat layout, plan.conversion.)
+        declared = layer_cfg.get("model_type", "llama")
+        want_type = _SPECULATORS_TYPE[d.layer_family]
+        yield architecture_unmapped.finding(
+            f"transformer_layer_config.model_type {json.dumps(declared)} is not one vLLM's speculators config maps "
+            f"({', '.join(sorted(VLLM_SPECULATORS_LAYERS))}); vLLM refuses the draft ('Unsupported model_type')",
+            evidence=[Evidence("transformer_layer_config.model_type", declared, want_type)],
+            ops=[SetConfig(("transformer_layer_config", "model_type"), want_type,
+                           f"tensors are those of a {d.layer_family} layer")])
     elif fam is None:
         yield architecture_unmapped.finding(
             f"{ctx.engine.engine} does not map architectures {d.architectures} to an EAGLE-3 draft",
