@@ -8,6 +8,7 @@ from rich.text import Text
 
 from kconvert.cli._output import console, emit_json, write
 from kconvert.commands.verify.deployment import measure_server
+from kconvert.guard.urls import server_url
 from kconvert.engines.output_health import health_line
 from kconvert.errors import UsageError
 from kconvert.guard.text import visible
@@ -17,6 +18,7 @@ from kconvert.report.formats import get, output_formats
 
 def run_server_mode(url: str, *, engine: str, prompts: str, k: int, max_tokens: int, max_prompts: int | None,
                     fmt: str, report: str | None, dry_run: bool = False) -> None:
+    url = server_url(url)  # before anything else: a dry run and a measurement refuse the same URLs
     if not get(fmt).server:
         # gitlab, junit and sarif carry a checkpoint's findings; a running server has none to report
         able = [f.name for f in output_formats() if f.server]
@@ -75,8 +77,7 @@ def run_server_mode(url: str, *, engine: str, prompts: str, k: int, max_tokens: 
 def _dry_run(url: str, *, engine: str, prompts: str, k: int, max_tokens: int, max_prompts: int | None,
              fmt: str) -> None:
     """What `--server` would measure, without contacting the server: the prompts, the step count, the figures."""
-    if not url.startswith(("http://", "https://")):
-        raise UsageError(f"--server {url!r}: give the server's URL, e.g. http://localhost:30000")
+    url = server_url(url)
     from kconvert.engines.expectations import check_engine
     from kconvert.engines.metrics import BY_ENGINE
 

@@ -14,6 +14,7 @@ from kconvert.engines.metrics import BY_ENGINE, counters_delta, spec_decode_coun
 from kconvert._version import __version__
 from kconvert.errors import InputError, UsageError
 from kconvert.guard.paths import read_text
+from kconvert.guard.urls import server_url
 from kconvert.prompts import load_prompts
 from kconvert.runners.sglang_server import measure_sglang_server
 from kconvert.runners.vllm_server import measure_vllm_server
@@ -23,6 +24,7 @@ def measure_server(url: str, *, engine: str, prompts: str, k: int, max_tokens: i
                    max_prompts: int | None = None) -> dict[str, Any]:
     """Send a prompt set to the server at `url` and measure the acceptance of its draft (vLLM: the difference of
     its spec-decode counters; SGLang: the speculative fields of its answers)."""
+    url = server_url(url)
     set_name, plist = load_prompts(prompts)
     if max_prompts:
         plist = plist[:max_prompts]
