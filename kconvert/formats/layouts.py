@@ -35,12 +35,6 @@ NORMS = ("layers.0.input_layernorm.weight", "layers.0.hidden_norm.weight",
 
 LAYER_PREFIXES = ("midlayer.", "layers.0.")
 
-# Layouts the engines load as intended (vLLM maps `midlayer.` itself, SGLang reads `midlayer.`).
-ENGINE_LAYOUTS = {
-    "vllm": KeyLayout(prefix="", layer="layers.0."),
-    "sglang": KeyLayout(prefix="", layer="midlayer."),
-}
-
 
 def required_layer_tensors(family: str, q_lora: bool, layer: int = 0) -> tuple[str, ...]:
     if family == "mla":
