@@ -302,3 +302,49 @@ def test_every_kind_of_path_in_every_path_option(opt: PathOption, template, tmp_
             failures.append((kind, " ".join(argv), problems))
         shutil.rmtree(sandbox, ignore_errors=True)
     assert not failures, "\n".join(map(str, failures))
+
+
+# ------------------------------------------------------------------------------- inputs given as Hub ids ---
+
+# the inputs a command's base invocation reads that a Hub id can name (a checkpoint, a target, a trace dataset)
+HUB_INPUTS = ("draft", "draft_t", "full", "target", "dump_target", "trace")
+DESTINATIONS = [o for o in OPTIONS if o.role != "input"]
+
+
+@pytest.mark.parametrize("opt", DESTINATIONS, ids=lambda o: o.id)
+def test_a_destination_inside_the_hub_cache_of_an_input_given_by_hub_id_is_refused(opt, template, tmp_path, capsys,
+                                                                                   monkeypatch):
+    """A Hub id resolves to a snapshot of symlinks into its repository's `blobs/` in Hugging Face's cache: the whole
+    repository folder is what the command reads. Every destination option, in its base invocation with each of its
+    inputs named by a Hub id instead, given a path inside that repository (the snapshot, `blobs/`, the repository
+    folder itself) is refused with exit 2 and the cache is unchanged. Seen failing before kconvert/guard/paths.py
+    `_hub_cache_folders`: `inspect org/d --report SNAPSHOT/r.json` wrote into the snapshot, `fix org/d -o
+    REPO/blobs/x` into `blobs/`."""
+    from tests.hub_cache import populate_cache
+
+    cache = tmp_path / "hub"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.chdir(tmp_path)
+    src_root, src = template
+    inputs = copy_inputs(src, src_root, tmp_path / "in")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    argv = argv_with(opt, str(scratch / "dest"), inputs, scratch)
+    named = [k for k in HUB_INPUTS if str(inputs[k]) in argv]
+    if not named:
+        pytest.skip(f"{opt.id}: its base invocation reads no input a Hub id names")
+    failures = []
+    for key in named:
+        kind = "dataset" if key == "trace" else "model"
+        snap = populate_cache(cache, f"org/{key.replace('_', '-')}", inputs[key], repo_type=kind)
+        repo = snap.parent.parent
+        hub_argv = [f"org/{key.replace('_', '-')}" if a == str(inputs[key]) else a for a in argv]
+        for where in (snap / "out", repo / "blobs" / "out", repo / "out"):
+            value = hub_argv.index(str(scratch / "dest"))
+            before = snapshot(cache, set(), set())
+            rc, _, err = run([*hub_argv[:value], str(where), *hub_argv[value + 1:]], capsys)
+            if rc != 2 or snapshot(cache, set(), set()) != before:
+                failures.append((key, str(where.relative_to(cache)), rc, err.strip()[-200:]))
+    assert not failures, "\n".join(map(str, failures))

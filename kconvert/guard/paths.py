@@ -396,9 +396,30 @@ def _real(p: str | os.PathLike[str]) -> Path:
     return Path(os.path.realpath(os.fspath(p)))
 
 
+# A Hub id as kconvert's arguments spell one (`org/name`, `org/name@revision`); huggingface_hub's own validator
+# judges it where it is parsed (kconvert.source.hub.hub_id_problem): here it only finds the cache folders to keep.
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[^\s/][^\s]*)?$")
+
+
+def _hub_cache_folders(ref: str) -> list[str]:
+    """The folders of Hugging Face's cache that hold the repository `ref` names (a model's and a dataset's: a draft,
+    a target and a trace are read from there), those that exist: the snapshot a Hub id resolves to is made of
+    symlinks into the repository's `blobs/`, so the whole repository folder is the input. A `--report` inside a
+    snapshot and a `fix -o` inside `blobs/` were written into the cache kconvert read from."""
+    m = _HUB_ID.match(ref)
+    if not m:
+        return []
+    from huggingface_hub import constants  # deferred: only for an argument shaped as a Hub id
+
+    repo = ref.split("@", 1)[0].replace("/", "--")
+    return [f for kind in ("models", "datasets")
+            if os.path.isdir(f := os.path.join(constants.HF_HUB_CACHE, f"{kind}--{repo}"))]
+
+
 def existing_inputs(values: Iterable[Any]) -> list[str]:
-    """The values among `values` (option values, None allowed) that name something on this machine: a Hub id or
-    a profile name that is no local path cannot be written over."""
+    """The values among `values` (option values, None allowed) that name something on this machine: a local path,
+    or for a Hub id its repository's folders in the Hugging Face cache. A Hub id with nothing cached, or a profile
+    name, names nothing here that could be written over."""
     out = []
     for v in values:
         if v is None or isinstance(v, bool):
@@ -406,6 +427,8 @@ def existing_inputs(values: Iterable[Any]) -> list[str]:
         s = os.fspath(v) if isinstance(v, os.PathLike) else str(v)
         if s and s != "-" and os.path.lexists(os.path.expanduser(s)):
             out.append(os.path.expanduser(s))
+        elif s:
+            out.extend(_hub_cache_folders(s))
     return out
 
 
