@@ -525,3 +525,24 @@ def test_the_digest_cache_path_from_the_environment_is_guarded_too(tmp_path, mon
         hashcache.store(d / "model.safetensors", "0" * 64)
     assert (node(p), p.read_bytes() if regular else None) == before
     assert sorted(q.name for q in tmp_path.iterdir()) == ["cache", "d"]  # no -journal or -wal beside it
+
+
+@pytest.mark.parametrize("name", ["trace.json", "trace.safetensors"])
+@pytest.mark.parametrize("kind", ["fifo", "socket", "chardev", "folder"])
+def test_a_trace_file_that_is_not_a_regular_file_is_refused_by_name(tmp_path, name, kind, capsys):
+    """A trace folder's own files, as a checkpoint's: a FIFO named trace.safetensors was reported as missing ("no
+    trace.safetensors"), which it is not; it is refused by name, as what it is."""
+    from kconvert.cli import main
+    from tests.score_factories import random_trace
+    from tests.writer_factories import write_draft
+
+    trace = random_trace(tmp_path / "trace", seqs=((4, 6), (4, 6)))
+    p = trace / name
+    p.unlink()
+    {"fifo": lambda: os.mkfifo(p), "socket": lambda: unix_socket(p), "chardev": lambda: char_device(p),
+     "folder": p.mkdir}[kind]()
+    with deadline():
+        rc = main(["score", str(write_draft(tmp_path / "d")), "--trace", str(trace), "--threads", "1"])
+    err = capsys.readouterr().err
+    assert rc == 2 and name in err and ("not a regular file" in err or "directory" in err or "folder" in err), err
+    assert "no " + name not in err, err

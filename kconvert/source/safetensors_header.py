@@ -179,7 +179,14 @@ def read_header(path: Path, rel: str) -> SafetensorsHeader:
     """Read and validate the header of one local safetensors file (only the header bytes are read)."""
     try:
         # O_NONBLOCK + S_ISREG: an index may name a FIFO or a device inside the folder; a plain open() of a
-        # FIFO blocks forever (a hung CI gate). Refuse anything that is not a regular file before reading.
+        # FIFO blocks forever (a hung CI gate). Refuse anything that is not a regular file before reading, by
+        # `stat` before it is opened at all (as kconvert.guard.paths.open_regular: opening a device node can act
+        # on the device, and a socket cannot be opened: "No such device or address"), then again by `fstat`.
+        st0 = os.stat(path)
+        if stat.S_ISDIR(st0.st_mode):
+            raise IsADirectoryError
+        if not stat.S_ISREG(st0.st_mode):
+            raise HeaderError(rel, "is not a regular file (FIFO, device or socket)")
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         try:
             st = os.fstat(fd)

@@ -593,9 +593,9 @@ def _open_folder(root: Path, check_data_sha256: bool, allowed_root: Path | None 
     for entry in _data_files(meta):
         rel = check_relative_path(root, entry.get("file"), f"{META_NAME} data.file", allowed_root=allowed_root)
         path = root / rel
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise InputError(f"{root}: no {rel}")
-        header = read_header(path, rel)
+        header = read_header(path, rel)  # a FIFO, device or folder of that name is refused by name there
         size = path.stat().st_size
         if entry.get("size") != size:
             raise InputError(f"{rel}: {size} bytes, {META_NAME} records {entry.get('size')}")
