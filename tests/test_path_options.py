@@ -348,3 +348,36 @@ def test_a_destination_inside_the_hub_cache_of_an_input_given_by_hub_id_is_refus
             if rc != 2 or snapshot(cache, set(), set()) != before:
                 failures.append((key, str(where.relative_to(cache)), rc, err.strip()[-200:]))
     assert not failures, "\n".join(map(str, failures))
+
+
+# ------------------------------------------------------------------ two destinations of one command, one path ---
+
+PAIRS = [(a, b) for a in DESTINATIONS for b in DESTINATIONS
+         if a.command == b.command and a.flag < b.flag and a.argument is None and b.argument is None]
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: f"{p[0].command} {p[0].flag} {p[1].flag}")
+@pytest.mark.parametrize("how", ["same", "inside", "stdout"])
+def test_two_destinations_of_one_command_never_share_a_path(pair, how, template, tmp_path, capsys, monkeypatch):
+    """Every pair of one command's destination options (enumerated from the CLI), given the same path, one inside
+    the other, or both standard output: refused with exit 2 before anything is written. `inspect --report o.json
+    --sarif o.json` wrote o.json and then exited 2 on --sarif (its own output stood there); `--report - --sarif -`
+    ran two documents together on stdout."""
+    a, b = pair
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.chdir(tmp_path)
+    src_root, src = template
+    inputs = copy_inputs(src, src_root, tmp_path / "in")
+    scratch, out = tmp_path / "scratch", tmp_path / "out"
+    scratch.mkdir()
+    out.mkdir()
+    stdout_ok = {"output-file"}
+    if how == "stdout" and not (a.role in stdout_ok and b.role in stdout_ok):
+        pytest.skip("a folder or a cache is never standard output")
+    first = {"same": out / "p", "inside": out / "p", "stdout": "-"}[how]
+    second = {"same": out / "p", "inside": out / "p" / "q", "stdout": "-"}[how]
+    argv = argv_with(a, str(first), inputs, scratch) + [b.flag, str(second)]
+    rc, _, err = run(argv, capsys)
+    assert rc == 2 and "--force" not in err, (rc, err)
+    assert list(out.iterdir()) == [], f"written before the refusal: {list(out.iterdir())}"

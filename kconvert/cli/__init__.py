@@ -130,19 +130,22 @@ def _guarded(cmd) -> None:
 
     @functools.wraps(run)
     def callback(**kwargs):
-        from kconvert.guard.paths import check_apart, existing_inputs
+        from kconvert.guard.paths import check_apart, check_distinct, existing_inputs
 
         def values(name):
             v = kwargs.get(name)
             return [] if v is None else list(v) if isinstance(v, (list, tuple)) else [v]
 
         inputs = tuple(existing_inputs(v for n, (role, _) in roles.items() if role == INPUT for v in values(n)))
+        dests = []
         for name, (role, flag) in roles.items():
             if role != INPUT:
                 for v in values(name):
-                    if str(v) == "-" or (role == CACHE and _no_cache(str(v))):
-                        continue  # standard output; no cache at all
-                    check_apart(v, inputs, f"{flag} {v}")
+                    if str(v) != "-" and not (role == CACHE and _no_cache(str(v))):  # standard output; no cache
+                        check_apart(v, inputs, f"{flag} {v}")
+                    if not (role == CACHE and _no_cache(str(v))):
+                        dests.append((f"{flag} {v}", v))
+        check_distinct(dests)  # before anything is written: no output replaces, or is refused after, another
         set_command_inputs(inputs)
         return run(**kwargs)
 

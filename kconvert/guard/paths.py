@@ -446,6 +446,28 @@ def check_apart(dest: str | os.PathLike[str], inputs: Iterable[Any], what: str) 
             raise UsageError(f"{what}: lies inside the input {given}; kconvert never writes into what it reads")
 
 
+def check_distinct(dests: Iterable[tuple[str, str | os.PathLike[str]]]) -> None:
+    """Refuse two destinations of one command that are the same path or one inside the other (`what`, path pairs,
+    each resolved as check_apart resolves them): the second write would replace the first's, or be refused only
+    after the first was written (`inspect --report o.json --sarif o.json` wrote o.json, then exited 2)."""
+    seen: list[tuple[str, Path]] = []
+    stdout: str | None = None
+    for what, dest in dests:
+        if os.fspath(dest) == "-":  # standard output: one document there, or two run together unparseable
+            if stdout is not None:
+                raise UsageError(f"{what}: standard output is also {stdout}'s; give one of them a file")
+            stdout = what
+            continue
+        d = _real(os.path.expanduser(os.fspath(dest)))
+        for other, o in seen:
+            if d == o:
+                raise UsageError(f"{what}: is also {other}'s destination; give each output a path of its own")
+            if o in d.parents or d in o.parents:
+                raise UsageError(f"{what}: {'lies inside' if o in d.parents else 'contains'} {other}'s "
+                                 "destination; give each output a path of its own")
+        seen.append((what, d))
+
+
 def _check_parent(dest: Path, what: str) -> None:
     """A new destination's parent must be a folder (or not exist yet: it is created); a symlink to one is fine."""
     for parent in dest.parents:
