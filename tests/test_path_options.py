@@ -381,3 +381,48 @@ def test_two_destinations_of_one_command_never_share_a_path(pair, how, template,
     rc, _, err = run(argv, capsys)
     assert rc == 2 and "--force" not in err, (rc, err)
     assert list(out.iterdir()) == [], f"written before the refusal: {list(out.iterdir())}"
+
+
+# ------------------------------------------------------------------- inputs named by the project configuration ---
+
+def _takes_config(command: str) -> bool:
+    from kconvert.cli import _built, _register
+
+    _register()
+    return any("--config" in (getattr(p, "opts", None) or []) for p in _built(None).commands[command].params)
+
+
+@pytest.mark.parametrize("opt", [o for o in DESTINATIONS if _takes_config(o.command)], ids=lambda o: o.id)
+@pytest.mark.parametrize("how", ["found", "--config"])
+def test_a_destination_inside_the_target_the_project_configuration_names_is_refused(opt, how, template, tmp_path,
+                                                                                    capsys, monkeypatch):
+    """The target a kconvert.toml (found in the working directory, or given with --config) names is read like
+    --target: every destination option of every command that reads a project configuration, put inside it, is
+    refused (exit 2) and the target is unchanged; so is the configuration file itself. Seen failing before
+    kconvert/cli/__init__.py `_project_inputs`: `inspect d --report t/r.json` with `target = "./t"` wrote into t."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    src_root, src = template
+    inputs = copy_inputs(src, src_root, tmp_path / "in")
+    project, scratch = tmp_path / "project", tmp_path / "scratch"
+    project.mkdir()
+    scratch.mkdir()
+    (project / "kconvert.toml").write_text(f'target = "{inputs["target"]}"\n')
+    monkeypatch.chdir(project)
+    argv = argv_with(opt, str(scratch / "dest"), inputs, scratch)
+    if "--target" in argv:
+        i = argv.index("--target")
+        del argv[i:i + 2]
+    if how == "--config":
+        argv += ["--config", str(project / "kconvert.toml")]
+    failures = []
+    for where in (inputs["target"] / "out", project / "kconvert.toml"):
+        if where.name == "kconvert.toml" and opt.role == "output-folder":
+            continue  # a folder destination over a file is refused for being a file (tested above)
+        value = argv.index(str(scratch / "dest"))
+        before = snapshot(inputs["target"], set(), set()), (project / "kconvert.toml").read_bytes()
+        rc, _, err = run([*argv[:value], str(where), *argv[value + 1:]], capsys)
+        after = snapshot(inputs["target"], set(), set()), (project / "kconvert.toml").read_bytes()
+        if rc != 2 or before != after or "input" not in err:
+            failures.append((str(where), rc, err.strip()[-200:]))
+    assert not failures, "\n".join(map(str, failures))

@@ -137,6 +137,7 @@ def _guarded(cmd) -> None:
             return [] if v is None else list(v) if isinstance(v, (list, tuple)) else [v]
 
         inputs = tuple(existing_inputs(v for n, (role, _) in roles.items() if role == INPUT for v in values(n)))
+        inputs += _project_inputs(kwargs, inputs)
         dests = []
         for name, (role, flag) in roles.items():
             if role != INPUT:
@@ -151,6 +152,20 @@ def _guarded(cmd) -> None:
 
     callback._kconvert_guarded = True
     cmd.callback = callback
+
+
+def _project_inputs(kwargs: dict, given: tuple[str, ...]) -> tuple[str, ...]:
+    """What a command reads because its project configuration names it (kconvert.toml or `--config`: the file
+    itself and its `target`, when the command line gives none), as inputs no destination may be, hold or lie
+    inside: `inspect d --report t/r.json` with `target = "./t"` in kconvert.toml wrote into the target folder."""
+    if "config" not in kwargs:
+        return ()
+    from kconvert.guard.paths import existing_inputs
+    from kconvert.project import load_config
+
+    cfg = load_config(kwargs.get("config"), isolated=bool(kwargs.get("isolated")))
+    named = [cfg.path] + ([cfg.get("target")] if "target" in kwargs and kwargs.get("target") is None else [])
+    return tuple(p for p in existing_inputs(named) if p not in given)
 
 
 def main(argv: list[str] | None = None) -> int:
