@@ -426,3 +426,32 @@ def test_a_destination_inside_the_target_the_project_configuration_names_is_refu
         if rc != 2 or before != after or "input" not in err:
             failures.append((str(where), rc, err.strip()[-200:]))
     assert not failures, "\n".join(map(str, failures))
+
+
+@pytest.mark.parametrize("opt", [o for o in DESTINATIONS if o.command == "matrix"], ids=lambda o: o.id)
+@pytest.mark.parametrize("how", ["--from", "glob"])
+def test_a_destination_inside_a_draft_a_list_or_a_glob_names_is_refused(opt, how, template, tmp_path, capsys,
+                                                                        monkeypatch):
+    """matrix reads drafts its arguments do not spell out: those a `--from` list names and the folders a quoted
+    glob matches. Every destination option of matrix, put inside such a draft, is refused (exit 2) before any cell
+    runs and the draft is unchanged. Seen failing before kconvert/matrix/gather.py `listed_inputs`: `matrix --from
+    list.txt --csv D/m.csv` with D in the list wrote into D."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.chdir(tmp_path)
+    src_root, src = template
+    inputs = copy_inputs(src, src_root, tmp_path / "in")
+    runs = tmp_path / "runs"
+    shutil.copytree(inputs["draft"], runs / "epoch-1")
+    draft = runs / "epoch-1"
+    (tmp_path / "list.txt").write_text(f"{draft}\n")
+    named = ["--from", str(tmp_path / "list.txt")] if how == "--from" else [str(runs / "epoch-*")]
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    argv = argv_with(opt, str(scratch / "dest"), inputs, scratch)
+    argv[argv.index(str(inputs["draft"])):argv.index(str(inputs["draft"])) + 1] = named
+    value = argv.index(str(scratch / "dest"))
+    before = snapshot(runs, set(), set())
+    rc, _, err = run([*argv[:value], str(draft / "out"), *argv[value + 1:]], capsys)
+    assert rc == 2 and "input" in err, (rc, err)
+    assert snapshot(runs, set(), set()) == before

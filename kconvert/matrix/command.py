@@ -16,6 +16,7 @@ from kconvert.errors import UsageError
 from kconvert.matrix.build import MatrixRequest, run_matrix
 from kconvert.matrix.cache import CellCache
 from kconvert.matrix.executors import Executor, ExecutorOptions, make_executor
+from kconvert.matrix.gather import listed_inputs
 from kconvert.project import project_settings
 
 
@@ -47,7 +48,8 @@ def matrix(drafts: list[str] | None = None, *, config: str | None = None, isolat
     req = replace(req, target=ps.target, selection=None if ps.selection.is_default else ps.selection,
                   fail_on=ps.fail_on)
     # what the run reads, as given: the cell cache may be none of them, nor hold nor lie inside one
-    inputs = [*req.drafts, req.from_file, req.trace, req.prompts, ps.target, config]
+    inputs = [*req.drafts, *listed_inputs(req.drafts, req.from_file), req.from_file, req.trace, req.prompts,
+              ps.target, config]
     store = cache if isinstance(cache, CellCache) else CellCache.from_option(cache, inputs=inputs)
     try:
         return run_matrix(req, executor=ex, cache=store, on_cell=on_cell)

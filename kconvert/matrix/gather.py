@@ -107,6 +107,17 @@ def expand(refs: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
     return out
 
 
+def listed_inputs(drafts: list[str], from_file: str | None = None) -> list[str]:
+    """The drafts and targets a run reads that its arguments do not spell out: the folders a glob matches, and each
+    draft and target a `--from` list names (a Hub search's results are not known before it runs). What the cell
+    cache and every report may not be, hold or lie inside: `matrix --from list.txt --csv D/m.csv` with D in the list
+    wrote into D."""
+    refs: list[tuple[str, str | None]] = [(d, None) for d in drafts]
+    if from_file:
+        refs += read_list_file(from_file)
+    return [x for ref, target in expand(refs) for x in (ref, target) if x]
+
+
 def order_by_step(entries: list[DraftEntry]) -> list[DraftEntry]:
     """Checkpoints of one run (the same name but for the step number) in step order, at the place of the first;
     every other draft where it was given."""
