@@ -399,7 +399,8 @@ def test_a_destination_inside_the_target_the_project_configuration_names_is_refu
     """The target a kconvert.toml (found in the working directory, or given with --config) names is read like
     --target: every destination option of every command that reads a project configuration, put inside it, is
     refused (exit 2) and the target is unchanged; so is the configuration file itself. Seen failing before
-    kconvert/cli/__init__.py `_project_inputs`: `inspect d --report t/r.json` with `target = "./t"` wrote into t."""
+    kconvert/cli/__init__.py `_project_inputs`: `inspect d --report` into the folder `target = "./t"` names wrote
+    there."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     src_root, src = template

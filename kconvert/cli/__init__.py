@@ -157,7 +157,7 @@ def _guarded(cmd) -> None:
 def _project_inputs(kwargs: dict, given: tuple[str, ...]) -> tuple[str, ...]:
     """What a command reads because its project configuration names it (kconvert.toml or `--config`: the file
     itself and its `target`, when the command line gives none), as inputs no destination may be, hold or lie
-    inside: `inspect d --report t/r.json` with `target = "./t"` in kconvert.toml wrote into the target folder."""
+    inside: with `target = "./t"` in kconvert.toml, `inspect d --report` into that folder wrote there."""
     if "config" not in kwargs:
         return ()
     from kconvert.guard.paths import existing_inputs

@@ -173,6 +173,21 @@ def write_outputs(document: str, doc: dict[str, Any], outputs: dict[str, str]) -
 _INPUTS: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("kconvert_inputs", default=())
 
 
+def add_inputs(document: str, outputs: dict[str, str], values: list[Any]) -> None:
+    """Inputs a command learns of only as it runs (matrix's drafts a glob or a --from list names): every file option
+    given (`outputs`, as `file_outputs` hands them) is checked against them at once, before the command's work, and
+    the report writer checks against them again when it writes (it reads command_inputs)."""
+    from kconvert.guard.paths import check_apart, existing_inputs
+    from kconvert.report.formats import file_options
+
+    found = tuple(existing_inputs(values))
+    flags = {fmt.name: opt.flag for fmt, opt in file_options(document)}
+    for name, dest in outputs.items():
+        if dest != "-":
+            check_apart(dest, found, f"{flags[name]} {dest}")
+    set_command_inputs(command_inputs() + found)
+
+
 def command_inputs() -> tuple[str, ...]:
     return _INPUTS.get()
 

@@ -13,8 +13,8 @@ from kconvert.cli._app import app
 from kconvert.cli._gate import gate_options
 from kconvert.cli._panels import PanelCommand
 from kconvert.cli._common import (CACHE, COUNT, INPUT, SECONDS, SMALL_COUNT, ConfigOpt, ExtendIgnoreOpt, FailOnOpt,
-                                  IgnoreOpt, IsolatedOpt, OracleOpt, SelectOpt, file_outputs, json_opt, path,
-                                  write_outputs)
+                                  IgnoreOpt, IsolatedOpt, OracleOpt, SelectOpt, add_inputs, file_outputs, json_opt,
+                                  path, write_outputs)
 from kconvert.cli._help import help_examples
 from kconvert.cli._output import begin, current_run, emit_report, err_console, interrupt_line, statistics, write
 from kconvert.errors import UsageError
@@ -143,20 +143,10 @@ def matrix_command(
     from kconvert.runners.vllm_args import parse_engine_args  # the one --engine-arg parser, verify's too
 
     args = parse_engine_args(engine_arg)
-    # the drafts and targets a glob or a --from list names are inputs too, known only here: every report is checked
-    # against them before any cell runs, and written against them (write_outputs reads command_inputs)
-    from kconvert.cli._common import command_inputs, set_command_inputs
-    from kconvert.guard.paths import check_apart, existing_inputs
     from kconvert.matrix.gather import listed_inputs
 
-    from kconvert.report.formats import file_options
-
-    listed = tuple(existing_inputs(listed_inputs(list(drafts or []), from_file)))
-    flags = {fmt.name: opt.flag for fmt, opt in file_options("matrix")}
-    for name, dest in (outputs or {}).items():
-        if dest != "-":
-            check_apart(dest, listed, f"{flags[name]} {dest}")
-    set_command_inputs(command_inputs() + listed)
+    # the drafts and targets a glob or a --from list names are inputs too, known only here
+    add_inputs("matrix", outputs or {}, listed_inputs(list(drafts or []), from_file))
     with progress(fmt != "full" or best or not err_console.is_terminal) as on_cell:
         doc = matrix(drafts, config=config, isolated=isolated, select=select, ignore=ignore,
                      extend_ignore=extend_ignore, target=target, fail_on=fail_on, executor=executor, workers=workers,
