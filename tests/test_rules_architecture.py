@@ -186,9 +186,13 @@ def test_speculators_model_type_vllm_does_not_know_is_unmapped(tmp_path):
     # update_eagle3 raises for a model_type other than llama/qwen3
     d = make_draft(tmp_path / "d", "speculators",
                    config=lambda c: c["transformer_layer_config"].update(model_type="mistral"))
+    # the repair is that key: vLLM's speculators config ignores `architectures` (an op writing them left the draft
+    # as refused as before, and fix failed its own self-check: tests/test_fix_wrong_types.py)
     (f,) = found(d, "K101")
-    assert f.message == "vllm does not map architectures ['Eagle3Speculator'] to an EAGLE-3 draft"
-    assert ops(f) == [("SetConfig", ("architectures",), ["LlamaForCausalLMEagle3"], "engine maps this architecture")]
+    assert f.message == ("transformer_layer_config.model_type \"mistral\" is not one vLLM's speculators config maps "
+                         "(llama, qwen3); vLLM refuses the draft ('Unsupported model_type')")
+    assert ops(f) == [("SetConfig", ("transformer_layer_config", "model_type"), "llama",
+                       "tensors are those of a llama layer")]
 
 
 def test_speculators_draft_on_sglang_looks_up_its_architectures(tmp_path):
@@ -234,9 +238,12 @@ def test_k102_is_silent_where_it_does_not_apply(tmp_path):
     mla = make_draft(tmp_path / "d", "torchspec", family="mla", config=lambda c: c.update(model_type="deepseek_v3"))
     assert found(mla, "K102", engine="sglang", version="0.5.23") == []  # SGLang refuses no MLA model_type
     assert found(make_draft(tmp_path / "k2", "torchspec", family="mla"), "K102") == []  # kimi_k2 loads
-    # a Llama layer is never built as an MTP model by this rule
+    # a Llama layer declaring deepseek_v3 is turned into an MTP model as well: vLLM 0.32-0.34's own code refuses it
+    # (Eagle3DeepSeekMTPModel "not supported"; tests/data/vllm_oracle.json probes/llama-specforge/model-type-...),
+    # and the repair names the Llama layer's own type
     llama = make_draft(tmp_path / "l", "unknown", config=lambda c: c.update(model_type="deepseek_v3"))
-    assert found(llama, "K102") == []
+    (f,) = found(llama, "K102")
+    assert ops(f)[0][1:3] == (("model_type",), "llama")
 
 
 # --- K103 -----------------------------------------------------------------------------------------------------

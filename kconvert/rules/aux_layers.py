@@ -492,9 +492,13 @@ def aux_ids_count(ctx: Context) -> Iterator[Finding]:
           "(see `settle_convention`). " + CONVERTED_DEFAULTS_WHY + " Severity follows the measured damage of a one-layer shift: " + COST_EARLY
           + " (error); " + COST_LATE + " (warning); larger shifts are errors. When the evidence disagrees or is "
           "weak only (AQ-MedAI/Kimi-K25-eagle3: SpecForge ids [2, 30, 58] on Kimi, the first id 2 says input, and "
-          "it measured 51.78% acceptance on vLLM, vLLM PR #35966) the finding is a warning naming both readings.",
+          "it measured 51.78% acceptance on vLLM, vLLM PR #35966) the finding is a warning naming both readings; "
+          "an error where the row feeds streams that are neither reading (Model Runner V2 ignores ids at "
+          "eagle_config and feeds its defaults, vLLM PR #50170), since the draft as written is then served on "
+          "streams it was not trained on whichever reading is right.",
       fix="fix rewrites the ids so that the chosen engine feeds the streams the draft was trained on, when the "
-          "convention is settled. When it is not (a warning), fix leaves the ids exactly as they are, applies "
+          "convention is settled. When it is not and the row feeds one of the readings (a warning), fix leaves the "
+          "ids exactly as they are, applies "
           "every other repair, says so and records it in kconvert.json; --aux-convention input|output decides "
           "(the finding names the reading a public run measured, when one did: AQ-MedAI/Kimi-K25-eagle3, input, "
           "vLLM PR #35966), and `kconvert verify --diagnose` or `kconvert score --diagnose` measure both. It "
@@ -521,8 +525,15 @@ def aux_ids_convention(ctx: Context) -> Iterator[Finding]:
         record = (f"; {measured.brief()}, so {measured.flag} is recommended" if measured else
                   "; no public run measured either reading")
         publicly = [Evidence("public record", measured.sentence(), measured.reading)] if measured else []
+        # The question is which reading the draft was trained in; but where this row feeds streams that are
+        # neither reading (Model Runner V2 ignores ids at eagle_config and feeds its defaults, vLLM PR #50170; or
+        # ids no reading can collect), the draft as written is served on streams it was not trained on whichever
+        # the answer: an error, not a warning, so that the gate cannot pass it as written.
+        neither = fed is not None and all(r.expected != fed for r in readings)
         yield aux_ids_convention.finding(
-            f"cannot settle which convention the aux ids {ids} follow: {st.why}" + record, severity="warning",
+            f"cannot settle which convention the aux ids {ids} follow: {st.why}" + record
+            + (f"; {eng} feeds {fed}, neither reading" if neither else ""),
+            severity="error" if neither else "warning",
             evidence=[Evidence(d.aux.source, ids, None), *readings, *st.evidence(), *publicly],
             needs_decision=DECIDE_CONV)
         return

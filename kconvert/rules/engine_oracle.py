@@ -40,6 +40,19 @@ def engine_error(answer: dict[str, Any]) -> tuple[str, str] | None:
     return ("load_weights", msg) if msg else None
 
 
+def _fc_refused(ctx: Context) -> bool:
+    """Whether vLLM's draft class builds fc of another width than the checkpoint's fc.weight (its load then
+    fails); a fc that loads but is fed another number of states fails when it runs, not at load."""
+    from kconvert.rules.shapes import built_aux_count
+
+    fc = ctx.draft.shape("fc.weight")
+    th = ctx.draft.config.get("target_hidden_size") or (ctx.target.hidden_size if ctx.target else None) \
+        or ctx.draft.hidden_size
+    if not fc or len(fc) != 2 or not isinstance(th, int):
+        return True
+    return built_aux_count(ctx) * th != fc[1]
+
+
 def static_load_errors(ctx: Context) -> list[str]:
     """The error findings of the load rules on this draft and row (run here, as run_rules runs them)."""
     from kconvert.rules.base import REGISTRY
@@ -52,14 +65,25 @@ def static_load_errors(ctx: Context) -> list[str]:
             found = list(r.fn(ctx))
         except Exception:  # noqa: BLE001 - a check that cannot run is reported by run_rules itself
             continue
+        if name == "fc-width" and not _fc_refused(ctx):
+            continue  # fc is built as wide as its weight: it loads (the states fed at run time are K301's too)
         out += [f"{f.id} {f.message}" for f in found if f.severity == "error"]
+    # a head whose rows are not the draft_vocab_size the draft class sizes it from (defaulting to vocab_size) does
+    # not load: vLLM's Eagle3LlamaForCausalLM builds lm_head (and draft_id_to_target_id, only when that size differs
+    # from the target's vocabulary) from it, so the tensor's shape or its d2t has no parameter to go to
+    # (model_executor/models/llama_eagle3.py __init__ and load_weights). K501 says so; its other case (a size above
+    # the target vocabulary that the head matches) loads and maps outside the vocabulary when it runs.
+    d = ctx.draft
+    declared = d.draft_vocab_size if d.draft_vocab_size is not None else d.vocab_size
+    if d.lm_head_rows is not None and declared is not None and d.lm_head_rows != declared:
+        out += [f"{f.id} {f.message}" for f in by_name["draft-vocab-size"].fn(ctx) if f.severity == "error"]
     return out
 
 
 def disagreements(ctx: Context) -> list[Disagreement]:
     from kconvert.rules.aux_layers import fed_physical_ids
     from kconvert.rules.positions import vllm_positions
-    from kconvert.rules.shapes import _engine_aux_count
+    from kconvert.rules.shapes import built_aux_count
 
     o = ctx.oracle or {}
     a = o.get("answer") or {}
@@ -103,7 +127,7 @@ def disagreements(ctx: Context) -> list[Disagreement]:
     if fc:
         th = ctx.draft.config.get("target_hidden_size") or (t.hidden_size if t is not None else None)
         n_engine = m.get("num_aux_hidden_states") or (fc[1] // th if th else None)
-        n_mine = _engine_aux_count(ctx)
+        n_mine = built_aux_count(ctx)
         if n_engine is not None and n_engine != n_mine:
             out.append(Disagreement("the aux states fc is built for", n_mine, n_engine,
                                     fn("initialize_model", "initialize_model (the draft class's fc)")))

@@ -23,6 +23,34 @@ def _engine_aux_count(ctx: Context) -> int:
     return 3
 
 
+def built_aux_count(ctx: Context) -> int:
+    """How many aux states vLLM's draft class sizes fc for: num_aux_hidden_states, else the length of
+    eagle_config's ids, else 3 (0.32-0.34 model_executor/models/llama_eagle3.py; the MLA and Qwen3 classes the
+    same), read from the config vLLM builds the class from: a speculators draft's transformer_layer_config, to which
+    the speculators adapter adds the ids at the top level only (configs/speculators/algos.py update_eagle3), so
+    they do not size fc there. What loads; `_engine_aux_count` is what the runner feeds."""
+    cfg = ctx.draft.config
+    if ctx.draft.is_speculators:
+        cfg = cfg.get("transformer_layer_config") if isinstance(cfg.get("transformer_layer_config"), dict) else {}
+    n = cfg.get("num_aux_hidden_states")
+    if isinstance(n, int) and not isinstance(n, bool):
+        return n
+    ec = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+    ids = ec.get("eagle_aux_hidden_state_layer_ids")
+    return len(ids) if isinstance(ids, list) and ids else 3
+
+
+def _fed_count(ctx: Context) -> int | None:
+    """How many aux states this vLLM row's runner feeds the draft (the streams it collects for the ids it reads, or
+    its defaults), where kconvert knows; None elsewhere."""
+    if ctx.engine.engine != "vllm" or ctx.target is None or ctx.draft.aux.ids is None:
+        return None
+    from kconvert.rules.aux_layers import fed_physical_ids
+
+    fed = fed_physical_ids(ctx)
+    return len(set(fed)) if fed else None
+
+
 @rule("K301", "error",
       fix_availability=FixAvailability.NEEDS_DECISION,
       summary="`fc` does not take (number of aux states) x (target hidden size) inputs as the config implies.",
@@ -50,6 +78,16 @@ def fc_width(ctx: Context) -> Iterator[Finding]:
             yield fc_width.finding(
                 f"fc takes {fc[1]} = {fc[1] // th} x {th} inputs but {ctx.engine.engine} will feed {n_aux} aux states",
                 evidence=[Evidence("fc.weight", list(fc), [fc[0], n_aux * th])],
+                needs_decision="--aux-ids (one id per aux state the draft was trained on)")
+            return
+        fed = _fed_count(ctx)
+        if fed is not None and fed != n_aux:
+            # fc is built for n_aux states (it loads) but the runner feeds another number: it fails when it runs
+            # (V1 feeds eagle_config's 4 ids to an fc that num_aux_hidden_states 3 sized: vLLM 0.32/0.33's own
+            # answers, tests/data/vllm_oracle.json probes/num-aux-3-ids-4)
+            yield fc_width.finding(
+                f"fc takes {fc[1]} = {n_aux} x {th} inputs but {ctx.engine.runner_name} feeds {fed} aux states",
+                evidence=[Evidence("fc.weight", list(fc), [fc[0], fed * th])],
                 needs_decision="--aux-ids (one id per aux state the draft was trained on)")
             return
         if declared_t != th:

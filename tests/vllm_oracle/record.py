@@ -43,6 +43,51 @@ RELEASES = (("0.32", "0.32.0"), ("0.33", "0.33.0"), ("0.34", "0.34.0"))
 LEARNED = ROOT / "kconvert" / "engines" / "learned"
 
 
+# The shipped example drafts the variants are made of, and which kinds of change each gets.
+VARIANTS = {"llama-specforge": "all", "mla-torchspec": "all", "llama-speculators": "all", "llama-fullvocab": "all"}
+DROPPED = ("draft_vocab_size", "target_hidden_size", "eagle_config", "architectures", "model_type",
+           "tie_word_embeddings", "head_dim", "num_key_value_heads", "rope_theta", "max_position_embeddings",
+           "norm_before_residual")
+ARCHS = ("LlamaForCausalLM", "Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM",
+         "DeepseekV3ForCausalLMEagle3", "Eagle3Speculator", "Qwen3ForCausalLMEagle3")
+MODEL_TYPES = ("llama", "deepseek_v3", "kimi_k2", "deepseek_v2", "qwen3")
+OTHER_IDS = ([0, 3, 7], [2, 4, 5], [1, 2], [1, 4, 6, 7], [-1, 3, 5], [2, 5, 8], [5, 4, 2])
+
+
+def variants(cfg: dict, _kinds: str = "all") -> dict[str, dict]:
+    """`cfg` with one fact changed, by name."""
+    import copy
+
+    out: dict[str, dict] = {}
+    ec = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+    ids = ec.get("eagle_aux_hidden_state_layer_ids") or cfg.get("eagle_aux_hidden_state_layer_ids")
+    for k in DROPPED:
+        if k in cfg:
+            c = copy.deepcopy(cfg)
+            c.pop(k)
+            out[f"drop-{k}"] = c
+    for arch in ARCHS:
+        out[f"arch-{arch}"] = {**copy.deepcopy(cfg), "architectures": [arch]}
+    for mt in MODEL_TYPES:
+        out[f"model-type-{mt}"] = {**copy.deepcopy(cfg), "model_type": mt}
+    if ids:
+        out["ids-also-top"] = {**copy.deepcopy(cfg), "eagle_aux_hidden_state_layer_ids": ids}
+        out["ids-top-differ"] = {**copy.deepcopy(cfg), "eagle_aux_hidden_state_layer_ids": [i + 1 for i in ids]}
+        c = copy.deepcopy(cfg)
+        c.setdefault("eagle_config", {})["layer_ids"] = ids
+        out["ids-layer-ids"] = c
+        for new in OTHER_IDS:
+            c = copy.deepcopy(cfg)
+            if "eagle_aux_hidden_state_layer_ids" in (c.get("eagle_config") or {}):
+                c["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = new
+            else:
+                c["eagle_aux_hidden_state_layer_ids"] = new
+            out["ids-" + "_".join(map(str, new))] = c
+    for dv in (512, 128, 1024):
+        out[f"draft-vocab-{dv}"] = {**copy.deepcopy(cfg), "draft_vocab_size": dv}
+    return out
+
+
 def run(drafts: dict, release: str) -> tuple[dict, dict]:
     """One child interpreter of `release` (kconvert's own learner, kconvert/runners/engine_oracle.py ask): the
     answers for every shipped draft, and the release's learned file (the probe set's answers read as row facts,
@@ -128,6 +173,20 @@ def record() -> dict:
             (folder / "config.json").write_text(json.dumps(cfg, indent=1))
             drafts[f"probes/{name}"] = {**drafts[base_key], "path": str(folder)}
             configs[f"probes/{name}"] = {**configs[base_key], "config": cfg, "probe_of": ON_DISK_BASE}
+        # held-out-like variants: each shipped example draft with one fact of its config changed (a key dropped,
+        # another architecture or model_type, ids elsewhere or of another count, another draft_vocab_size), the
+        # tensors unchanged; kconvert's verdict on each is held against these answers (K107, test_vllm_oracle.py).
+        # A sweep of these found 18 of 139 where the 0.34 row disagreed with 0.34.0's code (issue #47).
+        for ex, change_set in VARIANTS.items():
+            ebase = m["examples"][f"drafts/{ex}"]
+            for vname, cfg in variants(ebase["config"], change_set).items():
+                name = f"{ex}/{vname}"
+                folder = Path(work) / "variants" / name
+                shutil.copytree(ebase["path"], folder)
+                (folder / "config.json").write_text(json.dumps(cfg, indent=1))
+                drafts[f"variants/{name}"] = {**drafts[f"examples/drafts/{ex}"], "path": str(folder)}
+                configs[f"variants/{name}"] = {**configs[f"examples/drafts/{ex}"], "config": cfg,
+                                               "probe_of": f"examples/tiny/drafts/{ex}"}
         t_manifest = time.perf_counter() - t0
         results, learned, timings = {}, {}, {"manifest_s": round(t_manifest, 1)}
         for label, release in RELEASES:
@@ -141,8 +200,10 @@ def record() -> dict:
         out["releases"][label] = {"versions": r["versions"], "functions": r["functions"]}
         if r["patched"]:
             out["releases"][label]["patched"] = r["patched"]
+    out["variants"] = {}
     for key, c in configs.items():
-        out["drafts"][key] = {**c, "answers": {label: results[label]["drafts"][key] for label in results}}
+        group = "variants" if key.startswith("variants/") else "drafts"  # held apart: many do not load at all
+        out[group][key] = {**c, "answers": {label: results[label]["drafts"][key] for label in results}}
     out["timings"] = timings
     return out, learned
 
@@ -171,14 +232,15 @@ def main() -> int:
             print(f"{p.relative_to(ROOT)} is stale: `kconvert engines learn` answers otherwise")
         # drafts' temporary paths are not in the JSON; the zoo build folders differ per run
         if answers(old) != answers(new) or stale:
-            for k in sorted(set(old["drafts"]) | set(new["drafts"])):
-                if old["drafts"].get(k) != new["drafts"].get(k):
-                    print(f"differs: {k}\n  recorded {old['drafts'].get(k)}\n  now      {new['drafts'].get(k)}")
+            for group in ("drafts", "variants"):
+                for k in sorted(set(old.get(group, {})) | set(new[group])):
+                    if old.get(group, {}).get(k) != new[group].get(k):
+                        print(f"differs: {k}\n  recorded {old.get(group, {}).get(k)}\n  now      {new[group].get(k)}")
             if old["releases"] != new["releases"]:
                 print("differs: releases", old["releases"], new["releases"])
             print(f"{a.out} or a learned file is stale: re-run tests/vllm_oracle/record.py")
             return 1
-        print(f"vllm oracle: {len(new['drafts'])} drafts x {len(RELEASES)} releases agree with {a.out}, and "
+        print(f"vllm oracle: {len(new['drafts'])} drafts and {len(new['variants'])} variants x {len(RELEASES)} releases agree with {a.out}, and "
               f"{len(texts)} learned files with kconvert/engines/learned ({took:.0f} s)")
         return 0
     a.out.write_text(json.dumps(new, indent=1, sort_keys=True) + "\n")
