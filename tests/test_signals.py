@@ -211,3 +211,32 @@ def test_a_signal_at_any_time_of_a_fix_exits_128_plus_the_signal(case, sig):
         else:
             _check(root, out, subprocess.CompletedProcess(p.args, p.returncode, "", err), sig, reference, None)
         shutil.rmtree(out, ignore_errors=True)
+
+
+def test_a_signal_inside_a_finalizer_is_delivered_again_not_printed_and_lost(capfd):
+    """A signal that lands while Python runs a finalizer or a weakref callback raises there, where no exception can
+    propagate: Python printed "Exception ignored in: <function WeakKeyDictionary.__init__.<locals>.remove>" and a
+    traceback under SIGTERM, and the run went on (a clean-clone CI run of
+    test_a_signal_at_any_time_of_a_fix_exits_128_plus_the_signal met it). Under kconvert's handlers the interrupt
+    is delivered again to the code that runs next, and nothing is printed."""
+    import gc
+
+    from kconvert.cli import _interrupts
+    from kconvert.errors import Interrupted
+
+    class Finalized:
+        def __del__(self):
+            signal.raise_signal(signal.SIGTERM)  # the handler runs inside __del__, at its next instruction
+            sum(range(100))
+
+    gc.collect()
+    with _interrupts():
+        with pytest.raises(Interrupted) as caught:
+            f = Finalized()
+            del f
+            until = time.monotonic() + 5
+            while time.monotonic() < until:  # the code that runs next: the interrupt lands here
+                pass
+    assert caught.value.signum == signal.SIGTERM
+    err = capfd.readouterr().err
+    assert "Exception ignored" not in err and "Traceback" not in err, err
