@@ -2,9 +2,8 @@
 first import on, so that a signal at any point of a command exits 130 or 143 with one line (issue #45), start-up
 (~0.1 s of imports) included."""
 import signal
-import sys
 
-from kconvert.errors import interrupt_exit_code, interrupt_message, raise_interrupted
+from kconvert.errors import end_process, interrupt_exit_code, interrupt_message, raise_interrupted
 
 
 def run() -> None:
@@ -13,10 +12,10 @@ def run() -> None:
             signal.signal(sig, raise_interrupted)
     try:
         from kconvert.cli import entry
-    except KeyboardInterrupt as e:
-        sys.stderr.write(f"error: {interrupt_message(e)}\n")
-        sys.exit(interrupt_exit_code(e))
-    entry()
+
+        entry()  # ends the process (kconvert.errors.end_process)
+    except KeyboardInterrupt as e:  # during the imports, or before entry's own guard
+        end_process(interrupt_exit_code(e), f"error: {interrupt_message(e)}")
 
 
 if __name__ == "__main__":

@@ -240,3 +240,71 @@ def test_a_signal_inside_a_finalizer_is_delivered_again_not_printed_and_lost(cap
     assert caught.value.signum == signal.SIGTERM
     err = capfd.readouterr().err
     assert "Exception ignored" not in err and "Traceback" not in err, err
+
+
+# The end of the process, after the command: kconvert's handler stays in place until the process is gone. CPython's
+# own exit puts SIGINT and SIGTERM back to their default action before its teardown (collection, modules), and a
+# SIGTERM there ended a finished fix with no line (-15, a clean-clone CI run of the timed test above, at 7/8).
+# The signal is sent from the last moments Python code runs: the last atexit handler, and an object finalized in
+# the teardown (which kconvert's exit skips, kconvert.cli._finish; then the process exits 0 having finished).
+END = r"""
+import atexit, os, signal, sys, threading, time
+sig, where, marks = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+sys.argv = ["kconvert", *sys.argv[4:]]
+
+class Teardown:
+    def __del__(self):
+        os.kill(os.getpid(), sig)
+        sum(range(10000))
+
+def mark(name):
+    with open(os.path.join(marks, name), "w") as f:
+        f.write(name)
+
+def late_thread():  # a non-daemon thread still running when the command returns: joined before the end
+    time.sleep(0.3)
+    mark("thread")
+
+if where == "atexit":
+    atexit.register(lambda: os.kill(os.getpid(), sig) or sum(range(10000)))
+elif where == "teardown":
+    sys.modules["kconvert_test_teardown"] = type(sys)("kconvert_test_teardown")
+    sys.modules["kconvert_test_teardown"].obj = Teardown()
+atexit.register(mark, "atexit")
+threading.Thread(target=late_thread).start()
+from kconvert.__main__ import run
+run()
+"""
+
+
+@pytest.mark.parametrize("where", ["atexit", "teardown"])
+@pytest.mark.parametrize("sig", list(SIGNALS), ids=lambda s: signal.Signals(s).name)
+def test_a_signal_at_the_end_of_the_process_exits_128_plus_the_signal_or_0_never_by_its_default_action(
+        tmp_path, sig, where):
+    (tmp_path / "end.py").write_text(END)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    p = subprocess.run([sys.executable, str(tmp_path / "end.py"), str(int(sig)), where, str(marks), "rules", "K101",
+                        "--json"], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+    assert p.returncode in (0, SIGNALS[sig]), (p.returncode, p.stderr[-3000:])
+    assert json.loads(p.stdout)["id"] == "K101"  # the command's output, whole
+    if p.returncode:
+        _one_interrupt_line(p.stderr, sig)
+    else:
+        assert p.stderr == ""
+    # the thread ran to its end (the atexit handler before the signal, or the signal in it, may not leave its mark)
+    assert (marks / "thread").exists()
+    if where == "teardown":
+        assert (marks / "atexit").exists()
+
+
+def test_the_end_of_the_process_joins_threads_runs_atexit_and_flushes_output(tmp_path):
+    """What CPython's exit does before its teardown, kconvert's own end does too: no signal sent."""
+    (tmp_path / "end.py").write_text(END)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    p = subprocess.run([sys.executable, str(tmp_path / "end.py"), "0", "none", str(marks), "rules", "--json"],
+                       cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert len(json.loads(p.stdout)) > 10
+    assert sorted(x.name for x in marks.iterdir()) == ["atexit", "thread"]

@@ -47,18 +47,20 @@ def test_help_does_not_import_the_rules_or_the_writer():
     assert not {n for n in names if n.startswith(("kconvert.rules", "kconvert.writer", "kconvert.source"))}
 
 
+# read at the process's end, from an atexit handler (entry() ends the process: kconvert.cli._finish)
 _BLAS_PROBE = r"""
-import ctypes, glob, os, sys
+import atexit, ctypes, glob, os, sys
 sys.argv = ["kconvert", *sys.argv[1:]]
 from kconvert.cli import entry
-try:
-    entry()
-except SystemExit:
-    pass
-import numpy
-libs = glob.glob(os.path.join(os.path.dirname(numpy.__file__), os.pardir, "numpy.libs", "*openblas*"))
-fn = getattr(ctypes.CDLL(libs[0]), "scipy_openblas_get_num_threads64_", None) if libs else None
-print(os.environ.get("OPENBLAS_NUM_THREADS"), fn() if fn else "no-openblas")
+
+def probe():
+    import numpy
+    libs = glob.glob(os.path.join(os.path.dirname(numpy.__file__), os.pardir, "numpy.libs", "*openblas*"))
+    fn = getattr(ctypes.CDLL(libs[0]), "scipy_openblas_get_num_threads64_", None) if libs else None
+    print(os.environ.get("OPENBLAS_NUM_THREADS"), fn() if fn else "no-openblas")
+
+atexit.register(probe)
+entry()
 """
 
 

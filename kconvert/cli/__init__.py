@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import gc
 import os
 import signal
 import sys
@@ -15,8 +14,8 @@ from typer._click.exceptions import ClickException  # typer 0.29 raises its bund
 
 from kconvert.cli import _output
 from kconvert.cli._app import app  # re-exported: `kconvert.cli.app`
-from kconvert.errors import (EXIT_INTERNAL, EXIT_USAGE, Interrupted, KConvertError, interrupt_of, raise_interrupted,
-                             signals_received)
+from kconvert.errors import (EXIT_INTERNAL, EXIT_USAGE, Interrupted, KConvertError, end_process, interrupt_of,
+                             raise_interrupted, signals_received)
 
 
 def _register() -> None:
@@ -271,23 +270,13 @@ def _main(argv: list[str] | None) -> int:
 _ONE_BLAS_THREAD = {"inspect", "fix", "rules"}
 
 
-def _exit_now(signum: int, frame: object) -> None:
-    """A signal after the command finished (the process tearing down): its line and exit code at once, the
-    command's work being done; raising into the interpreter's teardown would print a traceback instead."""
-    sys.stdout.flush()
-    os.write(2, f"error: interrupted by {signal.Signals(signum).name}\n".encode())
-    os._exit(128 + signum)
-
-
 def entry() -> None:
-    if sys.argv[1:2] and sys.argv[1] in _ONE_BLAS_THREAD:
-        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    rc = main()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(sig) is not signal.SIG_IGN:
-            signal.signal(sig, _exit_now)
-    # The process ends here: CPython's last cycle collection at exit would walk every object the imports made
-    # (~15 ms of a `kconvert --help`, bench/NOTES.md); frozen objects are skipped, and modules are still torn
-    # down (files closed, atexit handlers run) as usual.
-    gc.freeze()
-    sys.exit(rc)
+    """The command line as a process: run it, then end the process (kconvert.errors.end_process), 128 + the signal
+    with one line for SIGINT and SIGTERM from here to the end."""
+    try:
+        if sys.argv[1:2] and sys.argv[1] in _ONE_BLAS_THREAD:
+            os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        rc = main()
+    except KeyboardInterrupt as e:  # outside main's own guard: its first or last instructions
+        rc = _interrupted(e)
+    end_process(rc)
