@@ -326,7 +326,7 @@ def test_the_live_block_markdown_card_and_serve_line_show_every_recorded_key_as_
     body = json.loads((DATA / "vllm_server_info_standard.json").read_text())
     vr = verify(DRAFT, TARGET, dry_run=True)
     args = vr.planned["engine_args"]
-    env = {"VLLM_USE_V2_MODEL_RUNNER": "0"}
+    env = {"VLLM_USE_V2_MODEL_RUNNER": "0", "VLLM_BATCH_INVARIANT": "1"}
     settings = P.settings_from_config(body["vllm_config"], args, env)
     vr.planned = None
     vr.live = LiveResult(engine="vllm", engine_version="0.32.0", engine_args=args, env=env,
@@ -344,6 +344,10 @@ def test_the_live_block_markdown_card_and_serve_line_show_every_recorded_key_as_
         if key.startswith("speculative_config.") and key != "speculative_config.model":
             assert spec[key.split(".", 1)[1]] == value == card_spec[key.split(".", 1)[1]]
     assert spec["rejection_sample_method"] == "standard" and spec["draft_sample_method"] == "greedy"
+    # the recorded environment, in both lines (the card's built by the same builder, kconvert.engines.serve_lines)
+    card = serve_commands(doc, "org/draft")["vllm"]
+    for line in (card, live["serve_line"]):
+        assert line.startswith("VLLM_BATCH_INVARIANT=1 VLLM_USE_V2_MODEL_RUNNER=0 vllm serve "), line
 
 
 def test_the_policy_document_names_every_refused_and_recorded_key():

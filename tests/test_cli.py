@@ -449,7 +449,7 @@ def test_model_card_serve_lines_name_hub_ids_never_a_local_path(tmp_path):
     doc["target"] = {"name": local, "origin": "folder"}
     doc["live"]["target"] = local
     res = kconvert.push(folder, REPO, report=doc, dry_run=True)
-    assert local not in res.readme and "vllm serve <target-hub-id> " in res.readme
+    assert local not in res.readme and "vllm serve '<target-hub-id>' " in res.readme
     assert any("--base-model" in n for n in res.notes)
     res = kconvert.push(folder, REPO, report=doc, dry_run=True, base_model="org/target")
     assert local not in res.readme and "vllm serve org/target " in res.readme

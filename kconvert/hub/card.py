@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from pathlib import Path
 from typing import Any
 
 from kconvert._version import __version__
 from kconvert.engines.expectations import ENGINE_LABELS, KNOWN, NEWEST, EngineRules, engine_rules
-from kconvert.engines.serve_lines import recorded_speculative, tokenspeed_launch_argv
+from kconvert.engines.serve_lines import serve_lines
 from kconvert.errors import UsageError
 from kconvert.report.markdown import engine_label, num_speculative_tokens, render_markdown_section
 from kconvert.targets import profile_hub_id
@@ -89,12 +88,6 @@ def _verified_extra(report: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in spec.items() if k not in _RESET_KEYS}
 
 
-def _recorded_spec(report: dict[str, Any]) -> dict[str, Any]:
-    """The speculative keys the verified run recorded as the engine ran them (its sampling methods included, even
-    where vLLM's defaults: kconvert/engines/arg_policy.py), so the card's line serves what the figure means."""
-    return recorded_speculative((report.get("live") or {}).get("engine_settings"))
-
-
 def verified_vllm_row(report: dict[str, Any]) -> EngineRules | None:
     """The vLLM row the report was checked under (`engine.rules_version`: `0.33` is Model Runner V2, `0.33/v1`
     Model Runner V1), or None for an SGLang report or a row kconvert does not know."""
@@ -131,32 +124,28 @@ def runner_note(report: dict[str, Any]) -> str | None:
 
 def serve_commands(report: dict[str, Any], repo_id: str, *, target: str | None = None,
                    tp: int | None = None) -> dict[str, str]:
-    """The vLLM and SGLang command lines that serve `target` with this draft at the verified k.
+    """The vLLM, SGLang and tokenspeed command lines that serve `target` with this draft at the verified k, built by
+    the builders whose lines inspect and verify print (kconvert.engines.serve_lines), from what the report records.
 
     A card is read on the Hub, where the folder verify ran against means nothing: the target is named by its
     Hub id (`target`, else the one the report records) and never by a local path; without one the line says
-    `<target-hub-id>` (push notes that --base-model names it)."""
+    `<target-hub-id>` (push notes that --base-model names it). The vLLM line keeps the speculative keys verify ran
+    with (a replayed line's, `parallel_drafting`, the recorded sampling methods) and the recorded environment; the
+    verified row's runner: a Model Runner V1 row's line starts with VLLM_USE_V2_MODEL_RUNNER=0 (EngineRules
+    serve_env), since vLLM on GPUs runs V2 otherwise (config/vllm.py use_v2_model_runner). The platform's own engine
+    arguments (a CPU run's dtype, cache size) stay in the report's live block, not in a line for the Hub."""
     tgt = target or target_hub_id(report) or TARGET_PLACEHOLDER
     k = num_speculative_tokens(report) or 3
     n = tp or tensor_parallel_size(report)
-    trc = " --trust-remote-code" if _trust_remote_code(report) else ""
-    spec_config = {"model": repo_id, "method": "eagle3", "num_speculative_tokens": k, **_verified_extra(report),
-                   **_recorded_spec(report)}
-    spec_config["model"] = repo_id
-    spec = json.dumps(spec_config)
-    # the verified row's runner: a Model Runner V1 row's line starts with VLLM_USE_V2_MODEL_RUNNER=0 (EngineRules
-    # serve_env), since vLLM on GPUs runs V2 otherwise (config/vllm.py use_v2_model_runner)
+    trc = _trust_remote_code(report)
     row = verified_vllm_row(report)
-    env = "".join(f"{k}={v} " for k, v in (row.serve_env if row is not None else ()))
-    return {
-        "vllm": f"{env}vllm serve {tgt} --speculative-config '{spec}' --tensor-parallel-size {n}{trc}",
-        "sglang": (f"python -m sglang.launch_server --model-path {tgt} --speculative-algorithm EAGLE3 "
-                   f"--speculative-draft-model-path {repo_id} --speculative-num-steps {k} "
-                   f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {k + 1} --tp {n}{trc}"),
-        # tokenspeed's own serve line (serve_lines.tokenspeed_launch_argv: the line inspect and verify print);
-        # tokenspeed 0.1.1's --trust-remote-code (utils/server_args.py add_cli_args) defaults to off as SGLang's does
-        "tokenspeed": shlex.join(tokenspeed_launch_argv(repo_id, tgt, k=k, tp=n)) + trc,
-    }
+    lines = serve_lines(repo_id, tgt, k=k, tp=n, engine_aux_note=False, extra=_verified_extra(report),
+                        engine_args={"trust_remote_code": True} if trc else None,
+                        env=dict(row.serve_env) if row is not None else None,
+                        recorded=(report.get("live") or {}).get("engine_settings"))
+    # SGLang's and tokenspeed's --trust-remote-code (sglang server_args.py, tokenspeed 0.1.1 utils/server_args.py
+    # add_cli_args) default to off, as vLLM's does
+    return {name: line + (" --trust-remote-code" if trc and name != "vllm" else "") for name, line in lines.items()}
 
 
 def unserved_on(report: dict[str, Any], engine: str) -> str | None:
