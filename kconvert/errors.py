@@ -168,7 +168,7 @@ def interrupt_message(exc: BaseException | None = None) -> str:
     return f"interrupted by {signal.Signals(interrupt_signal(exc)).name}"
 
 
-def _exit_now(signum: int, frame: object) -> None:
+def exit_on_signal(signum: int, frame: object) -> None:
     """A signal after the command finished (the process ending): its line and exit code at once, the command's
     work being done; raising into the interpreter's end would print a traceback instead."""
     try:
@@ -181,7 +181,7 @@ def _exit_now(signum: int, frame: object) -> None:
 
 def end_process(rc: int, line: str | None = None) -> None:
     """End the command line's process with `rc` (after writing `line` to stderr, if given), SIGINT and SIGTERM
-    answered by `_exit_now` to the last instruction. CPython's own exit puts both back to their default action
+    answered by `exit_on_signal` to the last instruction. CPython's own exit puts both back to their default action
     (`_PySignal_Fini`) before it collects garbage and tears the modules down (tens of ms): a SIGTERM there ended a
     finished `fix` with no line and no exit code of kconvert's (-15; a clean-clone CI run of tests/test_signals.py,
     the signal at 7/8 of the run). So kconvert does the parts of that exit that matter, in its order: the
@@ -192,7 +192,7 @@ def end_process(rc: int, line: str | None = None) -> None:
     (kconvert.writer.atomic), its temporary folders are context managers or weakref.finalize (an atexit handler)."""
     for sig in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(sig) is not signal.SIG_IGN:  # a signal the caller ignores stays ignored
-            signal.signal(sig, _exit_now)
+            signal.signal(sig, exit_on_signal)
     if line is not None:
         sys.stderr.write(line + "\n")
     shutdown = getattr(threading, "_shutdown", None)

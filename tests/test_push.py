@@ -258,13 +258,14 @@ def test_card_shows_both_conventions_serve_lines_and_provenance(ckpt):
     assert "`min_acceptance_length` | 2.5" in text and "mean acceptance length 3.071 >= 2.500" in text
     assert "identical (requests 40, tokens compared 2,560)" in text
     assert ("vllm serve moonshotai/Kimi-K2.5 --tensor-parallel-size 8 --speculative-config '{\"model\": "
-            "\"my-org/kimi-eagle3\", \"method\": \"eagle3\", \"num_speculative_tokens\": 4}' --trust-remote-code") in text
+            "\"my-org/kimi-eagle3\", \"method\": \"eagle3\", \"num_speculative_tokens\": 4}' "
+            "--trust-remote-code") in text
     assert ("python -m sglang.launch_server --model-path moonshotai/Kimi-K2.5 --tp 8 --speculative-algorithm EAGLE3 "
             "--speculative-draft-model-path my-org/kimi-eagle3 --speculative-num-steps 4 --speculative-eagle-topk 1 "
             "--speculative-num-draft-tokens 5 --trust-remote-code") in text
-    assert ("tokenspeed serve moonshotai/Kimi-K2.5 --tp 8 --speculative-algorithm EAGLE3 --speculative-draft-model-path "
-            "my-org/kimi-eagle3 --speculative-num-steps 4 --speculative-eagle-topk 1 --speculative-num-draft-tokens 5 "
-            "--enable-metrics --trust-remote-code") in text
+    assert ("tokenspeed serve moonshotai/Kimi-K2.5 --tp 8 --speculative-algorithm EAGLE3 "
+            "--speculative-draft-model-path my-org/kimi-eagle3 --speculative-num-steps 4 --speculative-eagle-topk 1 "
+            "--speculative-num-draft-tokens 5 --enable-metrics --trust-remote-code") in text
     assert "AQ-MedAI/Kimi-K25-eagle3" in text and "`K301`" in text
     assert "eagle_config.eagle_aux_hidden_state_layer_ids" in text
     assert sha256_file(folder / "model.safetensors") in text

@@ -308,3 +308,25 @@ def test_the_end_of_the_process_joins_threads_runs_atexit_and_flushes_output(tmp
     assert p.returncode == 0, p.stderr
     assert len(json.loads(p.stdout)) > 10
     assert sorted(x.name for x in marks.iterdir()) == ["atexit", "thread"]
+
+
+@pytest.mark.parametrize("handler", ["run", "end", "default"])
+def test_an_interrupt_delivered_again_reaches_kconverts_handler_of_the_moment_and_no_other(tmp_path, handler):
+    """The re-delivery of an interrupt a finalizer swallowed (kconvert.cli._deliver_again) may come after the run
+    has ended: the end's handler says it (143, its line); a handler that is not kconvert's is never triggered."""
+    code = (
+        "import signal, sys, time\n"
+        "from kconvert.cli import _deliver_again\n"
+        "from kconvert.errors import Interrupted, exit_on_signal, raise_interrupted\n"
+        f"handler = {handler!r}\n"
+        "signal.signal(signal.SIGTERM, {'run': raise_interrupted, 'end': exit_on_signal,\n"
+        "                               'default': signal.SIG_DFL}[handler])\n"
+        "try:\n"
+        "    _deliver_again(signal.SIGTERM)\n"
+        "    time.sleep(2)\n"
+        "except Interrupted:\n"
+        "    sys.exit(99)\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                       timeout=60)
+    assert (p.returncode, p.stderr) == {"run": (99, ""), "end": (143, "error: interrupted by SIGTERM\n"),
+                                        "default": (0, "")}[handler], p.stderr

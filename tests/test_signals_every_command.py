@@ -28,7 +28,8 @@ TRACE_ARGS = ["--prompts", "_smoke", "--max-prompts", "1", "--max-tokens", "8", 
 
 # one invocation per leaf command; {out} is this case's empty folder, {trace} a trace recorded once for the module
 INVOCATIONS: dict[str, list[str]] = {
-    "acceptance": ["acceptance", str(DATA / "vllm_metrics_after.txt"), "--before", str(DATA / "vllm_metrics_before.txt")],
+    "acceptance": ["acceptance", str(DATA / "vllm_metrics_after.txt"),
+                   "--before", str(DATA / "vllm_metrics_before.txt")],
     "engines diff": ["engines", "diff", "vllm==0.33.0", "vllm==0.34.0"],
     "engines learn": ["engines", "learn", "vllm==not.a.version"],  # its fetch needs a registry: its refusal here
     "engines list": ["engines", "list"],

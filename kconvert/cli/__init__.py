@@ -14,8 +14,8 @@ from typer._click.exceptions import ClickException  # typer 0.29 raises its bund
 
 from kconvert.cli import _output
 from kconvert.cli._app import app  # re-exported: `kconvert.cli.app`
-from kconvert.errors import (EXIT_INTERNAL, EXIT_USAGE, Interrupted, KConvertError, end_process, interrupt_of,
-                             raise_interrupted, signals_received)
+from kconvert.errors import (EXIT_INTERNAL, EXIT_USAGE, Interrupted, KConvertError, end_process, exit_on_signal,
+                             interrupt_of, raise_interrupted, signals_received)
 
 
 def _register() -> None:
@@ -122,7 +122,9 @@ def _interrupts() -> Iterator[None]:
 
 
 def _deliver_again(signum: int) -> None:
-    if signal.getsignal(signum) is raise_interrupted:
+    # kconvert's handler of the run, or of the process's end (kconvert.errors.end_process) when the run has ended
+    # since: either says it; any other handler (a library caller's default action) is never triggered from here
+    if signal.getsignal(signum) in (raise_interrupted, exit_on_signal):
         signal.pthread_kill(threading.main_thread().ident, signum)
 
 
