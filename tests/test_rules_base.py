@@ -389,3 +389,42 @@ def test_on_a_peagle_draft_the_eagle3_rules_run_where_the_engine_loads_it_as_eag
         ["K001", "K002"]
     assert [f.id for f in run_rules(Context(draft=d, target=None, engine=engine_rules("sglang", "0.5.23")))] == \
         ["K002"]
+
+
+def test_rule_severities_reads_every_finding_call_of_the_rule_in_one_pass_over_its_module(tmp_path, monkeypatch):
+    """`Rule.severities` from the code (kconvert.rules.base._finding_calls, one traversal per module): a call with
+    no severity has the usual one; a constant, a conditional, a local assigned constants (plain or tuple
+    assignment) give theirs, in the function the call is in and in a function around it; anything else any."""
+    import importlib
+    import sys
+    from types import SimpleNamespace
+
+    from kconvert.rules.base import SEVERITIES, rule_severities
+
+    (tmp_path / "kc_sev_probe.py").write_text(
+        "def plain(ctx):\n"
+        "    yield plain.finding('x')\n"
+        "def constant(ctx):\n"
+        "    yield constant.finding('x', severity='error')\n"
+        "def conditional(ctx):\n"
+        "    yield conditional.finding('x', severity='error' if ctx else 'info')\n"
+        "def local(ctx):\n"
+        "    sev, other = 'info', 1\n"
+        "    def inner():\n"
+        "        level = 'error'\n"
+        "        return local.finding('x', severity=level)\n"
+        "    yield local.finding('y', severity=sev)\n"
+        "    yield inner()\n"
+        "def unknown(ctx):\n"
+        "    yield unknown.finding('x', severity=ctx.pick())\n"
+        "def none(ctx):\n"
+        "    yield none.finding('x', severity=None)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = importlib.import_module("kc_sev_probe")
+    try:
+        got = {name: rule_severities(SimpleNamespace(fn=getattr(mod, name), severity="warning"))
+               for name in ("plain", "constant", "conditional", "local", "unknown", "none")}
+    finally:
+        sys.modules.pop("kc_sev_probe", None)
+    assert got == {"plain": ("warning",), "constant": ("error",), "conditional": ("error", "info"),
+                   "local": ("error", "info"), "unknown": tuple(SEVERITIES), "none": ("warning",)}

@@ -215,12 +215,50 @@ REGISTRY: dict[str, Rule] = {}
 
 
 @functools.lru_cache(maxsize=None)
-def _module_tree(module: str) -> Any:
+def _finding_calls(module: str) -> dict[str, list[tuple[Any, dict[str, list[Any]]]]]:
+    """Every `<name>.finding(...)` call in `module`'s source, by `name`: the call's `severity=` node (None when it
+    gives none) and the local assignments of the function the call is in. One parse and one walk per function for
+    the whole module, for every rule in it (`kconvert rules` asks for all: a walk per rule cost 0.19 s of its start,
+    bench/NOTES.md)."""
     import ast  # deferred: only `kconvert rules` and the report's rule docs ask
     import inspect
     import sys
 
-    return ast.parse(inspect.getsource(sys.modules[module]))
+    tree = ast.parse(inspect.getsource(sys.modules[module]))
+    calls: dict[str, list[tuple[Any, dict[str, list[Any]]]]] = {}
+    # One traversal; an assignment or a call counts for every function it is inside (a nested function's for the
+    # functions around it too, as a walk of each function would have it).
+    Frame = tuple[dict[str, list[Any]], list[tuple[str, Any]]]
+    frames: list[Frame] = []
+
+    def visit(node: Any, stack: list[Frame]) -> None:
+        for n in ast.iter_child_nodes(node):
+            inner = stack
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                frame: Frame = ({}, [])
+                frames.append(frame)
+                inner = [*stack, frame]
+            elif isinstance(n, ast.Assign):
+                for t in n.targets:
+                    pairs = [(t, n.value)] if isinstance(t, ast.Name) else (
+                        list(zip(t.elts, n.value.elts)) if isinstance(t, ast.Tuple) and isinstance(n.value, ast.Tuple)
+                        else [])
+                    for el, v in pairs:
+                        if isinstance(el, ast.Name):
+                            for assigned, _ in stack:
+                                assigned.setdefault(el.id, []).append(v)
+            elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "finding"
+                    and isinstance(n.func.value, ast.Name)):
+                severity = next((k.value for k in n.keywords if k.arg == "severity"), None)
+                for _, found in stack:
+                    found.append((n.func.value.id, severity))
+            visit(n, inner)
+
+    visit(tree, [])
+    for assigned, found in frames:
+        for name, severity in found:
+            calls.setdefault(name, []).append((severity, assigned))
+    return calls
 
 
 def rule_severities(r: Rule) -> tuple[str, ...]:
@@ -230,7 +268,6 @@ def rule_severities(r: Rule) -> tuple[str, ...]:
     from the code itself, so a new `severity="error"` in a rule is listed without anyone editing a table."""
     import ast
 
-    tree = _module_tree(r.fn.__module__)
     found: set[str] = set()
 
     def values(node: Any, assigned: dict[str, list[Any]]) -> set[str]:
@@ -242,22 +279,8 @@ def rule_severities(r: Rule) -> tuple[str, ...]:
             return set().union(*(values(v, assigned) for v in assigned[node.id]))
         return set(SEVERITIES)
 
-    for func in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
-        assigned: dict[str, list[Any]] = {}
-        for n in ast.walk(func):
-            if isinstance(n, ast.Assign):
-                for t in n.targets:
-                    if isinstance(t, ast.Name):
-                        assigned.setdefault(t.id, []).append(n.value)
-                    elif isinstance(t, ast.Tuple) and isinstance(n.value, ast.Tuple):
-                        for el, v in zip(t.elts, n.value.elts):
-                            if isinstance(el, ast.Name):
-                                assigned.setdefault(el.id, []).append(v)
-        for n in ast.walk(func):
-            if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "finding"
-                    and isinstance(n.func.value, ast.Name) and n.func.value.id == r.fn.__name__):
-                kw = next((k for k in n.keywords if k.arg == "severity"), None)
-                found |= {r.severity} if kw is None else values(kw.value, assigned)
+    for severity, assigned in _finding_calls(r.fn.__module__).get(r.fn.__name__, []):
+        found |= {r.severity} if severity is None else values(severity, assigned)
     return tuple(s for s in SEVERITIES if s in (found or {r.severity}))
 
 
