@@ -190,11 +190,17 @@ def end_process(rc: int, line: str | None = None) -> None:
     flushed; then `os._exit`. Skipped: the collection and the modules' deallocation (~15 ms of a `kconvert
     --help`, bench/NOTES.md), which finish nothing kconvert leaves open: its files are written and closed
     (kconvert.writer.atomic), its temporary folders are context managers or weakref.finalize (an atexit handler)."""
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(sig) is not signal.SIG_IGN:  # a signal the caller ignores stays ignored
-            signal.signal(sig, exit_on_signal)
+    if threading.current_thread() is threading.main_thread():  # Python sets handlers from the main thread only
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(sig) is not signal.SIG_IGN:  # a signal the caller ignores stays ignored
+                signal.signal(sig, exit_on_signal)
     if line is not None:
-        sys.stderr.write(line + "\n")
+        try:  # what the run left in the stream first, so that the line comes last
+            if sys.stderr is not None:
+                sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        os.write(2, (line + "\n").encode())  # as exit_on_signal writes: no stream needed (sys.stderr may be None)
     shutdown = getattr(threading, "_shutdown", None)
     if shutdown is not None:
         shutdown()

@@ -149,19 +149,23 @@ def parse_speculative_config(text: str | Mapping[str, Any] | None, tensor_parall
     return out
 
 
-def sglang_launch_argv(draft_ref: str, target_ref: str, *, k: int, tp: int) -> list[str]:
-    # topk 1 makes the draft a chain of k tokens, verified as k + 1 tokens (the chain plus the root): the
-    # setting whose accept_length compares to vLLM's mean acceptance length at num_speculative_tokens = k.
+def _eagle3_chain_flags(draft_ref: str, *, k: int) -> list[str]:
+    """SGLang's speculative flags, which tokenspeed's engine takes as SGLang spells them (tokenspeed 0.1.1
+    utils/server_args.py add_cli_args): EAGLE3 with the draft, a chain of k tokens (topk 1) verified as k + 1
+    tokens (the chain plus the root), the setting whose accept_length compares to vLLM's mean acceptance length at
+    num_speculative_tokens = k."""
     return [
-        "python", "-m", "sglang.launch_server",
-        "--model-path", target_ref,
-        "--tp", str(int(tp)),
         "--speculative-algorithm", "EAGLE3",
         "--speculative-draft-model-path", draft_ref,
         "--speculative-num-steps", str(int(k)),
         "--speculative-eagle-topk", "1",
         "--speculative-num-draft-tokens", str(int(k) + 1),
     ]
+
+
+def sglang_launch_argv(draft_ref: str, target_ref: str, *, k: int, tp: int) -> list[str]:
+    return ["python", "-m", "sglang.launch_server", "--model-path", target_ref, "--tp", str(int(tp)),
+            *_eagle3_chain_flags(draft_ref, k=k)]
 
 
 # Where `python -m sglang.launch_server` listens unless told otherwise (ServerArgs: host 127.0.0.1, port 30000).
@@ -193,16 +197,8 @@ def tokenspeed_launch_argv(draft_ref: str, target_ref: str, *, k: int, tp: int) 
     # utils/server_args.py add_cli_args. A chain of k draft tokens (topk 1) verifies k + 1 tokens: ServerArgs'
     # __post_init__ refuses any other --speculative-num-draft-tokens for EAGLE3 at topk 1. --enable-metrics turns on
     # the tokenspeed:spec_decode_* counters (metrics/collector.py EngineMetrics, enabled only with it).
-    return [
-        "tokenspeed", "serve", target_ref,
-        "--tp", str(int(tp)),
-        "--speculative-algorithm", "EAGLE3",
-        "--speculative-draft-model-path", draft_ref,
-        "--speculative-num-steps", str(int(k)),
-        "--speculative-eagle-topk", "1",
-        "--speculative-num-draft-tokens", str(int(k) + 1),
-        "--enable-metrics",
-    ]
+    return ["tokenspeed", "serve", target_ref, "--tp", str(int(tp)), *_eagle3_chain_flags(draft_ref, k=k),
+            "--enable-metrics"]
 
 
 # Where `tokenspeed serve` listens unless told otherwise (cli/serve_smg.py DEFAULT_GATEWAY_PORT 8000).
