@@ -165,7 +165,12 @@ def interrupt_exit_code(exc: BaseException | None = None) -> int:
 
 
 def interrupt_message(exc: BaseException | None = None) -> str:
-    return f"interrupted by {signal.Signals(interrupt_signal(exc)).name}"
+    return signal_message(interrupt_signal(exc))
+
+
+def signal_message(signum: int) -> str:
+    """`interrupted by SIGTERM`: what kconvert says of a signal that stopped it, wherever it is said."""
+    return f"interrupted by {signal.Signals(signum).name}"
 
 
 def exit_on_signal(signum: int, frame: object) -> None:
@@ -175,7 +180,7 @@ def exit_on_signal(signum: int, frame: object) -> None:
         sys.stdout.flush()
     except (OSError, ValueError, RuntimeError):  # a closed pipe, a closed file, the flush this signal interrupted
         pass
-    os.write(2, f"error: interrupted by {signal.Signals(signum).name}\n".encode())
+    os.write(2, f"error: {signal_message(signum)}\n".encode())
     os._exit(128 + signum)
 
 

@@ -19,6 +19,7 @@ import signal
 import pytest
 
 from kconvert.cli import _built, _output, _register, main
+from tests.cli_tree import leaves
 
 # ESC + OSC 0 (retitles a terminal) + BEL, a C1 CSI, a Unicode line separator
 HOSTILE = "ev\x1b]0;pwn\x07il\x9bx\u2028y"
@@ -29,19 +30,10 @@ def _raw_controls(text: str) -> list[str]:
     return [c for c in text if (ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F or c in "\u2028\u2029"]
 
 
-def _leaves(cmd, path):
-    subs = getattr(cmd, "commands", None)
-    if subs:
-        for name, sub in sorted(subs.items()):
-            yield from _leaves(sub, [*path, name])
-    else:
-        yield path, cmd
-
-
 def _cases():
     _register()
     out = []
-    for path, cmd in _leaves(_built(None), []):
+    for path, cmd in leaves(_built(None)):
         args = [p for p in cmd.params if p.param_type_name == "argument"]
         filler = ["/nonexistent/kconvert-test" for a in args if a.required]
         if args:

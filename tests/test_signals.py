@@ -175,13 +175,14 @@ def test_a_signal_while_replacing_an_earlier_output_leaves_it_intact_or_replaced
         _check(root, out, _run(root, n, sig, out, force=True), sig, reference, old)
 
 
-def _handlers_installed(pid: int, sig: int) -> bool:
+def _handlers_installed(pid: int, *sigs: int) -> bool:
+    """Whether process `pid` catches every one of `sigs` (its SigCgt mask in /proc/PID/status)."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return False
     caught = int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("SigCgt:")), 16)
-    return bool(caught & (1 << (sig - 1)))
+    return all(caught & (1 << (sig - 1)) for sig in sigs)
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads handler masks from /proc (Linux)")

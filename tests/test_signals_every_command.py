@@ -9,7 +9,6 @@ default action, and leaves no temporary file. tests/test_signals.py holds fix's 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -17,6 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.cli_tree import leaves
+from tests.test_signals import _env, _handlers_installed
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "examples" / "tiny"
@@ -48,27 +50,8 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 POINTS = (0.15, 0.5, 0.9)
 
 
-def _leaves(cmd, path):
-    subs = getattr(cmd, "commands", None)
-    if subs:
-        for name, sub in sorted(subs.items()):
-            yield from _leaves(sub, [*path, name])
-    else:
-        yield " ".join(path)
-
-
 def test_every_command_has_an_invocation():
-    from kconvert.cli import _built, _register
-
-    _register()
-    assert set(_leaves(_built(None), [])) == set(INVOCATIONS)
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.pop("KCONVERT_DEBUG", None)
-    return env
+    assert {" ".join(path) for path, _ in leaves()} == set(INVOCATIONS)
 
 
 @pytest.fixture(scope="module")
@@ -79,15 +62,6 @@ def trace(tmp_path_factory):
                        env=_env(), capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     return out
-
-
-def _handlers_installed(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    caught = int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("SigCgt:")), 16)
-    return all(caught & (1 << (s - 1)) for s in SIGNALS)
 
 
 def _argv(name: str, out: Path, trace: Path) -> list[str]:
@@ -117,7 +91,7 @@ def test_a_signal_at_any_time_of_every_command_exits_128_plus_the_signal_with_on
         p = subprocess.Popen([sys.executable, "-m", "kconvert", *_argv(name, out, trace)], cwd=ROOT, env=_env(),
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
-        while not _handlers_installed(p.pid) and p.poll() is None and time.monotonic() < deadline:
+        while not _handlers_installed(p.pid, *SIGNALS) and p.poll() is None and time.monotonic() < deadline:
             time.sleep(0.002)
         assert p.poll() is None, (name, "ran to its end without SIGINT and SIGTERM handled", p.returncode)
         time.sleep(whole * frac)
